@@ -1,0 +1,11 @@
+"""streamslo: load testing and SLO verification for streaming LLM endpoints.
+
+The shared core lives here: the Sans-I/O stream measurement code (:mod:`streamslo.stream`),
+the blocking-socket transports (:mod:`streamslo.transport`), the results directory
+(:mod:`streamslo.results`), the metrics maths (:mod:`streamslo.metrics`) and the thresholds
+(:mod:`streamslo.thresholds`). The command line is :mod:`streamslo.cli`.
+"""
+
+__all__ = ["__version__"]
+
+__version__ = "0.1.0"

@@ -1,0 +1,74 @@
+"""The ``streamslo`` command line: one entry point, thin, that hands each sub-command to the
+module that owns it. Every owner module exposes ``add_arguments(parser)`` and
+``main(args) -> int`` and keeps heavy imports (torch, pandas, locust) inside ``main``.
+
+Exit codes (SPEC §6): 0 all thresholds held, 99 a threshold failed, 2 bad input, 1 internal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+from streamslo import __version__
+from streamslo.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, BadInputError
+
+__all__ = ["COMMANDS", "build_parser", "main"]
+
+#: sub-command -> (owner module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "serve": ("target_server.launch", "run the bundled PyTorch streaming target server"),
+    "run": ("streamslo.runner", "a headless Locust load run that writes a results directory"),
+    "verify": ("verify.cli", "check a results directory (or an SLO file) against thresholds"),
+    "report": ("reports.cli", "the before/after SLO report (HTML, Markdown, JSON)"),
+    "compare": ("streamslo.compare", "the main job: naive vs fixed bundled server, with report"),
+    "soak": ("streamslo.soak", "a staged long run with thresholds that can abort it"),
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Build the full parser (imports every owner module, all of them light at import)."""
+    parser = _Parser(prog="streamslo", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", action="version", version=f"streamslo {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for name, (module_name, help_text) in COMMANDS.items():
+        module = importlib.import_module(module_name)
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        module.add_arguments(p)
+        p.set_defaults(_main=module.main)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``streamslo`` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return int(args._main(args))
+    except BadInputError as exc:
+        print(f"streamslo {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print(f"streamslo {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception:
+        logging.getLogger("streamslo").exception("internal error in %s", args.command)
+        return EXIT_INTERNAL
+
+
+if __name__ == "__main__":
+    sys.exit(main())
