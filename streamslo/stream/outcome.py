@@ -1,0 +1,72 @@
+"""The stream outcome taxonomy (SPEC §3), one enum used everywhere.
+
+Every request ends with exactly one :class:`Outcome`. ``cancelled`` (the load test itself
+stopped the stream) is excluded from every rate.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+__all__ = [
+    "BEGUN_STATUSES_WS",
+    "FAILURE_OUTCOMES",
+    "OUTCOMES",
+    "Outcome",
+    "began",
+]
+
+
+class Outcome(str, Enum):
+    """How one request ended."""
+
+    OK = "ok"
+    """2xx / accepted, terminal marker seen, no error, token count consistent."""
+    TRUNCATED = "truncated"
+    """The transport ended before the terminal marker."""
+    SILENT_TRUNCATION = "silent_truncation"
+    """The terminal marker came, but content is missing."""
+    ERROR_EVENT = "error_event"
+    """An error object arrived inside the stream."""
+    MALFORMED = "malformed"
+    """Not valid SSE / JSON / protocol; data after the terminal marker; counts that do not add up."""
+    STALLED = "stalled"
+    """No byte for longer than the stall timeout; the client gave up."""
+    TIMEOUT = "timeout"
+    """The whole request ran past its deadline while still streaming."""
+    HTTP_4XX = "http_4xx"
+    """A 4xx before the stream began (WS: refused handshake, or close 1008/1009/1013)."""
+    HTTP_5XX = "http_5xx"
+    """A 5xx before the stream began (WS: refused handshake, or close 1011)."""
+    CONNECT_ERROR = "connect_error"
+    """No connection, refused, or reset before any response."""
+    CANCELLED = "cancelled"
+    """The load test stopped the stream (end of run after the drain); excluded from rates."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+#: Every outcome name, in the SPEC's order.
+OUTCOMES: tuple[str, ...] = tuple(o.value for o in Outcome)
+
+#: Outcomes that count as failures (everything but ok and cancelled).
+FAILURE_OUTCOMES: frozenset[str] = frozenset(OUTCOMES) - {"ok", "cancelled"}
+
+#: The status recorded for an accepted WebSocket.
+BEGUN_STATUSES_WS = 101
+
+_NOT_BEGUN = frozenset({"http_4xx", "http_5xx", "connect_error"})
+
+
+def began(status: int | None, outcome: str) -> bool:
+    """Whether a stream *began* (SPEC §3): 2xx headers arrived (WS: accepted, and no error came
+    before the first content chunk, which the outcome then says).
+
+    Args:
+        status: the HTTP status recorded for the request (101 for an accepted WS), or None.
+        outcome: the request's outcome name.
+    """
+    if status is None or outcome in _NOT_BEGUN:
+        return False
+    return 200 <= status < 300 or status == BEGUN_STATUSES_WS

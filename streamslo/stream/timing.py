@@ -1,0 +1,119 @@
+"""The timing record of one stream (SPEC §4), and the request expectations it is judged by.
+
+Durations are kept in seconds from :func:`time.perf_counter`; only ``started_at`` (and
+``scheduled_at``) are wall-clock epoch seconds. Milliseconds appear only at the edges
+(:meth:`StreamRecord.row`, Locust's ``response_time``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["STREAM_COLUMNS", "StreamExpectations", "StreamRecord"]
+
+#: The columns of ``streams.csv``, in order (SPEC §5).
+STREAM_COLUMNS: tuple[str, ...] = (
+    "stream_id",
+    "protocol",
+    "user_class",
+    "started_at",
+    "scheduled_at",
+    "status",
+    "outcome",
+    "connect_ms",
+    "ttft_ms",
+    "e2e_ms",
+    "tokens",
+    "expected_tokens",
+    "usage_completion_tokens",
+    "finish_reason",
+    "max_gap_ms",
+    "bytes",
+    "error",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class StreamExpectations:
+    """What a request asked for, hence what a complete stream must look like."""
+
+    max_tokens: int | None = None
+    """The ``max_tokens`` sent, or None when the request set none."""
+    ignore_eos: bool = True
+    """The request asked for ``ignore_eos: true``: exactly ``max_tokens`` tokens, ``length``."""
+    coalesced_chunks: bool = False
+    """The server may pack several tokens into one chunk: only count checks via usage apply."""
+    done_marker: bool = True
+    """The stream ends with ``[DONE]``; when False the clean end of the body is the marker."""
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000.0, 3)
+
+
+@dataclass(slots=True)
+class StreamRecord:
+    """Everything measured about one request. Filled in by the tracker as bytes arrive."""
+
+    stream_id: str
+    protocol: str
+    user_class: str
+    started_at: float
+    """Unix epoch seconds when the request started."""
+    t0: float
+    """perf_counter() when the request started; every duration counts from here."""
+    scheduled_at: float | None = None
+    """Open-loop runs: the epoch second the arrival process scheduled this request for."""
+    status: int | None = None
+    outcome: str | None = None
+    connect_s: float | None = None
+    ttft_s: float | None = None
+    e2e_s: float | None = None
+    tokens: int = 0
+    """Content chunks received."""
+    expected_tokens: int | None = None
+    usage_completion_tokens: int | None = None
+    finish_reason: str | None = None
+    bytes: int = 0
+    error: str = ""
+    gap_s: list[float] = field(default_factory=list)
+    """Each inter-token gap in seconds; index 0 is the gap before the second token."""
+    gap_t: list[float] = field(default_factory=list)
+    """perf_counter() at the end of each gap."""
+    open_gap: bool = False
+    """True when the last gap is a failed stream's open gap (last chunk to the end)."""
+    reported_tokens: int | None = None
+    """Token count for tpot: content chunks, or usage under coalesced chunks."""
+
+    @property
+    def max_gap_s(self) -> float | None:
+        return max(self.gap_s) if self.gap_s else None
+
+    @property
+    def tpot_s(self) -> float | None:
+        n = self.reported_tokens if self.reported_tokens is not None else self.tokens
+        if self.ttft_s is None or self.e2e_s is None or n < 2:
+            return None
+        return (self.e2e_s - self.ttft_s) / (n - 1)
+
+    def row(self) -> dict[str, object]:
+        """The ``streams.csv`` row (milliseconds, empty cells as None)."""
+        return {
+            "stream_id": self.stream_id,
+            "protocol": self.protocol,
+            "user_class": self.user_class,
+            "started_at": round(self.started_at, 6),
+            "scheduled_at": None if self.scheduled_at is None else round(self.scheduled_at, 6),
+            "status": self.status,
+            "outcome": self.outcome,
+            "connect_ms": _ms(self.connect_s),
+            "ttft_ms": _ms(self.ttft_s),
+            "e2e_ms": _ms(self.e2e_s),
+            "tokens": self.reported_tokens if self.reported_tokens is not None else self.tokens,
+            "expected_tokens": self.expected_tokens,
+            "usage_completion_tokens": self.usage_completion_tokens,
+            "finish_reason": self.finish_reason,
+            "max_gap_ms": _ms(self.max_gap_s),
+            "bytes": self.bytes,
+            "error": self.error,
+        }

@@ -1,0 +1,399 @@
+"""The stream state machine: timings as bytes arrive, and exactly one outcome (SPEC §3-4).
+
+A transport (gevent sockets in the Locust users, asyncio in the pytest probes) calls the
+``on_*`` methods with a ``perf_counter()`` timestamp taken when the bytes were read. The tracker
+does no I/O and reads no clock; tests drive it with a scripted clock.
+
+Life of a request::
+
+    start ─ on_connected ─ on_response ──┬─ 2xx event-stream ─ on_sse_bytes* ─┬─ [DONE] ─ (read to end)
+             (WS: on_ws_accepted)        │  (WS: on_ws_text*)                 ├─ on_eof / on_transport_error
+                                         └─ non-2xx ─ on_http_error           ├─ on_stall / on_deadline
+                                                                              └─ on_cancel
+
+The first thing that ends the stream decides its outcome. After ``[DONE]`` an SSE client keeps
+reading to the end of the body: more data there is ``malformed``; a transport error there
+changes nothing. :attr:`StreamTracker.finished` tells the transport when to stop reading.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from streamslo.stream.outcome import Outcome
+from streamslo.stream.sse import DEFAULT_MAX_EVENT_BYTES, SSEDecoder, SSEProtocolError
+from streamslo.stream.timing import StreamExpectations, StreamRecord
+
+__all__ = ["WS_CLOSE_4XX", "WS_CLOSE_5XX", "StreamTracker"]
+
+#: WebSocket close codes that count as the client's fault before the first content chunk.
+WS_CLOSE_4XX = frozenset({1008, 1009, 1013})
+#: WebSocket close codes that count as the server's fault before the first content chunk.
+WS_CLOSE_5XX = frozenset({1011})
+
+_DONE = "[DONE]"
+_CONTENT_KEYS = ("content", "reasoning_content", "reasoning")
+
+
+def _has_text(choice: dict[str, Any]) -> bool:
+    """Whether one choice of a chunk carries text in any field (a content chunk)."""
+    text = choice.get("text")
+    if isinstance(text, str) and text:
+        return True
+    delta = choice.get("delta")
+    if not isinstance(delta, dict):
+        return False
+    for key in _CONTENT_KEYS:
+        v = delta.get(key)
+        if isinstance(v, str) and v:
+            return True
+    calls = delta.get("tool_calls")
+    if isinstance(calls, list):
+        for call in calls:
+            fn = call.get("function") if isinstance(call, dict) else None
+            if isinstance(fn, dict) and (fn.get("arguments") or fn.get("name")):
+                return True
+    return False
+
+
+def _error_status(error: Any, default: int) -> int:
+    """The HTTP-like status an error object carries in ``code`` (SPEC §2), else ``default``."""
+    if isinstance(error, dict):
+        code = error.get("code")
+        try:
+            value = int(code)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            return default
+        if 400 <= value <= 599:
+            return value
+    return default
+
+
+def _error_message(error: Any) -> str:
+    if isinstance(error, dict):
+        msg = error.get("message")
+        if isinstance(msg, str):
+            return msg[:200]
+    return str(error)[:200]
+
+
+class StreamTracker:
+    """Measures one request and decides its outcome.
+
+    Args:
+        record: the record to fill in (holds the start time and identity).
+        expect: what the request asked for.
+        max_event_bytes: the largest SSE event / WS message accepted.
+    """
+
+    __slots__ = ("_decoder", "_done", "_expect", "_last_token_t", "_ws_content_seen", "rec")
+
+    def __init__(
+        self,
+        record: StreamRecord,
+        expect: StreamExpectations,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+    ) -> None:
+        self.rec = record
+        self._expect = expect
+        self._decoder = SSEDecoder(max_event_bytes=max_event_bytes)
+        self._done = False  # the terminal marker arrived
+        self._last_token_t: float | None = None
+        self._ws_content_seen = False
+        if expect.ignore_eos and expect.max_tokens is not None:
+            record.expected_tokens = expect.max_tokens
+
+    # ---------------------------------------------------------------- state
+    @property
+    def finished(self) -> bool:
+        """The outcome is decided and the transport may stop reading."""
+        return self.rec.outcome is not None
+
+    @property
+    def done_seen(self) -> bool:
+        """The terminal marker arrived (the transport reads on to the end of the body)."""
+        return self._done
+
+    @property
+    def began(self) -> bool:
+        s = self.rec.status
+        return s is not None and (200 <= s < 300 or s == 101)
+
+    def _finish(self, t: float, outcome: Outcome, error: str = "") -> None:
+        rec = self.rec
+        if rec.outcome is not None:
+            return
+        rec.outcome = outcome.value
+        if error and not rec.error:
+            rec.error = error
+        if not self._done:
+            rec.e2e_s = t - rec.t0
+        if (
+            outcome is not Outcome.OK
+            and outcome is not Outcome.CANCELLED
+            and self._last_token_t is not None
+            and not self._done
+        ):
+            # A failed stream's last, open gap: from its last chunk to the moment it ended.
+            rec.gap_s.append(max(0.0, t - self._last_token_t))
+            rec.gap_t.append(t)
+            rec.open_gap = True
+
+    # ------------------------------------------------------------ transport
+    def on_connected(self, t: float) -> None:
+        """The TCP (and TLS) connection is up."""
+        self.rec.connect_s = t - self.rec.t0
+
+    def on_response(self, t: float, status: int, content_type: str | None) -> None:
+        """HTTP response headers arrived (SSE)."""
+        self.rec.status = status
+        if 200 <= status < 300:
+            ctype = (content_type or "").split(";", 1)[0].strip().lower()
+            if ctype != "text/event-stream":
+                self._finish(t, Outcome.MALFORMED, f"2xx body is not an event stream ({ctype or 'no content type'})")
+        elif status < 200 or status >= 600:
+            self._finish(t, Outcome.MALFORMED, f"unexpected HTTP status {status}")
+
+    def on_http_error(self, t: float, status: int, body: bytes) -> None:
+        """A non-2xx response (or a refused WS handshake) with the start of its body."""
+        self.rec.status = status
+        self.rec.bytes += len(body)
+        message = ""
+        try:
+            obj = json.loads(body)
+            if isinstance(obj, dict) and "error" in obj:
+                message = _error_message(obj["error"])
+        except ValueError:
+            message = body[:200].decode("utf-8", "replace").strip()
+        detail = f"HTTP {status}" + (f": {message}" if message else "")
+        if 400 <= status < 500:
+            self._finish(t, Outcome.HTTP_4XX, detail)
+        elif 500 <= status < 600:
+            self._finish(t, Outcome.HTTP_5XX, detail)
+        else:
+            self._finish(t, Outcome.MALFORMED, f"unexpected {detail}")
+
+    def on_sse_bytes(self, t: float, data: bytes) -> None:
+        """Body bytes of an event stream, as read (one timestamp per read)."""
+        self.rec.bytes += len(data)
+        if self.rec.outcome is not None and not self._done:
+            return
+        try:
+            events = self._decoder.feed(data)
+        except SSEProtocolError as exc:
+            self._finish(t, Outcome.MALFORMED, str(exc))
+            return
+        for ev in events:
+            self._message(t, ev.data)
+            if self.rec.outcome is not None and (
+                not self._done or self.rec.outcome != Outcome.OK.value
+            ):
+                return
+
+    def on_ws_accepted(self, t: float) -> None:
+        """The WebSocket handshake succeeded (status 101)."""
+        self.rec.status = 101
+
+    def on_ws_text(self, t: float, text: str) -> None:
+        """One WebSocket text message for this request."""
+        self.rec.bytes += len(text)
+        if self.rec.outcome is not None:
+            return
+        self._message(t, text)
+
+    def on_ws_binary(self, t: float, size: int) -> None:
+        """A binary WebSocket message: not the protocol."""
+        self.rec.bytes += size
+        self._finish(t, Outcome.MALFORMED, "binary WebSocket frame")
+
+    def on_ws_close(self, t: float, code: int | None, reason: str = "") -> None:
+        """The server closed the WebSocket (``code`` None: no close frame, 1006)."""
+        if self.rec.outcome is not None:
+            return
+        shown = 1006 if code is None else code
+        detail = f"ws close {shown}" + (f": {reason[:120]}" if reason else "")
+        if not self._ws_content_seen:
+            if shown in WS_CLOSE_4XX:
+                self._finish(t, Outcome.HTTP_4XX, detail)
+                return
+            if shown in WS_CLOSE_5XX:
+                self._finish(t, Outcome.HTTP_5XX, detail)
+                return
+        self._finish(t, Outcome.TRUNCATED, detail + " before [DONE]")
+
+    def on_eof(self, t: float, body_complete: bool) -> None:
+        """The body (or connection) ended.
+
+        Args:
+            body_complete: the HTTP framing says the body ended cleanly (the chunked
+                terminator, the full Content-Length, or a close on a body framed by close).
+        """
+        if self.rec.outcome is not None:
+            if self._done and self._decoder.in_event:
+                pass  # an unfinished event after [DONE] is dropped, as SSE says
+            return
+        if not self._expect.done_marker and body_complete and self.began:
+            self._terminal(t)
+            return
+        self._finish(
+            t,
+            Outcome.TRUNCATED,
+            "body ended before [DONE]" if body_complete else "connection closed mid-body",
+        )
+
+    def on_transport_error(self, t: float, exc: BaseException) -> None:
+        """The connection failed (refused, reset, TLS error...)."""
+        if self.rec.outcome is not None:
+            return  # after [DONE] a transport error changes nothing
+        detail = f"{type(exc).__name__}: {exc}"[:200]
+        if self.rec.status is None:
+            self._finish(t, Outcome.CONNECT_ERROR, detail)
+        else:
+            self._finish(t, Outcome.TRUNCATED, detail)
+
+    def on_protocol_error(self, t: float, detail: str) -> None:
+        """The bytes broke HTTP or WebSocket framing."""
+        self._finish(t, Outcome.MALFORMED, detail)
+
+    def on_stall(self, t: float, stall_timeout: float) -> None:
+        """No byte arrived for ``stall_timeout`` seconds; the client gives up."""
+        where = "after the stream began" if self.began else "waiting for headers"
+        self._finish(t, Outcome.STALLED, f"no byte for {stall_timeout:g}s {where}")
+
+    def on_deadline(self, t: float, request_timeout: float) -> None:
+        """The request ran past its deadline."""
+        self._finish(t, Outcome.TIMEOUT, f"request still streaming after {request_timeout:g}s")
+
+    def on_cancel(self, t: float) -> None:
+        """The load test stopped this stream."""
+        self._finish(t, Outcome.CANCELLED, "stopped by the load test")
+
+    # ------------------------------------------------------------- messages
+    def _message(self, t: float, data: str) -> None:
+        rec = self.rec
+        if self._done:
+            rec.outcome = Outcome.MALFORMED.value
+            rec.error = "data after [DONE]"
+            return
+        if data == _DONE or data.strip() == _DONE:
+            self._done = True
+            rec.e2e_s = t - rec.t0
+            self._terminal(t)
+            return
+        try:
+            chunk = json.loads(data)
+        except ValueError:
+            self._finish(t, Outcome.MALFORMED, f"chunk is not JSON: {data[:80]!r}")
+            return
+        if not isinstance(chunk, dict):
+            self._finish(t, Outcome.MALFORMED, f"chunk is not a JSON object: {data[:80]!r}")
+            return
+        if "error" in chunk and chunk["error"] is not None:
+            err = chunk["error"]
+            if rec.protocol == "ws" and not self._ws_content_seen:
+                # WS: an error before the first content chunk means the stream never began.
+                status = _error_status(err, 500)
+                outcome = Outcome.HTTP_4XX if status < 500 else Outcome.HTTP_5XX
+                self._finish(t, outcome, f"error {status}: {_error_message(err)}")
+            else:
+                self._finish(t, Outcome.ERROR_EVENT, f"error event: {_error_message(err)}")
+            return
+        choices = chunk.get("choices")
+        usage = chunk.get("usage")
+        if choices is None and usage is None:
+            self._finish(t, Outcome.MALFORMED, "chunk has neither choices nor usage")
+            return
+        if isinstance(usage, dict):
+            ct = usage.get("completion_tokens")
+            if isinstance(ct, int) and not isinstance(ct, bool):
+                rec.usage_completion_tokens = ct
+        elif usage is not None:
+            self._finish(t, Outcome.MALFORMED, "usage is not an object")
+            return
+        if choices is None:
+            return
+        if not isinstance(choices, list):
+            self._finish(t, Outcome.MALFORMED, "choices is not a list")
+            return
+        content = False
+        for choice in choices:
+            if not isinstance(choice, dict):
+                self._finish(t, Outcome.MALFORMED, "a choice is not an object")
+                return
+            fr = choice.get("finish_reason")
+            if fr is not None:
+                if not isinstance(fr, str):
+                    self._finish(t, Outcome.MALFORMED, "finish_reason is not a string")
+                    return
+                rec.finish_reason = fr
+            if not content and _has_text(choice):
+                content = True
+        if content:
+            self._token(t)
+
+    def _token(self, t: float) -> None:
+        rec = self.rec
+        rec.tokens += 1
+        self._ws_content_seen = True
+        last = self._last_token_t
+        if last is None:
+            rec.ttft_s = t - rec.t0
+        else:
+            rec.gap_s.append(t - last)
+            rec.gap_t.append(t)
+        self._last_token_t = t
+        mt = self._expect.max_tokens
+        if mt is not None and rec.tokens > mt:
+            self._finish(t, Outcome.MALFORMED, f"more content chunks ({rec.tokens}) than max_tokens ({mt})")
+
+    def _terminal(self, t: float) -> None:
+        """The terminal marker arrived: check the counts (SPEC §3)."""
+        rec, ex = self.rec, self._expect
+        if self._done is False:
+            self._done = True  # body end acting as the marker (--no-done-marker)
+            rec.e2e_s = t - rec.t0
+        usage = rec.usage_completion_tokens
+        n = rec.tokens
+        if ex.coalesced_chunks and usage is not None:
+            rec.reported_tokens = usage
+        if rec.finish_reason is None:
+            self._finish(t, Outcome.MALFORMED, "[DONE] with no finish_reason on the choice")
+            return
+        if ex.max_tokens is not None and n > ex.max_tokens:
+            self._finish(t, Outcome.MALFORMED, f"{n} content chunks for max_tokens {ex.max_tokens}")
+            return
+        if usage is not None and n > usage:
+            self._finish(t, Outcome.MALFORMED, f"{n} content chunks but usage says {usage} tokens")
+            return
+        if ex.ignore_eos and ex.max_tokens is not None:
+            if rec.finish_reason != "length":
+                self._finish(
+                    t,
+                    Outcome.SILENT_TRUNCATION,
+                    f"finish_reason {rec.finish_reason!r} under ignore_eos after {n} of {ex.max_tokens} tokens",
+                )
+                return
+            if usage is not None and usage < ex.max_tokens:
+                self._finish(
+                    t,
+                    Outcome.SILENT_TRUNCATION,
+                    f"usage.completion_tokens {usage} below max_tokens {ex.max_tokens}",
+                )
+                return
+        if not ex.coalesced_chunks:
+            if usage is not None and n < usage:
+                self._finish(
+                    t,
+                    Outcome.SILENT_TRUNCATION,
+                    f"{n} content chunks arrived of {usage} the server counted",
+                )
+                return
+            if usage is None and ex.ignore_eos and ex.max_tokens is not None and n < ex.max_tokens:
+                self._finish(
+                    t,
+                    Outcome.SILENT_TRUNCATION,
+                    f"{n} content chunks of max_tokens {ex.max_tokens}",
+                )
+                return
+        self._finish(t, Outcome.OK)
