@@ -1,0 +1,5 @@
+"""pytest plugin of streamslo (placeholder while the real plugin is written; inert)."""
+
+from __future__ import annotations
+
+__all__: list[str] = []
