@@ -37,6 +37,7 @@ __all__ = [
     "metric_kind",
     "percentile",
     "rate_value",
+    "run_duration_s",
     "select",
     "summarize",
     "trend_samples",
@@ -53,8 +54,12 @@ TREND_METRICS = (
     "ttft_sched_ms",
     "e2e_sched_ms",
 )
-RATE_METRICS = ("truncation_rate", "http_5xx_rate", "error_rate") + tuple(
-    f"{o}_rate" for o in OUTCOMES if o != "cancelled"
+RATE_METRICS = (
+    "truncation_rate",
+    "http_5xx_rate",
+    "error_rate",
+    # http_5xx_rate is both a headline rate and an outcome rate: listed once.
+    *(f"{o}_rate" for o in OUTCOMES if o not in ("cancelled", "http_5xx")),
 )
 COUNTER_METRICS = ("requests", "tokens", "streams_began")
 #: Columns of streams.csv a threshold selector may filter on (k6 tags style).
@@ -203,6 +208,15 @@ def _duration_s(data: RunData) -> float | None:
     ends = s["started_at"] + s["e2e_ms"].fillna(0) / 1000.0
     span = float(ends.max() - s["started_at"].min())
     return span if span > 0 else None
+
+
+def run_duration_s(data: RunData) -> float | None:
+    """The run's length in seconds: run.json's start/end epochs, else the span of its streams.
+
+    Returns:
+        Seconds, or None when the run has no length (no streams, no start/end).
+    """
+    return _duration_s(data)
 
 
 def summarize(data: RunData) -> dict[str, Any]:
