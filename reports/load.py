@@ -1,0 +1,265 @@
+"""Results directories (SPEC §5) turned into tidy pandas frames for the report.
+
+A :class:`LoadedRun` wraps :func:`streamslo.results.load_run` (the same loader ``verify`` uses,
+so the report and ``verify`` see the same rows) with a label (``before``, ``after`` or ``run``),
+a human name, the run's start and duration, and any server-side evidence found in
+``DIR/server/``:
+
+- ``metrics.jsonl``: one Prometheus scrape a line, ``{"t": s, "metrics": {sample: value}}``,
+  loaded as a tidy frame ``t, sample, name, labels, value``;
+- ``stalls.json`` / ``workers.json``: the bundled server's ``/debug/stalls`` and
+  ``/debug/workers`` at the end of the run, kept as parsed JSON.
+
+Evidence is optional: absent files give an empty :class:`ServerEvidence`. A damaged file gives
+:class:`~streamslo.errors.ResultsError` naming it (a half-written *last* line of
+``metrics.jsonl``, which a killed run can leave, is skipped).
+
+:func:`comparability_warnings` says, in words, how two runs differ where a comparison would
+mislead (scenario, users, duration, protocol, max_tokens).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from streamslo.errors import ResultsError
+from streamslo.results import RunData, load_run
+
+__all__ = [
+    "DURATION_TOLERANCE",
+    "LoadedRun",
+    "ServerEvidence",
+    "comparability_warnings",
+    "latency_pool",
+    "load_report_runs",
+    "load_server_evidence",
+    "parse_sample_name",
+]
+
+#: Durations that differ by more than this fraction make a comparison warning.
+DURATION_TOLERANCE = 0.10
+
+_NOT_BEGUN = ("http_4xx", "http_5xx", "connect_error")
+_SAMPLE = re.compile(r"^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)(?:\{(?P<labels>.*)\})?$")
+
+
+@dataclass(frozen=True)
+class ServerEvidence:
+    """What the target server said about itself during a run (all optional)."""
+
+    metrics: pd.DataFrame
+    """Tidy scrapes: ``t`` (s since start), ``sample``, ``name``, ``labels``, ``value``."""
+    stalls: Any = None
+    """Parsed ``stalls.json`` (``/debug/stalls`` at the end of the run), or None."""
+    workers: Any = None
+    """Parsed ``workers.json`` (``/debug/workers`` at the end of the run), or None."""
+    notes: tuple[str, ...] = field(default=())
+    """Things worth telling the reader about the evidence (skipped lines...)."""
+
+    @property
+    def present(self) -> bool:
+        """Whether any evidence was found."""
+        return len(self.metrics) > 0 or self.stalls is not None or self.workers is not None
+
+
+@dataclass(frozen=True)
+class LoadedRun:
+    """One results directory, loaded and labelled for the report."""
+
+    label: str
+    """``before``, ``after`` or ``run`` (a single-run report)."""
+    name: str
+    """Human name: the bundled server's mode when known, else the directory's name."""
+    data: RunData
+    """The loaded run, as :mod:`streamslo.metrics` expects it."""
+    start_epoch: float | None
+    """Epoch seconds of the run's start (run.json, else the first stream's start)."""
+    duration_s: float | None
+    """Length of the run in seconds (run.json, else the span of its streams)."""
+    server: ServerEvidence
+    """Server-side evidence from ``DIR/server/``."""
+
+    @property
+    def path(self) -> Path:
+        """The results directory."""
+        return self.data.path
+
+    @property
+    def run(self) -> dict[str, Any]:
+        """run.json (empty when absent)."""
+        return self.data.run
+
+    @property
+    def streams(self) -> pd.DataFrame:
+        """streams.csv as a frame."""
+        return self.data.streams  # type: ignore[no-any-return]
+
+    @property
+    def gaps(self) -> pd.DataFrame:
+        """gaps.parquet as a frame."""
+        return self.data.gaps  # type: ignore[no-any-return]
+
+
+def latency_pool(streams: pd.DataFrame) -> pd.DataFrame:
+    """Streams that began and were not cancelled: the pool every latency comes from.
+
+    The same rule as :mod:`streamslo.metrics` (SPEC §3): 2xx (or 101 for an accepted
+    WebSocket) and an outcome that is not a before-the-stream failure.
+    """
+    status = streams["status"]
+    ok_status = (((status >= 200) & (status < 300)) | (status == 101)).fillna(False).astype(bool)
+    began = ok_status & ~streams["outcome"].isin(_NOT_BEGUN)
+    return streams[began & (streams["outcome"] != "cancelled").fillna(True)]
+
+
+def parse_sample_name(sample: str) -> tuple[str, str]:
+    """Split a Prometheus sample name ``name{labels}`` into ``(name, labels)``."""
+    m = _SAMPLE.match(sample.strip())
+    if not m:
+        return sample, ""
+    return m.group("name"), m.group("labels") or ""
+
+
+def _read_json_any(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ResultsError(f"{path}: cannot be read as JSON ({exc})") from None
+
+
+def _read_metrics(path: Path) -> tuple[pd.DataFrame, tuple[str, ...]]:
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as exc:
+        raise ResultsError(f"{path}: cannot be read ({exc})") from None
+    rows: list[tuple[float, str, str, str, float]] = []
+    notes: list[str] = []
+    numbered = [(i, ln) for i, ln in enumerate(lines, start=1) if ln.strip()]
+    for pos, (lineno, line) in enumerate(numbered):
+        try:
+            obj = json.loads(line)
+            t = float(obj["t"])
+            metrics = obj["metrics"]
+            if not isinstance(metrics, dict):
+                raise TypeError("metrics is not an object")
+            for sample, value in metrics.items():
+                if value is None:
+                    continue
+                name, labels = parse_sample_name(str(sample))
+                rows.append((t, str(sample), name, labels, float(value)))
+        except (ValueError, KeyError, TypeError) as exc:
+            if pos == len(numbered) - 1:
+                # A run killed mid-scrape leaves half a last line: keep what came before.
+                notes.append(f"{path.name}: skipped a damaged last line {lineno}")
+                continue
+            raise ResultsError(f"{path}:{lineno}: not a metrics scrape ({exc})") from None
+    frame = pd.DataFrame(rows, columns=["t", "sample", "name", "labels", "value"])
+    return frame.astype({"t": "float64", "value": "float64"}), tuple(notes)
+
+
+def load_server_evidence(directory: Path) -> ServerEvidence:
+    """Load ``DIR/server/`` (metrics.jsonl, stalls.json, workers.json), each optional.
+
+    Raises:
+        ResultsError: a file that is there but damaged (the message names it).
+    """
+    folder = Path(directory) / "server"
+    empty = pd.DataFrame(
+        {
+            "t": pd.Series(dtype="float64"),
+            "sample": pd.Series(dtype="object"),
+            "name": pd.Series(dtype="object"),
+            "labels": pd.Series(dtype="object"),
+            "value": pd.Series(dtype="float64"),
+        }
+    )
+    if not folder.is_dir():
+        return ServerEvidence(metrics=empty)
+    metrics, notes = empty, ()
+    if (folder / "metrics.jsonl").exists():
+        metrics, notes = _read_metrics(folder / "metrics.jsonl")
+    stalls = _read_json_any(folder / "stalls.json") if (folder / "stalls.json").exists() else None
+    workers = (
+        _read_json_any(folder / "workers.json") if (folder / "workers.json").exists() else None
+    )
+    return ServerEvidence(metrics=metrics, stalls=stalls, workers=workers, notes=notes)
+
+
+def _start_and_duration(data: RunData) -> tuple[float | None, float | None]:
+    run, s = data.run, data.streams
+    start, end = run.get("start_epoch"), run.get("end_epoch")
+    first = float(s["started_at"].min()) if len(s) and s["started_at"].notna().any() else None
+    start_f = float(start) if isinstance(start, (int, float)) else first
+    if isinstance(start, (int, float)) and isinstance(end, (int, float)) and end > start:
+        return start_f, float(end - start)
+    if first is None:
+        return start_f, None
+    ends = s["started_at"] + s["e2e_ms"].fillna(0) / 1000.0
+    span = float(ends.max() - first)
+    return start_f, (span if span > 0 else None)
+
+
+def _name(data: RunData) -> str:
+    mode = data.run.get("server_mode")
+    return str(mode) if mode else data.path.name
+
+
+def _load_one(directory: Path, label: str) -> LoadedRun:
+    data = load_run(directory)
+    start, duration = _start_and_duration(data)
+    return LoadedRun(
+        label=label,
+        name=_name(data),
+        data=data,
+        start_epoch=start,
+        duration_s=duration,
+        server=load_server_evidence(data.path),
+    )
+
+
+def load_report_runs(before_dir: Path | None, after_dir: Path) -> tuple[LoadedRun, ...]:
+    """Load the runs of a report: ``(run,)`` alone, or ``(before, after)``.
+
+    Raises:
+        ResultsError: a directory or file that is missing or damaged (the message names it).
+    """
+    if before_dir is None:
+        return (_load_one(Path(after_dir), "run"),)
+    return (_load_one(Path(before_dir), "before"), _load_one(Path(after_dir), "after"))
+
+
+def _protocol(run: dict[str, Any]) -> Any:
+    mix = run.get("protocol_mix")
+    return run.get("protocol") if mix in (None, {}, "") else (run.get("protocol"), mix)
+
+
+def comparability_warnings(before: LoadedRun, after: LoadedRun) -> tuple[str, ...]:
+    """Every way two runs differ that makes their comparison questionable, in words.
+
+    Checked: scenario, users, protocol (and mix), max_tokens, and duration (more than
+    :data:`DURATION_TOLERANCE` apart). A value missing from both run.json files is no warning.
+    """
+    out: list[str] = []
+    b, a = before.run, after.run
+    for key, what in (("scenario", "scenario"), ("users", "users")):
+        if b.get(key) != a.get(key):
+            out.append(f"The runs differ in {what}: {b.get(key)!r} before, {a.get(key)!r} after.")
+    if _protocol(b) != _protocol(a):
+        out.append(
+            f"The runs differ in protocol: {_protocol(b)!r} before, {_protocol(a)!r} after."
+        )
+    if b.get("max_tokens") != a.get("max_tokens"):
+        out.append(
+            f"The runs differ in max_tokens: {b.get('max_tokens')!r} before, "
+            f"{a.get('max_tokens')!r} after (TPOT and E2E are not comparable)."
+        )
+    db, da = before.duration_s, after.duration_s
+    if db and da and abs(db - da) / max(db, da) > DURATION_TOLERANCE:
+        out.append(f"The runs differ in duration: {db:.1f} s before, {da:.1f} s after.")
+    return tuple(out)

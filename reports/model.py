@@ -1,0 +1,225 @@
+"""The report model: a tree of frozen dataclasses that every output is rendered from.
+
+``report.json`` is :meth:`Report.to_dict`; ``report.html`` and ``report.md`` show the same
+numbers. Latency distributions use the shared nested :class:`~streamslo.metrics.LatencyStats`
+(p50/p90/p95/p99/max/mean/count, milliseconds) instead of flat ``p99_ms`` fields. In a
+single-run report the ``before`` side of every comparison is None.
+
+::
+
+    Report
+    ├── runs: RunInfo ...            what ran, validity (generator saturation), throughput
+    ├── warnings / invalid           banners shown up front
+    ├── verdicts: VerdictRow ...     every SLO threshold, before / after / delta / verdict
+    ├── rates: RateComparison ...    truncation, 5xx and error rates, with a CI on the delta
+    ├── throughput: ScalarComparison ...
+    ├── latency: LatencyComparison   TTFT, ITL, TPOT, E2E: LatencyStats, Difference per percentile
+    ├── outcomes: OutcomeCount ...   by cause, overall and by protocol
+    ├── server: ServerSummary ...    server-side evidence per run, when present
+    └── bootstrap: BootstrapSettings
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from streamslo.metrics import LatencyStats
+
+__all__ = [
+    "BootstrapSettings",
+    "Difference",
+    "LatencyComparison",
+    "OutcomeCount",
+    "RateComparison",
+    "Report",
+    "RunInfo",
+    "ScalarComparison",
+    "ServerSample",
+    "ServerSummary",
+    "VerdictRow",
+]
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """One run: what ran and whether its numbers can be trusted."""
+
+    label: str
+    """``before``, ``after`` or ``run``."""
+    name: str
+    """The bundled server's mode when known, else the directory's name."""
+    path: str
+    valid: bool
+    """False when the load generator was saturated (its latencies measure the client)."""
+    invalid_reason: str | None
+    scenario: Any
+    users: Any
+    protocol: Any
+    target: Any
+    start: Any
+    duration_s: float | None
+    server_mode: Any
+    generator: dict[str, Any]
+    """run.json ``generator``: peak_cpu_percent, cpu_busy_fraction, lag_p99_ms, processes."""
+    requests: int
+    streams_began: int
+    tokens: int
+    requests_per_s: float | None
+    tokens_per_s: float | None
+
+
+@dataclass(frozen=True)
+class Difference:
+    """``after - before`` of one statistic, with its bootstrap confidence interval."""
+
+    stat: str
+    """``p50``, ``p99``, ``rate``..."""
+    before: float | None
+    after: float | None
+    delta: float | None
+    ci_low: float | None
+    ci_high: float | None
+    resamples: int
+    """Stream resamples the interval used (bounded for very large runs)."""
+    significant: bool | None
+    """True when the interval excludes 0: the change is real at the report's confidence."""
+
+
+@dataclass(frozen=True)
+class LatencyComparison:
+    """One latency metric (ms) before and after."""
+
+    metric: str
+    before: LatencyStats | None
+    after: LatencyStats
+    differences: tuple[Difference, ...] = ()
+    """One per percentile; empty in a single-run report."""
+
+
+@dataclass(frozen=True)
+class RateComparison:
+    """A rate metric (SPEC §3) before and after, with numerators and denominators."""
+
+    metric: str
+    before: float | None
+    after: float | None
+    before_counts: tuple[int, int] | None
+    after_counts: tuple[int, int]
+    difference: Difference | None
+
+
+@dataclass(frozen=True)
+class ScalarComparison:
+    """A plain number (tokens/s, requests/s) before and after."""
+
+    metric: str
+    before: float | None
+    after: float | None
+    delta: float | None
+
+
+@dataclass(frozen=True)
+class OutcomeCount:
+    """How many requests ended with one outcome, overall (``protocol="all"``) or per protocol."""
+
+    outcome: str
+    protocol: str
+    before: int | None
+    after: int
+
+
+@dataclass(frozen=True)
+class VerdictRow:
+    """One SLO threshold checked on both runs."""
+
+    metric: str
+    expression: str
+    before: float | None
+    after: float | None
+    delta: float | None
+    before_passed: bool | None
+    after_passed: bool
+    verdict: str
+    """``fixed``, ``pass``, ``regressed``, ``fail`` (single run: ``pass`` / ``fail``)."""
+    message: str
+    """The after run's message from the thresholds engine."""
+
+
+@dataclass(frozen=True)
+class ServerSample:
+    """One scraped server metric: a counter's increase over the run or a gauge's peak."""
+
+    sample: str
+    kind: str
+    """``increase`` (counters, ``*_total``, ``*_sum``, ``*_count``) or ``peak`` (gauges)."""
+    value: float
+
+
+@dataclass(frozen=True)
+class ServerSummary:
+    """Server-side evidence of one run (empty when the target exposed none)."""
+
+    label: str
+    present: bool
+    samples: tuple[ServerSample, ...] = ()
+    stall_causes: dict[str, float] = field(default_factory=dict)
+    """Event-loop stalls by cause (watchdog), counts."""
+    worker_restarts: dict[str, float] = field(default_factory=dict)
+    """Gunicorn worker exits/aborts during the run."""
+    peak_write_backlog_bytes: float | None = None
+    facts: tuple[tuple[str, str], ...] = ()
+    """Scalar fields of stalls.json / workers.json, as (key, value) text."""
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class BootstrapSettings:
+    """How the confidence intervals were computed."""
+
+    unit: str
+    """What one draw resamples: whole streams."""
+    resamples: int
+    """Requested resamples (large runs may use fewer; each Difference says how many)."""
+    confidence: float
+    seed: int
+
+
+@dataclass(frozen=True)
+class Report:
+    """Everything the report says; rendered to HTML, Markdown and JSON."""
+
+    mode: str
+    """``single`` or ``compare``."""
+    generated_at: str
+    tool_version: str
+    slo_source: str
+    runs: tuple[RunInfo, ...]
+    warnings: tuple[str, ...]
+    """Ways the runs differ (shown as a banner)."""
+    invalid: tuple[str, ...]
+    """One line per invalid run (shown as a banner, first)."""
+    verdicts: tuple[VerdictRow, ...]
+    passed: bool
+    """Whether the after run (the only run, alone) met every threshold."""
+    rates: tuple[RateComparison, ...]
+    throughput: tuple[ScalarComparison, ...]
+    latency: tuple[LatencyComparison, ...]
+    outcomes: tuple[OutcomeCount, ...]
+    server: tuple[ServerSummary, ...]
+    bootstrap: BootstrapSettings
+
+    @property
+    def after(self) -> RunInfo:
+        """The after run (the only run of a single-run report)."""
+        return self.runs[-1]
+
+    @property
+    def before(self) -> RunInfo | None:
+        """The before run, or None in a single-run report."""
+        return self.runs[0] if len(self.runs) > 1 else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready data (tuples become lists)."""
+        return dataclasses.asdict(self)
