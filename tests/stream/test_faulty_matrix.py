@@ -1,0 +1,105 @@
+"""Every outcome of SPEC §3, produced on purpose by the faulty server on both transports,
+classified by the shared core over real sockets (no Locust: the transports alone)."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from streamslo.stream.timing import StreamExpectations, StreamRecord
+from streamslo.stream.tracker import StreamTracker
+from streamslo.transport.sync import ClientLimits, Target, WSConnection, stream_sse
+from streamslo.workload import RequestOptions, build_body
+from tests.faulty.server import EXPECTED, REQUEST_TIMEOUT_S, STALL_TIMEOUT_S
+
+MAX_TOKENS = 8
+LIMITS = ClientLimits(stall_timeout=STALL_TIMEOUT_S, request_timeout=REQUEST_TIMEOUT_S)
+CASES = sorted(EXPECTED)
+
+
+def run_case(base_url: str, scenario: str, protocol: str, done_marker: bool = True) -> StreamRecord:
+    target = Target.from_url(f"{base_url}/s/{scenario}")
+    opts = RequestOptions(model=scenario, max_tokens=MAX_TOKENS, done_marker=done_marker)
+    rec = StreamRecord(f"{scenario}-{protocol}", protocol, "test", time.time(), time.perf_counter())
+    tracker = StreamTracker(rec, opts.expectations())
+    body = build_body(opts, "hello", protocol)
+    if protocol == "ws":
+        conn = WSConnection(target, "/v1/ws", LIMITS)
+        try:
+            conn.request(body, tracker)
+        finally:
+            conn.close()
+    else:
+        stream_sse(target, opts.path, body, tracker, LIMITS)
+    return rec
+
+
+@pytest.fixture(scope="module")
+def matrix(faulty_server) -> dict[tuple[str, str], StreamRecord]:
+    with ThreadPoolExecutor(max_workers=len(CASES)) as pool:
+        futures = {case: pool.submit(run_case, faulty_server.base_url, *case) for case in CASES}
+        return {case: f.result(timeout=60) for case, f in futures.items()}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{s}-{p}" for s, p in CASES])
+def test_outcome(matrix, case):
+    rec = matrix[case]
+    assert rec.outcome == EXPECTED[case], f"{case}: got {rec.outcome} ({rec.error})"
+
+
+def test_every_outcome_is_produced_on_both_transports():
+    produced = {(o, p) for (_, p), o in EXPECTED.items()}
+    for outcome in ("ok", "truncated", "silent_truncation", "error_event", "malformed",
+                    "stalled", "timeout", "http_4xx", "http_5xx", "connect_error"):
+        for proto in ("sse", "ws"):
+            assert (outcome, proto) in produced, f"no faulty scenario yields {outcome} on {proto}"
+
+
+def test_ok_stream_counts(matrix):
+    rec = matrix[("ok", "sse")]
+    assert rec.tokens == MAX_TOKENS
+    assert rec.usage_completion_tokens == MAX_TOKENS
+    assert rec.finish_reason == "length"
+    assert len(rec.gap_s) == MAX_TOKENS - 1
+    assert not rec.open_gap
+
+
+def test_timed_stream_latencies(faulty_server):
+    """Run alone (not in the concurrent matrix) so the server's clock is the only delay."""
+    from tests.faulty.server import TIMED_ITL_S, TIMED_TTFT_S
+
+    for proto in ("sse", "ws"):
+        rec = run_case(faulty_server.base_url, "timed", proto)
+        assert rec.outcome == "ok"
+        assert rec.ttft_s == pytest.approx(TIMED_TTFT_S, abs=0.15)
+        assert len(rec.gap_s) == MAX_TOKENS - 1
+        for g in rec.gap_s:
+            assert g == pytest.approx(TIMED_ITL_S, abs=0.04)
+        # SPEC §4 invariant: the gaps add up to the time from the first to the last token.
+        assert sum(rec.gap_s) == pytest.approx(rec.gap_t[-1] - (rec.t0 + rec.ttft_s), abs=1e-9)
+
+
+def test_stall_adds_open_gap(matrix):
+    rec = matrix[("stall_midstream", "sse")] if ("stall_midstream", "sse") in matrix else None
+    if rec is None:
+        candidates = [r for (s, p), r in matrix.items() if p == "sse" and r.outcome == "stalled" and r.tokens]
+        assert candidates, "a stall after some tokens is in the catalogue"
+        rec = candidates[0]
+    assert rec.open_gap
+    assert rec.gap_s[-1] >= STALL_TIMEOUT_S * 0.9
+
+
+def test_no_done_marker_mode(faulty_server):
+    rec = run_case(faulty_server.base_url, "no_done", "sse", done_marker=False)
+    assert rec.outcome == "ok", rec.error
+
+
+def test_connect_refused():
+    from tests.faulty.process import unused_port
+
+    rec = run_case(f"http://127.0.0.1:{unused_port()}", "ok", "sse")
+    assert rec.outcome == "connect_error"
+    rec = run_case(f"http://127.0.0.1:{unused_port()}", "ok", "ws")
+    assert rec.outcome == "connect_error"
