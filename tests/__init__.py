@@ -1,0 +1,1 @@
+"""streamslo test suite."""
