@@ -1,0 +1,164 @@
+"""Typed server settings, shared by the launcher, the app factory and Gunicorn workers.
+
+A :class:`ServerConfig` is frozen; it travels into Gunicorn workers as JSON in the
+``STREAMSLO_SERVER_CONFIG`` environment variable (:meth:`ServerConfig.to_json`,
+:meth:`ServerConfig.from_env`).
+
+Faults (each one of the incidents' causes; ``naive`` mode turns on all of them, ``--fault``
+adds single ones on top of either mode):
+
+- ``loop-blocking-generate``: generation runs inside the request coroutine on the event loop,
+  batch size 1, so each stream pays a whole decode step per token (incident A).
+- ``per-token-sync``: a device synchronisation after every token; on CPU a blocking wait of
+  ``sync_ms`` (on the loop when generation is on the loop, else in the decode thread).
+- ``per-request-setup``: tokenizer loaded from a JSON file, TLS contexts, pure-Python scoring and
+  cyclic garbage, per request, on the loop (incident B).
+- ``unbounded-write``: no per-stream buffer bound and no write timeout for slow readers.
+- ``training-contention``: a co-located training subprocess competing for the same cores
+  (incident C). Without the fault in fixed mode nothing trains; with it in fixed mode the
+  trainer is isolated (one thread, lowest priority).
+- ``silent-cancel``: generation cancelled after ``cancel_after_s`` of wall time, ending with
+  ``finish_reason: "stop"`` as if complete (incident C's silent truncation).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "CONFIG_ENV",
+    "FAULTS",
+    "MAX_BODY_BYTES",
+    "MAX_PROMPT_CHARS",
+    "MAX_TOKENS_LIMIT",
+    "MODEL_ID",
+    "ServerConfig",
+]
+
+#: Environment variable that carries a :class:`ServerConfig` as JSON into Gunicorn workers.
+CONFIG_ENV = "STREAMSLO_SERVER_CONFIG"
+#: The one model name served (any name is accepted and served by this model; see protocol).
+MODEL_ID = "streamslo-tiny"
+#: Every fault name, in the order the incidents introduce them.
+FAULTS: tuple[str, ...] = (
+    "loop-blocking-generate",
+    "per-token-sync",
+    "per-request-setup",
+    "unbounded-write",
+    "training-contention",
+    "silent-cancel",
+)
+#: Largest accepted ``max_tokens``.
+MAX_TOKENS_LIMIT = 4096
+#: Largest accepted request body (HTTP) or WebSocket frame, in bytes.
+MAX_BODY_BYTES = 1 << 20
+#: Largest accepted prompt (all message contents together), in characters.
+MAX_PROMPT_CHARS = 65536
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Everything a server process needs to know. Build with :meth:`build` to validate."""
+
+    mode: str = "fixed"
+    """``fixed`` or ``naive``."""
+    faults: tuple[str, ...] = ()
+    """Active faults, sorted; in naive mode all of :data:`FAULTS`."""
+    token_interval_ms: float = 20.0
+    """Simulated device time of one decode step of a bigger model. Decode is memory-bound, so
+    a step costs about the same for 1 or 250 streams: the batched engine pays it once per step,
+    loop-blocking generation pays it once per token of every stream."""
+    max_streams: int = 512
+    """Admission limit: streams beyond it get 429 (WebSocket: close 1013)."""
+    seed: int = 1234
+    """Seed of the weights, the tokenizer's vocabulary and unseeded requests."""
+    device: str = "cpu"
+    """``cpu``, ``cuda`` or ``auto``."""
+    checkpoint: str | None = None
+    """Optional ``torch.save`` state dict to load instead of seeded weights."""
+    torch_threads: int = 1
+    """Intra-op threads for inference (few: a tiny model gains nothing from more)."""
+    stream_buffer_tokens: int = 32
+    """Fixed mode: tokens one stream may have generated but not yet written (slow readers)."""
+    write_timeout_s: float = 10.0
+    """Fixed mode: a single blocked write longer than this aborts the stream."""
+    sndbuf_bytes: int | None = None
+    """Optional SO_SNDBUF of the listening socket (accepted sockets inherit it)."""
+    sync_ms: float = 4.0
+    """CPU stand-in for one ``torch.cuda.synchronize()`` under contention."""
+    cancel_after_s: float = 2.0
+    """``silent-cancel``: generation budget before the contention cancel hits."""
+    default_max_tokens: int = 64
+    """``max_tokens`` when a request leaves it out."""
+    graceful_timeout_s: float = 30.0
+    """SIGTERM: how long in-flight streams may take to finish while new ones get 503."""
+    state_file: str | None = None
+    """Gunicorn: JSON file where the master's hooks count worker exits and aborts."""
+    server: str = "uvicorn"
+    """``uvicorn`` or ``gunicorn`` (reported by /healthz)."""
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    """Free-form notes shown by /healthz (never read by the server)."""
+
+    @classmethod
+    def build(cls, mode: str = "fixed", faults: tuple[str, ...] | list[str] = (), **kw: Any) -> ServerConfig:
+        """Validate and normalise settings: naive mode switches on every fault.
+
+        Raises:
+            ValueError: an unknown mode, fault or device, or a value out of range.
+        """
+        if mode not in ("fixed", "naive"):
+            raise ValueError(f"--mode: expected naive or fixed, got {mode!r}")
+        unknown = [f for f in faults if f not in FAULTS]
+        if unknown:
+            raise ValueError(f"--fault: unknown {unknown}; known: {', '.join(FAULTS)}")
+        active = set(FAULTS) if mode == "naive" else set(faults)
+        cfg = cls(mode=mode, faults=tuple(f for f in FAULTS if f in active), **kw)
+        if cfg.device not in ("cpu", "cuda", "auto"):
+            raise ValueError(f"--device: expected cpu, cuda or auto, got {cfg.device!r}")
+        if cfg.token_interval_ms < 0:
+            raise ValueError("--token-interval-ms must be >= 0")
+        if cfg.max_streams < 1:
+            raise ValueError("--max-streams must be >= 1")
+        if cfg.stream_buffer_tokens < 1:
+            raise ValueError("--stream-buffer-tokens must be >= 1")
+        return cfg
+
+    def has(self, fault: str) -> bool:
+        """Whether ``fault`` is active."""
+        return fault in self.faults
+
+    @property
+    def batched(self) -> bool:
+        """Whether generation runs in the batched decode thread (not on the loop)."""
+        return not self.has("loop-blocking-generate")
+
+    def to_json(self) -> str:
+        """Serialise for :data:`CONFIG_ENV`."""
+        return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> ServerConfig:
+        """Inverse of :meth:`to_json`.
+
+        Raises:
+            ValueError: not a JSON object of known fields.
+        """
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise ValueError(f"{CONFIG_ENV}: expected a JSON object")
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - names
+        if unknown:
+            raise ValueError(f"{CONFIG_ENV}: unknown fields {sorted(unknown)}")
+        data["faults"] = tuple(data.get("faults", ()))
+        return cls(**data)
+
+    @classmethod
+    def from_env(cls) -> ServerConfig:
+        """The config in :data:`CONFIG_ENV`, or the defaults when it is unset."""
+        text = os.environ.get(CONFIG_ENV)
+        return cls.from_json(text) if text else cls.build()
