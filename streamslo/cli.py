@@ -35,23 +35,35 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Build the full parser (imports every owner module, all of them light at import)."""
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """Build the parser. Only the chosen sub-command's module is imported (all of them when
+    ``command`` is None), so one sub-command never pays for another's imports."""
     parser = _Parser(prog="streamslo", description=__doc__.split("\n\n")[0])
     parser.add_argument("--version", action="version", version=f"streamslo {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name, (module_name, help_text) in COMMANDS.items():
-        module = importlib.import_module(module_name)
         p = sub.add_parser(name, help=help_text, description=help_text)
-        module.add_arguments(p)
-        p.set_defaults(_main=module.main)
+        if command is None or command == name:
+            module = importlib.import_module(module_name)
+            module.add_arguments(p)
+            p.set_defaults(_main=module.main)
     return parser
+
+
+def _chosen(argv: Sequence[str]) -> str | None:
+    for arg in argv:
+        if arg in COMMANDS:
+            return arg
+        if not arg.startswith("-"):
+            return None
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``streamslo`` console script."""
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(_chosen(argv) or "")
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,

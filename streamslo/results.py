@@ -99,6 +99,7 @@ class ResultsWriter:
         self.tag = f"{os.getpid()}-{secrets.token_hex(3)}"
         ensure_streams_header(self.directory)
         (self.directory / GAPS_DIR).mkdir(exist_ok=True)
+        _warm_pyarrow()
         self._rows: list[StreamRecord] = []
         self._seq = 0
         self._last_flush = time.monotonic()
@@ -165,6 +166,15 @@ class ResultsWriter:
         tmp = final.with_name("." + final.name + ".tmp")
         pq.write_table(table, tmp)
         os.replace(tmp, final)
+
+
+def _warm_pyarrow() -> None:
+    """Import pyarrow and build one table now: the first ``pa.table`` call loads pandas and
+    more (a third of a second), which at the first flush would stall a gevent generator."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"x": pa.array([0.0])}), pa.BufferOutputStream())
 
 
 def compact_gaps(directory: Path) -> None:

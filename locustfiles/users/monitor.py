@@ -1,7 +1,7 @@
 """The load generator watches itself (SPEC §4): CPU of this process and greenlet lag.
 
 A generator that is itself saturated measures its own delays, not the server's. Each process
-samples its CPU use once a second and its scheduling lag four times a second, and saves the
+samples its CPU use once a second and its scheduling lag twenty times a second, and saves the
 figures to ``procs/<tag>.json`` in the results directory; the run is then judged valid or not
 by :func:`streamslo.finalize.judge_validity`.
 """
@@ -18,7 +18,7 @@ from streamslo.results import write_json
 
 __all__ = ["GeneratorMonitor"]
 
-_LAG_PERIOD = 0.25
+_LAG_PERIOD = 0.05
 
 
 class GeneratorMonitor:
@@ -55,7 +55,7 @@ class GeneratorMonitor:
             gevent.sleep(_LAG_PERIOD)
             self.lag_ms.append(max(0.0, (time.perf_counter() - t - _LAG_PERIOD) * 1000.0))
             n += 1
-            if n % 4 == 0:
+            if n % 20 == 0:  # CPU once a second
                 self.cpu.append(self._proc.cpu_percent(None))
 
     def figures(self) -> dict[str, object]:
@@ -72,6 +72,9 @@ class GeneratorMonitor:
             "lag_samples": len(lag),
             "lag_p99_ms": p99,
             "lag_max_ms": lag[-1] if lag else None,
+            "lag_worst_at_s": [
+                round(i * _LAG_PERIOD, 2) for i in sorted(range(len(self.lag_ms)), key=self.lag_ms.__getitem__)[-3:]
+            ],
         }
 
     def save(self) -> None:
