@@ -565,9 +565,9 @@ def test_timed_schedule(faulty_server: FaultyServer) -> None:
         end = raw.data.find(f'"{token_text(i)}"'.encode()) + 1
         stamps.append(next(t for t, size in raw.times if size >= end))
     assert head > 0 and len(_events(payload)) == 9
-    assert TIMED_TTFT_S - 0.01 <= stamps[0] <= TIMED_TTFT_S + 0.15
+    assert TIMED_TTFT_S - 0.01 <= stamps[0] <= TIMED_TTFT_S + 0.25
     gaps = [b - a for a, b in itertools.pairwise(stamps)]
-    assert abs(statistics.median(gaps) - TIMED_ITL_S) < 0.02
+    assert abs(statistics.median(gaps) - TIMED_ITL_S) < 0.025
 
 
 def test_stall_midway_is_silent_then_hangs_up(faulty_server: FaultyServer) -> None:
