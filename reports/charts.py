@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from reports.load import LoadedRun
 from reports.model import Report
@@ -49,6 +50,12 @@ def _png(fig: Figure) -> str:
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
+def _plain_log(axis: object) -> None:
+    """Log axis labelled 10, 100, 1000 instead of 10^1 (minor ticks unlabelled)."""
+    axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))  # type: ignore[attr-defined]
+    axis.set_minor_formatter(NullFormatter())  # type: ignore[attr-defined]
+
+
 def _name(run: LoadedRun) -> str:
     return run.label if run.name == run.label else f"{run.label} ({run.name})"
 
@@ -65,7 +72,7 @@ def _bound(report: Report, metric: str) -> float | None:
 
 
 def _cdf(runs: Sequence[LoadedRun], report: Report, metric: str, title: str) -> Chart | None:
-    fig = Figure(figsize=(7.5, 3.6))
+    fig = Figure(figsize=(6.4, 3.6))
     ax = fig.add_subplot()
     drawn = False
     for run in runs:
@@ -82,6 +89,7 @@ def _cdf(runs: Sequence[LoadedRun], report: Report, metric: str, title: str) -> 
         ax.axvline(bound, color="#555", ls="--", lw=1, label=f"SLO bound {bound:g} ms")
     ax.axhline(0.99, color="#999", ls=":", lw=1)
     ax.set_xscale("log")
+    _plain_log(ax.xaxis)
     ax.set_xlabel(f"{metric} (ms, log scale)")
     ax.set_ylabel("fraction of samples ≤ x")
     ax.set_ylim(0, 1.01)
@@ -92,7 +100,7 @@ def _cdf(runs: Sequence[LoadedRun], report: Report, metric: str, title: str) -> 
 
 
 def _lateness(runs: Sequence[LoadedRun], report: Report) -> Chart | None:
-    fig = Figure(figsize=(7.5, 3.2))
+    fig = Figure(figsize=(6.4, 3.4))
     ax = fig.add_subplot()
     drawn = False
     for run in runs:
@@ -108,6 +116,7 @@ def _lateness(runs: Sequence[LoadedRun], report: Report) -> Chart | None:
     if bound:
         ax.axhline(bound, color="#555", ls="--", lw=1, label=f"ITL bound {bound:g} ms")
     ax.set_yscale("log")
+    _plain_log(ax.yaxis)
     ax.set_xlabel("seconds since the run's start")
     ax.set_ylabel("worst gap in the second (ms)")
     ax.grid(True, which="both", alpha=0.3)
@@ -119,7 +128,7 @@ def _lateness(runs: Sequence[LoadedRun], report: Report) -> Chart | None:
 
 
 def _activity(runs: Sequence[LoadedRun]) -> Chart | None:
-    fig = Figure(figsize=(7.5, 4.4))
+    fig = Figure(figsize=(6.4, 4.2))
     ax1, ax2 = fig.subplots(2, 1, sharex=True)
     drawn = False
     for run in runs:
@@ -149,7 +158,7 @@ def _outcomes(report: Report) -> Chart:
         if o.protocol == "all" and o.outcome not in ("ok", "cancelled")
         and (o.after or o.before)
     ]
-    fig = Figure(figsize=(7.5, 3.0))
+    fig = Figure(figsize=(6.4, 3.4))
     ax = fig.add_subplot()
     title = "Truncation causes: requests that did not end ok"
     if not failures:
@@ -177,7 +186,7 @@ def _server(runs: Sequence[LoadedRun], report: Report) -> Chart | None:
     present = [(r, s) for r, s in zip(runs, report.server, strict=True) if s.present]
     if not present:
         return None
-    fig = Figure(figsize=(7.5, 3.2))
+    fig = Figure(figsize=(6.4, 3.4))
     ax1, ax2 = fig.subplots(1, 2)
     drew_backlog = False
     for run, _ in present:

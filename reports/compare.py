@@ -262,6 +262,28 @@ def _stall_causes(stalls: Any) -> dict[str, float]:
     return out
 
 
+def _restarts_from_workers(workers: Any) -> dict[str, float]:
+    if not isinstance(workers, dict):
+        return {}
+    out: dict[str, float] = {}
+    for key, value in workers.items():
+        if key.startswith("worker_") and key.endswith("_total") and isinstance(value, (int, float)):
+            out[key[len("worker_") : -len("_total")]] = float(value)
+    return out
+
+
+def _longest_stalls(stalls: Any, top: int = 5) -> tuple[tuple[float, str, str], ...]:
+    recent = stalls.get("recent") if isinstance(stalls, dict) else None
+    rows: list[tuple[float, str, str]] = []
+    for item in recent if isinstance(recent, list) else []:
+        if isinstance(item, dict) and isinstance(item.get("ms"), (int, float)):
+            frames = item.get("frames") or []
+            frame = str(frames[-1]) if isinstance(frames, list) and frames else ""
+            rows.append((float(item["ms"]), str(item.get("cause") or "unknown"), frame))
+    rows.sort(key=lambda r: -r[0])
+    return tuple(rows[:top])
+
+
 def server_summary(run: LoadedRun) -> ServerSummary:
     """Counter increases, gauge peaks, stall causes and worker restarts of one run's server."""
     ev = run.server
@@ -292,6 +314,8 @@ def server_summary(run: LoadedRun) -> ServerSummary:
             backlog = value
     if not causes:
         causes = _stall_causes(ev.stalls)
+    if not restarts:
+        restarts = _restarts_from_workers(ev.workers)
     facts = _json_facts(ev.stalls, "stalls") + _json_facts(ev.workers, "workers")
     return ServerSummary(
         label=run.label,
@@ -300,6 +324,7 @@ def server_summary(run: LoadedRun) -> ServerSummary:
         stall_causes=causes,
         worker_restarts=restarts,
         peak_write_backlog_bytes=backlog,
+        longest_stalls=_longest_stalls(ev.stalls),
         facts=tuple(facts),
         notes=ev.notes,
     )

@@ -29,6 +29,7 @@ from typing import Any
 import pandas as pd
 
 from streamslo.errors import ResultsError
+from streamslo.metrics import run_duration_s
 from streamslo.results import RunData, load_run
 
 __all__ = [
@@ -191,18 +192,12 @@ def load_server_evidence(directory: Path) -> ServerEvidence:
     return ServerEvidence(metrics=metrics, stalls=stalls, workers=workers, notes=notes)
 
 
-def _start_and_duration(data: RunData) -> tuple[float | None, float | None]:
-    run, s = data.run, data.streams
-    start, end = run.get("start_epoch"), run.get("end_epoch")
-    first = float(s["started_at"].min()) if len(s) and s["started_at"].notna().any() else None
-    start_f = float(start) if isinstance(start, (int, float)) else first
-    if isinstance(start, (int, float)) and isinstance(end, (int, float)) and end > start:
-        return start_f, float(end - start)
-    if first is None:
-        return start_f, None
-    ends = s["started_at"] + s["e2e_ms"].fillna(0) / 1000.0
-    span = float(ends.max() - first)
-    return start_f, (span if span > 0 else None)
+def _start(data: RunData) -> float | None:
+    start = data.run.get("start_epoch")
+    if isinstance(start, (int, float)):
+        return float(start)
+    s = data.streams
+    return float(s["started_at"].min()) if len(s) and s["started_at"].notna().any() else None
 
 
 def _name(data: RunData) -> str:
@@ -212,13 +207,12 @@ def _name(data: RunData) -> str:
 
 def _load_one(directory: Path, label: str) -> LoadedRun:
     data = load_run(directory)
-    start, duration = _start_and_duration(data)
     return LoadedRun(
         label=label,
         name=_name(data),
         data=data,
-        start_epoch=start,
-        duration_s=duration,
+        start_epoch=_start(data),
+        duration_s=run_duration_s(data),
         server=load_server_evidence(data.path),
     )
 

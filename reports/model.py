@@ -169,6 +169,8 @@ class ServerSummary:
     worker_restarts: dict[str, float] = field(default_factory=dict)
     """Gunicorn worker exits/aborts during the run."""
     peak_write_backlog_bytes: float | None = None
+    longest_stalls: tuple[tuple[float, str, str], ...] = ()
+    """The longest recent watchdog stalls: (ms, cause, innermost frame)."""
     facts: tuple[tuple[str, str], ...] = ()
     """Scalar fields of stalls.json / workers.json, as (key, value) text."""
     notes: tuple[str, ...] = ()

@@ -39,7 +39,8 @@ tr:nth-child(even) td{background:#fafbfc}
 .v{font-weight:700;border-radius:4px;padding:1px 7px;font-size:12px}
 .v-pass,.v-fixed{background:#d7f0db;color:#1b5e20}.v-fail,.v-regressed{background:#fbd3d0;
 color:#8e1b10}.real{color:#1b5e20;font-weight:600}.noise{color:#7a7f88}
-figure{margin:14px 0 22px}figure img{max-width:100%;border:1px solid #e3e6eb}
+.charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(470px,1fr));gap:10px 18px}
+figure{margin:6px 0 14px}figure img{width:100%;border:1px solid #e3e6eb}
 figcaption{font-size:12px;color:#5a6270}.note{font-size:12px;color:#5a6270}
 code{background:#eef1f5;padding:1px 4px;border-radius:3px}
 """
@@ -214,6 +215,8 @@ def _server_html(report: Report) -> str:
         rows += [[f"worker restarts: {k}", fmt(v, 0)] for k, v in sorted(s.worker_restarts.items())]
         if s.peak_write_backlog_bytes is not None:
             rows.append(["peak write backlog (bytes)", fmt(s.peak_write_backlog_bytes, 0)])
+        rows += [[f"stall of {fmt(ms)} ms", f"{cause} at {frame}" if frame else cause]
+                 for ms, cause, frame in s.longest_stalls]
         rows += [[k, v] for k, v in s.facts]
         rows += [[f"{x.sample} ({x.kind})", fmt(x.value, 2)] for x in s.samples
                  if not x.sample.startswith(("streamslo_loop_stalls", "streamslo_worker_restarts"))]
@@ -223,11 +226,11 @@ def _server_html(report: Report) -> str:
 
 
 def _figures(charts: Iterable[Chart]) -> str:
-    return "\n".join(
+    return '<div class="charts">' + "\n".join(
         f'<figure><img alt="{html.escape(c.title)}" src="data:image/png;base64,{c.png_base64}">'
         f"<figcaption>{html.escape(c.caption)}</figcaption></figure>"
         for c in charts
-    )
+    ) + "</div>"
 
 
 def render_html(report: Report, charts: Sequence[Chart]) -> str:
@@ -251,13 +254,13 @@ def render_html(report: Report, charts: Sequence[Chart]) -> str:
         f"{html.escape(report.tool_version)} &middot; SLO: {html.escape(report.slo_source)}</div>",
         _banners(report),
         "<h2>SLO verdicts</h2>", _table(t["verdicts"], verdict_col=len(t["verdicts"][0]) - 1),
+        "<h2>Runs</h2>", _table(t["runs"]),
         "<h2>Failure rates</h2>", _table(t["rates"], change_col=5 if two else None),
         "<h2>Throughput</h2>", _table(t["throughput"]),
         "<h2>Latency (ms)</h2>", _table(t["latency"], change_col=6 if two else None),
         "<h2>Outcomes</h2>", _table(t["outcomes"]),
         "<h2>Charts</h2>", _figures(charts),
         "<h2>Server-side evidence</h2>", _server_html(report),
-        "<h2>Runs</h2>", _table(t["runs"]),
         f'<p class="note">{method}</p>',
     ]
     body = "\n".join(sections)

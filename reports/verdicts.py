@@ -2,8 +2,7 @@
 
 The thresholds engine (``DEFAULT_SLO``, ``load_slo(path)``, ``evaluate(slo, data)`` returning
 checks with ``metric``, ``expression``, ``observed``, ``passed``, ``message``) is the one
-``verify`` uses, so the report's verdicts are verify's verdicts. While that module is absent
-from a checkout, :mod:`reports._slo_fallback` stands in (a logged warning says so).
+``verify`` uses, so the report's verdicts are verify's verdicts.
 
 Verdicts of a comparison: ``fixed`` (failed before, holds after), ``pass`` (held on both),
 ``regressed`` (held before, fails after), ``fail`` (failed on both). A single run: ``pass`` or
@@ -12,48 +11,32 @@ Verdicts of a comparison: ``fixed`` (failed before, holds after), ``pass`` (held
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from reports.model import VerdictRow
+from streamslo import thresholds
 from streamslo.results import RunData
 
-__all__ = ["engine", "evaluate_runs", "resolve_slo", "verdict_word"]
-
-_log = logging.getLogger(__name__)
-
-
-def engine() -> ModuleType:
-    """The thresholds engine: :mod:`streamslo.thresholds`, else the local stand-in."""
-    try:
-        from streamslo import thresholds
-    except ImportError:
-        from reports import _slo_fallback
-
-        _log.warning("streamslo.thresholds is missing; using the report's stand-in SLO checks")
-        return _slo_fallback
-    return thresholds
+__all__ = ["evaluate_runs", "resolve_slo", "verdict_word"]
 
 
 def resolve_slo(slo: Any) -> tuple[Any, str]:
     """The SLO object to check, and a description of where it came from.
 
     Args:
-        slo: None (the incidents' default SLO), a path to a TOML file, or an SLO object
-            already loaded by the thresholds engine.
+        slo: None (the incidents' default SLO), a path to a TOML file, or a
+            :class:`streamslo.thresholds.SLO` already loaded.
 
     Raises:
         SLOFileError: the file does not parse (the message names the file and line).
     """
-    eng = engine()
     if slo is None:
-        return eng.DEFAULT_SLO, "default (the incidents' SLO)"
+        return thresholds.DEFAULT_SLO, "default (the incidents' SLO)"
     if isinstance(slo, (str, Path)):
-        return eng.load_slo(Path(slo)), str(slo)
-    return slo, "given by the caller"
+        return thresholds.load_slo(Path(slo)), str(slo)
+    return slo, str(getattr(slo, "source", "given by the caller"))
 
 
 def verdict_word(before: bool | None, after: bool) -> str:
@@ -73,11 +56,10 @@ def _num(v: Any) -> float | None:
 
 def evaluate_runs(slo: Any, runs: Sequence[RunData]) -> tuple[VerdictRow, ...]:
     """Check ``slo`` on each run (``(after,)`` or ``(before, after)``) and pair the checks."""
-    eng = engine()
-    after_checks = list(eng.evaluate(slo, runs[-1]))
+    after_checks = list(thresholds.evaluate(slo, runs[-1]))
     before_checks: dict[tuple[str, str], Any] = {}
     if len(runs) > 1:
-        before_checks = {_key(c): c for c in eng.evaluate(slo, runs[0])}
+        before_checks = {_key(c): c for c in thresholds.evaluate(slo, runs[0])}
     rows: list[VerdictRow] = []
     for chk in after_checks:
         b = before_checks.get(_key(chk))

@@ -109,24 +109,55 @@ def write_run(
     return Synth(path, rows, frame)
 
 
-@pytest.fixture
-def naive(tmp_path: Path) -> Synth:
-    """A run with stalls, truncations and 5xx (the naive server)."""
+def server_files() -> dict[str, Any]:
+    """Bundled-server evidence: scrapes every 5 s, stalls.json and workers.json."""
     lines = "\n".join(
         json.dumps({"t": float(t), "metrics": {
             "streamslo_write_backlog_bytes": 1000.0 * t,
             'streamslo_loop_stalls_total{cause="tokenizer"}': float(t),
             'streamslo_worker_restarts_total{kind="abort"}': float(t // 10),
+            'streamslo_engine_step_seconds_bucket{le="0.01"}': 1.0,
         }}) for t in range(0, 31, 5)
     )
-    return write_run(
-        tmp_path / "naive", stall_every=3, truncate_every=10, http5xx=4, seed=1,
-        run={"server_mode": "naive"},
-        server={"metrics.jsonl": lines, "stalls.json": {"count": 30, "max_ms": 612.5}},
-    )
+    stalls = {"stalls": 30, "by_cause": {"tokenizer": 30}, "blocked_s": 18.4,
+              "threshold_ms": 40.0,
+              "recent": [{"at": START + 3, "ms": 612.5, "cause": "tokenizer",
+                          "frames": ["naive.py:12 setup", "tokenizer.py:40 load_vocab"]}]}
+    workers = {"pid": 10, "worker_restarts_total": 3, "worker_aborts_total": 3, "events": []}
+    return {"metrics.jsonl": lines, "stalls.json": stalls, "workers.json": workers}
 
 
-@pytest.fixture
-def fixed(tmp_path: Path) -> Synth:
+def write_naive(path: Path, **kw: Any) -> Synth:
+    """A run with stalls, truncations and 5xx (the naive server), with server evidence."""
+    args: dict[str, Any] = dict(stall_every=3, truncate_every=10, http5xx=4, seed=1,
+                                run={"server_mode": "naive"}, server=server_files())
+    args.update(kw)
+    return write_run(path, **args)
+
+
+def write_fixed(path: Path, **kw: Any) -> Synth:
     """A clean run (the fixed server)."""
-    return write_run(tmp_path / "fixed", seed=2, run={"server_mode": "fixed"})
+    args: dict[str, Any] = dict(seed=2, run={"server_mode": "fixed"})
+    args.update(kw)
+    return write_run(path, **args)
+
+
+@dataclass
+class Built:
+    """A report built once per test session from hand-built runs."""
+
+    before: Synth
+    after: Synth
+    result: Any
+    data: dict[str, Any]
+
+
+@pytest.fixture(scope="session")
+def compared(tmp_path_factory: pytest.TempPathFactory) -> Built:
+    """naive vs fixed, reported once (report.json parsed into ``data``)."""
+    from reports import build_report
+
+    root = tmp_path_factory.mktemp("compared")
+    before, after = write_naive(root / "naive"), write_fixed(root / "fixed")
+    result = build_report(before.path, after.path, root / "out" / "report.html")
+    return Built(before, after, result, json.loads(result.json.read_text()))
