@@ -68,8 +68,8 @@ AGGREGATIONS: Mapping[str, tuple[str, ...]] = {
 _ALL_AGGREGATIONS = ("rate", "p(N)", "avg", "min", "max", "med", "count")
 _TABLE_KEYS = ("threshold", "abortOnFail", "delayAbortEval")
 
-_AGG_RE = re.compile(r"\s*(?P<agg>[A-Za-z_]+)\s*(?:\(\s*(?P<arg>[^)]*?)\s*\))?\s*")
-_OP_RE = re.compile(r"(?P<op><=|>=|==|!=|<|>|=>|=<|=|<>)\s*")
+_AGG_RE = re.compile(r"\s*(?P<agg>[A-Za-z_][A-Za-z0-9_.]*)\s*(?:\(\s*(?P<arg>[^)]*?)\s*\))?\s*")
+_OP_RE = re.compile(r"(?P<op><>|=>|=<|<=|>=|==|!=|<|>|=)\s*")
 _NUM_RE = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 _KEY_RE = re.compile(r"^\s*(?P<metric>[A-Za-z_][A-Za-z0-9_]*)\s*(?:\{(?P<sel>[^{}]*)\})?\s*$")
 _TOML_POS = re.compile(r"\s*\(at line (\d+), column \d+\)\s*$")
@@ -251,8 +251,11 @@ def parse_expression(text: str) -> tuple[str, float | None, str, float]:
         if not (_NUM_RE.fullmatch(arg) and 0.0 <= pct <= 100.0):
             raise ValueError(f"bad percentile {arg!r} in {text!r}: expected a number in [0, 100]")
     elif agg not in _ALL_AGGREGATIONS or arg is not None:
+        shown = text[m.start("agg"):m.end()].strip()
+        pm = re.fullmatch(r"p(\d+(?:\.\d+)?)", agg)
+        hint = f" (did you mean p({pm.group(1)})?)" if pm else ""
         raise ValueError(
-            f"unknown aggregation {text[m.start('agg'):m.end()].strip()!r} in {text!r}; "
+            f"unknown aggregation {shown!r}{hint} in {text!r}; "
             f"expected one of {', '.join(_ALL_AGGREGATIONS)}"
         )
     rest = text[m.end():]
@@ -339,7 +342,7 @@ def parse_thresholds_table(
     if not isinstance(table, Mapping):
         raise SLOFileError(source, None, "[thresholds] must be a table of metric = [expressions]")
     if not table:
-        raise SLOFileError(source, _line_of(text, "thresholds"), "[thresholds] is empty: expected at least one threshold, e.g. itl_ms = [\"p(99)<200\"]")
+        raise SLOFileError(source, _table_line(text or "", "thresholds"), "[thresholds] is empty: expected at least one threshold, e.g. itl_ms = [\"p(99)<200\"]")
     out: list[Threshold] = []
     for key, items in table.items():
         line = _line_of(text, key)
