@@ -8,6 +8,7 @@ the results grow, finalizes the directory, prints the summary and returns the ex
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import signal
 import subprocess
@@ -203,7 +204,7 @@ def _locust_command(cfg: RunConfig, locustfile: Path) -> list[str]:
     cmd = [
         sys.executable, "-m", "locust", "-f", str(locustfile), "--headless",
         "--host", cfg.host, "-u", str(cfg.users), "-r", f"{spawn:g}",
-        "--run-time", f"{max(1, round(run_time))}s", "--stop-timeout", f"{cfg.drain:g}",
+        "--run-time", f"{max(1, round(run_time))}s", "--stop-timeout", str(math.ceil(cfg.drain)),
         "--exit-code-on-error", "0", "--only-summary", "--loglevel", "WARNING",
         "--results-dir", str(cfg.out), "--protocol", cfg.protocol,
         "--max-tokens", str(cfg.max_tokens), "--endpoint", cfg.endpoint,
