@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, NullFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from reports.load import LoadedRun
 from reports.model import Report
@@ -41,6 +41,8 @@ class Chart:
     title: str
     caption: str
     png_base64: str
+    wide: bool = False
+    """Spans the page's width (two panels side by side)."""
 
 
 def _png(fig: Figure) -> str:
@@ -51,7 +53,8 @@ def _png(fig: Figure) -> str:
 
 
 def _plain_log(axis: object) -> None:
-    """Log axis labelled 10, 100, 1000 instead of 10^1 (minor ticks unlabelled)."""
+    """Log axis labelled 10, 20, 50, 100 instead of 10^1 (other minor ticks unlabelled)."""
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))  # type: ignore[attr-defined]
     axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))  # type: ignore[attr-defined]
     axis.set_minor_formatter(NullFormatter())  # type: ignore[attr-defined]
 
@@ -72,31 +75,41 @@ def _bound(report: Report, metric: str) -> float | None:
 
 
 def _cdf(runs: Sequence[LoadedRun], report: Report, metric: str, title: str) -> Chart | None:
-    fig = Figure(figsize=(6.4, 3.6))
-    ax = fig.add_subplot()
+    fig = Figure(figsize=(11.0, 3.6))
+    ax, tail = fig.subplots(1, 2, gridspec_kw={"width_ratios": [3, 2]})
     drawn = False
     for run in runs:
         x, f = cdf_points(trend_samples(run.data, metric))
         x_pos = x > 0
         if x_pos.sum() == 0:
             continue
-        ax.step(x[x_pos], f[x_pos], where="post", color=COLORS[run.label], label=_name(run))
+        kw = {"where": "post", "color": COLORS[run.label], "label": _name(run)}
+        ax.step(x[x_pos], f[x_pos], **kw)
+        n = x.size
+        surv = 1.0 - f + 1.0 / (2 * max(n, 1))  # keep the last sample visible on a log axis
+        tail.step(x[x_pos], surv[x_pos], **kw)
         drawn = True
     if not drawn:
         return None
     bound = _bound(report, metric)
-    if bound:
-        ax.axvline(bound, color="#555", ls="--", lw=1, label=f"SLO bound {bound:g} ms")
+    for a in (ax, tail):
+        if bound:
+            a.axvline(bound, color="#555", ls="--", lw=1, label=f"SLO bound {bound:g} ms")
+        a.set_xscale("log")
+        _plain_log(a.xaxis)
+        a.set_xlabel(f"{metric} (ms, log scale)")
+        a.grid(True, which="both", alpha=0.3)
     ax.axhline(0.99, color="#999", ls=":", lw=1)
-    ax.set_xscale("log")
-    _plain_log(ax.xaxis)
-    ax.set_xlabel(f"{metric} (ms, log scale)")
     ax.set_ylabel("fraction of samples ≤ x")
     ax.set_ylim(0, 1.01)
-    ax.grid(True, which="both", alpha=0.3)
     ax.legend(loc="lower right", fontsize=8)
     ax.set_title(title)
-    return Chart(f"cdf_{metric}", title, "Dotted line: p99.", _png(fig))
+    tail.axhline(0.01, color="#999", ls=":", lw=1)
+    tail.set_yscale("log")
+    tail.set_ylabel("fraction of samples > x")
+    tail.set_title("Tail (log scale)")
+    caption = "Dotted lines: p99. Left: the whole distribution; right: its tail."
+    return Chart(f"cdf_{metric}", title, caption, _png(fig), wide=True)
 
 
 def _lateness(runs: Sequence[LoadedRun], report: Report) -> Chart | None:
@@ -186,7 +199,7 @@ def _server(runs: Sequence[LoadedRun], report: Report) -> Chart | None:
     present = [(r, s) for r, s in zip(runs, report.server, strict=True) if s.present]
     if not present:
         return None
-    fig = Figure(figsize=(6.4, 3.4))
+    fig = Figure(figsize=(11.0, 3.4))
     ax1, ax2 = fig.subplots(1, 2)
     drew_backlog = False
     for run, _ in present:
@@ -208,12 +221,12 @@ def _server(runs: Sequence[LoadedRun], report: Report) -> Chart | None:
     causes = sorted({c for _, s in present for c in s.stall_causes})
     if causes:
         y = np.arange(len(causes))
-        h = 0.8 / len(present)
+        h = min(0.8 / len(present), 0.3)
         for i, (run, s) in enumerate(present):
             ax2.barh(y + i * h, [s.stall_causes.get(c, 0) for c in causes], height=h,
                      color=COLORS[run.label], label=_name(run))
         ax2.set_yticks(y + h * (len(present) - 1) / 2, causes, fontsize=8)
-        ax2.invert_yaxis()
+        ax2.set_ylim(len(causes) - 0.4, -0.6)
         ax2.set_title("Event-loop stalls by cause", fontsize=10)
         ax2.set_xlabel("stalls")
         ax2.legend(fontsize=8)
@@ -223,7 +236,7 @@ def _server(runs: Sequence[LoadedRun], report: Report) -> Chart | None:
         ax2.set_axis_off()
     title = "Server-side evidence"
     return Chart("server", title, "Scraped from the target's /metrics and /debug endpoints.",
-                 _png(fig))
+                 _png(fig), wide=True)
 
 
 def make_charts(runs: Sequence[LoadedRun], report: Report) -> tuple[Chart, ...]:

@@ -40,7 +40,7 @@ tr:nth-child(even) td{background:#fafbfc}
 .v-pass,.v-fixed{background:#d7f0db;color:#1b5e20}.v-fail,.v-regressed{background:#fbd3d0;
 color:#8e1b10}.real{color:#1b5e20;font-weight:600}.noise{color:#7a7f88}
 .charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(470px,1fr));gap:10px 18px}
-figure{margin:6px 0 14px}figure img{width:100%;border:1px solid #e3e6eb}
+figure{margin:6px 0 14px}figure.wide{grid-column:1/-1}figure img{width:100%;border:1px solid #e3e6eb}
 figcaption{font-size:12px;color:#5a6270}.note{font-size:12px;color:#5a6270}
 code{background:#eef1f5;padding:1px 4px;border-radius:3px}
 """
@@ -218,8 +218,9 @@ def _server_html(report: Report) -> str:
         rows += [[f"stall of {fmt(ms)} ms", f"{cause} at {frame}" if frame else cause]
                  for ms, cause, frame in s.longest_stalls]
         rows += [[k, v] for k, v in s.facts]
+        shown = ("streamslo_loop_stalls", "streamslo_worker_restarts", "streamslo_write_backlog")
         rows += [[f"{x.sample} ({x.kind})", fmt(x.value, 2)] for x in s.samples
-                 if not x.sample.startswith(("streamslo_loop_stalls", "streamslo_worker_restarts"))]
+                 if not x.sample.startswith(shown)]
         parts.append(f"<h3>{html.escape(s.label)}</h3>" + _table(rows))
         parts += [f'<p class="note">{html.escape(n)}</p>' for n in s.notes]
     return "\n".join(parts)
@@ -227,7 +228,7 @@ def _server_html(report: Report) -> str:
 
 def _figures(charts: Iterable[Chart]) -> str:
     return '<div class="charts">' + "\n".join(
-        f'<figure><img alt="{html.escape(c.title)}" src="data:image/png;base64,{c.png_base64}">'
+        f'<figure class="{"wide" if c.wide else "half"}"><img alt="{html.escape(c.title)}" src="data:image/png;base64,{c.png_base64}">'
         f"<figcaption>{html.escape(c.caption)}</figcaption></figure>"
         for c in charts
     ) + "</div>"
