@@ -1,0 +1,199 @@
+"""``streamslo compare``: the main job. The bundled server in naive mode, a load run; the
+bundled server in fixed mode, the same load run; the before/after report and the verdicts.
+
+The embedded defaults are sized for a 2-core machine, with wide margins so the verdicts do
+not flake: the naive server breaks the incidents' SLO by far more than 2x (its per-token sync
+and loop-blocking generation put ITL p99 in the seconds, and a short Gunicorn timeout kills its
+worker mid-stream), the fixed one stays well under half of each bound. Server and load
+generator are pinned to different cores when the machine has two.
+
+Any two server commands (``--before-cmd``/``--after-cmd``) or two running servers
+(``--before-url``/``--after-url``) can be compared the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from streamslo.errors import EXIT_OK, EXIT_THRESHOLD, BadInputError
+from streamslo.units import duration_arg, fraction_arg, positive_int_arg
+
+__all__ = ["DEFAULTS", "CompareDefaults", "add_arguments", "main"]
+
+
+@dataclass(frozen=True)
+class CompareDefaults:
+    """The embedded defaults of the main job."""
+
+    users: int = 40
+    duration: float = 30.0
+    max_tokens: int = 48
+    protocol: str = "mixed"
+    drain: float = 15.0
+    stall_timeout: float = 10.0
+    naive_server: str = "--mode naive --server gunicorn --workers 1 --timeout 4"
+    fixed_server: str = "--mode fixed --server gunicorn --workers 1 --timeout 30"
+
+
+DEFAULTS = CompareDefaults()
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    d = DEFAULTS
+    p.add_argument("--out", type=Path, help="output folder (default reports/out/<timestamp>/)")
+    p.add_argument("--users", type=positive_int_arg, default=d.users, help=f"concurrent streams (default {d.users})")
+    p.add_argument("--duration", type=duration_arg, default=d.duration, help=f"each run's length (default {d.duration:g}s)")
+    p.add_argument("--max-tokens", type=positive_int_arg, default=d.max_tokens, help=f"tokens per stream (default {d.max_tokens})")
+    p.add_argument("--protocol", choices=["sse", "ws", "mixed"], default=d.protocol)
+    p.add_argument("--slow-readers", type=fraction_arg, default=0.0)
+    p.add_argument("--drain", type=duration_arg, default=d.drain)
+    p.add_argument("--slo", help="SLO TOML file (default: the incidents' SLO)")
+    p.add_argument("--before-cmd", help=f"streamslo serve options for the before server (default: {d.naive_server!r})")
+    p.add_argument("--after-cmd", help=f"streamslo serve options for the after server (default: {d.fixed_server!r})")
+    p.add_argument("--before-url", help="compare a running server instead of starting the bundled one")
+    p.add_argument("--after-url", help="compare a running server instead of starting the bundled one")
+    p.add_argument("--allow-invalid", action="store_true", help="a saturated generator does not fail the after run")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _cpus() -> tuple[str | None, str | None]:
+    """(server cpus, generator cpus) for taskset, or (None, None) on one core."""
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except AttributeError:
+        return None, None
+    if len(cpus) < 2 or not _has_taskset():
+        return None, None
+    half = len(cpus) // 2
+    return ",".join(map(str, cpus[:half])), ",".join(map(str, cpus[half:]))
+
+
+def _has_taskset() -> bool:
+    from shutil import which
+
+    return which("taskset") is not None
+
+
+class _Server:
+    """The bundled server as a subprocess (its own process group, stopped by PID)."""
+
+    def __init__(self, serve_args: str, log: Path, cpus: str | None) -> None:
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        cmd = [sys.executable, "-m", "streamslo", "serve", *shlex.split(serve_args), "--host", "127.0.0.1", "--port", str(self.port)]
+        if cpus:
+            cmd = ["taskset", "-c", cpus, *cmd]
+        self.cmd = cmd
+        self._log = open(log, "wb")
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def wait_ready(self, timeout: float = 90.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise BadInputError(f"the server exited with {self.proc.returncode}: {shlex.join(self.cmd)} (see {self._log.name})")
+            try:
+                with urllib.request.urlopen(self.url + "/healthz", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                pass
+            time.sleep(0.3)
+        self.stop()
+        raise BadInputError(f"the server did not become ready in {timeout:g}s: {shlex.join(self.cmd)}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+                self.proc.wait(timeout=40)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+            except ProcessLookupError:
+                pass
+        self._log.close()
+
+
+def _one_run(label: str, args: argparse.Namespace, out: Path, url: str | None, serve_args: str) -> int:
+    from streamslo.runner import RunConfig, execute
+
+    server_cpus, gen_cpus = _cpus()
+    server = None
+    if url is None:
+        server = _Server(serve_args, out.parent / f"{label}-server.log", server_cpus)
+        print(f"[{label}] starting the bundled server: streamslo serve {serve_args}", flush=True)
+        server.wait_ready()
+        url = server.url
+    print(f"[{label}] load: {args.users} {args.protocol} streams x {args.max_tokens} tokens for {args.duration:g}s against {url}", flush=True)
+    try:
+        cfg = RunConfig(
+            host=url,
+            out=out,
+            users=args.users,
+            duration=args.duration,
+            protocol=args.protocol,
+            max_tokens=args.max_tokens,
+            slow_readers=args.slow_readers,
+            drain=args.drain,
+            stall_timeout=DEFAULTS.stall_timeout,
+            slo=args.slo_obj,
+            slo_source=args.slo,
+            allow_invalid=True,
+            generator_cpus=gen_cpus,
+            quiet=True,
+        )
+        return execute(cfg)
+    finally:
+        if server is not None:
+            server.stop()
+
+
+def main(args: argparse.Namespace) -> int:
+    """``streamslo compare``."""
+    from reports import build_report
+    from streamslo import thresholds
+
+    args.slo_obj = thresholds.load_slo(args.slo) if args.slo else None
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    out: Path = args.out or Path("reports") / "out" / stamp
+    if out.exists() and any(out.iterdir()):
+        raise BadInputError(f"{out}: the output folder is not empty")
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    before_args = args.before_cmd or DEFAULTS.naive_server
+    after_args = args.after_cmd or DEFAULTS.fixed_server
+    _one_run("naive", args, out / "naive", args.before_url, before_args)
+    after_rc = _one_run("fixed", args, out / "fixed", args.after_url, after_args)
+    result = build_report(out / "naive", out / "fixed", out / "report.html", args.slo_obj)
+    print(result.summary)
+    print(f"\nreport: {result.html.resolve()}\n        {result.markdown.resolve()}\n        {result.json.resolve()}")
+    print(f"compare took {time.monotonic() - t0:.0f}s")
+    from streamslo.results import RUN_FILE, read_json
+
+    fixed_valid = bool(read_json(out / "fixed" / RUN_FILE).get("valid", False))
+    if not result.passed or after_rc != EXIT_OK:
+        print("verdict: the fixed server did NOT meet the SLO", file=sys.stderr)
+        return EXIT_THRESHOLD
+    if not fixed_valid and not args.allow_invalid:
+        print("verdict: the fixed run is invalid (its load generator was saturated), so its "
+              "latencies measure the client; rerun with fewer --users or pass --allow-invalid", file=sys.stderr)
+        return EXIT_THRESHOLD
+    print("verdict: the fixed server met the SLO; the naive one is the 'before'")
+    return EXIT_OK
