@@ -100,7 +100,7 @@ class _Server:
         if cpus:
             cmd = ["taskset", "-c", cpus, *cmd]
         self.cmd = cmd
-        self._log = open(log, "wb")
+        self._log = open(log, "wb")  # noqa: SIM115 - lives as long as the server
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
 
     def wait_ready(self, timeout: float = 90.0) -> None:

@@ -32,7 +32,7 @@ LAG_P99_LIMIT_MS = 20.0
 
 
 def iso_utc(epoch: float) -> str:
-    return dt.datetime.fromtimestamp(epoch, dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return dt.datetime.fromtimestamp(epoch, dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def judge_validity(directory: Path) -> dict[str, Any]:

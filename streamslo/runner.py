@@ -301,7 +301,7 @@ def execute(cfg: RunConfig) -> int:
     rc = proc.returncode
     if rc not in (0, None) and not aborted:
         tail = log_path.read_text(errors="replace")[-2000:]
-        if rc == EXIT_BAD_INPUT or "error:" in tail and "usage:" in tail:
+        if rc == EXIT_BAD_INPUT or ("error:" in tail and "usage:" in tail):
             raise BadInputError(f"locust rejected the options:\n{tail}")
         print(f"streamslo run: locust exited with {rc}; see {log_path}\n{tail}", file=sys.stderr)
     end = time.time()

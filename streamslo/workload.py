@@ -31,11 +31,7 @@ ENDPOINT_PATHS = {
 }
 WS_PATH = "/v1/ws"
 
-_WORDS = (
-    "explain quantum entanglement stream token latency server client batch queue socket "
-    "buffer kernel worker timeout event loop model layer cache attention prompt answer "
-    "question history science river mountain engine signal vector matrix gradient"
-).split()
+_WORDS = ["explain", "quantum", "entanglement", "stream", "token", "latency", "server", "client", "batch", "queue", "socket", "buffer", "kernel", "worker", "timeout", "event", "loop", "model", "layer", "cache", "attention", "prompt", "answer", "question", "history", "science", "river", "mountain", "engine", "signal", "vector", "matrix", "gradient"]
 
 
 @dataclass(frozen=True)

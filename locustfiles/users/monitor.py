@@ -60,7 +60,7 @@ class GeneratorMonitor:
 
     def figures(self) -> dict[str, object]:
         lag = sorted(self.lag_ms)
-        p99 = lag[min(len(lag) - 1, int(round(0.99 * (len(lag) - 1))))] if lag else None
+        p99 = lag[min(len(lag) - 1, round(0.99 * (len(lag) - 1)))] if lag else None
         busy = sum(1 for c in self.cpu if c > 90.0)
         return {
             "tag": self.tag,

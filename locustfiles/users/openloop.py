@@ -14,8 +14,8 @@ import time
 from typing import Any
 
 import gevent
-from gevent.pool import Group
 from gevent.lock import BoundedSemaphore
+from gevent.pool import Group
 from locust import task
 from locust.user.users import LOCUST_STATE_STOPPING
 

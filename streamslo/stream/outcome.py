@@ -6,7 +6,7 @@ stopped the stream) is excluded from every rate.
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 __all__ = [
     "BEGUN_STATUSES_WS",
@@ -17,7 +17,7 @@ __all__ = [
 ]
 
 
-class Outcome(str, Enum):
+class Outcome(StrEnum):
     """How one request ended."""
 
     OK = "ok"

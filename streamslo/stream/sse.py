@@ -184,7 +184,6 @@ class SSEDecoder:
         elif field == b"id":
             if b"\x00" not in value:
                 self._last_id = value.decode("utf-8", "replace")
-        elif field == b"retry":
-            if value.isdigit():
-                self._retry = int(value)
+        elif field == b"retry" and value.isdigit():
+            self._retry = int(value)
         # Any other field is ignored, as the standard says.
