@@ -32,6 +32,7 @@ __all__ = [
     "bootstrap_means",
     "bootstrap_percentiles",
     "difference_interval",
+    "draw_stream_counts",
     "resamples_for",
 ]
 
@@ -61,9 +62,15 @@ def resamples_for(n_samples: int, requested: int) -> int:
     return int(max(min(requested, MIN_RESAMPLES), min(requested, affordable)))
 
 
-def _draw_counts(rng: np.random.Generator, n: int, size: int) -> np.ndarray:
-    """How often each of ``n`` streams is drawn, for ``size`` resamples (size, n)."""
-    return rng.multinomial(n, np.full(n, 1.0 / n), size=size).astype(np.int32)
+def draw_stream_counts(rng: np.random.Generator, n: int, size: int) -> np.ndarray:
+    """How often each of ``n`` streams is drawn, for ``size`` resamples of ``n`` draws.
+
+    Returns:
+        int32 array (size, n); every row sums to ``n``.
+    """
+    picks = rng.integers(0, n, size=(size, n))
+    picks += (np.arange(size) * n)[:, None]
+    return np.bincount(picks.ravel(), minlength=size * n).reshape(size, n).astype(np.int32)
 
 
 def bootstrap_percentiles(
@@ -88,12 +95,15 @@ def bootstrap_percentiles(
     order = np.argsort(data.values, kind="stable")
     v = data.values[order]
     c = data.clusters[order]
+    # a resample's total weight is at most n_clusters x the largest stream's sample count
+    largest = int(np.bincount(c, minlength=data.n_clusters).max())
+    dtype = np.int32 if data.n_clusters * largest < 2**31 - 1 else np.int64
     batch = max(1, min(resamples, BATCH_CELLS // g))
     done = 0
     while done < resamples:
         b = min(batch, resamples - done)
-        counts = _draw_counts(rng, data.n_clusters, b)
-        cum = np.cumsum(counts[:, c], axis=1, dtype=np.int64)  # (b, g)
+        counts = draw_stream_counts(rng, data.n_clusters, b).astype(dtype, copy=False)
+        cum = np.cumsum(counts[:, c], axis=1, dtype=dtype)  # (b, g)
         for i in range(b):
             total = int(cum[i, -1])
             if total == 0:
@@ -101,10 +111,13 @@ def bootstrap_percentiles(
             h = (total - 1) * ps
             lo = np.floor(h)
             frac = h - lo
-            hi = np.minimum(lo + 1, total - 1)
+            # ranks as the cumulated weights' own dtype: searchsorted would otherwise convert
+            # the whole row to float
+            lo_k = lo.astype(dtype)
+            hi_k = np.minimum(lo_k + 1, total - 1).astype(dtype)
             # rank k (0-based) of the repeated sorted samples is the first j with cum[j] > k
-            j_lo = np.searchsorted(cum[i], lo, side="right")
-            j_hi = np.searchsorted(cum[i], hi, side="right")
+            j_lo = np.searchsorted(cum[i], lo_k, side="right")
+            j_hi = np.searchsorted(cum[i], hi_k, side="right")
             out[done + i] = v[j_lo] + frac * (v[j_hi] - v[j_lo])
         done += b
     return out
@@ -121,7 +134,7 @@ def bootstrap_means(data: Clustered, resamples: int, rng: np.random.Generator) -
     done = 0
     while done < resamples:
         b = min(batch, resamples - done)
-        counts = _draw_counts(rng, data.n_clusters, b).astype(float)
+        counts = draw_stream_counts(rng, data.n_clusters, b).astype(float)
         num, den = counts @ sums, counts @ ns
         with np.errstate(invalid="ignore", divide="ignore"):
             out[done : done + b] = np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)
