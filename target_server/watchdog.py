@@ -25,19 +25,19 @@ __all__ = ["KNOWN_CAUSES", "LoopWatchdog"]
 
 log = logging.getLogger("target_server.watchdog")
 
-#: function name -> cause; the first match walking outwards from the innermost frame wins
+#: "file.py:function" -> cause; the first match walking outwards from the innermost frame wins
 KNOWN_CAUSES: dict[str, str] = {
-    "_load_tokenizer": "tokenizer-load",
-    "_tls_contexts": "tls-context",
-    "_score": "pure-python-scoring",
-    "_compress": "compression",
-    "_garbage": "garbage",
-    "_sync": "device-sync",
-    "_device_sync": "device-sync",
-    "prefill": "model-compute",
-    "decode": "model-compute",
-    "sample": "model-compute",
-    "_generate_inner": "model-compute",
+    "naive.py:_load_tokenizer": "tokenizer-load",
+    "naive.py:_tls_contexts": "tls-context",
+    "naive.py:_score": "pure-python-scoring",
+    "naive.py:_compress": "compression",
+    "naive.py:_garbage": "garbage",
+    "naive.py:_sync": "device-sync",
+    "engine.py:_device_sync": "device-sync",
+    "model.py:prefill": "model-compute",
+    "model.py:decode": "model-compute",
+    "sampling.py:sample": "model-compute",
+    "naive.py:_generate_inner": "model-compute",
 }
 
 
@@ -97,7 +97,8 @@ class LoopWatchdog:
         cause = "unknown"
         for stack in samples:
             for fn in reversed(stack):
-                name = fn.rsplit(" ", 1)[-1]
+                where, _, func = fn.partition(" ")
+                name = f"{where.rsplit(':', 1)[0]}:{func}"
                 if name in KNOWN_CAUSES:
                     cause = KNOWN_CAUSES[name]
                     break

@@ -52,6 +52,14 @@ class StreamResult:
 
 
 def sse(url: str, path: str, body: dict[str, Any], timeout: float = 30) -> StreamResult:
+    """POST and read the SSE body to its end; a transport error is recorded, not raised."""
+    try:
+        return _sse(url, path, body, timeout)
+    except httpx.HTTPError as exc:
+        return StreamResult(0, error=type(exc).__name__)
+
+
+def _sse(url: str, path: str, body: dict[str, Any], timeout: float) -> StreamResult:
     with httpx.stream("POST", url + path, json=body, timeout=timeout) as r:
         res = StreamResult(r.status_code)
         if r.status_code != 200:

@@ -1,0 +1,48 @@
+"""Graceful shutdown and Gunicorn worker kills, with the real parts."""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import time
+
+import httpx
+
+from tests.target_server.streams import sse
+
+BODY = {"prompt": "Explain quantum entanglement", "max_tokens": 40, "ignore_eos": True}
+
+
+def test_sigterm_drains_uvicorn(serve) -> None:
+    s = serve("--mode", "fixed", "--token-interval-ms", "50")
+    with cf.ThreadPoolExecutor(3) as pool:
+        futs = [pool.submit(sse, s.url, "/v1/stream", BODY) for _ in range(3)]
+        time.sleep(0.7)
+        s.proc.terminate()
+        time.sleep(0.3)
+        r = httpx.post(s.url + "/v1/stream", json=BODY, timeout=10)
+        assert r.status_code == 503 and r.json()["error"]["code"] == 503
+        results = [f.result() for f in futs]
+    assert all(res.done and res.content_chunks == 40 for res in results)
+    assert s.proc.wait(timeout=20) == 0
+
+
+def test_gunicorn_naive_workers_killed_mid_stream_fixed_not(serve) -> None:
+    naive = serve("--mode", "naive", "--server", "gunicorn", "--timeout", "2")
+    fixed = serve("--mode", "fixed", "--server", "gunicorn", "--timeout", "2")
+    body = {**BODY, "max_tokens": 64}
+    runs = {}
+    for s in (naive, fixed):
+        with cf.ThreadPoolExecutor(30) as pool:
+            runs[s.port] = [pool.submit(sse, s.url, "/v1/stream", body, 60) for _ in range(30)]
+    naive_results = [f.result() for f in runs[naive.port]]
+    fixed_results = [f.result() for f in runs[fixed.port]]
+    cut = [r for r in naive_results if not (r.done and r.finish_reason == "length")]
+    assert len(cut) >= 3
+    restarts = httpx.get(naive.url + "/debug/workers", timeout=30).json()
+    assert restarts["worker_restarts_total"] >= 1 and restarts["worker_aborts_total"] >= 1
+    assert "WORKER TIMEOUT" in naive.output()
+    assert all(r.done and r.content_chunks == 64 for r in fixed_results)
+    assert httpx.get(fixed.url + "/debug/workers").json()["worker_restarts_total"] == 0
+    metrics = httpx.get(naive.url + "/metrics", timeout=30).text
+    assert "streamslo_worker_restarts_total" in metrics
+    assert naive.stop() == 0 and fixed.stop() == 0
