@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 import queue
+import sys
 import threading
 import time
 from collections import deque
@@ -37,6 +38,10 @@ log = logging.getLogger("target_server.engine")
 
 #: ("token", text) | ("end", finish_reason) | ("error", message)
 StreamItem = tuple[str, str]
+
+
+#: Prefills per decode step (each costs about a decode step of a small batch).
+_ADMIT_PER_STEP = 16
 
 
 class Overloaded(Exception):
@@ -209,6 +214,9 @@ class BatchEngine:
     # -- decode thread -------------------------------------------------------------------
     def _run(self) -> None:
         torch.set_num_threads(self.cfg.torch_threads)
+        # The loop and this thread share the GIL; with the default 5 ms switch interval each
+        # GIL hand-back inside a step (torch releases it per op) can cost the step 5 ms.
+        sys.setswitchinterval(0.0005)
         if self.device.type == "cuda":
             # A high-priority stream, so a co-located job's kernels cannot starve decoding.
             self._cuda_stream = torch.cuda.Stream(device=self.device, priority=-1)
@@ -253,7 +261,11 @@ class BatchEngine:
         self._active.pop()
 
     def _admit(self, out: list[tuple[TokenStream, StreamItem]]) -> None:
-        while len(self._active) < self.cfg.max_streams:
+        # A bounded number of prefills per step, so a burst of arrivals cannot stretch one
+        # step (every running stream's inter-token gap) by hundreds of milliseconds.
+        budget = _ADMIT_PER_STEP
+        while len(self._active) < self.cfg.max_streams and budget > 0:
+            budget -= 1
             try:
                 stream = self._pending.get_nowait()
             except queue.Empty:
