@@ -154,7 +154,7 @@ def _activity(runs: Sequence[LoadedRun]) -> Chart | None:
         drawn = True
     if not drawn:
         return None
-    ax1.set_ylabel("open streams")
+    ax1.set_ylabel("open streams (avg)")
     ax2.set_ylabel("tokens / s")
     ax2.set_xlabel("seconds since the run's start")
     for ax in (ax1, ax2):
@@ -182,12 +182,12 @@ def _outcomes(report: Report) -> Chart:
         y = np.arange(len(failures))
         pairs = [("before", [o.before or 0 for o in failures])] if report.before else []
         pairs.append((report.after.label, [o.after for o in failures]))
-        h = 0.8 / len(pairs)
+        h = min(0.8 / len(pairs), 0.3)
         for i, (label, counts) in enumerate(pairs):
             bars = ax.barh(y + i * h, counts, height=h, color=COLORS[label], label=label)
             ax.bar_label(bars, fontsize=8, padding=2)
         ax.set_yticks(y + h * (len(pairs) - 1) / 2, [o.outcome for o in failures])
-        ax.invert_yaxis()
+        ax.set_ylim(len(failures) - 0.4, -0.6)
         ax.set_xlabel("requests")
         ax.legend(loc="lower right", fontsize=8)
         ax.grid(True, axis="x", alpha=0.3)

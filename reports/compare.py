@@ -202,7 +202,10 @@ def run_info(run: LoadedRun, summary: dict[str, Any]) -> RunInfo:
         start=r.get("start"),
         duration_s=summary.get("duration_s"),
         server_mode=r.get("server_mode"),
-        generator=dict(r.get("generator") or {}),
+        generator={
+            k: v for k, v in dict(r.get("generator") or {}).items()
+            if isinstance(v, (int, float, str, bool)) or v is None
+        },
         requests=int(summary["requests"]),
         streams_began=int(counter_value(run.data, "streams_began")),
         tokens=int(counter_value(run.data, "tokens")),
@@ -262,6 +265,10 @@ def _stall_causes(stalls: Any) -> dict[str, float]:
     return out
 
 
+#: Scraped metric families the report keeps (the rest is process noise).
+_SERVER_PREFIXES = ("streamslo_", "python_gc_", "process_cpu_seconds", "process_resident_memory")
+
+
 def _restarts_from_workers(workers: Any) -> dict[str, float]:
     if not isinstance(workers, dict):
         return {}
@@ -294,17 +301,19 @@ def server_summary(run: LoadedRun) -> ServerSummary:
     restarts: dict[str, float] = {}
     backlog: float | None = None
     m = ev.metrics
-    m = m[~m["name"].str.endswith(("_bucket", "_created"))] if len(m) else m
+    keep = m["name"].str.startswith(_SERVER_PREFIXES) & ~m["name"].str.endswith(
+        ("_bucket", "_created")
+    ) if len(m) else None
+    m = m[keep] if keep is not None else m
     for sample, grp in m.sort_values("t").groupby("sample", sort=True):
         name = str(grp["name"].iloc[0])
         labels = str(grp["labels"].iloc[0])
         counter = name.endswith(("_total", "_sum", "_count"))
-        value = float(grp["value"].iloc[-1] - grp["value"].iloc[0]) if counter else float(
-            grp["value"].max()
-        )
-        if counter and len(grp) == 1:
-            value = float(grp["value"].iloc[0])
-        samples.append(ServerSample(str(sample), "increase" if counter else "peak", value))
+        # counters: the last scrape, i.e. the total since the server started (a fresh bundled
+        # server per run in ``compare``; the first scrape comes seconds after the start, so a
+        # first-to-last difference would miss the stalls of the first seconds)
+        value = float(grp["value"].iloc[-1]) if counter else float(grp["value"].max())
+        samples.append(ServerSample(str(sample), "total" if counter else "peak", value))
         label_val = labels.split("=", 1)[1].strip('"') if "=" in labels else (labels or "all")
         if name.startswith("streamslo_loop_stalls"):
             causes[label_val] = causes.get(label_val, 0.0) + value

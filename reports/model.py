@@ -62,7 +62,8 @@ class RunInfo:
     duration_s: float | None
     server_mode: Any
     generator: dict[str, Any]
-    """run.json ``generator``: peak_cpu_percent, cpu_busy_fraction, lag_p99_ms, processes."""
+    """run.json ``generator``'s scalar fields: peak_cpu_percent, cpu_busy_fraction, lag_p99_ms,
+    processes."""
     requests: int
     streams_began: int
     tokens: int
@@ -149,11 +150,12 @@ class VerdictRow:
 
 @dataclass(frozen=True)
 class ServerSample:
-    """One scraped server metric: a counter's increase over the run or a gauge's peak."""
+    """One scraped server metric: a counter's total at the end of the run or a gauge's peak."""
 
     sample: str
     kind: str
-    """``increase`` (counters, ``*_total``, ``*_sum``, ``*_count``) or ``peak`` (gauges)."""
+    """``total`` (counters, ``*_total``/``*_sum``/``*_count``: the last scrape, since the server
+    started) or ``peak`` (gauges: the largest scraped value)."""
     value: float
 
 

@@ -163,6 +163,13 @@ def _run_field(r: RunInfo, key: str) -> str:
 
 
 def _headline(report: Report) -> str:
+    text = _verdict_line(report)
+    if not report.after.valid:
+        text += " But the run is INVALID: these latencies measure the load generator."
+    return text
+
+
+def _verdict_line(report: Report) -> str:
     failed = [v for v in report.verdicts if not v.after_passed]
     who = "the after run" if report.before is not None else "the run"
     if not report.verdicts:

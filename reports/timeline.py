@@ -38,8 +38,9 @@ def lateness_timeline(run: LoadedRun, bucket_s: float = 1.0) -> pd.DataFrame:
 def activity_timeline(run: LoadedRun, bucket_s: float = 1.0) -> pd.DataFrame:
     """Streams open and tokens/s per bucket: columns ``t``, ``active``, ``tokens_per_s``.
 
-    A stream is open from its start to its end (``started_at + e2e_ms``) and is counted in
-    every bucket it overlaps. Tokens are the first content chunk (at ``ttft_ms``) and each
+    A stream is open from its start to its end (``started_at + e2e_ms``); ``active`` is the
+    time-averaged number open during the bucket (stream-seconds / bucket length), so a user
+    that ends one stream and starts the next within a bucket counts once, not twice. Tokens are the first content chunk (at ``ttft_ms``) and each
     gap that ended with a chunk (closed gaps, at ``gaps.t``).
     """
     empty = pd.DataFrame(
@@ -65,13 +66,19 @@ def activity_timeline(run: LoadedRun, bucket_s: float = 1.0) -> pd.DataFrame:
     if edges.size < 2:
         edges = np.array([lo, lo + bucket_s])
     left, right = edges[:-1], edges[1:]
-    # open during [left, right): started before the bucket ends, ended after it starts
-    starts_sorted, ends_sorted = np.sort(start), np.sort(end)
-    began = np.searchsorted(starts_sorted, right, side="left")
-    ended = np.searchsorted(ends_sorted, left, side="right")
-    active = (began - ended).astype(float)
+    active = (_open_integral(start, end, right) - _open_integral(start, end, left)) / bucket_s
     tokens, _ = np.histogram(tok_t, bins=edges)
     return pd.DataFrame({"t": left, "active": active, "tokens_per_s": tokens / bucket_s})
+
+
+def _open_integral(start: np.ndarray, end: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Stream-seconds open before each ``x``: sum of clip(x - start, 0, end - start)."""
+    s_sorted, e_sorted = np.sort(start), np.sort(end)
+    s_cum = np.concatenate([[0.0], np.cumsum(s_sorted)])
+    e_cum = np.concatenate([[0.0], np.cumsum(e_sorted)])
+    ns = np.searchsorted(s_sorted, x, side="left")
+    ne = np.searchsorted(e_sorted, x, side="left")
+    return (ns * x - s_cum[ns]) - (ne * x - e_cum[ne])
 
 
 def cdf_points(samples: np.ndarray, points: int = 400) -> tuple[np.ndarray, np.ndarray]:

@@ -154,6 +154,8 @@ def test_activity_timeline_counts_tokens(compared: Built) -> None:
     tl = activity_timeline(run, 1.0)
     # every token: first tokens at ttft plus every closed gap
     assert tl["tokens_per_s"].sum() == sum(r["tokens"] for r in compared.after.rows)
+    # time-averaged open streams: their sum over 1 s buckets is the total stream-seconds
+    assert tl["active"].sum() == pytest.approx(sum(r["e2e_ms"] for r in compared.after.rows) / 1000)
     assert tl["active"].max() >= 1
     lt = lateness_timeline(run, 1.0)
     gaps = compared.after.gaps
