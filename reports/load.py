@@ -99,12 +99,12 @@ class LoadedRun:
     @property
     def streams(self) -> pd.DataFrame:
         """streams.csv as a frame."""
-        return self.data.streams  # type: ignore[no-any-return]
+        return self.data.streams  # type: ignore[no-any-return,unused-ignore]
 
     @property
     def gaps(self) -> pd.DataFrame:
         """gaps.parquet as a frame."""
-        return self.data.gaps  # type: ignore[no-any-return]
+        return self.data.gaps  # type: ignore[no-any-return,unused-ignore]
 
 
 def latency_pool(streams: pd.DataFrame) -> pd.DataFrame:
@@ -182,7 +182,8 @@ def load_server_evidence(directory: Path) -> ServerEvidence:
     )
     if not folder.is_dir():
         return ServerEvidence(metrics=empty)
-    metrics, notes = empty, ()
+    metrics: pd.DataFrame = empty
+    notes: tuple[str, ...] = ()
     if (folder / "metrics.jsonl").exists():
         metrics, notes = _read_metrics(folder / "metrics.jsonl")
     stalls = _read_json_any(folder / "stalls.json") if (folder / "stalls.json").exists() else None

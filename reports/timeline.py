@@ -78,7 +78,8 @@ def _open_integral(start: np.ndarray, end: np.ndarray, x: np.ndarray) -> np.ndar
     e_cum = np.concatenate([[0.0], np.cumsum(e_sorted)])
     ns = np.searchsorted(s_sorted, x, side="left")
     ne = np.searchsorted(e_sorted, x, side="left")
-    return (ns * x - s_cum[ns]) - (ne * x - e_cum[ne])
+    out: np.ndarray = (ns * x - s_cum[ns]) - (ne * x - e_cum[ne])
+    return out
 
 
 def cdf_points(samples: np.ndarray, points: int = 400) -> tuple[np.ndarray, np.ndarray]:
