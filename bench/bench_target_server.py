@@ -48,7 +48,8 @@ class StreamStats:
     error: str | None = None
 
 
-async def _stream(port: int, body: bytes, deadline: float, slow: bool) -> StreamStats:
+async def _stream(port: int, body: bytes, deadline: float, slow: bool, delay: float) -> StreamStats:
+    await asyncio.sleep(delay)
     st = StreamStats()
     t0 = time.perf_counter()
     try:
@@ -96,13 +97,16 @@ async def _stream(port: int, body: bytes, deadline: float, slow: bool) -> Stream
     return st
 
 
-async def run_load(port: int, streams: int, tokens: int, duration: float, slow: bool) -> tuple[list[StreamStats], float]:
-    """Open ``streams`` streams at once; returns their stats and the wall time."""
+async def run_load(port: int, streams: int, tokens: int, duration: float, slow: bool,
+                   ramp: float = 0.0) -> tuple[list[StreamStats], float]:
+    """Open ``streams`` streams, spread evenly over ``ramp`` seconds (a Locust-style spawn
+    rate; 0 opens them all in one instant); returns their stats and the wall time."""
     body = json.dumps({"prompt": "Explain quantum entanglement", "max_tokens": tokens,
                        "ignore_eos": True}).encode()
     deadline = time.monotonic() + duration
     t0 = time.perf_counter()
-    res = await asyncio.gather(*[_stream(port, body, deadline, slow) for _ in range(streams)])
+    res = await asyncio.gather(*[_stream(port, body, deadline, slow, i * ramp / streams)
+                                 for i in range(streams)])
     return list(res), time.perf_counter() - t0
 
 
@@ -147,7 +151,7 @@ async def _measure(pid: int, port: int, args: argparse.Namespace, slow: bool) ->
 
     sampler = asyncio.ensure_future(sample())
     duration = args.slow_duration if slow else args.duration
-    res, wall = await run_load(port, args.streams, args.tokens, duration, slow)
+    res, wall = await run_load(port, args.streams, args.tokens, duration, slow, args.ramp)
     sampler.cancel()
     return res, wall, peak
 
@@ -189,6 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--duration", type=float, default=30.0, help="cap per mode, seconds")
     p.add_argument("--slow-duration", type=float, default=15.0)
     p.add_argument("--modes", default="fixed,naive")
+    p.add_argument("--ramp", type=float, default=2.0,
+                   help="seconds over which streams open (spawn rate = streams / ramp)")
     p.add_argument("--server-core", type=int, default=0)
     p.add_argument("--client-core", type=int, default=1)
     p.add_argument("--no-slow", action="store_true", help="skip the slow-reader pass")
