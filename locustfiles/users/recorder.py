@@ -14,6 +14,7 @@ failures; streams that started in the warm-up are left out of everything.
 
 from __future__ import annotations
 
+import gc
 import itertools
 import json
 import logging
@@ -144,6 +145,10 @@ class RunRecorder:
         else:
             self.run_start = time.time()
         if generating:
+            # Everything imported so far (locust, pandas, pyarrow...) is long-lived: move it out
+            # of the collector's reach so a full collection mid-run does not pause every stream.
+            gc.collect()
+            gc.freeze()
             self.monitor = GeneratorMonitor(d, self._tag)
             self.monitor.start()
             self._flusher = gevent.spawn(self._flush_loop)

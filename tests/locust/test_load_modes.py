@@ -1,0 +1,112 @@
+"""Open loop, k6-style stages, slow readers, scenario files and live abortOnFail."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tests.locust.helpers import REPO, streams, streamslo_run
+
+pytestmark = pytest.mark.load
+
+
+def test_open_loop_rate_and_scheduled_latency(faulty_server, tmp_path):
+    out = tmp_path / "run"
+    r = streamslo_run(
+        faulty_server.base_url, out, "--model", "timed", "--request-rate", "10", "--duration", "5",
+        "--max-tokens", "4", "--drain", "3", "--seed", "3",
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    s = streams(out)
+    # Poisson arrivals at 10/s for 5 s: about 50, whatever the server does.
+    assert 25 <= len(s) <= 80, len(s)
+    assert s["scheduled_at"].notna().all()
+    lag = s["started_at"] - s["scheduled_at"]
+    assert (lag > -0.01).all() and lag.median() < 0.05
+    assert set(s["user_class"]) == {"OpenLoopStreamUser"}
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["ttft_sched_ms"]["count"] == len(s)
+    assert summary["ttft_sched_ms"]["p50"] >= summary["ttft_ms"]["p50"]
+
+
+def test_open_loop_max_concurrency_delays_sends(faulty_server, tmp_path):
+    out = tmp_path / "run"
+    # 'timed' streams of 8 tokens last ~0.65 s; at 20/s with at most 2 in flight the generator
+    # falls behind, and the scheduled-time latency must show it (coordinated omission).
+    r = streamslo_run(
+        faulty_server.base_url, out, "--model", "timed", "--request-rate", "20", "--max-concurrency", "2",
+        "--duration", "4", "--max-tokens", "8", "--drain", "3",
+    )
+    assert r.returncode in (0, 99), r.stderr
+    s = streams(out)
+    s = s[s["outcome"] == "ok"]
+    late = (s["started_at"] - s["scheduled_at"]).to_numpy()
+    assert late.max() > 1.0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["ttft_sched_ms"]["p99"] > summary["ttft_ms"]["p99"] + 500
+
+
+def test_stages_shape_follows_targets(faulty_server, tmp_path):
+    out = tmp_path / "run"
+    r = streamslo_run(
+        faulty_server.base_url, out, "--model", "timed", "--stages", "2s:2,3s:6", "--duration", "5",
+        "--max-tokens", "4", "--drain", "3",
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    s = streams(out)
+    run = json.loads((out / "run.json").read_text())
+    t = s["started_at"] - run["start_epoch"]
+    early, late = (t < 1.5).sum(), ((t > 3.5) & (t < 5.0)).sum()
+    assert late > early * 1.5, (early, late)
+
+
+def test_slow_readers_are_labelled_and_measured(faulty_server, tmp_path):
+    out = tmp_path / "run"
+    r = streamslo_run(
+        faulty_server.base_url, out, "--model", "ok", "--users", "4", "--slow-readers", "0.5",
+        "--duration", "3", "--max-tokens", "64", "--drain", "10",
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    s = streams(out)
+    assert set(s["user_class"]) == {"SSEStreamUser", "SlowSSEStreamUser"}
+    fast = s[s.user_class == "SSEStreamUser"]["e2e_ms"].median()
+    slow = s[s.user_class == "SlowSSEStreamUser"]["e2e_ms"].median()
+    assert slow > 3 * fast
+
+
+def test_scenario_with_abort_on_fail_stops_early(faulty_server, tmp_path):
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(
+        '[load]\nusers = 3\nduration = "60s"\nmax_tokens = 6\ndrain = "2s"\n'
+        '[thresholds]\ntruncation_rate = [{ threshold = "rate<0.01", abortOnFail = true, delayAbortEval = "2s" }]\n'
+    )
+    out = tmp_path / "run"
+    r = streamslo_run(faulty_server.base_url, out, "--scenario", str(scenario), "--model", "truncated_close", timeout=60)
+    assert r.returncode == 99
+    run = json.loads((out / "run.json").read_text())
+    assert run["aborted"] and run["aborted"][0]["metric"] == "truncation_rate"
+    assert run["end_epoch"] - run["start_epoch"] < 30  # far less than the 60 s asked for
+    slo = json.loads((out / "slo.json").read_text())
+    assert not slo["passed"]
+
+
+def test_soak_runs_a_scenario(faulty_server, tmp_path):
+    import subprocess
+    import sys
+
+    scenario = tmp_path / "soak.toml"
+    scenario.write_text(
+        '[load]\nmax_tokens = 4\ndrain = "3s"\nmodel = "timed"\nstages = [{ duration = "2s", target = 3 }, { duration = "2s", target = 3 }]\n'
+        '[thresholds]\nitl_ms = ["p(99)<500"]\n'
+    )
+    out = tmp_path / "soak"
+    r = subprocess.run(
+        [sys.executable, "-m", "streamslo", "soak", "--scenario", str(scenario), "--host", faulty_server.base_url, "--out", str(out), "--allow-invalid"],
+        capture_output=True, text=True, timeout=90, cwd=REPO,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    s = streams(out)
+    assert len(s) > 5 and set(s["outcome"]) == {"ok"}
+    assert np.isclose(np.median(json.loads((out / "summary.json").read_text())["itl_ms"]["p50"]), 50, atol=10)
