@@ -29,7 +29,7 @@ from pathlib import Path
 from streamslo.errors import EXIT_OK, EXIT_THRESHOLD, BadInputError
 from streamslo.units import duration_arg, fraction_arg, positive_int_arg
 
-__all__ = ["DEFAULTS", "CompareDefaults", "add_arguments", "main"]
+__all__ = ["DEFAULTS", "BundledServer", "CompareDefaults", "add_arguments", "main", "split_cpus"]
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _cpus() -> tuple[str | None, str | None]:
+def split_cpus() -> tuple[str | None, str | None]:
     """(server cpus, generator cpus) for taskset, or (None, None) on one core."""
     try:
         cpus = sorted(os.sched_getaffinity(0))
@@ -90,7 +90,7 @@ def _has_taskset() -> bool:
     return which("taskset") is not None
 
 
-class _Server:
+class BundledServer:
     """The bundled server as a subprocess (its own process group, stopped by PID)."""
 
     def __init__(self, serve_args: str, log: Path, cpus: str | None) -> None:
@@ -134,10 +134,10 @@ class _Server:
 def _one_run(label: str, args: argparse.Namespace, out: Path, url: str | None, serve_args: str) -> int:
     from streamslo.runner import RunConfig, execute
 
-    server_cpus, gen_cpus = _cpus()
+    server_cpus, gen_cpus = split_cpus()
     server = None
     if url is None:
-        server = _Server(serve_args, out.parent / f"{label}-server.log", server_cpus)
+        server = BundledServer(serve_args, out.parent / f"{label}-server.log", server_cpus)
         print(f"[{label}] starting the bundled server: streamslo serve {serve_args}", flush=True)
         server.wait_ready()
         url = server.url

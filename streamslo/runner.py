@@ -14,14 +14,14 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from streamslo.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_THRESHOLD, BadInputError
 from streamslo.units import duration_arg, fraction_arg, parse_duration, positive_int_arg
 
-__all__ = ["RunConfig", "add_arguments", "execute", "main"]
+__all__ = ["RunConfig", "add_arguments", "config_from_args", "execute", "load_scenario", "main"]
 
 
 @dataclass(frozen=True)
@@ -118,7 +118,7 @@ _SCENARIO_KEYS = {
 _DURATION_KEYS = {"duration", "stall_timeout", "request_timeout", "drain", "warmup"}
 
 
-def _load_scenario(path: str) -> tuple[dict[str, Any], Any]:
+def load_scenario(path: str) -> tuple[dict[str, Any], Any]:
     """A scenario file: ``[load]`` options (and k6 ``stages``), optional ``[thresholds]``."""
     import tomllib
 
@@ -166,7 +166,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     values: dict[str, Any] = {}
     slo = None
     if args.scenario:
-        values, slo = _load_scenario(args.scenario)
+        values, slo = load_scenario(args.scenario)
         values["scenario"] = args.scenario
     cli = {
         "host": args.host, "out": args.out, "protocol": args.protocol, "users": args.users,
@@ -382,8 +382,3 @@ def _stop(proc: subprocess.Popen[bytes], drain: float) -> None:
 def main(args: argparse.Namespace) -> int:
     """``streamslo run``."""
     return execute(config_from_args(args))
-
-
-def with_overrides(cfg: RunConfig, **changes: Any) -> RunConfig:
-    """A copy of ``cfg`` with some fields changed."""
-    return replace(cfg, **changes)

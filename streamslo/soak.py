@@ -28,20 +28,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """``streamslo soak``."""
-    from streamslo.compare import _cpus, _Server
-    from streamslo.runner import _load_scenario, config_from_args, execute
+    from streamslo.compare import BundledServer, split_cpus
+    from streamslo.runner import config_from_args, execute, load_scenario
     from streamslo.stages import parse_stages, total_duration
 
-    values, _ = _load_scenario(args.scenario)
+    values, _ = load_scenario(args.scenario)
     if not values.get("stages"):
         raise BadInputError(f"{args.scenario}: a soak scenario needs [load] stages")
     out = args.out or Path("results") / f"soak-{dt.datetime.now():%Y%m%d-%H%M%S}"
     host = args.host or values.get("host")
     server = None
-    server_cpus, gen_cpus = _cpus()
+    server_cpus, gen_cpus = split_cpus()
     if not host:
         out.mkdir(parents=True, exist_ok=True)
-        server = _Server(args.serve, out.parent / f"{out.name}-server.log", server_cpus)
+        server = BundledServer(args.serve, out.parent / f"{out.name}-server.log", server_cpus)
         server.wait_ready()
         host = server.url
     try:

@@ -1,0 +1,67 @@
+"""The command line: every sub-command of SPEC §7 exists, usage errors exit 2, and the public
+modules declare their API."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+
+import pytest
+
+from streamslo.cli import COMMANDS
+from streamslo.units import parse_duration
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_sub_command_has_help(command):
+    r = subprocess.run([sys.executable, "-m", "streamslo", command, "--help"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "usage: streamslo " + command in r.stdout
+
+
+def test_usage_error_exits_2():
+    r = subprocess.run([sys.executable, "-m", "streamslo", "run", "--users", "0"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert "--users" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "streamslo", "nope"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+
+
+def test_run_requires_host_and_out():
+    r = subprocess.run([sys.executable, "-m", "streamslo", "run", "--out", "/tmp/x-never"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--host" in r.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("30", 30.0), ("2.5", 2.5), ("30s", 30.0), ("5m", 300.0), ("1h", 3600.0), ("1m30s", 90.0), ("250ms", 0.25)],
+)
+def test_durations(text, seconds):
+    assert parse_duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("bad", ["", "5x", "m5", "-3", "1h-2m"])
+def test_bad_durations(bad):
+    with pytest.raises(ValueError):
+        parse_duration(bad)
+
+
+PUBLIC = [
+    "streamslo.errors", "streamslo.units", "streamslo.results", "streamslo.metrics", "streamslo.workload",
+    "streamslo.finalize", "streamslo.runner", "streamslo.compare", "streamslo.soak", "streamslo.stages",
+    "streamslo.evidence", "streamslo.summary_table", "streamslo.stream.sse", "streamslo.stream.tracker",
+    "streamslo.stream.timing", "streamslo.stream.outcome", "streamslo.stream.http1", "streamslo.transport.sync",
+]
+
+
+@pytest.mark.parametrize("name", PUBLIC)
+def test_all_matches_public_names(name):
+    mod = importlib.import_module(name)
+    declared = set(mod.__all__)
+    public = {
+        k for k, v in vars(mod).items()
+        if not k.startswith("_") and getattr(v, "__module__", name) == name and (callable(v) or isinstance(v, type))
+    }
+    assert public <= declared, f"{name}: public but not in __all__: {sorted(public - declared)}"
+    assert all(hasattr(mod, n) for n in declared)

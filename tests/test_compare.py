@@ -1,0 +1,47 @@
+"""The README's main job, ``streamslo compare``, end to end on small embedded-style settings."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.load
+def test_compare_naive_breaks_fixed_meets_slo(tmp_path):
+    out = tmp_path / "cmp"
+    r = subprocess.run(
+        [sys.executable, "-m", "streamslo", "compare", "--out", str(out), "--users", "10", "--duration", "8", "--drain", "5", "--allow-invalid"],
+        capture_output=True, text=True, timeout=400, cwd=REPO,
+    )
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    for name in ("naive/streams.csv", "fixed/streams.csv", "report.html", "report.md", "report.json"):
+        assert (out / name).exists(), name
+    naive = json.loads((out / "naive" / "summary.json").read_text())
+    fixed = json.loads((out / "fixed" / "summary.json").read_text())
+    # The naive server breaks the incidents' SLO by a wide margin; the fixed one holds it.
+    broken = [
+        (naive["truncation_rate"] or 0) >= 0.002,
+        (naive["http_5xx_rate"] or 0) >= 0.002,
+        (naive["itl_ms"]["p99"] or 0) >= 400,
+    ]
+    assert any(broken), naive
+    assert fixed["truncation_rate"] == 0.0 and fixed["http_5xx_rate"] == 0.0
+    assert fixed["itl_ms"]["p99"] < 100
+    assert json.loads((out / "naive" / "run.json").read_text())["server_mode"] == "naive"
+    assert json.loads((out / "fixed" / "run.json").read_text())["server_mode"] == "fixed"
+    assert "verdict: the fixed server met the SLO" in r.stdout
+    assert "itl_ms" in r.stdout and "report.html" in r.stdout
+
+
+def test_compare_rejects_a_non_empty_out(tmp_path):
+    (tmp_path / "x").write_text("keep me")
+    r = subprocess.run([sys.executable, "-m", "streamslo", "compare", "--out", str(tmp_path)], capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert r.returncode == 2
+    assert "not empty" in r.stderr
+    assert (tmp_path / "x").read_text() == "keep me"
