@@ -30,7 +30,7 @@ def test_chunked_split_anywhere(step):
 
 
 def test_unfinished_chunked_body_is_not_complete():
-    r, body = feed_all(CHUNKED[:-10], 1000)
+    r, _ = feed_all(CHUNKED[:-10], 1000)
     assert not r.complete
     assert not r.framed_by_close
 
