@@ -142,6 +142,10 @@ def _latency_pool(streams: Any) -> Any:
 
 def trend_samples(data: RunData, name: str) -> np.ndarray:
     """Every sample of a trend metric, in milliseconds."""
+    return np.asarray(_trend_series(data, name), dtype=float)
+
+
+def _trend_series(data: RunData, name: str) -> Any:
     pool = _latency_pool(data.streams)
     if name == "itl_ms":
         gaps = data.gaps[data.gaps["stream_id"].isin(pool["stream_id"])]

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 from websockets.client import ClientProtocol
 from websockets.exceptions import PayloadTooBig
-from websockets.frames import Opcode
+from websockets.frames import Frame, Opcode
 from websockets.http11 import Response
 from websockets.uri import parse_uri
 
@@ -363,7 +363,7 @@ class WSConnection:
             else:
                 proto.receive_eof()
             for frame in proto.events_received():
-                if isinstance(frame, Response):
+                if not isinstance(frame, Frame):
                     continue
                 op = frame.opcode
                 if op is Opcode.CLOSE:
@@ -373,17 +373,17 @@ class WSConnection:
                 if op in (Opcode.PING, Opcode.PONG):
                     continue
                 if op is Opcode.CONT:
-                    self._fragments.append(frame.data)
+                    self._fragments.append(bytes(frame.data))
                     if not frame.fin:
                         continue
                     op = self._frag_op or Opcode.TEXT
                     payload = b"".join(self._fragments)
                     self._fragments, self._frag_op = [], None
                 elif not frame.fin:
-                    self._fragments, self._frag_op = [frame.data], op
+                    self._fragments, self._frag_op = [bytes(frame.data)], op
                     continue
                 else:
-                    payload = frame.data
+                    payload = bytes(frame.data)
                 if op is Opcode.TEXT:
                     tracker.on_ws_text(t, payload.decode("utf-8", "replace"))
                 else:
