@@ -17,19 +17,16 @@ import argparse
 import datetime as dt
 import os
 import shlex
-import signal
-import socket
-import subprocess
 import sys
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from streamslo.bundled import BundledServer
 from streamslo.errors import EXIT_OK, EXIT_THRESHOLD, BadInputError
 from streamslo.units import duration_arg, fraction_arg, positive_int_arg
 
-__all__ = ["DEFAULTS", "BundledServer", "CompareDefaults", "add_arguments", "main", "split_cpus"]
+__all__ = ["DEFAULTS", "CompareDefaults", "add_arguments", "main", "split_cpus"]
 
 
 @dataclass(frozen=True)
@@ -66,12 +63,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-invalid", action="store_true", help="a saturated generator does not fail the after run")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def split_cpus() -> tuple[str | None, str | None]:
     """(server cpus, generator cpus) for taskset, or (None, None) on one core."""
     try:
@@ -90,54 +81,13 @@ def _has_taskset() -> bool:
     return which("taskset") is not None
 
 
-class BundledServer:
-    """The bundled server as a subprocess (its own process group, stopped by PID)."""
-
-    def __init__(self, serve_args: str, log: Path, cpus: str | None) -> None:
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        cmd = [sys.executable, "-m", "streamslo", "serve", *shlex.split(serve_args), "--host", "127.0.0.1", "--port", str(self.port)]
-        if cpus:
-            cmd = ["taskset", "-c", cpus, *cmd]
-        self.cmd = cmd
-        self._log = open(log, "wb")  # noqa: SIM115 - lives as long as the server
-        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
-
-    def wait_ready(self, timeout: float = 90.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise BadInputError(f"the server exited with {self.proc.returncode}: {shlex.join(self.cmd)} (see {self._log.name})")
-            try:
-                with urllib.request.urlopen(self.url + "/healthz", timeout=2) as r:
-                    if r.status == 200:
-                        return
-            except OSError:
-                pass
-            time.sleep(0.3)
-        self.stop()
-        raise BadInputError(f"the server did not become ready in {timeout:g}s: {shlex.join(self.cmd)}")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
-                self.proc.wait(timeout=40)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-            except ProcessLookupError:
-                pass
-        self._log.close()
-
-
 def _one_run(label: str, args: argparse.Namespace, out: Path, url: str | None, serve_args: str) -> int:
     from streamslo.runner import RunConfig, execute
 
     server_cpus, gen_cpus = split_cpus()
     server = None
     if url is None:
-        server = BundledServer(serve_args, out.parent / f"{label}-server.log", server_cpus)
+        server = BundledServer(shlex.split(serve_args), out.parent / f"{label}-server.log", server_cpus)
         print(f"[{label}] starting the bundled server: streamslo serve {serve_args}", flush=True)
         server.wait_ready()
         url = server.url

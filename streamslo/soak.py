@@ -28,7 +28,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """``streamslo soak``."""
-    from streamslo.compare import BundledServer, split_cpus
+    import shlex
+
+    from streamslo.bundled import BundledServer
+    from streamslo.compare import split_cpus
     from streamslo.runner import config_from_args, execute, load_scenario
     from streamslo.stages import parse_stages, total_duration
 
@@ -41,7 +44,7 @@ def main(args: argparse.Namespace) -> int:
     server_cpus, gen_cpus = split_cpus()
     if not host:
         out.mkdir(parents=True, exist_ok=True)
-        server = BundledServer(args.serve, out.parent / f"{out.name}-server.log", server_cpus)
+        server = BundledServer(shlex.split(args.serve), out.parent / f"{out.name}-server.log", server_cpus)
         server.wait_ready()
         host = server.url
     try:

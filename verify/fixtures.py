@@ -23,11 +23,8 @@ yields the loaded run. ``streamslo_probe_url`` is ``--probe-url`` for the probes
 
 from __future__ import annotations
 
-import os
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,10 +32,11 @@ from typing import Any
 
 import pytest
 
+from streamslo.bundled import BundledServer, ServerStartError
+
 __all__ = [
     "BundledServer",
     "LoadConfig",
-    "free_port",
     "start_server",
     "streamslo_load_config",
     "streamslo_probe_url",
@@ -76,40 +74,11 @@ class LoadConfig:
             raise ValueError("LoadConfig: users, duration_s and max_tokens must be positive")
 
 
-@dataclass(frozen=True, slots=True)
-class BundledServer:
-    """A running bundled server."""
-
-    url: str
-    """``http://127.0.0.1:PORT``."""
-    mode: str
-    process: subprocess.Popen[bytes]
-    log: Path
-    """The server's stdout and stderr."""
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _tail(path: Path, n: int = 3000) -> str:
     try:
         return path.read_text(errors="replace")[-n:]
     except OSError:
         return ""
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
 
 
 def start_server(config: LoadConfig, log_dir: Path) -> BundledServer:
@@ -120,34 +89,13 @@ def start_server(config: LoadConfig, log_dir: Path) -> BundledServer:
         log_dir: where the server's log goes.
 
     Returns:
-        The :class:`BundledServer`; stop it with ``process.terminate()``.
+        The running :class:`~streamslo.bundled.BundledServer`; stop it with ``stop()``.
 
     Raises:
-        RuntimeError: the server exited or did not answer in time (the message holds its log).
+        ServerStartError: the server exited or did not answer in time (the message holds its log).
     """
-    import urllib.error
-    import urllib.request
-
-    port = free_port()
-    log = log_dir / f"server-{config.mode}-{port}.log"
-    cmd = [sys.executable, "-m", "streamslo", "serve", "--mode", config.mode,
-           "--host", "127.0.0.1", "--port", str(port), *config.server_args]
-    with log.open("wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ))
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + config.startup_timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{' '.join(cmd)} exited with {proc.returncode}:\n{_tail(log)}")
-        try:
-            with urllib.request.urlopen(url + "/healthz", timeout=2) as resp:
-                if resp.status == 200:
-                    return BundledServer(url=url, mode=config.mode, process=proc, log=log)
-        except (urllib.error.URLError, OSError):
-            pass
-        time.sleep(0.2)
-    _stop(proc)
-    raise RuntimeError(f"{url}/healthz did not answer within {config.startup_timeout_s:g}s:\n{_tail(log)}")
+    server = BundledServer(["--mode", config.mode, *config.server_args], log_dir / f"server-{config.mode}.log")
+    return server.wait_ready(config.startup_timeout_s)
 
 
 @pytest.fixture(scope="session")
@@ -163,12 +111,12 @@ def streamslo_server(
     """The bundled server, started for the session on a free port."""
     try:
         server = start_server(streamslo_load_config, tmp_path_factory.mktemp("streamslo-server"))
-    except RuntimeError as exc:
+    except ServerStartError as exc:
         pytest.fail(f"streamslo: cannot start the bundled server: {exc}", pytrace=False)
     try:
         yield server
     finally:
-        _stop(server.process)
+        server.stop()
 
 
 @pytest.fixture(scope="session")

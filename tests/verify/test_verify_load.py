@@ -21,7 +21,7 @@ needs_runner = pytest.mark.skipif(
 
 
 def _run(tmp_path: Path, mode: str) -> Path:
-    from verify.fixtures import LoadConfig, _stop, start_server
+    from verify.fixtures import LoadConfig, start_server
 
     server = start_server(LoadConfig(mode=mode), tmp_path)
     out = tmp_path / mode
@@ -32,7 +32,7 @@ def _run(tmp_path: Path, mode: str) -> Path:
             capture_output=True, timeout=300, check=False,
         )
     finally:
-        _stop(server.process)
+        server.stop()
     return out
 
 
