@@ -19,6 +19,7 @@ from typing import Any
 
 from streamslo.stream.timing import StreamExpectations, StreamRecord
 from streamslo.stream.tracker import StreamTracker
+from streamslo.workload import ENDPOINT_PATHS, RequestOptions, build_body
 
 __all__ = [
     "ProbeRequest",
@@ -49,12 +50,18 @@ class ProbeRequest:
     """The whole request ends ``timeout`` past this."""
     headers: tuple[tuple[str, str], ...] = ()
 
+    def options(self, model: str) -> RequestOptions:
+        """The shared request options (:mod:`streamslo.workload`) for this probe."""
+        return RequestOptions(
+            endpoint=self.endpoint, model=model, max_tokens=self.max_tokens,
+            ignore_eos=self.ignore_eos, include_usage=self.include_usage,
+        )
+
     @property
     def path(self) -> str:
-        paths = {"chat": "/v1/chat/completions", "completions": "/v1/completions", "stream": "/v1/stream"}
-        if self.endpoint not in paths:
-            raise ValueError(f"unknown endpoint {self.endpoint!r}; expected {', '.join(paths)}")
-        return paths[self.endpoint]
+        if self.endpoint not in ENDPOINT_PATHS:
+            raise ValueError(f"unknown endpoint {self.endpoint!r}; expected {', '.join(ENDPOINT_PATHS)}")
+        return ENDPOINT_PATHS[self.endpoint]
 
     @property
     def expectations(self) -> StreamExpectations:
@@ -62,17 +69,9 @@ class ProbeRequest:
 
 
 def request_body(req: ProbeRequest, model: str) -> dict[str, Any]:
-    """The JSON body of a probe request (also the WS request frame)."""
-    body: dict[str, Any] = {"model": model, "stream": True, "max_tokens": req.max_tokens,
-                            "temperature": 0.0, "seed": 0}
-    if req.endpoint == "chat":
-        body["messages"] = [{"role": "user", "content": req.prompt}]
-    else:
-        body["prompt"] = req.prompt
-    if req.ignore_eos:
-        body["ignore_eos"] = True
-    if req.include_usage:
-        body["stream_options"] = {"include_usage": True}
+    """The JSON body of a probe request (also the WS request frame): the same body the load
+    users send (:func:`streamslo.workload.build_body`)."""
+    body: dict[str, Any] = json.loads(build_body(req.options(model), req.prompt))
     return body
 
 
