@@ -53,9 +53,7 @@ def _apply_mix(environment: Any) -> None:
         cls = by_name.get("OpenLoopStreamUser")
         if cls is None:
             raise BadInputError("--request-rate needs OpenLoopStreamUser in the locustfile")
-        n = max(1, int(environment.parsed_options.processes_hint))
-        cls.fixed_count = n
-        cls.generators = n  # type: ignore[attr-defined]
+        cls.fixed_count = max(1, int(environment.parsed_options.processes_hint))
         environment.user_classes = [cls]
         return
     weights = user_weights(opts.protocol, opts.slow_readers)
@@ -125,8 +123,10 @@ def install() -> None:
     def _init(environment: Any, runner: Any = None, web_ui: Any = None, **_: Any) -> None:
         try:
             get_recorder(environment)
-            _apply_mix(environment)
             if not isinstance(runner, WorkerRunner):
+                # The master (or the local runner) decides which users run and how many; a
+                # worker must keep every class so it can spawn whatever it is told.
+                _apply_mix(environment)
                 _apply_shape(environment)
         except BadInputError as exc:
             log.error("streamslo: %s", exc)

@@ -36,8 +36,7 @@ class OpenLoopStreamUser(StreamUser):
     """Generates arrivals at ``--request-rate`` (split over ``fixed_count`` generators)."""
 
     fixed_count = 1
-    generators = 1
-    """How many OpenLoopStreamUser instances share the rate (one per process)."""
+    """One arrival generator per Locust process (``--processes-hint``; set at init)."""
 
     def wait_time(self) -> float:  # type: ignore[override]
         return 0.0
@@ -45,7 +44,7 @@ class OpenLoopStreamUser(StreamUser):
     @task
     def stream(self) -> None:
         opts = self.recorder.opts
-        n = max(1, self.generators)
+        n = opts.generators  # arrival generators sharing the rate, one per process
         rate = opts.request_rate / n
         cap = opts.max_concurrency // n if opts.max_concurrency else 0
         sem = BoundedSemaphore(max(1, cap)) if cap else None

@@ -86,6 +86,8 @@ class LoadOptions:
     itl_events: str
     stages: str
     shape: str
+    generators: int = 1
+    """Open loop: how many processes share ``request_rate`` (one arrival generator each)."""
 
     @classmethod
     def from_parsed(cls, options: Any) -> LoadOptions:
@@ -154,4 +156,5 @@ class LoadOptions:
             itl_events=options.itl_events,
             stages=options.stages,
             shape=options.shape,
+            generators=max(1, int(options.processes_hint)),
         )

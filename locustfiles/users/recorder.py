@@ -134,8 +134,23 @@ class RunRecorder:
             self._request = req
         return self._request
 
+    def refresh_options(self) -> None:
+        """Re-read the options: a worker receives the master's at test start, and the web
+        UI's start form may have changed them since init."""
+        opts = LoadOptions.from_parsed(self.env.parsed_options)
+        if opts != self.opts:
+            self.opts = opts
+            self._target = None
+            self._request = None
+            self.prompts = (
+                PromptSource.from_file(opts.prompt_file, opts.seed)
+                if opts.prompt_file
+                else PromptSource.synthetic(opts.prompt_tokens, opts.seed)
+            )
+
     def on_test_start(self, generating: bool) -> None:
         """Called at test start on every process; ``generating``: this process runs users."""
+        self.refresh_options()
         d = self.opts.results_dir
         if d is not None:
             self.run_start = claim_run_start(d)
