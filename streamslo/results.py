@@ -17,12 +17,14 @@ so each stream is there exactly once and nothing needs to travel to the master.
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import os
 import secrets
 import time
-from collections.abc import Iterable, Mapping
+from array import array
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -83,16 +85,76 @@ def ensure_streams_header(directory: Path) -> None:
         os.close(fd)
 
 
+class _GapBatch:
+    """Gaps of the streams added since the last flush, kept in flat C arrays so that adding a
+    stream costs microseconds and a flush has almost nothing left to do in Python."""
+
+    __slots__ = ("code", "gap_s", "ids", "index", "open", "shift", "t")
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+        self.shift = array("d")  # per stream: perf_counter -> seconds since the run's start
+        self.code = array("i")  # per gap: which stream
+        self.index = array("i")
+        self.gap_s = array("d")
+        self.t = array("d")
+        self.open = bytearray()
+
+    def add(self, rec: StreamRecord, run_start: float) -> None:
+        n = len(rec.gap_s)
+        if not n:
+            return
+        code = len(self.ids)
+        self.ids.append(rec.stream_id)
+        self.shift.append(rec.started_at - rec.t0 - run_start)
+        self.code.extend(array("i", [code]) * n)
+        self.index.extend(range(1, n + 1))
+        self.gap_s.extend(rec.gap_s)
+        self.t.extend(rec.gap_t)
+        self.open.extend(bytes(n - 1))
+        self.open.append(1 if rec.open_gap else 0)
+
+    def table(self) -> Any:
+        import numpy as np
+        import pyarrow as pa
+
+        code = np.frombuffer(self.code, dtype=np.int32)
+        t = np.frombuffer(self.t, dtype=np.float64) + np.frombuffer(self.shift, dtype=np.float64)[code]
+        return pa.table(
+            {
+                "stream_id": pa.DictionaryArray.from_arrays(pa.array(code), pa.array(self.ids, pa.string())),
+                "index": pa.array(np.frombuffer(self.index, dtype=np.int32)),
+                "gap_ms": pa.array(np.frombuffer(self.gap_s, dtype=np.float64) * 1000.0),
+                "t": pa.array(t),
+                "open": pa.array(np.frombuffer(bytes(self.open), dtype=np.bool_)),
+            }
+        )
+
+
 class ResultsWriter:
     """Buffers finished streams and appends them to the results directory.
+
+    Adding a stream formats its CSV row and appends its gaps to flat arrays at once (a few
+    microseconds, spread over the run); a flush appends the rows with one ``write()`` and hands
+    the gap table to ``offload`` to be written off the caller's thread, so a gevent load
+    generator never stalls for a parquet write.
 
     Args:
         directory: the results directory.
         run_start: epoch seconds of the run's start (``t`` in gaps is relative to it).
         flush_interval: flush at most this many seconds after a stream was added.
+        offload: runs a callable elsewhere and returns something with ``get()`` or
+            ``result()`` (gevent's threadpool ``spawn``, an executor's ``submit``); None
+            writes inline.
     """
 
-    def __init__(self, directory: Path, run_start: float, flush_interval: float = 2.0) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        run_start: float,
+        flush_interval: float = 2.0,
+        offload: Callable[[Callable[[], None]], Any] | None = None,
+    ) -> None:
         self.directory = Path(directory)
         self.run_start = run_start
         self.flush_interval = flush_interval
@@ -100,72 +162,76 @@ class ResultsWriter:
         ensure_streams_header(self.directory)
         (self.directory / GAPS_DIR).mkdir(exist_ok=True)
         _warm_pyarrow()
-        self._rows: list[StreamRecord] = []
+        self._offload = offload
+        self._pending: list[Any] = []
+        self._csv = io.StringIO()
+        self._csv_writer = csv.writer(self._csv, lineterminator="\n")
+        self._rows = 0
+        self._gaps = _GapBatch()
         self._seq = 0
         self._last_flush = time.monotonic()
         self.streams_written = 0
 
     def add(self, record: StreamRecord) -> None:
         """Queue one finished stream; flushes when the interval has passed."""
-        self._rows.append(record)
+        row = record.row()
+        self._csv_writer.writerow(["" if row[c] is None else row[c] for c in STREAM_COLUMNS])
+        self._rows += 1
+        self._gaps.add(record, self.run_start)
         if time.monotonic() - self._last_flush >= self.flush_interval:
             self.flush()
 
-    def flush(self) -> None:
-        """Append queued rows to ``streams.csv`` and write their gaps as one part file."""
+    def flush(self, wait: bool = False) -> None:
+        """Append queued rows to ``streams.csv`` and write their gaps as one part file.
+
+        Args:
+            wait: also wait for every gap file handed to ``offload`` (at the end of a run).
+        """
         self._last_flush = time.monotonic()
-        rows, self._rows = self._rows, []
-        if not rows:
-            return
-        buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
-        for rec in rows:
-            row = rec.row()
-            w.writerow(["" if row[c] is None else row[c] for c in STREAM_COLUMNS])
-        fd = os.open(self.directory / STREAMS_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, buf.getvalue().encode())
-        finally:
-            os.close(fd)
-        self.streams_written += len(rows)
-        self._write_gaps(rows)
+        if self._rows:
+            data = self._csv.getvalue().encode()
+            self._csv.seek(0)
+            self._csv.truncate()
+            fd = os.open(self.directory / STREAMS_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
+            self.streams_written += self._rows
+            self._rows = 0
+        batch, self._gaps = self._gaps, _GapBatch()
+        if batch.ids:
+            self._seq += 1
+            final = self.directory / GAPS_DIR / f"part-{self.tag}-{self._seq:05d}.parquet"
+            job = functools.partial(_write_parquet, batch, final)
+            if self._offload is None:
+                job()
+            else:
+                self._pending = [p for p in self._pending if not _done(p)]
+                self._pending.append(self._offload(job))
+        if wait:
+            for p in self._pending:
+                _result(p)
+            self._pending = []
 
-    def _write_gaps(self, rows: Iterable[StreamRecord]) -> None:
-        ids: list[str] = []
-        index: list[int] = []
-        gap_ms: list[float] = []
-        ts: list[float] = []
-        opens: list[bool] = []
-        for rec in rows:
-            n = len(rec.gap_s)
-            if not n:
-                continue
-            # perf_counter -> seconds since the run's start, through the stream's epoch start.
-            shift = rec.started_at - rec.t0 - self.run_start
-            ids.extend([rec.stream_id] * n)
-            index.extend(range(1, n + 1))
-            gap_ms.extend(g * 1000.0 for g in rec.gap_s)
-            ts.extend(t + shift for t in rec.gap_t)
-            opens.extend([False] * (n - 1) + [rec.open_gap])
-        if not ids:
-            return
-        import pyarrow as pa
-        import pyarrow.parquet as pq
 
-        table = pa.table(
-            {
-                "stream_id": pa.array(ids, pa.string()),
-                "index": pa.array(index, pa.int32()),
-                "gap_ms": pa.array(gap_ms, pa.float64()),
-                "t": pa.array(ts, pa.float64()),
-                "open": pa.array(opens, pa.bool_()),
-            }
-        )
-        self._seq += 1
-        final = self.directory / GAPS_DIR / f"part-{self.tag}-{self._seq:05d}.parquet"
-        tmp = final.with_name("." + final.name + ".tmp")
-        pq.write_table(table, tmp)
-        os.replace(tmp, final)
+def _done(p: Any) -> bool:
+    ready = getattr(p, "ready", None) or getattr(p, "done", None)
+    return bool(ready()) if ready is not None else True
+
+
+def _result(p: Any) -> None:
+    get = getattr(p, "get", None) or getattr(p, "result", None)
+    if get is not None:
+        get()
+
+
+def _write_parquet(batch: _GapBatch, final: Path) -> None:
+    import pyarrow.parquet as pq
+
+    tmp = final.with_name("." + final.name + ".tmp")
+    pq.write_table(batch.table(), tmp)
+    os.replace(tmp, final)
 
 
 def _warm_pyarrow() -> None:

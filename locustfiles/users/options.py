@@ -49,7 +49,7 @@ def register_arguments(parser: Any) -> None:
     g.add_argument("--no-ignore-eos", action="store_true", default=False, help="do not send ignore_eos")
     g.add_argument("--no-usage", action="store_true", default=False, help="do not ask for stream_options.include_usage")
     g.add_argument("--no-done-marker", action="store_true", default=False, help="the server ends streams with the body, no [DONE]")
-    g.add_argument("--itl-events", default="per-gap", choices=["per-gap", "per-stream", "off"], help="how ITL reaches Locust's stats")
+    g.add_argument("--itl-events", default="per-stream", choices=["per-stream", "per-gap", "off"], help="ITL in Locust's stats: per-stream mean and max gap, or every gap")
     g.add_argument("--stages", default="", help='k6-style stages: "30s:50,1m:50,10s:0" (duration:target users)')
     g.add_argument("--shape", default="", choices=["", "ramp", "steps", "spike"], help="a built-in load shape")
     g.add_argument("--processes-hint", type=int, default=1, help=argparse.SUPPRESS, include_in_web_ui=False)

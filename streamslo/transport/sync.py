@@ -130,7 +130,9 @@ def _read(
         return None
     if limits.read_pause:
         time.sleep(min(limits.read_pause, left))
-    sock.settimeout(min(limits.stall_timeout, max(left, 0.001)))
+    want = limits.stall_timeout if left > limits.stall_timeout else max(left, 0.001)
+    if sock.gettimeout() != want:  # usually the stall timeout, set once per socket
+        sock.settimeout(want)
     try:
         return sock.recv(limits.recv_size)
     except TimeoutError:
