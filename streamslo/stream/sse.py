@@ -20,7 +20,7 @@ buffers more than that.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 __all__ = ["DEFAULT_MAX_EVENT_BYTES", "SSEDecoder", "SSEEvent", "SSEProtocolError"]
 
@@ -34,9 +34,8 @@ class SSEProtocolError(ValueError):
     """The byte stream broke a limit of the decoder (an endless line, a giant event)."""
 
 
-@dataclass(frozen=True, slots=True)
-class SSEEvent:
-    """One dispatched event."""
+class SSEEvent(NamedTuple):
+    """One dispatched event (a named tuple: cheap to make, thousands per second)."""
 
     data: str
     """The event's data: its ``data`` lines joined by ``\\n``."""
@@ -124,6 +123,21 @@ class SSEDecoder:
         events: list[SSEEvent] = []
         if b"\r" not in buf:
             # Fast path, by far the most common: LF-only line ends.
+            if not self._data and self._event is None and b"\n\n" in buf:
+                # Whole events: a block that is one "data:" line is dispatched directly
+                # (no per-line work); any other block goes through the general rules.
+                blocks = buf.split(b"\n\n")
+                buf = blocks.pop()
+                for block in blocks:
+                    if block[:5] == b"data:" and b"\n" not in block:
+                        value = block[6:] if block[5:6] == b" " else block[5:]
+                        if len(value) >= self._max_event:
+                            raise SSEProtocolError(f"an SSE event grew past {self._max_event} bytes")
+                        events.append(SSEEvent(value.decode("utf-8", "replace"), "message", self._last_id, None))
+                    else:
+                        for line in block.split(b"\n"):
+                            self._line(line, events)
+                        self._line(b"", events)
             lines = buf.split(b"\n")
             self._buf = lines.pop()
             for line in lines:

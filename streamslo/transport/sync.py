@@ -5,16 +5,19 @@ read, and hand each read to the tracker with one ``perf_counter()`` timestamp ta
 the read returned. Under Locust, gevent patches :mod:`socket` and :mod:`ssl`, so the same code
 runs cooperatively with hundreds of streams per process; outside gevent it simply blocks.
 
-Every read waits at most ``min(stall timeout, time left before the deadline)``, so a silent
-server ends as ``stalled`` and a never-ending one as ``timeout``. A ``BaseException`` that is
+A process-wide :class:`ReadWatchdog` ends any read that goes silent for the stall timeout
+(``stalled``) or runs past the request deadline (``timeout``); reads themselves carry no timer. A ``BaseException`` that is
 not an ``Exception`` (gevent's ``GreenletExit`` when Locust stops a user, ``KeyboardInterrupt``)
 records the stream as ``cancelled`` and propagates.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import socket
 import ssl
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -113,35 +116,100 @@ def _connect(target: Target, limits: ClientLimits) -> socket.socket:
         sock.connect((target.host, target.port))
         if target.ssl_context is not None:
             sock = target.ssl_context.wrap_socket(sock, server_hostname=target.host)
+        sock.settimeout(None)  # reads are timed by the watchdog, not by a timer per recv
     except BaseException:
         sock.close()
         raise
     return sock
 
 
-def _read(
-    sock: socket.socket, tracker: StreamTracker, limits: ClientLimits, deadline: float
-) -> bytes | None:
-    """One read with the stall/deadline rules; None when the tracker was ended by a timeout."""
+class _Watch:
+    """One request's read deadline, watched by :class:`ReadWatchdog`."""
+
+    __slots__ = ("deadline", "expired", "last", "sock", "stall")
+
+    def __init__(self, sock: socket.socket, deadline: float, stall: float) -> None:
+        self.sock = sock
+        self.deadline = deadline
+        self.stall = stall
+        self.last = _now()
+        self.expired: str | None = None  # "stall" or "deadline" once the watchdog ended it
+
+
+class ReadWatchdog:
+    """Ends reads that go silent past the stall timeout or run past the deadline.
+
+    One per process, scanning every ``period`` seconds, instead of a timer per read: a
+    socket timeout costs gevent a timer object on every ``recv`` (several microseconds a
+    token at hundreds of streams). An expired read is ended by shutting its socket down; the
+    reader then finds why in its watch. Under gevent the scan runs in a greenlet (threads are
+    patched); without it, in a daemon thread.
+    """
+
+    def __init__(self, period: float = 0.05) -> None:
+        self.period = period
+        self._active: set[_Watch] = set()
+        self._pid = 0
+
+    def watch(self, sock: socket.socket, deadline: float, stall: float) -> _Watch:
+        if self._pid != os.getpid():  # first use, or a forked child: start the scanner here
+            self._pid = os.getpid()
+            self._active = set()
+            threading.Thread(target=self._loop, name="streamslo-read-watchdog", daemon=True).start()
+        w = _Watch(sock, deadline, stall)
+        self._active.add(w)
+        return w
+
+    def unwatch(self, w: _Watch) -> None:
+        self._active.discard(w)
+
+    def _loop(self) -> None:
+        while True:
+            time.sleep(self.period)
+            now = _now()
+            for w in list(self._active):
+                if w.expired is not None:
+                    continue
+                if now >= w.deadline:
+                    w.expired = "deadline"
+                elif now - w.last >= w.stall:
+                    w.expired = "stall"
+                else:
+                    continue
+                with contextlib.suppress(OSError):
+                    w.sock.shutdown(socket.SHUT_RDWR)
+
+
+_WATCHDOG = ReadWatchdog()
+
+
+def _expire(tracker: StreamTracker, watch: _Watch, limits: ClientLimits) -> None:
     now = _now()
-    left = deadline - now
-    if left <= 0:
+    if watch.expired == "deadline":
         tracker.on_deadline(now, limits.request_timeout)
+    else:
+        tracker.on_stall(now, limits.stall_timeout)
+
+
+def _read(sock: socket.socket, tracker: StreamTracker, limits: ClientLimits, watch: _Watch) -> bytes | None:
+    """One read under the stall/deadline rules; None when the tracker was ended by them."""
+    if watch.expired is None and _now() >= watch.deadline:
+        watch.expired = "deadline"
+    if watch.expired is None and limits.read_pause:
+        time.sleep(min(limits.read_pause, max(0.0, watch.deadline - _now())))
+    if watch.expired is not None:
+        _expire(tracker, watch, limits)
         return None
-    if limits.read_pause:
-        time.sleep(min(limits.read_pause, left))
-    want = limits.stall_timeout if left > limits.stall_timeout else max(left, 0.001)
-    if sock.gettimeout() != want:  # usually the stall timeout, set once per socket
-        sock.settimeout(want)
     try:
-        return sock.recv(limits.recv_size)
-    except TimeoutError:
-        now = _now()
-        if now >= deadline - 0.001:
-            tracker.on_deadline(now, limits.request_timeout)
-        else:
-            tracker.on_stall(now, limits.stall_timeout)
+        data = sock.recv(limits.recv_size)
+    except OSError:
+        if watch.expired is None:
+            raise
+        data = b""
+    if watch.expired is not None:
+        _expire(tracker, watch, limits)
         return None
+    return data
 
 
 def _guard(tracker: StreamTracker, run: Callable[[], None]) -> None:
@@ -176,18 +244,20 @@ def stream_sse(
     headers.update(target.headers)
     request = build_request("POST", target.host_header, target.prefix + path, body, headers)
     sock: socket.socket | None = None
+    watch: _Watch | None = None
 
     def run() -> None:
-        nonlocal sock
+        nonlocal sock, watch
         sock = _connect(target, limits)
         tracker.on_connected(_now())
+        watch = _WATCHDOG.watch(sock, deadline, limits.stall_timeout)
         sock.sendall(request)
         reader = ResponseReader()
         while True:
-            data = _read(sock, tracker, limits, deadline)
+            data = _read(sock, tracker, limits, watch)
             if data is None:
                 return
-            t = _now()
+            t = watch.last = _now()
             if not data:
                 if reader.head is None:
                     if tracker.rec.status is None:
@@ -218,6 +288,8 @@ def stream_sse(
     try:
         _guard(tracker, run)
     finally:
+        if watch is not None:
+            _WATCHDOG.unwatch(watch)
         if sock is not None:
             sock.close()
 
@@ -264,6 +336,7 @@ class WSConnection:
         self._pending: list[tuple[Opcode, bytes]] = []
         self._fragments: list[bytes] = []
         self._frag_op: Opcode | None = None
+        self._watch: _Watch | None = None
 
     @property
     def is_open(self) -> bool:
@@ -297,6 +370,7 @@ class WSConnection:
         limits = self.limits
         self._sock = _connect(self.target, limits)
         tracker.on_connected(_now())
+        self._watch = _WATCHDOG.watch(self._sock, deadline, limits.stall_timeout)
         proto = ClientProtocol(parse_uri(self.target.ws_url(self.path)), max_size=limits.max_event_bytes)
         self._proto = proto
         request = proto.connect()
@@ -305,10 +379,10 @@ class WSConnection:
         proto.send_request(request)
         self._flush()
         while True:
-            data = _read(self._sock, tracker, limits, deadline)
+            data = _read(self._sock, tracker, limits, self._watch)
             if data is None:
                 return False
-            t = _now()
+            t = self._watch.last = _now()
             if data:
                 proto.receive_data(data)
             else:
@@ -339,27 +413,30 @@ class WSConnection:
             else:
                 tracker.rec.connect_s = None
                 tracker.on_ws_accepted(_now())
+                self._watch = _WATCHDOG.watch(self._sock, deadline, self.limits.stall_timeout)
             assert self._proto is not None and self._sock is not None
             self._proto.send_text(body)
             self._flush()
             self._pending.clear()
-            self._pump(tracker, deadline)
+            self._pump(tracker)
 
         try:
             _guard(tracker, run)
         finally:
+            if self._watch is not None:
+                _WATCHDOG.unwatch(self._watch)
+                self._watch = None
             if tracker.rec.outcome != "ok":
                 self.close()
 
-    def _pump(self, tracker: StreamTracker, deadline: float) -> None:
-        proto = self._proto
-        sock = self._sock
-        assert proto is not None and sock is not None
+    def _pump(self, tracker: StreamTracker) -> None:
+        proto, sock, watch = self._proto, self._sock, self._watch
+        assert proto is not None and sock is not None and watch is not None
         while not tracker.finished:
-            data = _read(sock, tracker, self.limits, deadline)
+            data = _read(sock, tracker, self.limits, watch)
             if data is None:
                 return
-            t = _now()
+            t = watch.last = _now()
             if data:
                 proto.receive_data(data)
             else:

@@ -99,3 +99,57 @@ def test_giant_event_is_refused():
     dec = SSEDecoder(max_event_bytes=1000)
     with pytest.raises(SSEProtocolError):
         dec.feed(b"data: " + b"y" * 600 + b"\ndata: " + b"y" * 600 + b"\n")
+
+
+def _reference(data: bytes) -> list[tuple[str, str, str | None]]:
+    """A direct, slow transcription of the HTML standard's rules, for cross-checking."""
+    text = data.decode("utf-8", "replace")
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    lines, cur, i = [], [], 0
+    while i < len(text):
+        c = text[i]
+        if c in "\r\n":
+            lines.append("".join(cur))
+            cur = []
+            if c == "\r" and text[i + 1 : i + 2] == "\n":
+                i += 1
+        else:
+            cur.append(c)
+        i += 1
+    out, buf, event, last_id = [], None, None, None
+    for line in lines:
+        if line == "":
+            if buf is not None:
+                out.append((event or "message", "\n".join(buf), last_id))
+            buf, event = None, None
+        elif line.startswith(":"):
+            continue
+        else:
+            field, sep, value = line.partition(":")
+            if sep and value.startswith(" "):
+                value = value[1:]
+            if field == "data":
+                buf = [*(buf or []), value]
+            elif field == "event":
+                event = value
+            elif field == "id" and "\x00" not in value:
+                last_id = value
+    return out
+
+
+def test_random_streams_match_the_reference_split_anywhere():
+    import random
+
+    rng = random.Random(1234)
+    pieces = ["data: {\"x\": 1}", "data:x", "data", ": c", "event: e", "id: 9", "retry: 5", "data: é€", "foo: bar", ""]
+    ends = ["\n", "\r\n", "\r"]
+    for _ in range(300):
+        lines = [rng.choice(pieces) for _ in range(rng.randint(1, 12))]
+        data = "".join(line + rng.choice(ends if rng.random() < 0.3 else ["\n"]) for line in lines)
+        data += "\n\n" if rng.random() < 0.7 else ""
+        raw = data.encode()
+        expected = _reference(raw)
+        assert decode(raw) == expected, raw
+        cuts = sorted(rng.sample(range(1, len(raw)), k=min(len(raw) - 1, rng.randint(1, 6)))) if len(raw) > 1 else []
+        assert decode(raw, cuts) == expected, (raw, cuts)
