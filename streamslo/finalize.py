@@ -63,6 +63,7 @@ def judge_validity(directory: Path) -> dict[str, Any]:
     return {
         "valid": not reasons,
         "invalid_reason": "; ".join(reasons) or None,
+        "peak_cpu_percent": max(peaks) if peaks else None,
         "generator": {
             "processes": len(procs),
             "peak_cpu_percent": max(peaks) if peaks else None,

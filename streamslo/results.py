@@ -122,7 +122,8 @@ class _GapBatch:
         t = np.frombuffer(self.t, dtype=np.float64) + np.frombuffer(self.shift, dtype=np.float64)[code]
         return pa.table(
             {
-                "stream_id": pa.DictionaryArray.from_arrays(pa.array(code), pa.array(self.ids, pa.string())),
+                # A plain string column (not dictionary-encoded): readers get ordinary strings.
+                "stream_id": pa.array(self.ids, pa.string()).take(pa.array(code)),
                 "index": pa.array(np.frombuffer(self.index, dtype=np.int32)),
                 "gap_ms": pa.array(np.frombuffer(self.gap_s, dtype=np.float64) * 1000.0),
                 "t": pa.array(t),

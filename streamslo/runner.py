@@ -291,15 +291,22 @@ def execute(cfg: RunConfig) -> int:
             start_new_session=True,
         )
         evidence.start()
+        interrupted = False
         try:
             aborted = _watch(proc, cfg, slo, out)
+        except KeyboardInterrupt:
+            # Ctrl-C: stop Locust as at the end of a run (streams in flight get the drain),
+            # then finalize what was measured.
+            interrupted = True
+            print("streamslo run: interrupted; stopping the load and keeping the results", file=sys.stderr)
+            _stop(proc, cfg.drain)
         except BaseException:
             _stop(proc, cfg.drain)
             raise
         finally:
             evidence.stop()
     rc = proc.returncode
-    if rc not in (0, None) and not aborted:
+    if rc not in (0, None) and not aborted and not interrupted:
         tail = log_path.read_text(errors="replace")[-2000:]
         if rc == EXIT_BAD_INPUT or ("error:" in tail and "usage:" in tail):
             raise BadInputError(f"locust rejected the options:\n{tail}")
@@ -315,6 +322,7 @@ def execute(cfg: RunConfig) -> int:
             "end": iso_utc(end),
             "end_epoch": end,
             "aborted": [c.as_dict() for c in aborted] or None,
+            "interrupted": interrupted,
             "locust_exit_code": rc,
         },
         slo,
@@ -324,6 +332,8 @@ def execute(cfg: RunConfig) -> int:
     failed = [c for c in checks if not c.passed] + list(aborted)
     if not cfg.quiet:
         print(format_summary(summary, list(aborted) + list(checks), data.run))
+    if interrupted:
+        return 130
     if failed:
         return EXIT_THRESHOLD
     if not data.valid and not cfg.allow_invalid:

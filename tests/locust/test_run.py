@@ -125,3 +125,27 @@ def test_unreachable_server_is_connect_error(tmp_path):
     assert r.returncode == 99
     s = streams(out)
     assert len(s) > 0 and set(s["outcome"]) == {"connect_error"}
+
+
+def test_ctrl_c_keeps_and_finalizes_the_results(faulty_server, tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.locust.helpers import REPO
+
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamslo", "run", "--host", faulty_server.base_url, "--out", str(out),
+         "--model", "timed", "--users", "3", "--duration", "60", "--max-tokens", "4", "--drain", "2", "--allow-invalid"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    time.sleep(6)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "interrupted" in stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["outcomes"]["ok"] > 0
+    assert json.loads((out / "run.json").read_text())["interrupted"] is True
