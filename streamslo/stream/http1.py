@@ -79,9 +79,14 @@ class ResponseReader:
                 if len(self._buf) > _MAX_HEAD:
                     raise HTTPProtocolError("response headers larger than 64 KiB")
                 return b""
-            self._parse_head(self._buf[:end])
-            data = self._buf[end + 4 :]
+            head, rest = self._buf[:end], self._buf[end + 4 :]
             self._buf = b""
+            self._parse_head(head)
+            if self.head is not None and 100 <= self.head.status < 200 and self.head.status != 101:
+                # An interim response (100 Continue, 103 Early Hints): the real one follows.
+                self.head, self.complete, self._state = None, False, "head"
+                return self.feed(rest)
+            data = rest
         if self._state == "body":
             if self._mode == "length":
                 data = data[: self._remaining]

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from websockets.client import ClientProtocol
-from websockets.exceptions import PayloadTooBig
+from websockets.exceptions import InvalidState, PayloadTooBig
 from websockets.frames import Frame, Opcode
 from websockets.http11 import Response
 from websockets.uri import parse_uri
@@ -318,6 +318,10 @@ def _read_error_body(
     tracker.on_http_error(t, reader.head.status, body[:_ERROR_BODY_MAX])
 
 
+class _IdleClosed(Exception):
+    """A reused WebSocket was closed by the server before this request got any answer."""
+
+
 class WSConnection:
     """One WebSocket connection that carries requests one after another (SPEC §2).
 
@@ -407,6 +411,9 @@ class WSConnection:
         deadline = tracker.rec.t0 + self.limits.request_timeout
 
         def run() -> None:
+            if self._proto is not None and self._proto.state.name != "OPEN":
+                self.close()  # the server's close arrived with the previous [DONE]
+            reused = self._sock is not None
             if self._sock is None:
                 if not self._open(tracker, deadline):
                     return
@@ -415,10 +422,27 @@ class WSConnection:
                 tracker.on_ws_accepted(_now())
                 self._watch = _WATCHDOG.watch(self._sock, deadline, self.limits.stall_timeout)
             assert self._proto is not None and self._sock is not None
-            self._proto.send_text(body)
-            self._flush()
-            self._pending.clear()
-            self._pump(tracker)
+            try:
+                try:
+                    self._proto.send_text(body)
+                    self._flush()
+                except (OSError, InvalidState):
+                    if not reused:
+                        raise
+                    raise _IdleClosed from None
+                self._pump(tracker, idle_close_retry=reused)
+            except _IdleClosed:
+                # The server had closed the idle connection normally after the previous
+                # [DONE] (SPEC §2 allows it): this request never reached it. Send it again
+                # on a fresh connection.
+                self.close()
+                if self._watch is not None:
+                    _WATCHDOG.unwatch(self._watch)
+                if self._open(tracker, deadline):
+                    assert self._proto is not None
+                    self._proto.send_text(body)
+                    self._flush()
+                    self._pump(tracker, idle_close_retry=False)
 
         try:
             _guard(tracker, run)
@@ -429,11 +453,17 @@ class WSConnection:
             if tracker.rec.outcome != "ok":
                 self.close()
 
-    def _pump(self, tracker: StreamTracker) -> None:
+    def _pump(self, tracker: StreamTracker, idle_close_retry: bool = False) -> None:
         proto, sock, watch = self._proto, self._sock, self._watch
         assert proto is not None and sock is not None and watch is not None
+        first = True  # nothing of this request's answer has arrived yet
         while not tracker.finished:
-            data = _read(sock, tracker, self.limits, watch)
+            try:
+                data = _read(sock, tracker, self.limits, watch)
+            except OSError:
+                if first and idle_close_retry:
+                    raise _IdleClosed from None
+                raise
             if data is None:
                 return
             t = watch.last = _now()
@@ -447,10 +477,13 @@ class WSConnection:
                 op = frame.opcode
                 if op is Opcode.CLOSE:
                     rcvd = proto.close_rcvd
+                    if first and idle_close_retry and (rcvd is None or rcvd.code in (1000, 1001)):
+                        raise _IdleClosed
                     tracker.on_ws_close(t, rcvd.code if rcvd else None, rcvd.reason if rcvd else "")
                     break
                 if op in (Opcode.PING, Opcode.PONG):
                     continue
+                first = False
                 if op is Opcode.CONT:
                     self._fragments.append(bytes(frame.data))
                     if not frame.fin:
@@ -472,6 +505,8 @@ class WSConnection:
             if tracker.finished:
                 return
             exc = proto.parser_exc
+            if first and idle_close_retry and (isinstance(exc, EOFError) or not data):
+                raise _IdleClosed
             if exc is not None:
                 if isinstance(exc, EOFError):
                     tracker.on_ws_close(t, None, "connection closed without a close frame")

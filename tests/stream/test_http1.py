@@ -52,3 +52,11 @@ def test_bad_chunk_size():
     r = ResponseReader()
     with pytest.raises(HTTPProtocolError):
         r.feed(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n")
+
+
+def test_interim_responses_are_skipped():
+    data = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: x\r\n\r\n" + CHUNKED
+    for step in (1, 5, 1000):
+        r, body = feed_all(data, step)
+        assert r.head is not None and r.head.status == 200
+        assert body == b"hello world" and r.complete
