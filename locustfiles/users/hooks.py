@@ -57,6 +57,9 @@ def _apply_mix(environment: Any) -> None:
         environment.user_classes = [cls]
         return
     weights = user_weights(opts.protocol, opts.slow_readers)
+    if not any(name in by_name for name in weights):
+        # A locustfile with one transport only (ws_locustfile.py): its classes, same rules.
+        weights = user_weights("mixed", opts.slow_readers)
     chosen = []
     for name, w in weights.items():
         if name in by_name:
