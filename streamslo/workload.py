@@ -21,6 +21,7 @@ __all__ = [
     "PromptSource",
     "RequestOptions",
     "build_body",
+    "user_weights",
 ]
 
 #: ``--endpoint`` -> HTTP path.
@@ -160,3 +161,24 @@ class PromptSource:
         prompt = self._prompts[self._i % len(self._prompts)]
         self._i += 1
         return prompt
+
+
+def user_weights(protocol: str, slow_fraction: float) -> dict[str, int]:
+    """Locust user class name -> weight for ``--protocol`` and ``--slow-readers``.
+
+    ``sse``/``ws`` use that transport's users; ``mixed`` splits evenly; the slow-reader share
+    goes to the ``Slow*`` variants. Zero weights are left out.
+    """
+    f = slow_fraction
+    if protocol == "sse":
+        shares = {"SSEStreamUser": 1 - f, "SlowSSEStreamUser": f}
+    elif protocol == "ws":
+        shares = {"WebSocketStreamUser": 1 - f, "SlowWebSocketStreamUser": f}
+    else:
+        shares = {
+            "SSEStreamUser": (1 - f) / 2,
+            "WebSocketStreamUser": (1 - f) / 2,
+            "SlowSSEStreamUser": f / 2,
+            "SlowWebSocketStreamUser": f / 2,
+        }
+    return {k: round(v * 1000) for k, v in shares.items() if round(v * 1000) > 0}

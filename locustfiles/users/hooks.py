@@ -19,29 +19,13 @@ from locustfiles.users.options import register_arguments
 from locustfiles.users.recorder import get_recorder
 from locustfiles.users.shapes import StagesShape, builtin_stages, parse_stages
 from streamslo.errors import EXIT_BAD_INPUT, BadInputError
+from streamslo.workload import user_weights
 
-__all__ = ["install", "user_weights"]
+__all__ = ["install"]
 
 log = logging.getLogger("streamslo.locust")
 
 _TAB_KEY = "streamslo-slo"
-
-
-def user_weights(protocol: str, slow_fraction: float) -> dict[str, int]:
-    """Class name -> weight for ``--protocol`` and ``--slow-readers`` (zero weights dropped)."""
-    f = slow_fraction
-    if protocol == "sse":
-        shares = {"SSEStreamUser": 1 - f, "SlowSSEStreamUser": f}
-    elif protocol == "ws":
-        shares = {"WebSocketStreamUser": 1 - f, "SlowWebSocketStreamUser": f}
-    else:
-        shares = {
-            "SSEStreamUser": (1 - f) / 2,
-            "WebSocketStreamUser": (1 - f) / 2,
-            "SlowSSEStreamUser": f / 2,
-            "SlowWebSocketStreamUser": f / 2,
-        }
-    return {k: round(v * 1000) for k, v in shares.items() if round(v * 1000) > 0}
 
 
 def _apply_mix(environment: Any) -> None:
