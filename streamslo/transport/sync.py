@@ -33,7 +33,7 @@ from streamslo.stream.http1 import HTTPProtocolError, ResponseReader, build_requ
 from streamslo.stream.sse import DEFAULT_MAX_EVENT_BYTES
 from streamslo.stream.tracker import StreamTracker
 
-__all__ = ["ClientLimits", "Target", "WSConnection", "make_ssl_context", "stream_sse"]
+__all__ = ["ClientLimits", "ReadWatchdog", "Target", "WSConnection", "make_ssl_context", "stream_sse"]
 
 _now = time.perf_counter
 _ERROR_BODY_MAX = 8192
