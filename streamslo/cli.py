@@ -38,7 +38,11 @@ class _Parser(argparse.ArgumentParser):
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """Build the parser. Only the chosen sub-command's module is imported (all of them when
     ``command`` is None), so one sub-command never pays for another's imports."""
-    parser = _Parser(prog="streamslo", description=__doc__.split("\n\n")[0])
+    parser = _Parser(
+        prog="streamslo",
+        description="Load testing and SLO verification for streaming LLM endpoints (SSE and WebSocket).",
+        epilog="Exit codes: 0 every threshold held, 99 a threshold failed, 2 bad input, 1 internal error.",
+    )
     parser.add_argument("--version", action="version", version=f"streamslo {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)

@@ -3,8 +3,10 @@ bundled server in fixed mode, the same load run; the before/after report and the
 
 The embedded defaults are sized for a 2-core machine, with wide margins so the verdicts do
 not flake: the naive server breaks the incidents' SLO by far more than 2x (its per-token sync
-and loop-blocking generation put ITL p99 in the seconds, and a short Gunicorn timeout kills its
-worker mid-stream), the fixed one stays well under half of each bound. Server and load
+and loop-blocking generation put ITL p99 in the seconds, its 2 s generation deadline ends
+streams early with ``finish_reason: "stop"`` — silent truncations — and a 10 s Gunicorn
+timeout kills its blocked worker mid-stream), the fixed one stays well under half of each
+bound. Server and load
 generator are pinned to different cores when the machine has two.
 
 Any two server commands (``--before-cmd``/``--after-cmd``) or two running servers
@@ -39,7 +41,7 @@ class CompareDefaults:
     protocol: str = "mixed"
     drain: float = 15.0
     stall_timeout: float = 10.0
-    naive_server: str = "--mode naive --server gunicorn --workers 1 --timeout 4"
+    naive_server: str = "--mode naive --server gunicorn --workers 1 --timeout 10"
     fixed_server: str = "--mode fixed --server gunicorn --workers 1 --timeout 30"
 
 

@@ -34,6 +34,7 @@ __all__ = [
     "TREND_METRICS",
     "LatencyStats",
     "counter_value",
+    "latency_pool",
     "metric_kind",
     "percentile",
     "rate_value",
@@ -135,7 +136,7 @@ def select(data: RunData, selector: Mapping[str, str]) -> RunData:
     return RunData(path=data.path, run=data.run, streams=sub, gaps=gaps)
 
 
-def _latency_pool(streams: Any) -> Any:
+def latency_pool(streams: Any) -> Any:
     """Streams that began and were not cancelled: the pool every latency comes from."""
     return streams[_began_mask(streams) & (streams["outcome"] != "cancelled")]
 
@@ -146,7 +147,7 @@ def trend_samples(data: RunData, name: str) -> np.ndarray:
 
 
 def _trend_series(data: RunData, name: str) -> Any:
-    pool = _latency_pool(data.streams)
+    pool = latency_pool(data.streams)
     if name == "itl_ms":
         gaps = data.gaps[data.gaps["stream_id"].isin(pool["stream_id"])]
         return gaps["gap_ms"].to_numpy(dtype=float)

@@ -74,7 +74,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """The ``streamslo run`` options (SPEC §7). Defaults are None where a scenario may set them."""
     p.add_argument("--host", help="base URL of the server, e.g. http://127.0.0.1:8000")
     p.add_argument("--out", type=Path, help="results directory to write")
-    p.add_argument("--protocol", choices=["sse", "ws", "mixed"])
+    p.add_argument("--protocol", choices=["sse", "ws", "mixed"], help="transport: SSE, WebSocket, or half each (default sse)")
     p.add_argument("--users", type=positive_int_arg, help="concurrent users (streams), default 50")
     p.add_argument("--spawn-rate", type=float, help="users started per second (default: all at once)")
     p.add_argument("--duration", type=duration_arg, help="how long new streams start (30s, 5m), default 60s")
@@ -89,7 +89,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scenario", help="a scenario TOML file ([load] options, [thresholds])")
     p.add_argument("--slo", help="an SLO TOML file (default: the incidents' SLO)")
     p.add_argument("--model", help="model name (default: the first of /v1/models)")
-    p.add_argument("--endpoint", choices=["chat", "completions", "stream"])
+    p.add_argument("--endpoint", choices=["chat", "completions", "stream"], help="/v1/chat/completions (default), /v1/completions or /v1/stream")
     p.add_argument("--api-key-env", help="environment variable holding the API key")
     p.add_argument("--header", action="append", default=None, help="extra header K:V (repeatable)")
     p.add_argument("--insecure", action="store_true", default=None, help="skip TLS verification")

@@ -562,7 +562,7 @@ def evaluate_threshold(
     elif kind == "trend":
         values = metrics.trend_samples(sub, th.metric)
         samples, unit = int(values.size), " ms"
-        streams = len(sub.streams)
+        streams = len(metrics.latency_pool(sub.streams))  # began, not cancelled: the samples' streams
         if th.aggregation == "count":
             observed, unit = float(values.size), ""
         elif values.size == 0:
