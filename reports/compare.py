@@ -266,7 +266,16 @@ def _stall_causes(stalls: Any) -> dict[str, float]:
 
 
 #: Scraped metric families the report keeps (the rest is process noise).
-_SERVER_PREFIXES = ("streamslo_", "python_gc_", "process_cpu_seconds", "process_resident_memory")
+_SERVER_PREFIXES = ("streamslo_", "process_cpu_seconds", "process_resident_memory")
+
+
+def _counter_total(values: list[float]) -> float:
+    """A counter's total over a run's scrapes, counting a drop as a reset to zero."""
+    total, prev = 0.0, 0.0
+    for v in values:
+        total += v - prev if v >= prev else v
+        prev = v
+    return total
 
 
 def _restarts_from_workers(workers: Any) -> dict[str, float]:
@@ -309,10 +318,11 @@ def server_summary(run: LoadedRun) -> ServerSummary:
         name = str(grp["name"].iloc[0])
         labels = str(grp["labels"].iloc[0])
         counter = name.endswith(("_total", "_sum", "_count"))
-        # counters: the last scrape, i.e. the total since the server started (a fresh bundled
-        # server per run in ``compare``; the first scrape comes seconds after the start, so a
-        # first-to-last difference would miss the stalls of the first seconds)
-        value = float(grp["value"].iloc[-1]) if counter else float(grp["value"].max())
+        # counters: the total since the server started (a fresh bundled server per run in
+        # ``compare``; the first scrape comes seconds after the start, so a first-to-last
+        # difference would miss the first seconds), summed across resets: a Gunicorn worker
+        # that is killed and replaced starts its counters again from zero.
+        value = _counter_total(grp["value"].tolist()) if counter else float(grp["value"].max())
         samples.append(ServerSample(str(sample), "total" if counter else "peak", value))
         label_val = labels.split("=", 1)[1].strip('"') if "=" in labels else (labels or "all")
         if name.startswith("streamslo_loop_stalls"):
@@ -323,8 +333,9 @@ def server_summary(run: LoadedRun) -> ServerSummary:
             backlog = value
     if not causes:
         causes = _stall_causes(ev.stalls)
-    if not restarts:
-        restarts = _restarts_from_workers(ev.workers)
+    # /debug/workers is read after the run, from the Gunicorn master's own count: it also
+    # holds the kills after the last scrape.
+    restarts = _restarts_from_workers(ev.workers) or restarts
     facts = _json_facts(ev.stalls, "stalls") + _json_facts(ev.workers, "workers")
     return ServerSummary(
         label=run.label,

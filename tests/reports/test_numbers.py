@@ -111,7 +111,8 @@ def test_server_evidence_summarised(compared: Built) -> None:
     assert after["present"] is False
     assert before["present"] is True
     assert before["stall_causes"] == {"tokenizer": 30.0}  # counter increase 0 -> 30
-    assert before["worker_restarts"] == {"abort": 3.0}
+    # /debug/workers (read after the run, from the Gunicorn master) wins over the last scrape
+    assert before["worker_restarts"] == {"restarts": 3.0, "aborts": 3.0}
     assert before["peak_write_backlog_bytes"] == 30000.0
     assert before["longest_stalls"][0][:2] == [612.5, "tokenizer"]
     assert not any(s["sample"].endswith("_bucket") for s in before["samples"])
@@ -161,3 +162,12 @@ def test_activity_timeline_counts_tokens(compared: Built) -> None:
     gaps = compared.after.gaps
     want = gaps.assign(b=np.floor(gaps["t"])).groupby("b")["gap_ms"].max()
     assert lt["max_gap_ms"].to_numpy() == pytest.approx(want.to_numpy())
+
+
+def test_counter_total_survives_worker_restarts() -> None:
+    from reports.compare import _counter_total
+
+    # a worker counts 5 stalls, is killed, its replacement counts 2 then 4
+    assert _counter_total([1.0, 5.0, 2.0, 4.0]) == 9.0
+    assert _counter_total([0.0, 30.0]) == 30.0
+    assert _counter_total([]) == 0.0
