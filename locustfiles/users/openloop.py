@@ -73,3 +73,8 @@ class OpenLoopStreamUser(StreamUser):
 
     def _one(self, protocol: str, scheduled_at: float) -> None:
         run_one_stream(self.recorder, protocol, type(self).__name__, self.limits, None, scheduled_at)
+
+
+# Locust also inherits the base class's closed-loop task; an open-loop user runs only its
+# arrival process.
+OpenLoopStreamUser.tasks = [OpenLoopStreamUser.stream]
