@@ -52,6 +52,8 @@ PUBLIC = [
     "streamslo.finalize", "streamslo.runner", "streamslo.compare", "streamslo.soak", "streamslo.stages",
     "streamslo.evidence", "streamslo.summary_table", "streamslo.stream.sse", "streamslo.stream.tracker",
     "streamslo.stream.timing", "streamslo.stream.outcome", "streamslo.stream.http1", "streamslo.transport.sync",
+    "streamslo.transport.common", "streamslo.transport.sse", "streamslo.transport.ws", "streamslo.transport.watchdog",
+    "streamslo.bundled", "streamslo._slo_parse",
 ]
 
 

@@ -143,7 +143,7 @@ def test_ctrl_c_keeps_and_finalizes_the_results(faulty_server, tmp_path):
     )
     time.sleep(6)
     proc.send_signal(signal.SIGINT)
-    stdout, stderr = proc.communicate(timeout=60)
+    _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
     assert "interrupted" in stderr
     summary = json.loads((out / "summary.json").read_text())
