@@ -8,6 +8,7 @@ within about 1 % of the exact one that ``streamslo verify`` later computes from 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from typing import Any
 
 from streamslo.stream.outcome import OUTCOMES, began
@@ -35,8 +36,8 @@ class LiveStats:
         self.outcomes: dict[str, int] = dict.fromkeys(OUTCOMES, 0)
         self.began = 0
         self.began_failed = 0
-        self.itl: dict[int, int] = {}
-        self.ttft: dict[int, int] = {}
+        self.itl: Counter[int] = Counter()
+        self.ttft: Counter[int] = Counter()
 
     def add(self, rec: StreamRecord) -> None:
         outcome = rec.outcome or "cancelled"
@@ -46,13 +47,10 @@ class LiveStats:
         self.began += 1
         if outcome != "ok":
             self.began_failed += 1
-        hist = self.itl
-        for g in rec.gap_s:
-            b = _bucket(g * 1000.0)
-            hist[b] = hist.get(b, 0) + 1
+        # Counter.update counts a list in C: a stream's ~100 gaps cost microseconds.
+        self.itl.update([int(g * 1000.0) if g < 1.0 else _bucket(g * 1000.0) for g in rec.gap_s])
         if rec.ttft_s is not None:
-            b = _bucket(rec.ttft_s * 1000.0)
-            self.ttft[b] = self.ttft.get(b, 0) + 1
+            self.ttft[_bucket(rec.ttft_s * 1000.0)] += 1
 
     def to_wire(self) -> dict[str, Any]:
         """A msgpack-safe snapshot (histogram keys as strings)."""

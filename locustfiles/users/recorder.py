@@ -23,6 +23,7 @@ import json
 import logging
 import time
 import urllib.request
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +104,11 @@ class RunRecorder:
         self._target: Target | None = None
         self._request: RequestOptions | None = None
         self._flusher: gevent.Greenlet | None = None
+        self._queue: deque[StreamRecord] = deque()
+        self._drainer: gevent.Greenlet | None = None
+        from locust.runners import WorkerRunner
+
+        self._is_worker = isinstance(environment.runner, WorkerRunner)
         self.prompts = (
             PromptSource.from_file(opts.prompt_file, opts.seed)
             if opts.prompt_file
@@ -179,6 +185,8 @@ class RunRecorder:
             self.flush()
 
     def flush(self, wait: bool = False) -> None:
+        if wait:
+            self.drain()
         if self.writer is not None:
             self.writer.flush(wait=wait)
         if self.monitor is not None:
@@ -205,16 +213,38 @@ class RunRecorder:
         )
 
     def finish(self, rec: StreamRecord) -> None:
-        """Record a finished stream everywhere it belongs."""
+        """Record a finished stream everywhere it belongs.
+
+        The work (results row, live figures, Locust events) is queued and done by one
+        background greenlet that yields between streams: when hundreds of streams end at
+        once, their bookkeeping interleaves with the reads of the streams still running
+        instead of delaying them all in one burst.
+        """
         if rec.outcome is None:  # defensive: a transport bug must not lose the row
             rec.outcome = "cancelled"
             rec.error = rec.error or "ended without an outcome"
         if rec.started_at < self.run_start + self.opts.warmup:
             return
+        self._queue.append(rec)
+        if self._drainer is None or self._drainer.dead:
+            self._drainer = gevent.spawn(self._drain_queue)
+
+    def _drain_queue(self) -> None:
+        queue = self._queue
+        while queue:
+            self._record(queue.popleft())
+            gevent.sleep(0)
+
+    def drain(self) -> None:
+        """Record every queued stream now (end of the run)."""
+        while self._queue:
+            self._record(self._queue.popleft())
+
+    def _record(self, rec: StreamRecord) -> None:
         if self.writer is not None:
             self.writer.add(rec)
-        self.live.add(rec)
-        self.live_delta.add(rec)
+        # A worker's figures travel to the master, which shows them; a local runner shows its own.
+        (self.live_delta if self._is_worker else self.live).add(rec)
         self._report(rec)
 
     def _report(self, rec: StreamRecord) -> None:
