@@ -13,7 +13,7 @@ from locust import User, task
 from locustfiles.users.recorder import RunRecorder, get_recorder
 from streamslo.stream.timing import StreamRecord
 from streamslo.stream.tracker import StreamTracker
-from streamslo.transport.sync import ClientLimits, WSConnection, stream_sse
+from streamslo.transport.sync import ClientLimits, SSEConnection, WSConnection, stream_sse
 from streamslo.workload import WS_PATH, build_body
 
 __all__ = ["StreamUser", "run_one_stream"]
@@ -26,6 +26,7 @@ def run_one_stream(
     limits: ClientLimits,
     ws: WSConnection | None = None,
     scheduled_at: float | None = None,
+    sse: SSEConnection | None = None,
 ) -> StreamRecord:
     """Run one request to its end and record it (also when the run cancels it).
 
@@ -36,6 +37,7 @@ def run_one_stream(
         limits: timeouts and read behaviour.
         ws: the WebSocket connection to use (``ws`` only; reused between requests).
         scheduled_at: open loop: when the arrival process scheduled this request.
+        sse: the HTTP connection to use (``sse`` only; kept alive between requests).
     """
     req = recorder.request
     body = build_body(req, recorder.prompts.next(), protocol)
@@ -49,6 +51,8 @@ def run_one_stream(
             finally:
                 if ws is None:
                     conn.close()
+        elif sse is not None:
+            sse.request(req.path, body, tracker)
         else:
             stream_sse(recorder.target, req.path, body, tracker, limits)
     finally:
@@ -72,6 +76,7 @@ class StreamUser(User):
         self.limits = opts.slow_limits if self.slow else opts.limits
         self._think = opts.think_time
         self._ws: WSConnection | None = None
+        self._sse: SSEConnection | None = None
 
     def wait_time(self) -> float:  # type: ignore[override]
         return self._think
@@ -80,9 +85,12 @@ class StreamUser(User):
     def stream(self) -> None:
         if self.protocol == "ws" and self._ws is None:
             self._ws = WSConnection(self.recorder.target, WS_PATH, self.limits)
-        run_one_stream(self.recorder, self.protocol, type(self).__name__, self.limits, self._ws)
+        if self.protocol == "sse" and self._sse is None:
+            self._sse = SSEConnection(self.recorder.target, self.limits)
+        run_one_stream(self.recorder, self.protocol, type(self).__name__, self.limits, self._ws, sse=self._sse)
 
     def on_stop(self) -> None:
-        if self._ws is not None:
-            self._ws.close()
-            self._ws = None
+        for conn in (self._ws, self._sse):
+            if conn is not None:
+                conn.close()
+        self._ws = self._sse = None

@@ -34,12 +34,12 @@ class ResponseHead:
 
 
 def build_request(
-    method: str, host: str, path: str, body: bytes, headers: dict[str, str]
+    method: str, host: str, path: str, body: bytes, headers: dict[str, str], keep_alive: bool = False
 ) -> bytes:
-    """Serialise an HTTP/1.1 request (``Connection: close``: one stream per connection)."""
+    """Serialise an HTTP/1.1 request (``Connection: close`` unless ``keep_alive``)."""
     lines = [f"{method} {path} HTTP/1.1", f"Host: {host}"]
     lines += [f"{k}: {v}" for k, v in headers.items()]
-    lines += [f"Content-Length: {len(body)}", "Connection: close", "", ""]
+    lines += [f"Content-Length: {len(body)}", *([] if keep_alive else ["Connection: close"]), "", ""]
     return "\r\n".join(lines).encode("latin-1") + body
 
 

@@ -14,8 +14,16 @@ records the stream as ``cancelled`` and propagates.
 from __future__ import annotations
 
 from streamslo.transport.common import ClientLimits, Target, make_ssl_context
-from streamslo.transport.sse import stream_sse
+from streamslo.transport.sse import SSEConnection, stream_sse
 from streamslo.transport.watchdog import ReadWatchdog
 from streamslo.transport.ws import WSConnection
 
-__all__ = ["ClientLimits", "ReadWatchdog", "Target", "WSConnection", "make_ssl_context", "stream_sse"]
+__all__ = [
+    "ClientLimits",
+    "ReadWatchdog",
+    "SSEConnection",
+    "Target",
+    "WSConnection",
+    "make_ssl_context",
+    "stream_sse",
+]
