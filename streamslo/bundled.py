@@ -83,11 +83,16 @@ class BundledServer:
         raise ServerStartError(f"{self.url}/healthz did not answer within {timeout:g}s:\n{_tail(self.log)}")
 
     def stop(self, timeout: float = 40.0) -> None:
-        """SIGTERM the server's process group (it drains), SIGKILL after ``timeout``."""
+        """SIGTERM the server (it drains), SIGKILL its whole process group after ``timeout``.
+
+        The signal goes to the server's main process only: it forwards it to Gunicorn, whose
+        master stops its workers once. Signalling the whole group would reach each worker
+        twice, and a second signal means "exit now", skipping the graceful shutdown.
+        """
         if self.process.poll() is not None:
             return
         try:
-            os.killpg(self.process.pid, signal.SIGTERM)
+            self.process.send_signal(signal.SIGTERM)
             self.process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             os.killpg(self.process.pid, signal.SIGKILL)
