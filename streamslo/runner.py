@@ -103,6 +103,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-usage", action="store_true", default=None, help="do not ask for usage")
     p.add_argument("--no-done-marker", action="store_true", default=None, help="streams end with the body")
     p.add_argument("--stages", help='k6-style stages "30s:50,1m:50,10s:0"')
+    p.add_argument("--shape", choices=["ramp", "steps", "spike"], help="a built-in load shape over --users and --duration")
     p.add_argument("--allow-invalid", action="store_true", default=None, help="a saturated generator does not fail the run")
     p.add_argument("--generator-cpus", help="pin the load generator with taskset -c LIST")
     p.add_argument("--quiet", action="store_true", help="no summary table")
@@ -178,7 +179,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         "headers": tuple(args.header) if args.header else None, "insecure": args.insecure,
         "prompt_file": args.prompt_file, "prompt_tokens": args.prompt_tokens, "seed": args.seed,
         "request_rate": args.request_rate, "burstiness": args.burstiness,
-        "max_concurrency": args.max_concurrency, "stages": args.stages,
+        "max_concurrency": args.max_concurrency, "stages": args.stages, "shape": args.shape,
         "allow_invalid": args.allow_invalid, "generator_cpus": args.generator_cpus,
         "ignore_eos": False if args.no_ignore_eos else None,
         "usage": False if args.no_usage else None,
@@ -233,6 +234,8 @@ def _locust_command(cfg: RunConfig, locustfile: Path) -> list[str]:
             cmd.append(flag)
     if cfg.stages:
         cmd += ["--stages", cfg.stages]
+    elif cfg.shape:
+        cmd += ["--shape", cfg.shape]
     if cfg.generator_cpus:
         cmd = ["taskset", "-c", cfg.generator_cpus, *cmd]
     return [*cmd, *cfg.extra_locust_args]

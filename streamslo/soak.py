@@ -71,5 +71,5 @@ _RUN_KEYS = (
     "stall_timeout", "request_timeout", "drain", "warmup", "processes", "coalesced_chunks",
     "scenario", "slo", "model", "endpoint", "api_key_env", "header", "insecure", "prompt_file",
     "prompt_tokens", "seed", "request_rate", "burstiness", "max_concurrency", "no_ignore_eos",
-    "no_usage", "no_done_marker", "stages", "allow_invalid", "generator_cpus", "quiet",
+    "no_usage", "no_done_marker", "stages", "shape", "allow_invalid", "generator_cpus", "quiet",
 )

@@ -110,3 +110,18 @@ def test_soak_runs_a_scenario(faulty_server, tmp_path):
     s = streams(out)
     assert len(s) > 5 and set(s["outcome"]) == {"ok"}
     assert np.isclose(np.median(json.loads((out / "summary.json").read_text())["itl_ms"]["p50"]), 50, atol=10)
+
+
+def test_spike_shape(faulty_server, tmp_path):
+    out = tmp_path / "run"
+    r = streamslo_run(
+        faulty_server.base_url, out, "--model", "timed", "--shape", "spike", "--users", "10",
+        "--duration", "8", "--max-tokens", "4", "--drain", "3",
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    s = streams(out)
+    run = json.loads((out / "run.json").read_text())
+    t = s["started_at"] - run["start_epoch"]
+    base = ((t > 0.5) & (t < 2.5)).sum() / 2.0  # streams started per second at the base load
+    spike = ((t > 3.5) & (t < 4.5)).sum() / 1.0  # ... during the spike (10 users)
+    assert spike > 2.5 * base, (base, spike)
