@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import gevent
+import gevent.lock
 
 from locustfiles.users.live import LiveStats
 from locustfiles.users.monitor import GeneratorMonitor
@@ -105,6 +106,7 @@ class RunRecorder:
         self._request: RequestOptions | None = None
         self._flusher: gevent.Greenlet | None = None
         self._queue: deque[StreamRecord] = deque()
+        self._request_lock = gevent.lock.Semaphore()
         self._drainer: gevent.Greenlet | None = None
         from locust.runners import WorkerRunner
 
@@ -133,14 +135,16 @@ class RunRecorder:
     def request(self) -> RequestOptions:
         """Request options with the model resolved (the first of /v1/models by default)."""
         if self._request is None:
-            req = self.opts.request
-            if req.model is None:
-                model = _first_model(self.target)
-                if model is not None:
-                    from dataclasses import replace
+            with self._request_lock:  # the first users arrive together: ask /v1/models once
+                if self._request is None:
+                    req = self.opts.request
+                    if req.model is None:
+                        model = _first_model(self.target)
+                        if model is not None:
+                            from dataclasses import replace
 
-                    req = replace(req, model=model)
-            self._request = req
+                            req = replace(req, model=model)
+                    self._request = req
         return self._request
 
     def refresh_options(self) -> None:
