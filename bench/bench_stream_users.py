@@ -196,6 +196,20 @@ def _event_emit_epoch(data: str | bytes) -> float:
     return float(obj["id"])
 
 
+def _data_line(line: str | bytes, recv: list[float], emit: list[float]) -> bool:
+    """One SSE line of a real asyncio client: a data line is timestamped and its chunk
+    decoded (its emit epoch kept); returns True for ``[DONE]``."""
+    if line[:5] not in (b"data:", "data:"):
+        return False
+    t = time.time()
+    data = line[5:].strip()
+    if data in (b"[DONE]", "[DONE]"):
+        return True
+    emit.append(_event_emit_epoch(data))
+    recv.append(t)
+    return False
+
+
 async def _aiohttp_worker(session: Any, url: str, body: dict[str, Any], stop_at: float, recs: list[Any]) -> None:
     while time.time() < stop_at:
         t0 = time.time()
@@ -205,14 +219,7 @@ async def _aiohttp_worker(session: Any, url: str, body: dict[str, Any], stop_at:
         try:
             async with session.post(url, json=body, headers={"Accept": "text/event-stream"}) as resp:
                 async for line in resp.content:
-                    if line.startswith(b"data:"):
-                        t = time.time()
-                        data = line[5:].strip()
-                        if data == b"[DONE]":
-                            done = True
-                        else:
-                            emit.append(_event_emit_epoch(data))
-                            recv.append(t)
+                    done = _data_line(line, recv, emit) or done
         except Exception:  # a failed stream is recorded as not done
             done = False
         finally:
@@ -230,14 +237,7 @@ async def _httpx_worker(client: Any, body: dict[str, Any], stop_at: float, recs:
                 "POST", "/v1/chat/completions", json=body, headers={"Accept": "text/event-stream"}
             ) as resp:
                 async for line in resp.aiter_lines():
-                    if line.startswith("data:"):
-                        t = time.time()
-                        data = line[5:].strip()
-                        if data == "[DONE]":
-                            done = True
-                        else:
-                            emit.append(_event_emit_epoch(data))
-                            recv.append(t)
+                    done = _data_line(line, recv, emit) or done
         except Exception:  # a failed stream is recorded as not done
             done = False
         finally:

@@ -202,7 +202,12 @@ def _ratio(num: int, den: int) -> float | None:
     return None if den == 0 else num / den
 
 
-def _duration_s(data: RunData) -> float | None:
+def run_duration_s(data: RunData) -> float | None:
+    """The run's length in seconds: run.json's start/end epochs, else the span of its streams.
+
+    Returns:
+        Seconds, or None when the run has no length (no streams, no start/end).
+    """
     run = data.run
     start, end = run.get("start_epoch"), run.get("end_epoch")
     if isinstance(start, (int, float)) and isinstance(end, (int, float)) and end > start:
@@ -213,15 +218,6 @@ def _duration_s(data: RunData) -> float | None:
     ends = s["started_at"] + s["e2e_ms"].fillna(0) / 1000.0
     span = float(ends.max() - s["started_at"].min())
     return span if span > 0 else None
-
-
-def run_duration_s(data: RunData) -> float | None:
-    """The run's length in seconds: run.json's start/end epochs, else the span of its streams.
-
-    Returns:
-        Seconds, or None when the run has no length (no streams, no start/end).
-    """
-    return _duration_s(data)
 
 
 def summarize(data: RunData) -> dict[str, Any]:
@@ -240,7 +236,7 @@ def summarize(data: RunData) -> dict[str, Any]:
     if s["scheduled_at"].notna().any():
         for name in ("ttft_sched_ms", "e2e_sched_ms"):
             out[name] = LatencyStats.of(trend_samples(data, name)).as_dict()
-    duration = _duration_s(data)
+    duration = run_duration_s(data)
     out["duration_s"] = duration
     counted = s[s["outcome"] != "cancelled"]
     out["requests_per_s"] = None if not duration else len(counted) / duration

@@ -21,6 +21,7 @@ __all__ = [
     "PromptSource",
     "RequestOptions",
     "build_body",
+    "first_model_id",
     "user_weights",
 ]
 
@@ -78,12 +79,12 @@ class RequestOptions:
         )
 
 
-def build_body(opts: RequestOptions, prompt: str, protocol: str = "sse") -> bytes:
+def build_body(opts: RequestOptions, prompt: str) -> bytes:
     """The JSON body of one request (the WebSocket request frame is the same JSON)."""
     body: dict[str, object] = {}
     if opts.model is not None:
         body["model"] = opts.model
-    if opts.endpoint == "chat" and protocol in ("sse", "ws"):
+    if opts.endpoint == "chat":
         body["messages"] = [{"role": "user", "content": prompt}]
     else:
         body["prompt"] = prompt
@@ -182,3 +183,12 @@ def user_weights(protocol: str, slow_fraction: float) -> dict[str, int]:
             "SlowWebSocketStreamUser": f / 2,
         }
     return {k: round(v * 1000) for k, v in shares.items() if round(v * 1000) > 0}
+
+
+def first_model_id(listing: object) -> str | None:
+    """The first model id of a ``GET /v1/models`` answer (OpenAI list), None if it has none."""
+    models = listing.get("data") if isinstance(listing, dict) else None
+    if isinstance(models, list) and models and isinstance(models[0], dict):
+        mid = models[0].get("id")
+        return mid if isinstance(mid, str) else None
+    return None

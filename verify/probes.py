@@ -19,7 +19,7 @@ from typing import Any
 
 from streamslo.stream.timing import StreamExpectations, StreamRecord
 from streamslo.stream.tracker import StreamTracker
-from streamslo.workload import ENDPOINT_PATHS, RequestOptions, build_body
+from streamslo.workload import ENDPOINT_PATHS, RequestOptions, build_body, first_model_id
 
 __all__ = [
     "ProbeRequest",
@@ -82,10 +82,10 @@ async def _model(client: Any, base_url: str, req: ProbeRequest) -> str:
 
     try:
         resp = await client.get(base_url.rstrip("/") + "/v1/models", headers=dict(req.headers))
-        data = resp.json().get("data") or []
-        if resp.status_code == 200 and data and isinstance(data[0].get("id"), str):
-            return str(data[0]["id"])
-    except (httpx.HTTPError, ValueError, AttributeError):
+        model = first_model_id(resp.json()) if resp.status_code == 200 else None
+        if model is not None:
+            return model
+    except (httpx.HTTPError, ValueError):
         pass
     return "default"
 

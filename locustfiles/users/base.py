@@ -40,7 +40,7 @@ def run_one_stream(
         sse: the HTTP connection to use (``sse`` only; kept alive between requests).
     """
     req = recorder.request
-    body = build_body(req, recorder.prompts.next(), protocol)
+    body = build_body(req, recorder.prompts.next())
     rec = recorder.new_record(protocol, user_class, scheduled_at)
     tracker = StreamTracker(rec, req.expectations(), limits.max_event_bytes)
     try:

@@ -36,7 +36,7 @@ from locustfiles.users.options import LoadOptions
 from streamslo.results import ResultsWriter, ensure_streams_header
 from streamslo.stream.timing import StreamRecord
 from streamslo.transport.sync import Target
-from streamslo.workload import PromptSource, RequestOptions
+from streamslo.workload import PromptSource, RequestOptions, first_model_id
 
 __all__ = ["RunRecorder", "StreamFailure", "claim_run_start", "get_recorder"]
 
@@ -79,11 +79,7 @@ def _first_model(target: Target) -> str | None:
     req = urllib.request.Request(url, headers=target.headers)
     try:
         with urllib.request.urlopen(req, timeout=5, context=target.ssl_context) as resp:
-            data = json.loads(resp.read(1 << 20))
-        models = data.get("data") if isinstance(data, dict) else None
-        if isinstance(models, list) and models and isinstance(models[0], dict):
-            mid = models[0].get("id")
-            return mid if isinstance(mid, str) else None
+            return first_model_id(json.loads(resp.read(1 << 20)))
     except (OSError, ValueError) as exc:
         log.warning("could not list models at %s (%s); sending no model name", url, exc)
     return None

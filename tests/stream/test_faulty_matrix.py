@@ -24,7 +24,7 @@ def run_case(base_url: str, scenario: str, protocol: str, done_marker: bool = Tr
     opts = RequestOptions(model=scenario, max_tokens=MAX_TOKENS, done_marker=done_marker)
     rec = StreamRecord(f"{scenario}-{protocol}", protocol, "test", time.time(), time.perf_counter())
     tracker = StreamTracker(rec, opts.expectations())
-    body = build_body(opts, "hello", protocol)
+    body = build_body(opts, "hello")
     if protocol == "ws":
         conn = WSConnection(target, "/v1/ws", LIMITS)
         try:
