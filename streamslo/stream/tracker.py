@@ -230,9 +230,7 @@ class StreamTracker:
                 terminator, the full Content-Length, or a close on a body framed by close).
         """
         if self.rec.outcome is not None:
-            if self._done and self._decoder.in_event:
-                pass  # an unfinished event after [DONE] is dropped, as SSE says
-            return
+            return  # (an unfinished event after [DONE] is dropped, as SSE says)
         if not self._expect.done_marker and body_complete and self.began:
             self._terminal(t)
             return
