@@ -118,7 +118,7 @@ def _free_port() -> int:
 
 def _start(mode: str, core: int, extra: list[str]) -> tuple[subprocess.Popen[bytes], int]:
     port = _free_port()
-    cmd = ["taskset", "-c", str(core), sys.executable, "-m", "target_server", "--mode", mode,
+    cmd = ["taskset", "-c", str(core), sys.executable, "-m", "streamslo.server", "--mode", mode,
            "--port", str(port), *extra]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(300):

@@ -1,18 +1,22 @@
-"""Stream users for SSE and WebSocket LLM endpoints.
+"""Stream users for SSE and WebSocket LLM endpoints (the locustfile ``streamslo run`` uses).
 
-Plain Locust::
+Plain Locust, web UI included::
 
     locust -f locustfiles/streaming_locustfile.py --host http://127.0.0.1:8000 \
         --protocol mixed --max-tokens 64 --results-dir results/
 
-or headless through ``streamslo run``. The user mix follows ``--protocol`` and
-``--slow-readers`` unless user classes are named on the command line.
+The users live in :mod:`streamslo.loadgen.locustfile`; this file only re-exports them, so
+that Locust finds the user classes here. Outside a clone, point ``-f`` at that module's file:
+``python -c "import streamslo.loadgen.locustfile as m; print(m.__file__)"``.
 """
 
-from locustfiles.users.hooks import install
-from locustfiles.users.openloop import OpenLoopStreamUser
-from locustfiles.users.sse_user import SlowSSEStreamUser, SSEStreamUser
-from locustfiles.users.ws_user import SlowWebSocketStreamUser, WebSocketStreamUser
+from streamslo.loadgen.locustfile import (
+    OpenLoopStreamUser,
+    SlowSSEStreamUser,
+    SlowWebSocketStreamUser,
+    SSEStreamUser,
+    WebSocketStreamUser,
+)
 
 __all__ = [
     "OpenLoopStreamUser",
@@ -21,5 +25,3 @@ __all__ = [
     "SlowWebSocketStreamUser",
     "WebSocketStreamUser",
 ]
-
-install()

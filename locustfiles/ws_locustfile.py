@@ -1,7 +1,7 @@
 """WebSocket stream users only: ``locust -f locustfiles/ws_locustfile.py --host URL``."""
 
-from locustfiles.users.hooks import install
-from locustfiles.users.ws_user import SlowWebSocketStreamUser, WebSocketStreamUser
+from streamslo.loadgen.hooks import install
+from streamslo.loadgen.ws_user import SlowWebSocketStreamUser, WebSocketStreamUser
 
 __all__ = ["SlowWebSocketStreamUser", "WebSocketStreamUser"]
 

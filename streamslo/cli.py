@@ -20,10 +20,10 @@ __all__ = ["COMMANDS", "build_parser", "main"]
 
 #: sub-command -> (owner module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "serve": ("target_server.launch", "run the bundled PyTorch streaming target server"),
+    "serve": ("streamslo.server.launch", "run the bundled PyTorch streaming target server"),
     "run": ("streamslo.runner", "a headless Locust load run that writes a results directory"),
-    "verify": ("verify.cli", "check a results directory (or an SLO file) against thresholds"),
-    "report": ("reports.cli", "the before/after SLO report (HTML, Markdown, JSON)"),
+    "verify": ("streamslo.verify.cli", "check a results directory (or an SLO file) against thresholds"),
+    "report": ("streamslo.reports.cli", "the before/after SLO report (HTML, Markdown, JSON)"),
     "compare": ("streamslo.compare", "the main job: naive vs fixed bundled server, with report"),
     "soak": ("streamslo.soak", "a staged long run with thresholds that can abort it"),
 }

@@ -119,8 +119,8 @@ def _one_run(label: str, args: argparse.Namespace, out: Path, url: str | None, s
 
 def main(args: argparse.Namespace) -> int:
     """``streamslo compare``."""
-    from reports import build_report
     from streamslo import thresholds
+    from streamslo.reports import build_report
 
     args.slo_obj = thresholds.load_slo(args.slo) if args.slo else None
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")

@@ -284,7 +284,7 @@ def execute(cfg: RunConfig) -> int:
         "server": server,
     }
     write_json(out / RUN_FILE, info)
-    locustfile = Path(__file__).resolve().parent.parent / "locustfiles" / "streaming_locustfile.py"
+    locustfile = Path(__file__).resolve().parent / "loadgen" / "locustfile.py"
     env = dict(os.environ, STREAMSLO_RUNNER="1", PYTHONUNBUFFERED="1")
     log_path = out / "locust.log"
     aborted: list[Any] = []

@@ -155,7 +155,7 @@ class Built:
 @pytest.fixture(scope="session")
 def compared(tmp_path_factory: pytest.TempPathFactory) -> Built:
     """naive vs fixed, reported once (report.json parsed into ``data``)."""
-    from reports import build_report
+    from streamslo.reports import build_report
 
     root = tmp_path_factory.mktemp("compared")
     before, after = write_naive(root / "naive"), write_fixed(root / "fixed")

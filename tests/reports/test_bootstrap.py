@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reports.bootstrap import (
+from streamslo.reports.bootstrap import (
     Clustered,
     bootstrap_means,
     bootstrap_percentiles,
@@ -87,7 +87,7 @@ def test_report_cis_real_difference(compared: Built) -> None:
 
 
 def test_identical_runs_give_cis_including_zero(tmp_path: Path) -> None:
-    from reports import build_report
+    from streamslo.reports import build_report
 
     s = write_fixed(tmp_path / "a", truncate_every=9)
     res = build_report(s.path, s.path, tmp_path / "same.html", resamples=300)
@@ -104,7 +104,7 @@ def test_identical_runs_give_cis_including_zero(tmp_path: Path) -> None:
 
 
 def test_seeded_and_reproducible(tmp_path: Path, compared: Built) -> None:
-    from reports import build_report
+    from streamslo.reports import build_report
 
     again = build_report(compared.before.path, compared.after.path, tmp_path / "again.html")
     assert again.report.latency == compared.result.report.latency

@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-MODULES = ["reports", "reports.load", "reports.compare", "reports.bootstrap", "reports.model",
-           "reports.verdicts", "reports.timeline", "reports.charts", "reports.render",
-           "reports.build", "reports.cli"]
+MODULES = ["streamslo.reports", "streamslo.reports.load", "streamslo.reports.compare", "streamslo.reports.bootstrap", "streamslo.reports.model",
+           "streamslo.reports.verdicts", "streamslo.reports.timeline", "streamslo.reports.charts", "streamslo.reports.render",
+           "streamslo.reports.build", "streamslo.reports.cli"]
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -20,7 +20,7 @@ def test_all_matches_public_names(name: str) -> None:
     assert hasattr(mod, "__all__")
     for item in mod.__all__:
         assert getattr(mod, item) is not None, item
-    if name == "reports":
+    if name == "streamslo.reports":
         return
     public = {
         k for k, v in vars(mod).items()
@@ -32,7 +32,7 @@ def test_all_matches_public_names(name: str) -> None:
 
 
 def test_package_import_is_light() -> None:
-    code = ("import sys, reports, reports.cli; "
+    code = ("import sys, streamslo.reports, streamslo.reports.cli; "
             "heavy = [m for m in ('pandas', 'matplotlib', 'pyarrow') if m in sys.modules]; "
             "print(heavy); sys.exit(1 if heavy else 0)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

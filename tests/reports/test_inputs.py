@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from reports import cli as report_cli
 from streamslo.errors import EXIT_BAD_INPUT, BadInputError, ResultsError
+from streamslo.reports import cli as report_cli
 from tests.reports.conftest import write_fixed, write_naive
 
 
@@ -93,7 +93,7 @@ def test_too_many_dirs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
 
 
 def test_truncated_last_scrape_is_tolerated(tmp_path: Path) -> None:
-    from reports.load import load_server_evidence
+    from streamslo.reports.load import load_server_evidence
 
     b = write_naive(tmp_path / "naive")
     with (b.path / "server" / "metrics.jsonl").open("a") as fh:
@@ -104,8 +104,8 @@ def test_truncated_last_scrape_is_tolerated(tmp_path: Path) -> None:
 
 
 def test_bad_slo_file_is_named(tmp_path: Path) -> None:
-    from reports import build_report
     from streamslo.errors import SLOFileError
+    from streamslo.reports import build_report
 
     a = write_fixed(tmp_path / "fixed")
     slo = tmp_path / "slo.toml"
@@ -115,7 +115,7 @@ def test_bad_slo_file_is_named(tmp_path: Path) -> None:
 
 
 def test_custom_slo_file(tmp_path: Path) -> None:
-    from reports import build_report
+    from streamslo.reports import build_report
 
     a = write_fixed(tmp_path / "fixed")
     slo = tmp_path / "slo.toml"
@@ -131,7 +131,7 @@ def test_results_error_is_bad_input() -> None:
 
 
 def test_differing_runs_warn(tmp_path: Path) -> None:
-    from reports import build_report
+    from streamslo.reports import build_report
 
     b = write_naive(tmp_path / "naive", run={"users": 250, "scenario": "burst",
                                              "server_mode": "naive"})
@@ -148,7 +148,7 @@ def test_differing_runs_warn(tmp_path: Path) -> None:
 
 
 def test_invalid_run_is_stated_up_front(tmp_path: Path) -> None:
-    from reports import build_report
+    from streamslo.reports import build_report
 
     b = write_naive(tmp_path / "naive")
     a = write_fixed(tmp_path / "fixed", run={"valid": False, "server_mode": "fixed",

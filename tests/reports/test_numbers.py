@@ -129,7 +129,7 @@ def test_report_json_is_strict_and_matches_files(compared: Built) -> None:
 
 
 def test_single_run_report(tmp_path: Path) -> None:
-    from reports import build_report
+    from streamslo.reports import build_report
 
     s = write_fixed(tmp_path / "run", truncate_every=7)
     res = build_report(None, s.path, tmp_path / "single.html")
@@ -148,8 +148,8 @@ def test_single_run_report(tmp_path: Path) -> None:
 
 
 def test_activity_timeline_counts_tokens(compared: Built) -> None:
-    from reports.load import load_report_runs
-    from reports.timeline import activity_timeline, lateness_timeline
+    from streamslo.reports.load import load_report_runs
+    from streamslo.reports.timeline import activity_timeline, lateness_timeline
 
     (run,) = load_report_runs(None, compared.after.path)
     tl = activity_timeline(run, 1.0)
@@ -165,7 +165,7 @@ def test_activity_timeline_counts_tokens(compared: Built) -> None:
 
 
 def test_counter_total_survives_worker_restarts() -> None:
-    from reports.compare import _counter_total
+    from streamslo.reports.compare import _counter_total
 
     # a worker counts 5 stalls, is killed, its replacement counts 2 then 4
     assert _counter_total([1.0, 5.0, 2.0, 4.0]) == 9.0

@@ -56,7 +56,7 @@ class Server:
 def start_server(args: list[str], tmp: Path, ready_timeout: float = 60) -> Server:
     port = free_port()
     log = tmp / f"server-{port}.log"
-    cmd = [sys.executable, "-m", "target_server", "--port", str(port), *args]
+    cmd = [sys.executable, "-m", "streamslo.server", "--port", str(port), *args]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     with open(log, "wb") as f:
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, env=env)

@@ -93,7 +93,7 @@ def test_training_contention_runs_a_trainer_process(serve) -> None:
 
     def trainers(server: Server) -> list[psutil.Process]:
         return [p for p in psutil.Process(server.proc.pid).children(recursive=True)
-                if "target_server.trainer" in " ".join(p.cmdline())]
+                if "streamslo.server.trainer" in " ".join(p.cmdline())]
 
     (trainer,) = trainers(s)
     assert trainer.nice() == 19  # fixed mode isolates it

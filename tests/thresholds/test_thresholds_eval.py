@@ -17,7 +17,7 @@ from streamslo.thresholds import (
     parse_thresholds_table,
     write_slo_json,
 )
-from verify.testing import stream_row, write_run
+from streamslo.verify.testing import stream_row, write_run
 
 RNG = np.random.default_rng(7)
 

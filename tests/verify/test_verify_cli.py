@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from verify.testing import stream_row, write_run
+from streamslo.verify.testing import stream_row, write_run
 
 
 def _verify(*args: str) -> subprocess.CompletedProcess[str]:
     """``python -m verify`` runs exactly what ``streamslo verify`` runs (same parser, codes)."""
-    return subprocess.run([sys.executable, "-m", "verify", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "streamslo.verify", *args], capture_output=True,
                           text=True, timeout=120, check=False)
 
 

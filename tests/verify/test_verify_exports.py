@@ -9,16 +9,16 @@ import pytest
 
 MODULES = [
     "streamslo.thresholds",
-    "verify.cli",
-    "verify.explain",
-    "verify.fixtures",
-    "verify.plugin",
-    "verify.probes",
-    "verify.slo",
-    "verify.testing",
-    "verify.checks.test_run",
-    "verify.checks.test_thresholds",
-    "verify.checks.test_probes",
+    "streamslo.verify.cli",
+    "streamslo.verify.explain",
+    "streamslo.verify.fixtures",
+    "streamslo.verify.plugin",
+    "streamslo.verify.probes",
+    "streamslo.verify.slo",
+    "streamslo.verify.testing",
+    "streamslo.verify.checks.test_run",
+    "streamslo.verify.checks.test_thresholds",
+    "streamslo.verify.checks.test_probes",
 ]
 
 
@@ -39,7 +39,7 @@ def test_plugin_import_is_light() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, verify.plugin, verify.fixtures, verify.slo; "
+    code = ("import sys, streamslo.verify.plugin, streamslo.verify.fixtures, streamslo.verify.slo; "
             "print(','.join(m for m in ('numpy', 'pandas', 'httpx', 'websockets', 'locust', 'torch') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

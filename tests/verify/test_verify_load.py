@@ -14,14 +14,14 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::pytest.PytestAssertRewriteWarning"),
 ]
 
-_MISSING = [m for m in ("streamslo.runner", "target_server.launch") if importlib.util.find_spec(m) is None]
+_MISSING = [m for m in ("streamslo.runner", "streamslo.server.launch") if importlib.util.find_spec(m) is None]
 needs_runner = pytest.mark.skipif(
     bool(_MISSING), reason=f"streamslo run/serve not available yet ({', '.join(_MISSING)} not importable)"
 )
 
 
 def _run(tmp_path: Path, mode: str) -> Path:
-    from verify.fixtures import LoadConfig, start_server
+    from streamslo.verify.fixtures import LoadConfig, start_server
 
     server = start_server(LoadConfig(mode=mode), tmp_path)
     out = tmp_path / mode
@@ -56,7 +56,7 @@ def test_fixture_gates_a_merge_in_a_few_lines(pytester: pytest.Pytester) -> None
     pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
     pytester.makeconftest("""
         import pytest
-        from verify.fixtures import LoadConfig
+        from streamslo.verify.fixtures import LoadConfig
 
         @pytest.fixture(scope="session")
         def streamslo_load_config():
@@ -64,7 +64,7 @@ def test_fixture_gates_a_merge_in_a_few_lines(pytester: pytest.Pytester) -> None
     """)
     pytester.makepyfile("""
         import pytest
-        from verify.probes import assert_stream_ok, health_check
+        from streamslo.verify.probes import assert_stream_ok, health_check
 
         def test_streams_meet_the_slo(streamslo_run, streamslo_check):
             assert len(streamslo_run.streams) > 0

@@ -12,7 +12,7 @@ import pytest
 
 import streamslo.metrics
 import streamslo.thresholds  # noqa: F401
-from verify.testing import stream_row, write_run
+from streamslo.verify.testing import stream_row, write_run
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestAssertRewriteWarning")
 
@@ -59,18 +59,18 @@ def test_help_lists_one_group(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--help")
     result.stdout.fnmatch_lines([
         "streaming SLO checks (streamslo):",
-        "*--run-dir=DIR*",
-        "*--slo=FILE*",
-        "*--allow-invalid*",
-        "*--probe-url=URL*",
+        "*--streamslo-run-dir=DIR*",
+        "*--streamslo-slo=FILE*",
+        "*--streamslo-allow-invalid*",
+        "*--streamslo-probe-url=URL*",
         "*streamslo_run_dir*",
     ])
 
 
 def test_checks_pass_on_a_good_run(pytester: pytest.Pytester, good_run: Path) -> None:
     pytester.makeini(INI)
-    result = pytester.runpytest("--pyargs", "verify.checks", f"--run-dir={good_run}", "-v")
-    result.assert_outcomes(passed=5, skipped=3)  # the 3 probes skip without --probe-url
+    result = pytester.runpytest("--pyargs", "streamslo.verify.checks", f"--streamslo-run-dir={good_run}", "-v")
+    result.assert_outcomes(passed=5, skipped=3)  # the 3 probes skip without --streamslo-probe-url
     result.stdout.fnmatch_lines([
         f"streamslo: run {good_run}, SLO <default> (3 thresholds)",
         "*test_threshold?truncation_rate rate<0.001? PASSED*",
@@ -82,7 +82,7 @@ def test_checks_pass_on_a_good_run(pytester: pytest.Pytester, good_run: Path) ->
 
 def test_failures_are_readable(pytester: pytest.Pytester, bad_run: Path) -> None:
     pytester.makeini(INI)
-    result = pytester.runpytest("--pyargs", "verify.checks.test_thresholds", f"--run-dir={bad_run}")
+    result = pytester.runpytest("--pyargs", "streamslo.verify.checks.test_thresholds", f"--streamslo-run-dir={bad_run}")
     result.assert_outcomes(passed=1, failed=2)
     result.stdout.fnmatch_lines([
         "*itl_ms p(99) = * ms (84 gaps from 10 streams); threshold p(99)<200: FAILED",
@@ -100,7 +100,7 @@ def test_slo_file_option_env_and_ini(pytester: pytest.Pytester, good_run: Path, 
     slo = pytester.path / "slo.toml"
     slo.write_text('[thresholds]\n"itl_ms{protocol:ws}" = ["p(99)<25", "max<=29"]\n')
     pytester.makeini(INI + "streamslo_slo = slo.toml\n")
-    args = ("--pyargs", "verify.checks.test_thresholds", f"--run-dir={good_run}", "-v")
+    args = ("--pyargs", "streamslo.verify.checks.test_thresholds", f"--streamslo-run-dir={good_run}", "-v")
     result = pytester.runpytest(*args)
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*(2 thresholds)*",
@@ -112,14 +112,14 @@ def test_slo_file_option_env_and_ini(pytester: pytest.Pytester, good_run: Path, 
     pytester.runpytest(*args).assert_outcomes(passed=1)
     monkeypatch.delenv("STREAMSLO_SLO")
     monkeypatch.setenv("STREAMSLO_RUN_DIR", str(good_run))
-    pytester.runpytest("--pyargs", "verify.checks.test_thresholds", f"--slo={other}").assert_outcomes(passed=1)
+    pytester.runpytest("--pyargs", "streamslo.verify.checks.test_thresholds", f"--streamslo-slo={other}").assert_outcomes(passed=1)
 
 
 def test_bad_slo_file_is_a_usage_error_naming_file_and_line(pytester: pytest.Pytester, good_run: Path) -> None:
     pytester.makeini(INI)
     slo = pytester.path / "slo.toml"
     slo.write_text('[thresholds]\nitl_ms = ["p(99)<200"]\nttft_ms = ["p(95) => 5"]\n')
-    result = pytester.runpytest(f"--slo={slo}")
+    result = pytester.runpytest(f"--streamslo-slo={slo}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*{slo}:3: ttft_ms: bad operator '=>'*"])
 
@@ -134,30 +134,30 @@ def test_bad_env_bool_names_the_variable(pytester: pytest.Pytester, monkeypatch:
 
 def test_missing_run_dir_is_a_usage_error(pytester: pytest.Pytester, tmp_path: Path) -> None:
     pytester.makeini(INI)
-    result = pytester.runpytest("--run-dir", str(tmp_path / "nope"))
+    result = pytester.runpytest("--streamslo-run-dir", str(tmp_path / "nope"))
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*bad results directory (--run-dir)*nope*"])
+    result.stderr.fnmatch_lines(["*bad results directory (--streamslo-run-dir)*nope*"])
 
 
 def test_checks_without_a_run_fail_clearly(pytester: pytest.Pytester) -> None:
     pytester.makeini(INI)
-    result = pytester.runpytest("--pyargs", "verify.checks.test_run")
+    result = pytester.runpytest("--pyargs", "streamslo.verify.checks.test_run")
     result.assert_outcomes(errors=2)
-    result.stdout.fnmatch_lines(["*no results directory to check: pass --run-dir DIR*"])
+    result.stdout.fnmatch_lines(["*no results directory to check: pass --streamslo-run-dir DIR*"])
 
 
 def test_empty_and_invalid_runs(pytester: pytest.Pytester, tmp_path: Path) -> None:
     pytester.makeini(INI)
     empty = write_run(tmp_path / "empty", [])
-    result = pytester.runpytest("--pyargs", "verify.checks.test_run", f"--run-dir={empty}")
+    result = pytester.runpytest("--pyargs", "streamslo.verify.checks.test_run", f"--streamslo-run-dir={empty}")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*has no streams: streams.csv holds no request*"])
     invalid = write_run(tmp_path / "invalid", [stream_row("a")],
                         run={"valid": False, "invalid_reason": "generator lag p99 41 ms"})
-    result = pytester.runpytest("--pyargs", "verify.checks.test_run", f"--run-dir={invalid}")
+    result = pytester.runpytest("--pyargs", "streamslo.verify.checks.test_run", f"--streamslo-run-dir={invalid}")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*is invalid (run.json valid: false): generator lag p99 41 ms*"])
-    result = pytester.runpytest("--pyargs", "verify.checks.test_run", f"--run-dir={invalid}", "--allow-invalid")
+    result = pytester.runpytest("--pyargs", "streamslo.verify.checks.test_run", f"--streamslo-run-dir={invalid}", "--streamslo-allow-invalid")
     result.assert_outcomes(passed=1, skipped=1)
 
 
@@ -169,7 +169,7 @@ def test_marker_overrides_the_slo(pytester: pytest.Pytester, bad_run: Path) -> N
 
         RUN = load_run({str(bad_run)!r})
 
-        @pytest.mark.slo(thresholds={{"itl_ms": ["p(50)<=20"], "requests": ["count==10"]}})
+        @pytest.mark.streamslo(thresholds={{"itl_ms": ["p(50)<=20"], "requests": ["count==10"]}})
         def test_loose(streamslo_check, streamslo_slo):
             assert len(streamslo_slo) == 2
             assert all(r.passed for r in streamslo_check(RUN))
@@ -188,7 +188,7 @@ def test_marker_file_and_bad_kwargs(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_ok="""
         import pytest
 
-        @pytest.mark.slo(file="loose.toml", allow_invalid=True)
+        @pytest.mark.streamslo(file="loose.toml", allow_invalid=True)
         def test_it(streamslo_slo):
             assert streamslo_slo.thresholds[0].name == "itl_ms p(99)<1e6"
     """)
@@ -196,10 +196,10 @@ def test_marker_file_and_bad_kwargs(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_bad="""
         import pytest
 
-        @pytest.mark.slo(threshold={"itl_ms": ["p(99)<1"]})
+        @pytest.mark.streamslo(threshold={"itl_ms": ["p(99)<1"]})
         def test_it():
             pass
     """)
     result = pytester.runpytest("test_bad.py")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*test_bad.py::test_it: @pytest.mark.slo got unknown keyword(s) threshold; expected file, thresholds, allow_invalid*"])
+    result.stderr.fnmatch_lines(["*test_bad.py::test_it: @pytest.mark.streamslo got unknown keyword(s) threshold; expected file, thresholds, allow_invalid*"])

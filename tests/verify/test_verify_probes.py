@@ -9,7 +9,13 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
-from verify.probes import ProbeRequest, assert_stream_ok, health_check, probe_sse, probe_ws
+from streamslo.verify.probes import (
+    ProbeRequest,
+    assert_stream_ok,
+    health_check,
+    probe_sse,
+    probe_ws,
+)
 
 
 def _chunk(text: str | None = None, finish: str | None = None, usage: int | None = None) -> str:

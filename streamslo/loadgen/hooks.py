@@ -1,0 +1,175 @@
+"""Locust event wiring for the stream users: options, user mix, load shape, results,
+distributed live figures and the web UI's "Stream SLOs" tab.
+
+:func:`install` is called once by a locustfile; everything else happens in Locust's events.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from typing import Any
+
+from locust import events
+from locust.runners import MasterRunner, WorkerRunner
+
+from streamslo.errors import EXIT_BAD_INPUT, BadInputError
+from streamslo.loadgen.live import LiveStats
+from streamslo.loadgen.options import register_arguments
+from streamslo.loadgen.recorder import get_recorder
+from streamslo.loadgen.shapes import StagesShape, builtin_stages, parse_stages
+from streamslo.workload import user_weights
+
+__all__ = ["install"]
+
+log = logging.getLogger("streamslo.locust")
+
+_TAB_KEY = "streamslo-slo"
+
+
+def _apply_mix(environment: Any) -> None:
+    opts = get_recorder(environment).opts
+    if getattr(environment.parsed_options, "user_classes", None):
+        return  # the user picked classes on the command line: respect that
+    by_name = {cls.__name__: cls for cls in environment.user_classes}
+    if opts.request_rate > 0:
+        cls = by_name.get("OpenLoopStreamUser")
+        if cls is None:
+            raise BadInputError("--request-rate needs OpenLoopStreamUser in the locustfile")
+        cls.fixed_count = max(1, int(environment.parsed_options.processes_hint))
+        environment.user_classes = [cls]
+        return
+    weights = user_weights(opts.protocol, opts.slow_readers)
+    if not any(name in by_name for name in weights):
+        # A locustfile with one transport only (ws_locustfile.py): its classes, same rules.
+        weights = user_weights("mixed", opts.slow_readers)
+    chosen = []
+    for name, w in weights.items():
+        if name in by_name:
+            by_name[name].weight = w
+            chosen.append(by_name[name])
+    if chosen:
+        environment.user_classes = chosen
+
+
+def _apply_shape(environment: Any) -> None:
+    opts = get_recorder(environment).opts
+    if opts.stages:
+        stages = parse_stages(opts.stages)
+    elif opts.shape:
+        users = int(environment.parsed_options.num_users or 10)
+        run_time = float(environment.parsed_options.run_time or 60)
+        stages = builtin_stages(opts.shape, users, run_time)
+    else:
+        return
+    shape = StagesShape(stages)
+    shape.runner = environment.runner
+    environment.shape_class = shape
+
+
+def _install_web_ui(environment: Any, web_ui: Any) -> None:
+    from flask import request
+
+    recorder = get_recorder(environment)
+    web_ui.template_args["extended_tabs"] = [{"title": "Stream SLOs", "key": _TAB_KEY}]
+    web_ui.template_args["extended_tables"] = [
+        {
+            "key": _TAB_KEY,
+            "structure": [
+                {"key": "name", "title": "Metric"},
+                {"key": "value", "title": "Value"},
+                {"key": "slo", "title": "SLO"},
+                {"key": "status", "title": "Status"},
+            ],
+        }
+    ]
+
+    @web_ui.app.after_request
+    def _add_slo_rows(response: Any) -> Any:
+        if request.path != "/stats/requests" or not response.is_json:
+            return response
+        data = response.get_json()
+        data["extended_stats"] = [{"key": _TAB_KEY, "data": recorder.live.rows()}]
+        response.set_data(json.dumps(data))
+        return response
+
+    @web_ui.app.route("/streamslo/live")
+    def _live() -> Any:
+        return {"rows": recorder.live.rows(), "raw": recorder.live.to_wire()}
+
+
+_installed = False
+
+
+def install() -> None:
+    """Register the stream users' listeners on Locust's global events (once per process, however
+    many locustfiles import this)."""
+    global _installed
+    if _installed:
+        return
+    _installed = True
+
+    @events.init_command_line_parser.add_listener
+    def _args(parser: Any, **_: Any) -> None:
+        register_arguments(parser)
+
+    @events.init.add_listener
+    def _init(environment: Any, runner: Any = None, web_ui: Any = None, **_: Any) -> None:
+        try:
+            get_recorder(environment)
+            if not isinstance(runner, WorkerRunner):
+                # The master (or the local runner) decides which users run and how many; a
+                # worker must keep every class so it can spawn whatever it is told.
+                _apply_mix(environment)
+                _apply_shape(environment)
+        except BadInputError as exc:
+            log.error("streamslo: %s", exc)
+            environment.process_exit_code = EXIT_BAD_INPUT
+            if runner is not None:
+                runner.quit()
+            return
+        if web_ui is not None:
+            _install_web_ui(environment, web_ui)
+
+    @events.test_start.add_listener
+    def _start(environment: Any, **_: Any) -> None:
+        get_recorder(environment).on_test_start(generating=not isinstance(environment.runner, MasterRunner))
+
+    @events.test_stop.add_listener
+    def _stop(environment: Any, **_: Any) -> None:
+        get_recorder(environment).on_test_stop()
+
+    @events.report_to_master.add_listener
+    def _to_master(client_id: str, data: dict[str, Any], **_: Any) -> None:
+        env = _env_holder.get("env")
+        if env is None:
+            return
+        rec = get_recorder(env)
+        data["streamslo"] = rec.live_delta.to_wire()
+        rec.live_delta = LiveStats()
+
+    @events.worker_report.add_listener
+    def _from_worker(client_id: str, data: dict[str, Any], **_: Any) -> None:
+        env = _env_holder.get("env")
+        if env is not None and "streamslo" in data:
+            get_recorder(env).live.merge_wire(data["streamslo"])
+
+    @events.init.add_listener
+    def _remember(environment: Any, **_: Any) -> None:
+        _env_holder["env"] = environment
+
+    @events.quitting.add_listener
+    def _quitting(environment: Any, **_: Any) -> None:
+        rec = get_recorder(environment)
+        rec.on_test_stop()
+        if isinstance(environment.runner, WorkerRunner) or os.environ.get("STREAMSLO_RUNNER"):
+            return
+        d = rec.opts.results_dir
+        if d is not None:
+            from streamslo.finalize import finalize_plain_locust
+
+            finalize_plain_locust(environment, d, rec.run_start)
+
+
+_env_holder: dict[str, Any] = {}

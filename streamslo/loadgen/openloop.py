@@ -1,0 +1,80 @@
+"""Open-loop load: requests arrive at a rate, whether or not earlier ones finished.
+
+Closed loops (a user waits for its stream before sending the next) slow down when the server
+does, and so hide latency (coordinated omission). Here one arrival greenlet per generator
+process draws gaps from a gamma distribution (shape = ``--burstiness``; 1 is Poisson, as in
+vLLM's benchmark) and starts each request in its own greenlet. Each request records the time it
+was *scheduled* for as well as when it really started, so a late generator cannot hide latency.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Any
+
+import gevent
+from gevent.lock import BoundedSemaphore
+from gevent.pool import Group
+from locust import task
+from locust.user.users import LOCUST_STATE_STOPPING
+
+from streamslo.loadgen.base import StreamUser, run_one_stream
+
+__all__ = ["OpenLoopStreamUser", "arrival_gaps"]
+
+
+def arrival_gaps(rate: float, burstiness: float, seed: int) -> Any:
+    """Endless seeded inter-arrival gaps (seconds) with mean ``1/rate``."""
+    rng = random.Random(seed)
+    theta = 1.0 / (rate * burstiness)
+    while True:
+        yield rng.gammavariate(burstiness, theta)
+
+
+class OpenLoopStreamUser(StreamUser):
+    """Generates arrivals at ``--request-rate`` (split over ``fixed_count`` generators)."""
+
+    fixed_count = 1
+    """One arrival generator per Locust process (``--processes-hint``; set at init)."""
+
+    def wait_time(self) -> float:  # type: ignore[override]
+        return 0.0
+
+    @task
+    def stream(self) -> None:
+        opts = self.recorder.opts
+        n = opts.generators  # arrival generators sharing the rate, one per process
+        rate = opts.request_rate / n
+        cap = opts.max_concurrency // n if opts.max_concurrency else 0
+        sem = BoundedSemaphore(max(1, cap)) if cap else None
+        rng = random.Random(opts.seed + 7919 * id(self) % 1000)
+        ws_share = {"sse": 0.0, "ws": 1.0, "mixed": 0.5}[opts.protocol]
+        group = Group()
+        gaps = arrival_gaps(rate, opts.burstiness, opts.seed + id(self) % 1000)
+        t_next = time.perf_counter()
+        epoch0 = time.time() - t_next
+        while self._state != LOCUST_STATE_STOPPING:
+            t_next += next(gaps)
+            delay = t_next - time.perf_counter()
+            if delay > 0:
+                gevent.sleep(delay)
+            if self._state == LOCUST_STATE_STOPPING:
+                break
+            if sem is not None:
+                sem.acquire()
+            protocol = "ws" if rng.random() < ws_share else "sse"
+            g = group.spawn(self._one, protocol, epoch0 + t_next)
+            if sem is not None:
+                g.link(lambda _g: sem.release())
+        drain = max(0.0, (self.environment.stop_timeout or 0.0) - 1.0)
+        group.join(timeout=drain)
+        group.kill(block=True)
+
+    def _one(self, protocol: str, scheduled_at: float) -> None:
+        run_one_stream(self.recorder, protocol, type(self).__name__, self.limits, None, scheduled_at)
+
+
+# Locust also inherits the base class's closed-loop task; an open-loop user runs only its
+# arrival process.
+OpenLoopStreamUser.tasks = [OpenLoopStreamUser.stream]

@@ -1,0 +1,285 @@
+"""Per-process run state shared by every stream user: options, target, prompts, the results
+writer, the live figures, and the reporting of each finished stream to Locust's statistics.
+
+Each stream is reported to Locust with named entries per protocol (``SSE``/``WS``):
+
+- ``ttft``: time to first content chunk;
+- ``itl``: one entry per stream with its mean inter-token gap, and ``max_gap`` with its
+  largest (``--itl-events per-stream``, the default), or every gap (``per-gap``: exact in
+  Locust's own percentiles, but a burst of events at each stream's end that costs the
+  generator about 3 µs per token); the exact pooled ITL percentiles are in the results and
+  the web UI's Stream SLOs tab either way;
+- ``stream``: the whole stream; a failure named by its outcome (``truncated: ...``).
+
+Cancelled streams (the run stopped them) are written to the results but not reported as
+failures; streams that started in the warm-up are left out of everything.
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import json
+import logging
+import time
+import urllib.request
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import gevent
+import gevent.lock
+
+from streamslo.loadgen.live import LiveStats
+from streamslo.loadgen.monitor import GeneratorMonitor
+from streamslo.loadgen.options import LoadOptions
+from streamslo.results import ResultsWriter, ensure_streams_header
+from streamslo.stream.timing import StreamRecord
+from streamslo.transport.sync import Target
+from streamslo.workload import PromptSource, RequestOptions, first_model_id
+
+__all__ = ["RunRecorder", "StreamFailure", "claim_run_start", "get_recorder"]
+
+log = logging.getLogger("streamslo.locust")
+
+_RECORDER_ATTR = "_streamslo_recorder"
+
+
+class StreamFailure(Exception):
+    """A stream that did not end ``ok``; Locust groups failures by this message."""
+
+
+def claim_run_start(directory: Path) -> float:
+    """The run's start in epoch seconds, agreed by every process writing to ``directory``:
+    the first process to get here writes it, the others read it."""
+    directory.mkdir(parents=True, exist_ok=True)
+    marker = directory / ".run_start"
+    import os
+
+    try:
+        fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        for _ in range(50):
+            text = marker.read_text().strip()
+            if text:
+                return float(text)
+            time.sleep(0.01)
+        return time.time()
+    now = time.time()
+    try:
+        os.write(fd, repr(now).encode())
+    finally:
+        os.close(fd)
+    return now
+
+
+def _first_model(target: Target) -> str | None:
+    """The first model of ``/v1/models``, None when the server does not say."""
+    url = f"{target.scheme}://{target.host_header}{target.prefix}/v1/models"
+    req = urllib.request.Request(url, headers=target.headers)
+    try:
+        with urllib.request.urlopen(req, timeout=5, context=target.ssl_context) as resp:
+            return first_model_id(json.loads(resp.read(1 << 20)))
+    except (OSError, ValueError) as exc:
+        log.warning("could not list models at %s (%s); sending no model name", url, exc)
+    return None
+
+
+class RunRecorder:
+    """One per Locust process, created at init and started at test start."""
+
+    def __init__(self, environment: Any, opts: LoadOptions) -> None:
+        self.env = environment
+        self.opts = opts
+        self.live = LiveStats()
+        self.live_delta = LiveStats()  # what a worker has not yet sent to the master
+        self.writer: ResultsWriter | None = None
+        self.monitor: GeneratorMonitor | None = None
+        self.run_start: float = time.time()
+        self._seq = itertools.count(1)
+        self._tag = f"p{id(self) & 0xFFFFFF:06x}"
+        self._target: Target | None = None
+        self._request: RequestOptions | None = None
+        self._flusher: gevent.Greenlet | None = None
+        self._queue: deque[StreamRecord] = deque()
+        self._request_lock = gevent.lock.Semaphore()
+        self._drainer: gevent.Greenlet | None = None
+        from locust.runners import WorkerRunner
+
+        self._is_worker = isinstance(environment.runner, WorkerRunner)
+        self.prompts = (
+            PromptSource.from_file(opts.prompt_file, opts.seed)
+            if opts.prompt_file
+            else PromptSource.synthetic(opts.prompt_tokens, opts.seed)
+        )
+        if opts.results_dir is not None:
+            ensure_streams_header(opts.results_dir)
+
+    # ---------------------------------------------------------------- setup
+    @property
+    def target(self) -> Target:
+        if self._target is None:
+            host = self.env.host or ""
+            if not host:
+                from streamslo.errors import BadInputError
+
+                raise BadInputError("no --host given")
+            self._target = Target.from_url(host, self.opts.headers, self.opts.insecure)
+        return self._target
+
+    @property
+    def request(self) -> RequestOptions:
+        """Request options with the model resolved (the first of /v1/models by default)."""
+        if self._request is None:
+            with self._request_lock:  # the first users arrive together: ask /v1/models once
+                if self._request is None:
+                    req = self.opts.request
+                    if req.model is None:
+                        model = _first_model(self.target)
+                        if model is not None:
+                            from dataclasses import replace
+
+                            req = replace(req, model=model)
+                    self._request = req
+        return self._request
+
+    def refresh_options(self) -> None:
+        """Re-read the options: a worker receives the master's at test start, and the web
+        UI's start form may have changed them since init."""
+        opts = LoadOptions.from_parsed(self.env.parsed_options)
+        if opts != self.opts:
+            self.opts = opts
+            self._target = None
+            self._request = None
+            self.prompts = (
+                PromptSource.from_file(opts.prompt_file, opts.seed)
+                if opts.prompt_file
+                else PromptSource.synthetic(opts.prompt_tokens, opts.seed)
+            )
+
+    def on_test_start(self, generating: bool) -> None:
+        """Called at test start on every process; ``generating``: this process runs users."""
+        self.refresh_options()
+        d = self.opts.results_dir
+        if d is not None:
+            self.run_start = claim_run_start(d)
+            if generating and self.writer is None:
+                # Parquet writes go to a real OS thread (gevent's threadpool): pyarrow releases
+                # the GIL while it writes, so the streams' greenlets keep running.
+                self.writer = ResultsWriter(d, self.run_start, offload=gevent.get_hub().threadpool.spawn)
+                self._tag = self.writer.tag
+        else:
+            self.run_start = time.time()
+        if generating:
+            # Everything imported so far (locust, pandas, pyarrow...) is long-lived: move it out
+            # of the collector's reach so a full collection mid-run does not pause every stream.
+            gc.collect()
+            gc.freeze()
+            # Each token makes short-lived objects; Python's default (700, 10, 10) runs a
+            # collection every few hundred tokens and a full one every few seconds, pausing
+            # every stream. Measured with bench/bench_stream_users.py: lateness p99 at 400
+            # streams 22 ms -> 14 ms with these thresholds.
+            gc.set_threshold(50_000, 100, 1000)
+            self.monitor = GeneratorMonitor(d, self._tag)
+            self.monitor.start()
+            self._flusher = gevent.spawn(self._flush_loop)
+
+    def _flush_loop(self) -> None:
+        while True:
+            gevent.sleep(2.0)
+            self.flush()
+
+    def flush(self, wait: bool = False) -> None:
+        if wait:
+            self.drain()
+        if self.writer is not None:
+            self.writer.flush(wait=wait)
+        if self.monitor is not None:
+            self.monitor.save()
+
+    def on_test_stop(self) -> None:
+        if self._flusher is not None:
+            self._flusher.kill(block=False)
+            self._flusher = None
+        if self.monitor is not None:
+            self.monitor.stop()
+        self.flush(wait=True)
+
+    # -------------------------------------------------------------- streams
+    def new_record(self, protocol: str, user_class: str, scheduled_at: float | None = None) -> StreamRecord:
+        """A fresh record whose clock starts now."""
+        return StreamRecord(
+            stream_id=f"{self._tag}-{next(self._seq)}",
+            protocol=protocol,
+            user_class=user_class,
+            started_at=time.time(),
+            t0=time.perf_counter(),
+            scheduled_at=scheduled_at,
+        )
+
+    def finish(self, rec: StreamRecord) -> None:
+        """Record a finished stream everywhere it belongs.
+
+        The work (results row, live figures, Locust events) is queued and done by one
+        background greenlet that yields between streams: when hundreds of streams end at
+        once, their bookkeeping interleaves with the reads of the streams still running
+        instead of delaying them all in one burst.
+        """
+        if rec.outcome is None:  # defensive: a transport bug must not lose the row
+            rec.outcome = "cancelled"
+            rec.error = rec.error or "ended without an outcome"
+        if rec.started_at < self.run_start + self.opts.warmup:
+            return
+        self._queue.append(rec)
+        if self._drainer is None or self._drainer.dead:
+            self._drainer = gevent.spawn(self._drain_queue)
+
+    def _drain_queue(self) -> None:
+        queue = self._queue
+        while queue:
+            self._record(queue.popleft())
+            # Let the loop poll for reads before the next one (a bare switch would not);
+            # a long queue is worked off without pauses so it cannot grow without bound.
+            gevent.sleep(0.001 if len(queue) < 100 else 0)
+
+    def drain(self) -> None:
+        """Record every queued stream now (end of the run)."""
+        while self._queue:
+            self._record(self._queue.popleft())
+
+    def _record(self, rec: StreamRecord) -> None:
+        if self.writer is not None:
+            self.writer.add(rec)
+        # A worker's figures travel to the master, which shows them; a local runner shows its own.
+        (self.live_delta if self._is_worker else self.live).add(rec)
+        self._report(rec)
+
+    def _report(self, rec: StreamRecord) -> None:
+        fire = self.env.events.request.fire
+        kind = "WS" if rec.protocol == "ws" else "SSE"
+        outcome = rec.outcome
+        if outcome == "cancelled":
+            return
+        if rec.ttft_s is not None:
+            fire(request_type=kind, name="ttft", response_time=rec.ttft_s * 1000.0, response_length=0, exception=None, context={})
+        mode = self.opts.itl_events
+        if rec.gap_s and mode != "off":
+            if mode == "per-gap":
+                for g in rec.gap_s:
+                    fire(request_type=kind, name="itl", response_time=g * 1000.0, response_length=0, exception=None, context={})
+            else:
+                mean = sum(rec.gap_s) / len(rec.gap_s)
+                fire(request_type=kind, name="itl", response_time=mean * 1000.0, response_length=0, exception=None, context={})
+                fire(request_type=kind, name="max_gap", response_time=max(rec.gap_s) * 1000.0, response_length=0, exception=None, context={})
+        e2e = (rec.e2e_s or 0.0) * 1000.0
+        exc = None if outcome == "ok" else StreamFailure(f"{outcome}: {rec.error[:80]}" if rec.error else outcome)
+        fire(request_type=kind, name="stream", response_time=e2e, response_length=rec.bytes, exception=exc, context={})
+
+
+def get_recorder(environment: Any) -> RunRecorder:
+    """The process's recorder (created by the locustfile's init hook)."""
+    rec = getattr(environment, _RECORDER_ATTR, None)
+    if rec is None:
+        rec = RunRecorder(environment, LoadOptions.from_parsed(environment.parsed_options))
+        setattr(environment, _RECORDER_ATTR, rec)
+    return rec

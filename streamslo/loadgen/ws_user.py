@@ -1,0 +1,20 @@
+"""WebSocket stream users: one connection per user, carrying one request after another."""
+
+from __future__ import annotations
+
+from streamslo.loadgen.base import StreamUser
+
+__all__ = ["SlowWebSocketStreamUser", "WebSocketStreamUser"]
+
+
+class WebSocketStreamUser(StreamUser):
+    """Streams over ``/v1/ws``, reusing its connection between requests."""
+
+    protocol = "ws"
+
+
+class SlowWebSocketStreamUser(StreamUser):
+    """A WebSocket reader that reads slowly (small reads with pauses)."""
+
+    protocol = "ws"
+    slow = True

@@ -1,0 +1,117 @@
+"""The one call that makes a report: load, compute, render, write (used by the CLI and by
+``streamslo compare``).
+
+``build_report(before_dir, after_dir, out_html)`` writes ``report.html``, ``report.md`` and
+``report.json`` side by side (the Markdown and JSON take the HTML file's stem) and returns a
+:class:`ReportResult` with the paths, the verdict rows and a plain-text summary table for the
+caller to print. It prints nothing itself.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from streamslo.reports.model import BootstrapSettings, Report, VerdictRow
+
+__all__ = ["DEFAULT_CONFIDENCE", "DEFAULT_RESAMPLES", "ReportResult", "build_report"]
+
+#: Bootstrap resamples asked for (large runs may use fewer; see streamslo.reports.bootstrap).
+DEFAULT_RESAMPLES = 1000
+#: Confidence level of the intervals.
+DEFAULT_CONFIDENCE = 0.95
+
+
+@dataclass(frozen=True)
+class ReportResult:
+    """What :func:`build_report` wrote and found."""
+
+    html: Path
+    markdown: Path
+    json: Path
+    report: Report
+    """The whole report model (the numbers in report.json)."""
+    verdicts: tuple[VerdictRow, ...]
+    """Every SLO threshold, before/after/delta/verdict."""
+    passed: bool
+    """Whether the after run (the only run, alone) met every threshold."""
+    valid: bool
+    """Whether every run was valid (its load generator was not saturated)."""
+    summary: str
+    """Plain-text summary table for a terminal."""
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def build_report(
+    before_dir: str | os.PathLike[str] | None,
+    after_dir: str | os.PathLike[str],
+    out_html: str | os.PathLike[str] = "report.html",
+    slo: Any = None,
+    *,
+    seed: int = 0,
+    resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = DEFAULT_CONFIDENCE,
+) -> ReportResult:
+    """Report one run (``before_dir=None``) or compare two, and write the three files.
+
+    Args:
+        before_dir: the before (naive) results directory, or None for a single-run report.
+        after_dir: the after (fixed) results directory.
+        out_html: where the HTML goes; ``.md`` and ``.json`` are written beside it with the
+            same stem. Its folder is created.
+        slo: None (the incidents' SLO), a TOML file path, or an SLO object from
+            :func:`streamslo.thresholds.load_slo`.
+        seed: bootstrap seed (same inputs and seed give the same report numbers).
+        resamples: bootstrap resamples (bounded further for very large runs).
+        confidence: confidence level of the intervals, e.g. 0.95.
+
+    Returns:
+        The paths written, the verdict rows, and a text summary table.
+
+    Raises:
+        ResultsError: a results directory or file is missing or damaged (names the file).
+        SLOFileError: the SLO file does not parse (names the file and line).
+    """
+    from streamslo.reports.charts import make_charts
+    from streamslo.reports.compare import build_model
+    from streamslo.reports.load import load_report_runs
+    from streamslo.reports.render import render_html, render_json, render_markdown, summary_table
+    from streamslo.reports.verdicts import evaluate_runs, resolve_slo
+
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), not {confidence!r}")
+    if resamples < 1:
+        raise ValueError(f"resamples must be positive, not {resamples!r}")
+    slo_obj, slo_source = resolve_slo(slo)
+    runs = load_report_runs(
+        None if before_dir is None else Path(before_dir), Path(after_dir)
+    )
+    verdicts = evaluate_runs(slo_obj, [r.data for r in runs])
+    settings = BootstrapSettings("stream", resamples, confidence, seed)
+    report = build_model(runs, verdicts, slo_source, settings)
+    charts = make_charts(runs, report)
+
+    html_path = Path(out_html)
+    html_path.parent.mkdir(parents=True, exist_ok=True)
+    md_path = html_path.with_suffix(".md")
+    json_path = html_path.with_suffix(".json")
+    _write(html_path, render_html(report, charts))
+    _write(md_path, render_markdown(report))
+    _write(json_path, render_json(report))
+    return ReportResult(
+        html=html_path,
+        markdown=md_path,
+        json=json_path,
+        report=report,
+        verdicts=report.verdicts,
+        passed=report.passed,
+        valid=all(r.valid for r in report.runs),
+        summary=summary_table(report),
+    )

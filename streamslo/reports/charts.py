@@ -1,0 +1,252 @@
+"""The report's charts, drawn with matplotlib's Agg renderer and returned as base64 PNG.
+
+Figures are built with :class:`matplotlib.figure.Figure` and a
+:class:`~matplotlib.backends.backend_agg.FigureCanvasAgg`, never through ``pyplot``: no global
+figure registry, no GUI backend, nothing to close, safe in threads and under
+``filterwarnings = error``.
+
+Charts: ITL and TTFT CDFs (before vs after, log scale, SLO bound marked), the worst chunk
+lateness per second, active streams and tokens/s over time, outcome counts (truncation causes),
+and the server's own evidence when present.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+from streamslo.metrics import trend_samples
+from streamslo.reports.load import LoadedRun
+from streamslo.reports.model import Report
+from streamslo.reports.timeline import activity_timeline, cdf_points, lateness_timeline
+
+__all__ = ["COLORS", "Chart", "make_charts"]
+
+#: Line colour per run label.
+COLORS = {"before": "#c0392b", "after": "#1f77b4", "run": "#1f77b4"}
+
+
+@dataclass(frozen=True)
+class Chart:
+    """One rendered chart."""
+
+    key: str
+    title: str
+    caption: str
+    png_base64: str
+    wide: bool = False
+    """Spans the page's width (two panels side by side)."""
+
+
+def _png(fig: Figure) -> str:
+    FigureCanvasAgg(fig)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _plain_log(axis: object) -> None:
+    """Log axis labelled 10, 20, 50, 100 instead of 10^1 (other minor ticks unlabelled)."""
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))  # type: ignore[attr-defined]
+    axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))  # type: ignore[attr-defined]
+    axis.set_minor_formatter(NullFormatter())  # type: ignore[attr-defined]
+
+
+def _name(run: LoadedRun) -> str:
+    return run.label if run.name == run.label else f"{run.label} ({run.name})"
+
+
+def _bound(report: Report, metric: str) -> float | None:
+    """The numeric bound of a ``p(N)<x`` threshold on ``metric``, for a guide line."""
+    for v in report.verdicts:
+        if v.metric == metric and "<" in v.expression:
+            try:
+                return float(v.expression.split("<")[-1].lstrip("="))
+            except ValueError:
+                return None
+    return None
+
+
+def _cdf(runs: Sequence[LoadedRun], report: Report, metric: str, title: str) -> Chart | None:
+    fig = Figure(figsize=(11.0, 3.6))
+    ax, tail = fig.subplots(1, 2, gridspec_kw={"width_ratios": [3, 2]})
+    drawn = False
+    for run in runs:
+        x, f = cdf_points(trend_samples(run.data, metric))
+        x_pos = x > 0
+        if x_pos.sum() == 0:
+            continue
+        kw = {"where": "post", "color": COLORS[run.label], "label": _name(run)}
+        ax.step(x[x_pos], f[x_pos], **kw)
+        n = x.size
+        surv = 1.0 - f + 1.0 / (2 * max(n, 1))  # keep the last sample visible on a log axis
+        tail.step(x[x_pos], surv[x_pos], **kw)
+        drawn = True
+    if not drawn:
+        return None
+    bound = _bound(report, metric)
+    for a in (ax, tail):
+        if bound:
+            a.axvline(bound, color="#555", ls="--", lw=1, label=f"SLO bound {bound:g} ms")
+        a.set_xscale("log")
+        _plain_log(a.xaxis)
+        a.set_xlabel(f"{metric} (ms, log scale)")
+        a.grid(True, which="both", alpha=0.3)
+    ax.axhline(0.99, color="#999", ls=":", lw=1)
+    ax.set_ylabel("fraction of samples ≤ x")
+    ax.set_ylim(0, 1.01)
+    ax.legend(loc="lower right", fontsize=8)
+    ax.set_title(title)
+    tail.axhline(0.01, color="#999", ls=":", lw=1)
+    tail.set_yscale("log")
+    tail.set_ylabel("fraction of samples > x")
+    tail.set_title("Tail (log scale)")
+    caption = "Dotted lines: p99. Left: the whole distribution; right: its tail."
+    return Chart(f"cdf_{metric}", title, caption, _png(fig), wide=True)
+
+
+def _lateness(runs: Sequence[LoadedRun], report: Report) -> Chart | None:
+    fig = Figure(figsize=(6.4, 3.4))
+    ax = fig.add_subplot()
+    drawn = False
+    for run in runs:
+        tl = lateness_timeline(run, 1.0)
+        if tl.empty:
+            continue
+        ax.plot(tl["t"], tl["max_gap_ms"], drawstyle="steps-post", color=COLORS[run.label],
+                label=_name(run), lw=1.2)
+        drawn = True
+    if not drawn:
+        return None
+    bound = _bound(report, "itl_ms")
+    if bound:
+        ax.axhline(bound, color="#555", ls="--", lw=1, label=f"ITL bound {bound:g} ms")
+    ax.set_yscale("log")
+    _plain_log(ax.yaxis)
+    ax.set_xlabel("seconds since the run's start")
+    ax.set_ylabel("worst gap in the second (ms)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(loc="upper right", fontsize=8)
+    title = "Worst chunk lateness per second"
+    ax.set_title(title)
+    caption = "Largest inter-token gap that ended in each 1 s bucket (incident B's timeline)."
+    return Chart("lateness", title, caption, _png(fig))
+
+
+def _activity(runs: Sequence[LoadedRun]) -> Chart | None:
+    fig = Figure(figsize=(6.4, 4.2))
+    ax1, ax2 = fig.subplots(2, 1, sharex=True)
+    drawn = False
+    for run in runs:
+        tl = activity_timeline(run, 1.0)
+        if tl.empty:
+            continue
+        c = COLORS[run.label]
+        ax1.plot(tl["t"], tl["active"], drawstyle="steps-post", color=c, label=_name(run))
+        ax2.plot(tl["t"], tl["tokens_per_s"], drawstyle="steps-post", color=c, label=_name(run))
+        drawn = True
+    if not drawn:
+        return None
+    ax1.set_ylabel("open streams (avg)")
+    ax2.set_ylabel("tokens / s")
+    ax2.set_xlabel("seconds since the run's start")
+    for ax in (ax1, ax2):
+        ax.grid(True, alpha=0.3)
+    ax1.legend(loc="upper right", fontsize=8)
+    title = "Active streams and tokens/s over time"
+    ax1.set_title(title)
+    return Chart("activity", title, "Per 1 s bucket.", _png(fig))
+
+
+def _outcomes(report: Report) -> Chart:
+    failures = [
+        o for o in report.outcomes
+        if o.protocol == "all" and o.outcome not in ("ok", "cancelled")
+        and (o.after or o.before)
+    ]
+    fig = Figure(figsize=(6.4, 3.4))
+    ax = fig.add_subplot()
+    title = "Truncation causes: requests that did not end ok"
+    if not failures:
+        ax.text(0.5, 0.5, "no failed requests in any run", ha="center", va="center",
+                fontsize=12, color="#2e7d32", transform=ax.transAxes)
+        ax.set_axis_off()
+    else:
+        y = np.arange(len(failures))
+        pairs = [("before", [o.before or 0 for o in failures])] if report.before else []
+        pairs.append((report.after.label, [o.after for o in failures]))
+        h = min(0.8 / len(pairs), 0.3)
+        for i, (label, counts) in enumerate(pairs):
+            bars = ax.barh(y + i * h, counts, height=h, color=COLORS[label], label=label)
+            ax.bar_label(bars, fontsize=8, padding=2)
+        ax.set_yticks(y + h * (len(pairs) - 1) / 2, [o.outcome for o in failures])
+        ax.set_ylim(len(failures) - 0.4, -0.6)
+        ax.set_xlabel("requests")
+        ax.legend(loc="lower right", fontsize=8)
+        ax.grid(True, axis="x", alpha=0.3)
+    ax.set_title(title)
+    return Chart("outcomes", title, "Cancelled streams (end of run) are not failures.", _png(fig))
+
+
+def _server(runs: Sequence[LoadedRun], report: Report) -> Chart | None:
+    present = [(r, s) for r, s in zip(runs, report.server, strict=True) if s.present]
+    if not present:
+        return None
+    fig = Figure(figsize=(11.0, 3.4))
+    ax1, ax2 = fig.subplots(1, 2)
+    drew_backlog = False
+    for run, _ in present:
+        m = run.server.metrics
+        sub = m[m["name"] == "streamslo_write_backlog_bytes"] if len(m) else m
+        if len(sub):
+            ax1.plot(sub["t"], sub["value"] / 1024.0, color=COLORS[run.label], label=_name(run))
+            drew_backlog = True
+    if drew_backlog:
+        ax1.set_title("Server write backlog", fontsize=10)
+        ax1.set_xlabel("seconds since start")
+        ax1.set_ylabel("KiB")
+        ax1.grid(True, alpha=0.3)
+        ax1.legend(fontsize=8)
+    else:
+        ax1.text(0.5, 0.5, "no write backlog scraped", ha="center", va="center",
+                 transform=ax1.transAxes)
+        ax1.set_axis_off()
+    causes = sorted({c for _, s in present for c in s.stall_causes})
+    if causes:
+        y = np.arange(len(causes))
+        h = min(0.8 / len(present), 0.3)
+        for i, (run, s) in enumerate(present):
+            ax2.barh(y + i * h, [s.stall_causes.get(c, 0) for c in causes], height=h,
+                     color=COLORS[run.label], label=_name(run))
+        ax2.set_yticks(y + h * (len(present) - 1) / 2, causes, fontsize=8)
+        ax2.set_ylim(len(causes) - 0.4, -0.6)
+        ax2.set_title("Event-loop stalls by cause", fontsize=10)
+        ax2.set_xlabel("stalls")
+        ax2.legend(fontsize=8)
+    else:
+        ax2.text(0.5, 0.5, "no event-loop stalls reported", ha="center", va="center",
+                 transform=ax2.transAxes)
+        ax2.set_axis_off()
+    title = "Server-side evidence"
+    return Chart("server", title, "Scraped from the target's /metrics and /debug endpoints.",
+                 _png(fig), wide=True)
+
+
+def make_charts(runs: Sequence[LoadedRun], report: Report) -> tuple[Chart, ...]:
+    """Every chart that has data, in the report's order."""
+    charts = [
+        _cdf(runs, report, "itl_ms", "Inter-token latency (ITL) CDF"),
+        _cdf(runs, report, "ttft_ms", "Time to first token (TTFT) CDF"),
+        _lateness(runs, report),
+        _activity(runs),
+        _outcomes(report),
+        _server(runs, report),
+    ]
+    return tuple(c for c in charts if c is not None)

@@ -1,0 +1,406 @@
+"""The before/after maths of the report: pure functions from loaded runs to the report model.
+
+Every headline number comes from :mod:`streamslo.metrics` (``summarize``, ``trend_samples``,
+``rate_value``, ``LatencyStats.of``: numpy ``linear`` percentiles over pooled samples), so the
+report, the run summary and ``verify`` agree to the last digit. What this module adds:
+
+- confidence intervals on each percentile's and rate's ``after - before``, by a bootstrap that
+  resamples whole streams (:mod:`streamslo.reports.bootstrap`), seeded;
+- outcome counts by cause, overall and by protocol;
+- a summary of the server-side evidence.
+
+Nothing here prints or writes files.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from streamslo import __version__
+from streamslo.metrics import LatencyStats, counter_value, rate_value, summarize, trend_samples
+from streamslo.reports.bootstrap import (
+    Clustered,
+    bootstrap_means,
+    bootstrap_percentiles,
+    difference_interval,
+    resamples_for,
+)
+from streamslo.reports.load import LoadedRun, comparability_warnings, latency_pool
+from streamslo.reports.model import (
+    BootstrapSettings,
+    Difference,
+    LatencyComparison,
+    OutcomeCount,
+    RateComparison,
+    Report,
+    RunInfo,
+    ScalarComparison,
+    ServerSample,
+    ServerSummary,
+    VerdictRow,
+)
+from streamslo.stream.outcome import OUTCOMES
+
+__all__ = [
+    "CI_PERCENTILES",
+    "LATENCY_METRICS",
+    "REPORT_RATES",
+    "build_model",
+    "clustered_rate",
+    "clustered_samples",
+    "latency_comparison",
+    "outcome_counts",
+    "rate_comparison",
+    "run_info",
+    "server_summary",
+]
+
+#: Latency metrics the report shows, in order.
+LATENCY_METRICS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
+#: Percentiles whose before/after difference gets a confidence interval.
+CI_PERCENTILES = (50, 90, 95, 99)
+#: Rates the report shows (SPEC §3).
+REPORT_RATES = ("truncation_rate", "http_5xx_rate", "error_rate")
+
+
+def clustered_samples(run: LoadedRun, metric: str) -> Clustered:
+    """The samples of a latency metric with the stream each belongs to.
+
+    The same samples as :func:`streamslo.metrics.trend_samples` (the pool of streams that began
+    and were not cancelled), tagged by stream so that the bootstrap can resample streams.
+    """
+    pool = latency_pool(run.streams).reset_index(drop=True)
+    n = len(pool)
+    if metric == "itl_ms":
+        codes = pd.Index(pool["stream_id"]).get_indexer(run.gaps["stream_id"])
+        keep = codes >= 0
+        values = run.gaps["gap_ms"].to_numpy(dtype=float)[keep]
+        return Clustered(values, codes[keep].astype(np.int64), n)
+    if metric == "tpot_ms":
+        tokens = pool["tokens"].astype("float64")
+        ok = ((tokens > 1) & pool["ttft_ms"].notna() & pool["e2e_ms"].notna()).fillna(False)
+        ok_np = ok.to_numpy(dtype=bool)
+        vals = ((pool["e2e_ms"] - pool["ttft_ms"]) / (tokens - 1)).to_numpy(dtype=float)
+        return Clustered(vals[ok_np], np.flatnonzero(ok_np).astype(np.int64), n)
+    col = pool[metric].to_numpy(dtype=float)
+    ok_np = ~np.isnan(col)
+    return Clustered(col[ok_np], np.flatnonzero(ok_np).astype(np.int64), n)
+
+
+def clustered_rate(run: LoadedRun, metric: str) -> Clustered:
+    """0/1 indicators of a rate's numerator over its denominator's requests (SPEC §3)."""
+    s = run.streams
+    counted = s[(s["outcome"] != "cancelled").fillna(True)]
+    if metric == "truncation_rate":
+        units = latency_pool(counted)
+        hit = units["outcome"] != "ok"
+    elif metric == "http_5xx_rate":
+        units, hit = counted, counted["outcome"] == "http_5xx"
+    elif metric == "error_rate":
+        units, hit = counted, counted["outcome"] != "ok"
+    else:
+        raise KeyError(metric)
+    values = hit.fillna(True).to_numpy(dtype=float)
+    return Clustered(values, np.arange(values.size, dtype=np.int64), values.size)
+
+
+def _difference(
+    stat: str,
+    before: float | None,
+    after: float | None,
+    boot_before: np.ndarray,
+    boot_after: np.ndarray,
+    resamples: int,
+    confidence: float,
+) -> Difference:
+    delta = None if before is None or after is None else after - before
+    low, high = (None, None)
+    if delta is not None:
+        low, high = difference_interval(boot_before, boot_after, confidence)
+    significant = None if low is None or high is None else bool(low > 0 or high < 0)
+    return Difference(stat, before, after, delta, low, high, resamples, significant)
+
+
+def _seeds(seed: int, key: str) -> tuple[np.random.Generator, np.random.Generator]:
+    # One independent stream per (metric, side), stable across Python runs (no hash()).
+    salt = [ord(ch) for ch in key]
+    ss = np.random.SeedSequence([seed, *salt])
+    a, b = ss.spawn(2)
+    return np.random.default_rng(a), np.random.default_rng(b)
+
+
+def latency_comparison(
+    runs: Sequence[LoadedRun], metric: str, settings: BootstrapSettings
+) -> LatencyComparison:
+    """One latency metric's stats per run and, for two runs, CIs on each percentile's delta."""
+    after_stats = LatencyStats.of(trend_samples(runs[-1].data, metric))
+    if len(runs) == 1:
+        return LatencyComparison(metric, None, after_stats)
+    before_stats = LatencyStats.of(trend_samples(runs[0].data, metric))
+    cb, ca = clustered_samples(runs[0], metric), clustered_samples(runs[1], metric)
+    n = resamples_for(max(cb.values.size, ca.values.size), settings.resamples)
+    rng_b, rng_a = _seeds(settings.seed, metric)
+    boot_b = bootstrap_percentiles(cb, CI_PERCENTILES, n, rng_b)
+    boot_a = bootstrap_percentiles(ca, CI_PERCENTILES, n, rng_a)
+    diffs = tuple(
+        _difference(
+            f"p{p}",
+            getattr(before_stats, f"p{p}"),
+            getattr(after_stats, f"p{p}"),
+            boot_b[:, i],
+            boot_a[:, i],
+            n,
+            settings.confidence,
+        )
+        for i, p in enumerate(CI_PERCENTILES)
+    )
+    return LatencyComparison(metric, before_stats, after_stats, diffs)
+
+
+def _ratio(counts: tuple[int, int]) -> float | None:
+    return None if counts[1] == 0 else counts[0] / counts[1]
+
+
+def rate_comparison(
+    runs: Sequence[LoadedRun], metric: str, settings: BootstrapSettings
+) -> RateComparison:
+    """A rate per run and, for two runs, a CI on its delta (resampling requests)."""
+    after_counts = rate_value(runs[-1].data, metric)
+    if len(runs) == 1:
+        return RateComparison(metric, None, _ratio(after_counts), None, after_counts, None)
+    before_counts = rate_value(runs[0].data, metric)
+    rng_b, rng_a = _seeds(settings.seed, metric)
+    n = settings.resamples
+    boot_b = bootstrap_means(clustered_rate(runs[0], metric), n, rng_b)
+    boot_a = bootstrap_means(clustered_rate(runs[1], metric), n, rng_a)
+    before, after = _ratio(before_counts), _ratio(after_counts)
+    diff = _difference("rate", before, after, boot_b, boot_a, n, settings.confidence)
+    return RateComparison(metric, before, after, before_counts, after_counts, diff)
+
+
+def run_info(run: LoadedRun, summary: dict[str, Any]) -> RunInfo:
+    """What ran, whether it is valid, and its throughput."""
+    r = run.run
+    protocol = r.get("protocol")
+    if r.get("protocol_mix"):
+        protocol = f"{protocol} {r.get('protocol_mix')}"
+    return RunInfo(
+        label=run.label,
+        name=run.name,
+        path=str(run.path),
+        valid=run.data.valid,
+        invalid_reason=r.get("invalid_reason"),
+        scenario=r.get("scenario"),
+        users=r.get("users"),
+        protocol=protocol,
+        target=r.get("target"),
+        start=r.get("start"),
+        duration_s=summary.get("duration_s"),
+        server_mode=r.get("server_mode"),
+        generator={
+            k: v for k, v in dict(r.get("generator") or {}).items()
+            if isinstance(v, (int, float, str, bool)) or v is None
+        },
+        requests=int(summary["requests"]),
+        streams_began=int(counter_value(run.data, "streams_began")),
+        tokens=int(counter_value(run.data, "tokens")),
+        requests_per_s=summary.get("requests_per_s"),
+        tokens_per_s=summary.get("tokens_per_s"),
+    )
+
+
+def _counts(streams: pd.DataFrame) -> dict[tuple[str, str], int]:
+    out: dict[tuple[str, str], int] = {}
+    for o in OUTCOMES:
+        out[(o, "all")] = int((streams["outcome"] == o).sum())
+    if len(streams):
+        grouped = streams.groupby(["outcome", "protocol"], dropna=False).size()
+        for (o, proto), count in grouped.items():
+            out[(str(o), "?" if pd.isna(proto) else str(proto))] = int(count)
+    return out
+
+
+def outcome_counts(runs: Sequence[LoadedRun]) -> tuple[OutcomeCount, ...]:
+    """Requests by outcome, overall (every outcome, zeros included) and by protocol."""
+    after = _counts(runs[-1].streams)
+    before = _counts(runs[0].streams) if len(runs) > 1 else None
+    keys = list(after) + [k for k in (before or {}) if k not in after]
+    rank = {o: i for i, o in enumerate(OUTCOMES)}
+    keys.sort(key=lambda k: (k[1] != "all", k[1], rank.get(k[0], len(rank)), k[0]))
+    return tuple(
+        OutcomeCount(o, proto, None if before is None else before.get((o, proto), 0),
+                     after.get((o, proto), 0))
+        for o, proto in keys
+    )
+
+
+def _json_facts(obj: Any, prefix: str) -> list[tuple[str, str]]:
+    if not isinstance(obj, dict):
+        return [(prefix, f"{len(obj)} entries")] if isinstance(obj, list) else []
+    return [
+        (f"{prefix}.{k}", str(v))
+        for k, v in obj.items()
+        if isinstance(v, (int, float, str, bool)) or v is None
+    ]
+
+
+def _stall_causes(stalls: Any) -> dict[str, float]:
+    if isinstance(stalls, dict):
+        causes = stalls.get("causes") or stalls.get("by_cause")
+        if isinstance(causes, dict):
+            return {str(k): float(v) for k, v in causes.items() if isinstance(v, (int, float))}
+        items = stalls.get("stalls") or stalls.get("events") or stalls.get("recent")
+    else:
+        items = stalls
+    out: dict[str, float] = {}
+    for item in items if isinstance(items, list) else []:
+        if isinstance(item, dict):
+            cause = str(item.get("cause") or "unknown")
+            out[cause] = out.get(cause, 0.0) + 1.0
+    return out
+
+
+#: Scraped metric families the report keeps (the rest is process noise).
+_SERVER_PREFIXES = ("streamslo_", "process_cpu_seconds", "process_resident_memory")
+
+
+def _counter_total(values: list[float]) -> float:
+    """A counter's total over a run's scrapes, counting a drop as a reset to zero."""
+    total, prev = 0.0, 0.0
+    for v in values:
+        total += v - prev if v >= prev else v
+        prev = v
+    return total
+
+
+def _restarts_from_workers(workers: Any) -> dict[str, float]:
+    if not isinstance(workers, dict):
+        return {}
+    out: dict[str, float] = {}
+    for key, value in workers.items():
+        if key.startswith("worker_") and key.endswith("_total") and isinstance(value, (int, float)):
+            out[key[len("worker_") : -len("_total")]] = float(value)
+    return out
+
+
+def _longest_stalls(stalls: Any, top: int = 5) -> tuple[tuple[float, str, str], ...]:
+    recent = stalls.get("recent") if isinstance(stalls, dict) else None
+    rows: list[tuple[float, str, str]] = []
+    for item in recent if isinstance(recent, list) else []:
+        if isinstance(item, dict) and isinstance(item.get("ms"), (int, float)):
+            frames = item.get("frames") or []
+            frame = str(frames[-1]) if isinstance(frames, list) and frames else ""
+            rows.append((float(item["ms"]), str(item.get("cause") or "unknown"), frame))
+    rows.sort(key=lambda r: -r[0])
+    return tuple(rows[:top])
+
+
+def server_summary(run: LoadedRun) -> ServerSummary:
+    """Counter increases, gauge peaks, stall causes and worker restarts of one run's server."""
+    ev = run.server
+    if not ev.present:
+        return ServerSummary(run.label, False)
+    samples: list[ServerSample] = []
+    causes: dict[str, float] = {}
+    restarts: dict[str, float] = {}
+    backlog: float | None = None
+    m = ev.metrics
+    keep = m["name"].str.startswith(_SERVER_PREFIXES) & ~m["name"].str.endswith(
+        ("_bucket", "_created")
+    ) if len(m) else None
+    m = m[keep] if keep is not None else m
+    for sample, grp in m.sort_values("t").groupby("sample", sort=True):
+        name = str(grp["name"].iloc[0])
+        labels = str(grp["labels"].iloc[0])
+        counter = name.endswith(("_total", "_sum", "_count"))
+        # counters: the total since the server started (a fresh bundled server per run in
+        # ``compare``; the first scrape comes seconds after the start, so a first-to-last
+        # difference would miss the first seconds), summed across resets: a Gunicorn worker
+        # that is killed and replaced starts its counters again from zero.
+        value = _counter_total(grp["value"].tolist()) if counter else float(grp["value"].max())
+        samples.append(ServerSample(str(sample), "total" if counter else "peak", value))
+        label_val = labels.split("=", 1)[1].strip('"') if "=" in labels else (labels or "all")
+        if name.startswith("streamslo_loop_stalls"):
+            causes[label_val] = causes.get(label_val, 0.0) + value
+        elif name.startswith("streamslo_worker_restarts"):
+            restarts[label_val] = restarts.get(label_val, 0.0) + value
+        elif name == "streamslo_write_backlog_bytes":
+            backlog = value
+    if not causes:
+        causes = _stall_causes(ev.stalls)
+    # /debug/workers is read after the run, from the Gunicorn master's own count: it also
+    # holds the kills after the last scrape.
+    restarts = _restarts_from_workers(ev.workers) or restarts
+    facts = _json_facts(ev.stalls, "stalls") + _json_facts(ev.workers, "workers")
+    return ServerSummary(
+        label=run.label,
+        present=True,
+        samples=tuple(samples),
+        stall_causes=causes,
+        worker_restarts=restarts,
+        peak_write_backlog_bytes=backlog,
+        longest_stalls=_longest_stalls(ev.stalls),
+        facts=tuple(facts),
+        notes=ev.notes,
+    )
+
+
+def _scalar(metric: str, before: Any, after: Any) -> ScalarComparison:
+    b = None if before is None else float(before)
+    a = None if after is None else float(after)
+    return ScalarComparison(metric, b, a, None if a is None or b is None else a - b)
+
+
+def build_model(
+    runs: Sequence[LoadedRun],
+    verdicts: Sequence[VerdictRow],
+    slo_source: str,
+    settings: BootstrapSettings,
+) -> Report:
+    """The whole report model of ``(run,)`` or ``(before, after)``.
+
+    Args:
+        runs: the loaded runs, after last.
+        verdicts: the SLO checks (see :func:`streamslo.reports.verdicts.evaluate_runs`).
+        slo_source: where the thresholds came from, for the reader.
+        settings: bootstrap settings (resamples, confidence, seed).
+    """
+    summaries = [summarize(r.data) for r in runs]
+    infos = tuple(run_info(r, s) for r, s in zip(runs, summaries, strict=True))
+    warnings = comparability_warnings(runs[0], runs[1]) if len(runs) > 1 else ()
+    invalid = tuple(
+        f"The {i.label} run ({i.name}) is INVALID: {i.invalid_reason or 'no reason recorded'}. "
+        "Its latencies measure the load generator, not the server."
+        for i in infos
+        if not i.valid
+    )
+    empty = tuple(
+        f"The {i.label} run ({i.name}) holds no requests." for i in infos if i.requests == 0
+    )
+    before_s = summaries[0] if len(runs) > 1 else {}
+    throughput = tuple(
+        _scalar(k, before_s.get(k), summaries[-1].get(k))
+        for k in ("tokens_per_s", "requests_per_s")
+    )
+    return Report(
+        mode="compare" if len(runs) > 1 else "single",
+        generated_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        tool_version=__version__,
+        slo_source=slo_source,
+        runs=infos,
+        warnings=warnings + empty,
+        invalid=invalid,
+        verdicts=tuple(verdicts),
+        passed=all(v.after_passed for v in verdicts),
+        rates=tuple(rate_comparison(runs, m, settings) for m in REPORT_RATES),
+        throughput=throughput,
+        latency=tuple(latency_comparison(runs, m, settings) for m in LATENCY_METRICS),
+        outcomes=outcome_counts(runs),
+        server=tuple(server_summary(r) for r in runs),
+        bootstrap=settings,
+    )

@@ -1,0 +1,165 @@
+"""``streamslo serve``: run the bundled target server under Uvicorn or real Gunicorn.
+
+- ``--server uvicorn`` (default): one process, :class:`~streamslo.server.server.DrainingServer`.
+- ``--server gunicorn``: spawns ``python -m gunicorn -k streamslo.server.server.DrainingUvicornWorker
+  -c python:streamslo.server.gunicorn_conf 'streamslo.server.app:create_app()'`` (the worker class is
+  ``uvicorn_worker.UvicornWorker`` with a draining server); settings reach the workers as JSON in
+  ``STREAMSLO_SERVER_CONFIG``. SIGTERM/SIGINT are forwarded as SIGTERM (graceful drain).
+
+The incidents, side by side (2 cores)::
+
+    streamslo serve --mode naive --server gunicorn --workers 1 --timeout 3
+    streamslo serve --mode fixed --server gunicorn --workers 1
+
+Heavy imports (torch, uvicorn, gunicorn) happen inside :func:`main`, so building the CLI's
+parser stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from types import FrameType
+
+from streamslo.errors import BadInputError
+from streamslo.server.config import CONFIG_ENV, FAULTS, ServerConfig
+
+__all__ = ["add_arguments", "config_from_args", "main"]
+
+log = logging.getLogger("streamslo.server.launch")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``serve``'s options to ``parser``."""
+    d = ServerConfig()
+    g = parser.add_argument_group("server")
+    g.add_argument("--mode", choices=("naive", "fixed"), default="fixed",
+                   help="naive = every incident fault on; fixed = the repaired server (default)")
+    g.add_argument("--fault", action="append", default=[], choices=FAULTS, metavar="NAME",
+                   help=f"add one fault on top of the mode (repeatable): {', '.join(FAULTS)}")
+    g.add_argument("--server", choices=("uvicorn", "gunicorn"), default="uvicorn")
+    g.add_argument("--workers", type=int, default=1, help="Gunicorn workers (default 1)")
+    g.add_argument("--timeout", type=int, default=30,
+                   help="Gunicorn worker timeout, seconds (default 30, Gunicorn's own)")
+    g.add_argument("--graceful-timeout", type=int, default=30,
+                   help="seconds in-flight streams get to finish after SIGTERM (default 30)")
+    g.add_argument("--keep-alive", type=int, default=5, help="idle keep-alive, seconds")
+    g.add_argument("--host", default="127.0.0.1")
+    g.add_argument("--port", type=int, default=8000)
+    m = parser.add_argument_group("engine")
+    m.add_argument("--token-interval-ms", type=float, default=d.token_interval_ms,
+                   help="simulated device time of one decode step (default 20 ms: ~50 tok/s)")
+    m.add_argument("--max-streams", type=int, default=d.max_streams,
+                   help="admission limit; more streams get 429 / WS close 1013")
+    m.add_argument("--seed", type=int, default=d.seed, help="weights, vocabulary, unseeded requests")
+    m.add_argument("--device", choices=("cpu", "cuda", "auto"), default=d.device)
+    m.add_argument("--checkpoint", default=None, help="state dict to load instead of seeded weights")
+    m.add_argument("--torch-threads", type=int, default=d.torch_threads)
+    m.add_argument("--stream-buffer-tokens", type=int, default=d.stream_buffer_tokens,
+                   help="unwritten tokens one stream may hold before it is paused")
+    m.add_argument("--write-timeout", type=float, default=d.write_timeout_s,
+                   help="abort a stream whose single write blocks this long (slow reader)")
+    m.add_argument("--sndbuf", type=int, default=None, help="SO_SNDBUF for accepted sockets")
+    m.add_argument("--sync-ms", type=float, default=d.sync_ms,
+                   help="per-token-sync: CPU stand-in for one device synchronisation")
+    m.add_argument("--cancel-after", type=float, default=d.cancel_after_s,
+                   help="silent-cancel: seconds of generation before the contention cancel")
+    m.add_argument("--default-max-tokens", type=int, default=d.default_max_tokens)
+
+
+def config_from_args(args: argparse.Namespace, state_file: str | None = None) -> ServerConfig:
+    """The :class:`ServerConfig` the options describe.
+
+    Raises:
+        BadInputError: an option out of range.
+    """
+    if args.workers < 1:
+        raise BadInputError("--workers must be >= 1")
+    try:
+        return ServerConfig.build(
+            mode=args.mode, faults=tuple(args.fault), token_interval_ms=args.token_interval_ms,
+            max_streams=args.max_streams, seed=args.seed, device=args.device,
+            checkpoint=args.checkpoint, torch_threads=args.torch_threads,
+            stream_buffer_tokens=args.stream_buffer_tokens, write_timeout_s=args.write_timeout,
+            sndbuf_bytes=args.sndbuf, sync_ms=args.sync_ms, cancel_after_s=args.cancel_after,
+            default_max_tokens=args.default_max_tokens,
+            graceful_timeout_s=args.graceful_timeout, state_file=state_file, server=args.server,
+        )
+    except ValueError as exc:
+        raise BadInputError(str(exc)) from None
+
+
+def _ignore(sig: int, frame: FrameType | None) -> None:
+    """Stands in for the default handlers Uvicorn re-raises after a graceful stop."""
+
+
+def _serve_uvicorn(cfg: ServerConfig, args: argparse.Namespace) -> int:
+    import asyncio
+
+    import uvicorn
+
+    from streamslo.server.app import create_app
+    from streamslo.server.server import UVICORN_KWARGS, DrainingServer
+
+    sock = socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if cfg.sndbuf_bytes:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, cfg.sndbuf_bytes)
+    try:
+        sock.bind((args.host, args.port))
+    except OSError as exc:
+        raise BadInputError(f"--host/--port: cannot bind {args.host}:{args.port}: {exc}") from None
+    sock.listen(2048)
+    config = uvicorn.Config(create_app(cfg), timeout_keep_alive=int(args.keep_alive),
+                            access_log=False, log_level="info", backlog=2048, **UVICORN_KWARGS)  # type: ignore[arg-type]
+    server = DrainingServer(config, cfg.graceful_timeout_s)
+    # Uvicorn re-raises the stop signal after shutting down; make that a no-op: exit code 0.
+    signal.signal(signal.SIGTERM, _ignore)
+    signal.signal(signal.SIGINT, _ignore)
+    asyncio.run(server.serve(sockets=[sock]))
+    return 0 if server.started else 1
+
+
+def _serve_gunicorn(args: argparse.Namespace) -> int:
+    fd, state_file = tempfile.mkstemp(prefix="streamslo-workers-", suffix=".json")
+    os.close(fd)
+    try:
+        cfg = config_from_args(args, state_file)
+        env = dict(os.environ, **{CONFIG_ENV: cfg.to_json(), "STREAMSLO_STATE_FILE": state_file})
+        if cfg.sndbuf_bytes:
+            env["STREAMSLO_SNDBUF"] = str(cfg.sndbuf_bytes)
+        cmd = [
+            sys.executable, "-m", "gunicorn",
+            "-k", "streamslo.server.server.DrainingUvicornWorker",
+            "-c", "python:streamslo.server.gunicorn_conf",
+            "--workers", str(args.workers), "--bind", f"{args.host}:{args.port}",
+            "--timeout", str(round(args.timeout)), "--graceful-timeout", str(round(args.graceful_timeout)),
+            "--keep-alive", str(round(args.keep_alive)), "--backlog", "2048",
+            "streamslo.server.app:create_app()",
+        ]
+        log.info("exec: %s", " ".join(cmd))
+        proc = subprocess.Popen(cmd, env=env)
+
+        def forward(sig: int, frame: FrameType | None) -> None:
+            # Gunicorn's SIGINT is a quick stop; every stop we forward is the graceful one.
+            proc.send_signal(signal.SIGTERM)
+
+        signal.signal(signal.SIGTERM, forward)
+        signal.signal(signal.SIGINT, forward)
+        rc = proc.wait()
+        return 0 if rc in (0, -signal.SIGTERM) else rc
+    finally:
+        os.unlink(state_file)
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run the server until SIGTERM/SIGINT; returns the exit code (0 after a clean drain)."""
+    if args.server == "gunicorn":
+        return _serve_gunicorn(args)
+    return _serve_uvicorn(config_from_args(args), args)

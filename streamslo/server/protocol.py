@@ -1,0 +1,252 @@
+"""SPEC §2 wire protocol, without I/O: request validation and chunk construction.
+
+Model names: any ``model`` is accepted and served by ``streamslo-tiny`` (a missing one means
+the default); chunks echo the name the client asked for. Load tools pointed at the bundled
+server with another target's model name keep working.
+
+Errors are :class:`APIError` with the HTTP status; :meth:`APIError.body` is the SPEC's
+``{"error": {"message", "type", "code"}}``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from streamslo.server.config import MAX_PROMPT_CHARS, MAX_TOKENS_LIMIT, MODEL_ID
+
+__all__ = [
+    "APIError",
+    "ChunkFactory",
+    "ParsedRequest",
+    "error_body",
+    "parse_request",
+]
+
+_TYPES = {
+    400: "invalid_request_error",
+    404: "not_found_error",
+    405: "method_not_allowed",
+    413: "request_too_large",
+    415: "unsupported_media_type",
+    429: "rate_limit_error",
+    500: "server_error",
+    503: "service_unavailable",
+}
+_ids = itertools.count(1)
+
+
+def error_body(status: int, message: str, type_: str | None = None) -> dict[str, Any]:
+    """The SPEC's error object."""
+    return {"error": {"message": message, "type": type_ or _TYPES.get(status, "error"), "code": status}}
+
+
+class APIError(Exception):
+    """A request the server refuses, with its HTTP status (and WebSocket close code)."""
+
+    def __init__(self, status: int, message: str, type_: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type_ or _TYPES.get(status, "error")
+
+    def body(self) -> dict[str, Any]:
+        """``{"error": {...}}`` for this error."""
+        return error_body(self.status, self.message, self.type)
+
+    @property
+    def ws_close_code(self) -> int:
+        """1013 for 429/503 (try later), 1009 for 413, 1011 for 5xx, else 1008."""
+        if self.status in (429, 503):
+            return 1013
+        if self.status == 413:
+            return 1009
+        return 1011 if self.status >= 500 else 1008
+
+
+@dataclass(frozen=True)
+class ParsedRequest:
+    """A validated request body."""
+
+    kind: str
+    """``chat`` or ``completion``."""
+    model: str
+    prompt: str
+    max_tokens: int
+    temperature: float
+    seed: int
+    ignore_eos: bool
+    stream: bool
+    include_usage: bool
+
+
+def _bad(msg: str) -> APIError:
+    return APIError(400, msg)
+
+
+def _int(body: dict[str, Any], key: str, default: int | None) -> int | None:
+    v = body.get(key, default)
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise _bad(f"'{key}' must be an integer, got {type(v).__name__}")
+    return v
+
+
+def _chat_prompt(messages: Any) -> str:
+    if not isinstance(messages, list) or not messages:
+        raise _bad("'messages' must be a non-empty array")
+    parts: list[str] = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+            raise _bad(f"'messages[{i}]' must be an object with a string 'role'")
+        content = m.get("content")
+        if isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, list):  # OpenAI content parts: keep the text ones
+            for p in content:
+                if not isinstance(p, dict) or not isinstance(p.get("text", ""), str):
+                    raise _bad(f"'messages[{i}].content' parts must be objects with 'text'")
+                parts.append(p.get("text", ""))
+        elif content is not None:
+            raise _bad(f"'messages[{i}].content' must be a string, an array or null")
+    return "\n".join(parts)
+
+
+def parse_request(raw: bytes | str, kind: str | None, default_max_tokens: int,
+                  default_stream: bool, rng: random.Random) -> ParsedRequest:
+    """Validate a JSON body.
+
+    Args:
+        raw: the body (HTTP) or text frame (WebSocket).
+        kind: ``chat`` or ``completion``; None lets the body decide (``messages`` -> chat).
+        default_max_tokens: used when ``max_tokens`` is absent.
+        default_stream: used when ``stream`` is absent.
+        rng: draws a seed for requests that bring none.
+
+    Raises:
+        APIError: 400 with a message naming the field.
+    """
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise _bad(f"body is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise _bad("body must be a JSON object")
+    if kind is None:
+        kind = "chat" if "messages" in body else "completion"
+    if kind == "chat":
+        prompt = _chat_prompt(body.get("messages"))
+    else:
+        p = body.get("prompt")
+        if isinstance(p, list) and len(p) == 1 and isinstance(p[0], str):
+            p = p[0]
+        if not isinstance(p, str):
+            raise _bad("'prompt' is required and must be a string")
+        prompt = p
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise APIError(400, f"prompt is {len(prompt)} characters; the limit is {MAX_PROMPT_CHARS}",
+                       "context_length_exceeded")
+    model = body.get("model", MODEL_ID)
+    if model is None:
+        model = MODEL_ID
+    if not isinstance(model, str) or not model:
+        raise _bad("'model' must be a non-empty string")
+    max_tokens = _int(body, "max_tokens", None)
+    if max_tokens is None:
+        max_tokens = _int(body, "max_completion_tokens", default_max_tokens)
+    if max_tokens is None or not 1 <= max_tokens <= MAX_TOKENS_LIMIT:
+        raise _bad(f"'max_tokens' must be between 1 and {MAX_TOKENS_LIMIT}, got {max_tokens}")
+    n = _int(body, "n", 1)
+    if n != 1:
+        raise _bad("only 'n': 1 is supported")
+    temperature = body.get("temperature", 1.0)
+    if temperature is None:
+        temperature = 1.0
+    if isinstance(temperature, bool) or not isinstance(temperature, int | float) or not 0 <= temperature <= 2:
+        raise _bad("'temperature' must be a number between 0 and 2")
+    seed = _int(body, "seed", None)
+    if seed is None:
+        seed = rng.getrandbits(32)
+    for key in ("ignore_eos", "stream"):
+        if key in body and body[key] is not None and not isinstance(body[key], bool):
+            raise _bad(f"'{key}' must be a boolean")
+    opts = body.get("stream_options")
+    if opts is not None and (not isinstance(opts, dict) or not isinstance(opts.get("include_usage", False), bool)):
+        raise _bad("'stream_options' must be an object with a boolean 'include_usage'")
+    stream = body.get("stream")
+    return ParsedRequest(
+        kind=kind,
+        model=model,
+        prompt=prompt,
+        max_tokens=max_tokens,
+        temperature=float(temperature),
+        seed=seed % (1 << 32),
+        ignore_eos=bool(body.get("ignore_eos") or False),
+        stream=default_stream if stream is None else stream,
+        include_usage=bool((opts or {}).get("include_usage", False)),
+    )
+
+
+class ChunkFactory:
+    """Builds one request's chunks (SSE data or WS frames) and its non-streaming response."""
+
+    def __init__(self, req: ParsedRequest, prompt_tokens: int) -> None:
+        self.req = req
+        self.chat = req.kind == "chat"
+        prefix = "chatcmpl" if self.chat else "cmpl"
+        self.id = f"{prefix}-{next(_ids):x}{random.getrandbits(32):08x}"
+        self.created = int(time.time())
+        self.prompt_tokens = prompt_tokens
+        self.object = "chat.completion.chunk" if self.chat else "text_completion"
+        # Every chunk shares this prefix; pre-encoding it keeps the per-token cost low.
+        self._head = (
+            f'{{"id":"{self.id}","object":"{self.object}","created":{self.created},'
+            f'"model":{json.dumps(req.model)},"choices":[{{"index":0,'
+        )
+
+    def role(self) -> str | None:
+        """The first chat chunk (role, no content); None for completions."""
+        if not self.chat:
+            return None
+        return self._head + '"delta":{"role":"assistant"},"finish_reason":null}]}'
+
+    def token(self, text: str) -> str:
+        """One content chunk holding one token."""
+        t = json.dumps(text)
+        if self.chat:
+            return f'{self._head}"delta":{{"content":{t}}},"finish_reason":null}}]}}'
+        return f'{self._head}"text":{t},"logprobs":null,"finish_reason":null}}]}}'
+
+    def _usage(self, completion: int) -> dict[str, int]:
+        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": completion,
+                "total_tokens": self.prompt_tokens + completion}
+
+    def finish(self, reason: str, completion_tokens: int) -> str:
+        """The last chunk: empty delta/text, ``finish_reason``, and usage when asked."""
+        choice: dict[str, Any] = {"index": 0, "finish_reason": reason}
+        if self.chat:
+            choice["delta"] = {}
+        else:
+            choice.update(text="", logprobs=None)
+        chunk: dict[str, Any] = {"id": self.id, "object": self.object, "created": self.created,
+                                 "model": self.req.model, "choices": [choice]}
+        if self.req.include_usage:
+            chunk["usage"] = self._usage(completion_tokens)
+        return json.dumps(chunk, separators=(",", ":"))
+
+    def complete(self, text: str, reason: str, completion_tokens: int) -> dict[str, Any]:
+        """The whole non-streaming response (``stream: false``)."""
+        if self.chat:
+            choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": text},
+                                      "finish_reason": reason}
+            obj = "chat.completion"
+        else:
+            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": reason}
+            obj = "text_completion"
+        return {"id": self.id, "object": obj, "created": self.created, "model": self.req.model,
+                "choices": [choice], "usage": self._usage(completion_tokens)}

@@ -1,0 +1,27 @@
+"""Checks on the run as a whole: it measured something, and it measured the server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from streamslo.verify.explain import explain_empty, explain_invalid
+from streamslo.verify.plugin import get_state
+
+__all__ = ["test_run_is_not_empty", "test_run_is_valid"]
+
+
+def test_run_is_not_empty(streamslo_results: Any) -> None:
+    """A run with no streams cannot meet an SLO: it fails, with a clear message."""
+    if len(streamslo_results.streams) == 0:
+        pytest.fail(explain_empty(streamslo_results), pytrace=False)
+
+
+def test_run_is_valid(streamslo_results: Any, pytestconfig: pytest.Config) -> None:
+    """The load generator was not saturated (run.json ``valid``), unless --streamslo-allow-invalid."""
+    if streamslo_results.valid:
+        return
+    if get_state(pytestconfig).settings.allow_invalid:
+        pytest.skip("invalid run allowed (--streamslo-allow-invalid): " + explain_invalid(streamslo_results))
+    pytest.fail(explain_invalid(streamslo_results), pytrace=False)
