@@ -65,7 +65,6 @@ def pytest_args(run_dir: Path, slo: str | None, allow_invalid: bool, junit_xml: 
         "--confcutdir", str(checks),
         "-p", "no:cacheprovider",
         "--assert=plain",  # the checks use pytest.fail; nothing to rewrite
-        "-o", "asyncio_default_fixture_loop_scope=function",
         "-o", "console_output_style=classic",
         "-q" if quiet else "-v",
         "-rfEs",

@@ -3,6 +3,7 @@ takes no generic option, marker or module name, and costs nothing where it is no
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -65,15 +66,19 @@ def test_a_project_with_its_own_verify_and_reports_packages_keeps_its_pytest(tmp
                 """,
         },
     )
+    # Exactly the plugins an environment holding streamslo and its dependencies loads (this
+    # test environment also has the test extra's pytest plugins, which a user's does not).
+    env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "tests"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        [sys.executable, "-m", "pytest", "-p", "streamslo.verify.plugin", "-q", "tests"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "2 passed" in proc.stdout
     # The plugin was there all along, under its own prefixed names.
     help_text = subprocess.run(
-        [sys.executable, "-m", "pytest", "--help"], cwd=tmp_path, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "pytest", "-p", "streamslo.verify.plugin", "--help"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env,
     ).stdout
     assert "--streamslo-run-dir" in help_text and "--streamslo-slo" in help_text
 
@@ -113,3 +118,6 @@ def test_the_wheel_installs_one_top_level_name(tmp_path: Path) -> None:
     requires = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
     assert any("torch" in r and "extra == \"server\"" in r for r in requires), requires
     assert not any("torch" in r and "extra" not in r for r in requires), requires
+    # No pytest plugin among the plain dependencies but our own: pytest-asyncio, for one,
+    # would change every other project's warnings.
+    assert not any("pytest-asyncio" in r and "extra" not in r for r in requires), requires
