@@ -1,6 +1,10 @@
-"""The metrics of a run, computed from ``streams.csv`` and ``gaps.parquet`` (SPEC §3-4).
+"""What the metrics of a run mean, in one place, computed from ``streams.csv`` and
+``gaps.parquet`` (reference: docs/metrics.md).
 
-One implementation used by the run summary, ``verify`` and ``report``:
+This module owns the metric registry (:data:`METRICS`: every name a threshold, the report, the
+live UI tab or ``summary.json`` uses, with its kind, unit and meaning) and the masks that define
+the populations (:func:`began_mask`, :func:`counted_mask`, :func:`latency_pool`,
+:func:`failure_mask`). The run summary, ``verify``, the report and the live tab all import them.
 
 - **rates** (k6 ``Rate``): ``truncation_rate``, ``http_5xx_rate``, ``error_rate`` and
   ``<outcome>_rate`` for every outcome; ``cancelled`` streams are in no denominator. A rate
@@ -19,21 +23,26 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from streamslo.results import RunData
-from streamslo.stream.outcome import OUTCOMES
+from streamslo.stream.outcome import BEGUN_STATUSES_WS, NOT_BEGUN_OUTCOMES, OUTCOMES
 
 __all__ = [
     "COUNTER_METRICS",
+    "METRICS",
     "PERCENTILES",
     "RATE_METRICS",
     "SELECTOR_KEYS",
     "TREND_METRICS",
     "LatencyStats",
+    "MetricSpec",
+    "began_mask",
+    "counted_mask",
     "counter_value",
+    "failure_mask",
     "latency_pool",
     "metric_kind",
     "percentile",
@@ -45,39 +54,57 @@ __all__ = [
 ]
 
 PERCENTILES = (50, 90, 95, 99)
-TREND_METRICS = (
-    "ttft_ms",
-    "itl_ms",
-    "tpot_ms",
-    "e2e_ms",
-    "connect_ms",
-    "max_gap_ms",
-    "ttft_sched_ms",
-    "e2e_sched_ms",
-)
-RATE_METRICS = (
-    "truncation_rate",
-    "http_5xx_rate",
-    "error_rate",
+
+MetricKind = Literal["trend", "rate", "counter"]
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSpec:
+    """One metric: what thresholds, the report and the live tab call it, and what it means."""
+
+    name: str
+    kind: MetricKind
+    unit: str
+    """``ms``, ``ratio`` or ``count``."""
+    description: str
+
+
+def _outcome_rate(outcome: str) -> MetricSpec:
+    return MetricSpec(f"{outcome}_rate", "rate", "ratio", f"requests that ended {outcome!r}, over all not cancelled")
+
+
+_SPECS: tuple[MetricSpec, ...] = (
+    MetricSpec("ttft_ms", "trend", "ms", "start of the request to the first content chunk, per stream that began"),
+    MetricSpec("itl_ms", "trend", "ms", "every gap between consecutive content chunks, pooled over streams (a failed stream adds its open last gap)"),
+    MetricSpec("tpot_ms", "trend", "ms", "(e2e - ttft) / (tokens - 1), per stream with at least two tokens"),
+    MetricSpec("e2e_ms", "trend", "ms", "start of the request to the end of the stream"),
+    MetricSpec("connect_ms", "trend", "ms", "time to establish the connection, for requests that opened one"),
+    MetricSpec("max_gap_ms", "trend", "ms", "the largest inter-token gap of each stream"),
+    MetricSpec("ttft_sched_ms", "trend", "ms", "open loop: ttft measured from the scheduled send time"),
+    MetricSpec("e2e_sched_ms", "trend", "ms", "open loop: e2e measured from the scheduled send time"),
+    MetricSpec("truncation_rate", "rate", "ratio", "streams that began and did not end ok, over streams that began"),
     # http_5xx_rate is both a headline rate and an outcome rate: listed once.
-    *(f"{o}_rate" for o in OUTCOMES if o not in ("cancelled", "http_5xx")),
+    MetricSpec("http_5xx_rate", "rate", "ratio", "requests that ended http_5xx, over all not cancelled"),
+    MetricSpec("error_rate", "rate", "ratio", "requests that did not end ok, over all not cancelled"),
+    *(_outcome_rate(o) for o in OUTCOMES if o not in ("cancelled", "http_5xx")),
+    MetricSpec("requests", "counter", "count", "every request of the run, cancelled ones included"),
+    MetricSpec("tokens", "counter", "count", "content chunks received (usage under --coalesced-chunks)"),
+    MetricSpec("streams_began", "counter", "count", "streams that began and were not cancelled"),
 )
-COUNTER_METRICS = ("requests", "tokens", "streams_began")
+
+#: Every metric by name, in a stable order (trends, rates, counters).
+METRICS: Mapping[str, MetricSpec] = {m.name: m for m in _SPECS}
+TREND_METRICS = tuple(m.name for m in _SPECS if m.kind == "trend")
+RATE_METRICS = tuple(m.name for m in _SPECS if m.kind == "rate")
+COUNTER_METRICS = tuple(m.name for m in _SPECS if m.kind == "counter")
 #: Columns of streams.csv a threshold selector may filter on (k6 tags style).
 SELECTOR_KEYS = ("protocol", "user_class", "outcome", "status")
 
-_NOT_BEGUN = ("http_4xx", "http_5xx", "connect_error")
 
-
-def metric_kind(name: str) -> str | None:
+def metric_kind(name: str) -> MetricKind | None:
     """``"trend"``, ``"rate"``, ``"counter"``, or None for an unknown metric."""
-    if name in TREND_METRICS:
-        return "trend"
-    if name in RATE_METRICS:
-        return "rate"
-    if name in COUNTER_METRICS:
-        return "counter"
-    return None
+    spec = METRICS.get(name)
+    return None if spec is None else spec.kind
 
 
 def percentile(samples: np.ndarray, p: float) -> float | None:
@@ -110,10 +137,39 @@ class LatencyStats:
         return asdict(self)
 
 
-def _began_mask(streams: Any) -> Any:
+def began_mask(streams: Any) -> Any:
+    """Which streams *began*: 2xx headers (101 for an accepted WebSocket) and an outcome that
+    is not a before-the-stream failure. The vector twin of :func:`streamslo.stream.outcome.began`,
+    built from the same constants; a missing status or outcome never began."""
     status = streams["status"]
-    ok_status = ((status >= 200) & (status < 300)) | (status == 101)
-    return ok_status.fillna(False).astype(bool) & ~streams["outcome"].isin(_NOT_BEGUN)
+    ok_status = ((status >= 200) & (status < 300)) | (status == BEGUN_STATUSES_WS)
+    outcome = streams["outcome"]
+    not_begun = (outcome.isin(tuple(NOT_BEGUN_OUTCOMES)) | outcome.isna()).astype(bool)
+    return ok_status.fillna(False).astype(bool) & ~not_begun
+
+
+def counted_mask(streams: Any) -> Any:
+    """Which requests count in rates: every one the load test did not cancel itself. A missing
+    outcome (a damaged row) counts, as a failure."""
+    return (streams["outcome"] != "cancelled").fillna(True).astype(bool)
+
+
+def failure_mask(streams: Any, rate: str) -> Any:
+    """Which requests are in the numerator of a rate metric (``truncation_rate`` counts only
+    streams that began; a cancelled request is in no numerator).
+
+    Raises:
+        KeyError: ``rate`` is not a rate metric.
+    """
+    if metric_kind(rate) != "rate":
+        raise KeyError(rate)
+    outcome = streams["outcome"]
+    counted = counted_mask(streams)
+    if rate == "truncation_rate":
+        return counted & began_mask(streams) & (outcome != "ok").fillna(True).astype(bool)
+    if rate == "error_rate":
+        return counted & (outcome != "ok").fillna(True).astype(bool)
+    return counted & (outcome == rate[: -len("_rate")]).fillna(False).astype(bool)
 
 
 def select(data: RunData, selector: Mapping[str, str]) -> RunData:
@@ -138,7 +194,7 @@ def select(data: RunData, selector: Mapping[str, str]) -> RunData:
 
 def latency_pool(streams: Any) -> Any:
     """Streams that began and were not cancelled: the pool every latency comes from."""
-    return streams[_began_mask(streams) & (streams["outcome"] != "cancelled")]
+    return streams[began_mask(streams) & counted_mask(streams)]
 
 
 def trend_samples(data: RunData, name: str) -> np.ndarray:
@@ -163,7 +219,7 @@ def _trend_series(data: RunData, name: str) -> Any:
         lag_ms = (sub["started_at"] - sub["scheduled_at"]).clip(lower=0) * 1000.0
         return (sub[base] + lag_ms).to_numpy(dtype=float)
     if name == "connect_ms":
-        col = data.streams.loc[data.streams["outcome"] != "cancelled", "connect_ms"]
+        col = data.streams.loc[counted_mask(data.streams), "connect_ms"]
         return col.dropna().to_numpy(dtype=float)
     if name in ("ttft_ms", "e2e_ms", "max_gap_ms"):
         return pool[name].dropna().to_numpy(dtype=float)
@@ -171,19 +227,17 @@ def _trend_series(data: RunData, name: str) -> Any:
 
 
 def rate_value(data: RunData, name: str) -> tuple[int, int]:
-    """(numerator, denominator) of a rate metric."""
+    """(numerator, denominator) of a rate metric.
+
+    Raises:
+        KeyError: ``name`` is not a rate metric.
+    """
     s = data.streams
-    counted = s[s["outcome"] != "cancelled"]
+    num = int(failure_mask(s, name).sum())
+    den_mask = counted_mask(s)
     if name == "truncation_rate":
-        began = counted[_began_mask(counted)]
-        return int((began["outcome"] != "ok").sum()), len(began)
-    if name == "http_5xx_rate":
-        return int((counted["outcome"] == "http_5xx").sum()), len(counted)
-    if name == "error_rate":
-        return int((counted["outcome"] != "ok").sum()), len(counted)
-    if name.endswith("_rate") and name[:-5] in OUTCOMES:
-        return int((counted["outcome"] == name[:-5]).sum()), len(counted)
-    raise KeyError(name)
+        den_mask = den_mask & began_mask(s)
+    return num, int(den_mask.sum())
 
 
 def counter_value(data: RunData, name: str) -> float:
@@ -194,7 +248,7 @@ def counter_value(data: RunData, name: str) -> float:
     if name == "tokens":
         return float(s["tokens"].fillna(0).sum())
     if name == "streams_began":
-        return float(_began_mask(s[s["outcome"] != "cancelled"]).sum())
+        return float((began_mask(s) & counted_mask(s)).sum())
     raise KeyError(name)
 
 
@@ -238,7 +292,7 @@ def summarize(data: RunData) -> dict[str, Any]:
             out[name] = LatencyStats.of(trend_samples(data, name)).as_dict()
     duration = run_duration_s(data)
     out["duration_s"] = duration
-    counted = s[s["outcome"] != "cancelled"]
+    counted = s[counted_mask(s)]
     out["requests_per_s"] = None if not duration else len(counted) / duration
     out["tokens_per_s"] = None if not duration else float(s["tokens"].fillna(0).sum()) / duration
     out["valid"] = data.valid

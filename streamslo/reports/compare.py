@@ -22,7 +22,14 @@ import numpy as np
 import pandas as pd
 
 from streamslo import __version__
-from streamslo.metrics import LatencyStats, counter_value, rate_value, summarize, trend_samples
+from streamslo.metrics import (
+    LatencyStats,
+    counter_value,
+    latency_pool,
+    rate_value,
+    summarize,
+    trend_samples,
+)
 from streamslo.reports.bootstrap import (
     Clustered,
     bootstrap_means,
@@ -30,7 +37,7 @@ from streamslo.reports.bootstrap import (
     difference_interval,
     resamples_for,
 )
-from streamslo.reports.load import LoadedRun, comparability_warnings, latency_pool
+from streamslo.reports.load import LoadedRun, comparability_warnings
 from streamslo.reports.model import (
     BootstrapSettings,
     Difference,

@@ -37,7 +37,6 @@ __all__ = [
     "LoadedRun",
     "ServerEvidence",
     "comparability_warnings",
-    "latency_pool",
     "load_report_runs",
     "load_server_evidence",
     "parse_sample_name",
@@ -46,7 +45,6 @@ __all__ = [
 #: Durations that differ by more than this fraction make a comparison warning.
 DURATION_TOLERANCE = 0.10
 
-_NOT_BEGUN = ("http_4xx", "http_5xx", "connect_error")
 _SAMPLE = re.compile(r"^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)(?:\{(?P<labels>.*)\})?$")
 
 
@@ -105,18 +103,6 @@ class LoadedRun:
     def gaps(self) -> pd.DataFrame:
         """gaps.parquet as a frame."""
         return self.data.gaps  # type: ignore[no-any-return,unused-ignore]
-
-
-def latency_pool(streams: pd.DataFrame) -> pd.DataFrame:
-    """Streams that began and were not cancelled: the pool every latency comes from.
-
-    The same rule as :mod:`streamslo.metrics` (SPEC §3): 2xx (or 101 for an accepted
-    WebSocket) and an outcome that is not a before-the-stream failure.
-    """
-    status = streams["status"]
-    ok_status = (((status >= 200) & (status < 300)) | (status == 101)).fillna(False).astype(bool)
-    began = ok_status & ~streams["outcome"].isin(_NOT_BEGUN)
-    return streams[began & (streams["outcome"] != "cancelled").fillna(True)]
 
 
 def parse_sample_name(sample: str) -> tuple[str, str]:

@@ -15,7 +15,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from streamslo.reports.load import LoadedRun, latency_pool
+from streamslo.metrics import latency_pool
+from streamslo.reports.load import LoadedRun
 
 __all__ = ["activity_timeline", "cdf_points", "lateness_timeline"]
 

@@ -11,6 +11,7 @@ from enum import StrEnum
 __all__ = [
     "BEGUN_STATUSES_WS",
     "FAILURE_OUTCOMES",
+    "NOT_BEGUN_OUTCOMES",
     "OUTCOMES",
     "Outcome",
     "began",
@@ -56,7 +57,9 @@ FAILURE_OUTCOMES: frozenset[str] = frozenset(OUTCOMES) - {"ok", "cancelled"}
 #: The status recorded for an accepted WebSocket.
 BEGUN_STATUSES_WS = 101
 
-_NOT_BEGUN = frozenset({"http_4xx", "http_5xx", "connect_error"})
+#: Outcomes that end a request before its stream began (a non-2xx status, a refused or
+#: errored WebSocket before its first content chunk, no connection).
+NOT_BEGUN_OUTCOMES: frozenset[str] = frozenset({"http_4xx", "http_5xx", "connect_error"})
 
 
 def began(status: int | None, outcome: str) -> bool:
@@ -67,6 +70,6 @@ def began(status: int | None, outcome: str) -> bool:
         status: the HTTP status recorded for the request (101 for an accepted WS), or None.
         outcome: the request's outcome name.
     """
-    if status is None or outcome in _NOT_BEGUN:
+    if status is None or outcome in NOT_BEGUN_OUTCOMES:
         return False
     return 200 <= status < 300 or status == BEGUN_STATUSES_WS

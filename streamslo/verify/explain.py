@@ -25,15 +25,10 @@ _SHOWN = ("stream_id", "protocol", "user_class", "outcome", "status")
 
 
 def _failing_mask(streams: Any, metric: str) -> Any:
-    outcome = streams["outcome"].astype("string")
-    if metric == "http_5xx_rate":
-        return (outcome == "http_5xx").fillna(False)
-    if metric == "truncation_rate":
-        not_begun = outcome.isin(["http_4xx", "http_5xx", "connect_error"]).fillna(False)
-        return (~outcome.isin(["ok", "cancelled"])).fillna(False) & ~not_begun
-    if metric.endswith("_rate") and metric not in ("error_rate",):
-        return (outcome == metric[: -len("_rate")]).fillna(False)
-    return (~outcome.isin(["ok", "cancelled"])).fillna(False)
+    from streamslo import metrics
+
+    rate = metric if metrics.metric_kind(metric) == "rate" else "error_rate"
+    return metrics.failure_mask(streams, rate)
 
 
 def worst_offenders(data: Any, threshold: Any, limit: int = 5) -> tuple[str, list[dict[str, Any]]]:
