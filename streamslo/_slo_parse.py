@@ -37,8 +37,9 @@ AGGREGATIONS: Mapping[str, tuple[str, ...]] = {
     "rate": ("rate",),
     "trend": ("p", "avg", "min", "max", "med", "count"),
     "counter": ("count", "rate"),
+    "gauge": ("value",),
 }
-_ALL_AGGREGATIONS = ("rate", "p(N)", "avg", "min", "max", "med", "count")
+_ALL_AGGREGATIONS = ("rate", "p(N)", "avg", "min", "max", "med", "count", "value")
 _TABLE_KEYS = ("threshold", "abortOnFail", "delayAbortEval")
 
 _AGG_RE = re.compile(r"\s*(?P<agg>[A-Za-z_][A-Za-z0-9_.]*)\s*(?:\(\s*(?P<arg>[^)]*?)\s*\))?\s*")
@@ -213,18 +214,18 @@ def _fmt_pct(pct: float) -> str:
 
 
 def _known_metrics() -> str:
-    from streamslo.metrics import COUNTER_METRICS, RATE_METRICS, TREND_METRICS
+    from streamslo.metrics import COUNTER_METRICS, GAUGE_METRICS, RATE_METRICS, TREND_METRICS
 
     return (
         f"trends: {', '.join(TREND_METRICS)}; rates: {', '.join(RATE_METRICS)}; "
-        f"counters: {', '.join(COUNTER_METRICS)}"
+        f"counters: {', '.join(COUNTER_METRICS)}; gauges: {', '.join(GAUGE_METRICS)}"
     )
 
 
 def _metric_names() -> list[str]:
-    from streamslo.metrics import COUNTER_METRICS, RATE_METRICS, TREND_METRICS
+    from streamslo.metrics import METRICS
 
-    return [*TREND_METRICS, *RATE_METRICS, *COUNTER_METRICS]
+    return list(METRICS)
 
 
 def _line_of(text: str | None, key: str, needle: str | None = None) -> int | None:

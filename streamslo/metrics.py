@@ -15,13 +15,19 @@ the populations (:func:`began_mask`, :func:`counted_mask`, :func:`latency_pool`,
   stream that began and was not cancelled; ``itl_ms`` pools every gap (one sample per gap,
   never averaged per stream), including a failed stream's open last gap.
 - **counters**: ``requests``, ``tokens``, ``streams_began``.
+- **gauges** (k6 ``Gauge``, one value per run): ``requests_per_s``, ``tokens_per_s``, and with
+  goodput bounds ``goodput_per_s``; ``goodput_fraction`` is a rate.
+
+Goodput (vLLM's benchmark, DistServe): a request is *good* when it ended ``ok`` and met every
+per-request bound (``ttft_ms``, ``tpot_ms``, ``e2e_ms``, at most the bound). The bounds come from
+the run (``run.json`` ``goodput``, set by ``--goodput ttft:500 tpot:50 e2el:2000``).
 
 Percentiles everywhere use numpy's default ``method="linear"`` over all samples.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -32,17 +38,22 @@ from streamslo.stream.outcome import BEGUN_STATUSES_WS, NOT_BEGUN_OUTCOMES, OUTC
 
 __all__ = [
     "COUNTER_METRICS",
+    "GAUGE_METRICS",
+    "GOODPUT_KEYS",
     "METRICS",
     "PERCENTILES",
     "RATE_METRICS",
     "SELECTOR_KEYS",
     "TREND_METRICS",
+    "GoodputBounds",
     "LatencyStats",
     "MetricSpec",
     "began_mask",
     "counted_mask",
     "counter_value",
     "failure_mask",
+    "gauge_value",
+    "good_mask",
     "latency_pool",
     "metric_kind",
     "percentile",
@@ -55,7 +66,7 @@ __all__ = [
 
 PERCENTILES = (50, 90, 95, 99)
 
-MetricKind = Literal["trend", "rate", "counter"]
+MetricKind = Literal["trend", "rate", "counter", "gauge"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +76,7 @@ class MetricSpec:
     name: str
     kind: MetricKind
     unit: str
-    """``ms``, ``ratio`` or ``count``."""
+    """``ms``, ``ratio``, ``count`` or ``per_s``."""
     description: str
 
 
@@ -90,6 +101,10 @@ _SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("requests", "counter", "count", "every request of the run, cancelled ones included"),
     MetricSpec("tokens", "counter", "count", "content chunks received (usage under --coalesced-chunks)"),
     MetricSpec("streams_began", "counter", "count", "streams that began and were not cancelled"),
+    MetricSpec("goodput_fraction", "rate", "ratio", "requests that ended ok and met every goodput bound, over all not cancelled"),
+    MetricSpec("goodput_per_s", "gauge", "per_s", "requests that ended ok and met every goodput bound, per second of the run"),
+    MetricSpec("requests_per_s", "gauge", "per_s", "requests not cancelled, per second of the run"),
+    MetricSpec("tokens_per_s", "gauge", "per_s", "content chunks received, per second of the run"),
 )
 
 #: Every metric by name, in a stable order (trends, rates, counters).
@@ -97,12 +112,75 @@ METRICS: Mapping[str, MetricSpec] = {m.name: m for m in _SPECS}
 TREND_METRICS = tuple(m.name for m in _SPECS if m.kind == "trend")
 RATE_METRICS = tuple(m.name for m in _SPECS if m.kind == "rate")
 COUNTER_METRICS = tuple(m.name for m in _SPECS if m.kind == "counter")
+GAUGE_METRICS = tuple(m.name for m in _SPECS if m.kind == "gauge")
+
+#: Goodput bound names as vLLM's ``--goodput`` writes them, and the metric each bounds.
+GOODPUT_KEYS: Mapping[str, str] = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2el": "e2e_ms"}
+
+
+@dataclass(frozen=True, slots=True)
+class GoodputBounds:
+    """Per-request bounds, in milliseconds; None where a bound is not set."""
+
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    e2e_ms: float | None = None
+
+    @property
+    def any(self) -> bool:
+        """Whether any bound is set (goodput is measured only then)."""
+        return any(v is not None for v in (self.ttft_ms, self.tpot_ms, self.e2e_ms))
+
+    def as_dict(self) -> dict[str, float]:
+        """The bounds that are set, by metric name (``run.json``'s ``goodput``)."""
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    @classmethod
+    def parse(cls, items: Sequence[str] | str) -> GoodputBounds:
+        """Parse vLLM's syntax: ``["ttft:500", "tpot:50", "e2el:2000"]`` (or one string of them,
+        space or comma separated); the metric names (``ttft_ms:500``) are accepted too.
+
+        Raises:
+            ValueError: an unknown key, a value that is not a positive number, a key twice.
+        """
+        parts = items.replace(",", " ").split() if isinstance(items, str) else [
+            p for item in items for p in item.replace(",", " ").split()
+        ]
+        values: dict[str, float] = {}
+        names = {**GOODPUT_KEYS, **{v: v for v in GOODPUT_KEYS.values()}}
+        for part in parts:
+            key, sep, raw = part.partition(":")
+            name = names.get(key.strip())
+            if not sep or name is None:
+                raise ValueError(
+                    f"bad goodput bound {part!r}: expected KEY:MILLISECONDS with KEY one of "
+                    f"{', '.join(GOODPUT_KEYS)} (e.g. ttft:500 tpot:50 e2el:2000)"
+                )
+            try:
+                value = float(raw)
+            except ValueError:
+                value = float("nan")
+            if not (value > 0 and np.isfinite(value)):
+                raise ValueError(f"bad goodput bound {part!r}: expected a positive number of milliseconds")
+            if name in values:
+                raise ValueError(f"goodput bound {key!r} given twice")
+            values[name] = value
+        return cls(**values)
+
+    @classmethod
+    def from_run(cls, run: Mapping[str, Any]) -> GoodputBounds:
+        """The bounds a run recorded in ``run.json`` (none when it recorded none)."""
+        raw = run.get("goodput")
+        if not isinstance(raw, Mapping):
+            return cls()
+        fields = {"ttft_ms", "tpot_ms", "e2e_ms"}
+        return cls(**{k: float(v) for k, v in raw.items() if k in fields and isinstance(v, (int, float))})
 #: Columns of streams.csv a threshold selector may filter on (k6 tags style).
 SELECTOR_KEYS = ("protocol", "user_class", "outcome", "status")
 
 
 def metric_kind(name: str) -> MetricKind | None:
-    """``"trend"``, ``"rate"``, ``"counter"``, or None for an unknown metric."""
+    """``"trend"``, ``"rate"``, ``"counter"``, ``"gauge"``, or None for an unknown metric."""
     spec = METRICS.get(name)
     return None if spec is None else spec.kind
 
@@ -169,7 +247,27 @@ def failure_mask(streams: Any, rate: str) -> Any:
         return counted & began_mask(streams) & (outcome != "ok").fillna(True).astype(bool)
     if rate == "error_rate":
         return counted & (outcome != "ok").fillna(True).astype(bool)
+    if rate == "goodput_fraction":
+        raise KeyError("goodput_fraction counts good requests, not failures: see good_mask")
     return counted & (outcome == rate[: -len("_rate")]).fillna(False).astype(bool)
+
+
+def good_mask(streams: Any, bounds: GoodputBounds) -> Any:
+    """Which requests are *good*: counted, ended ``ok``, and within every bound that is set.
+
+    A stream with fewer than two tokens has no TPOT and meets a TPOT bound; a missing TTFT or
+    e2e fails its bound.
+    """
+    mask = counted_mask(streams) & (streams["outcome"] == "ok").fillna(False).astype(bool)
+    if bounds.ttft_ms is not None:
+        mask &= (streams["ttft_ms"] <= bounds.ttft_ms).fillna(False).astype(bool)
+    if bounds.e2e_ms is not None:
+        mask &= (streams["e2e_ms"] <= bounds.e2e_ms).fillna(False).astype(bool)
+    if bounds.tpot_ms is not None:
+        tokens = streams["tokens"].astype("float64")
+        tpot = (streams["e2e_ms"] - streams["ttft_ms"]) / (tokens - 1)
+        mask &= ((tokens < 2) | (tpot <= bounds.tpot_ms)).fillna(False).astype(bool)
+    return mask
 
 
 def select(data: RunData, selector: Mapping[str, str]) -> RunData:
@@ -233,6 +331,11 @@ def rate_value(data: RunData, name: str) -> tuple[int, int]:
         KeyError: ``name`` is not a rate metric.
     """
     s = data.streams
+    if name == "goodput_fraction":
+        bounds = GoodputBounds.from_run(data.run)
+        if not bounds.any:
+            return 0, 0  # no bounds, no goodput: "no data"
+        return int(good_mask(s, bounds).sum()), int(counted_mask(s).sum())
     num = int(failure_mask(s, name).sum())
     den_mask = counted_mask(s)
     if name == "truncation_rate":
@@ -250,6 +353,26 @@ def counter_value(data: RunData, name: str) -> float:
     if name == "streams_began":
         return float((began_mask(s) & counted_mask(s)).sum())
     raise KeyError(name)
+
+
+def gauge_value(data: RunData, name: str) -> float | None:
+    """The value of a gauge metric; None without a run duration (or goodput bounds).
+
+    Raises:
+        KeyError: ``name`` is not a gauge metric.
+    """
+    if metric_kind(name) != "gauge":
+        raise KeyError(name)
+    duration = run_duration_s(data)
+    if not duration:
+        return None
+    s = data.streams
+    if name == "requests_per_s":
+        return float(counted_mask(s).sum()) / duration
+    if name == "tokens_per_s":
+        return float(s["tokens"].fillna(0).sum()) / duration
+    bounds = GoodputBounds.from_run(data.run)
+    return float(good_mask(s, bounds).sum()) / duration if bounds.any else None
 
 
 def _ratio(num: int, den: int) -> float | None:
@@ -292,9 +415,13 @@ def summarize(data: RunData) -> dict[str, Any]:
             out[name] = LatencyStats.of(trend_samples(data, name)).as_dict()
     duration = run_duration_s(data)
     out["duration_s"] = duration
-    counted = s[counted_mask(s)]
-    out["requests_per_s"] = None if not duration else len(counted) / duration
-    out["tokens_per_s"] = None if not duration else float(s["tokens"].fillna(0).sum()) / duration
+    out["requests_per_s"] = gauge_value(data, "requests_per_s")
+    out["tokens_per_s"] = gauge_value(data, "tokens_per_s")
+    bounds = GoodputBounds.from_run(data.run)
+    if bounds.any:
+        out["goodput"] = bounds.as_dict()
+        out["goodput_per_s"] = gauge_value(data, "goodput_per_s")
+        out["goodput_fraction"] = _ratio(*rate_value(data, "goodput_fraction"))
     out["valid"] = data.valid
     if not data.valid:
         out["invalid_reason"] = data.run.get("invalid_reason")

@@ -13,7 +13,8 @@ An SLO file::
 - An expression is ``AGGREGATION OPERATOR NUMBER``. Aggregations by metric kind: a *rate*
   takes ``rate``; a *trend* takes ``p(N)`` (N in [0, 100], fractions allowed), ``avg``,
   ``min``, ``max``, ``med`` and ``count``; a *counter* takes ``count`` and ``rate`` (per second
-  of the run). Operators: ``<  <=  >  >=  ==  !=``, compared exactly like k6: ``p(99)<200``
+  of the run); a *gauge* (``requests_per_s``, ``tokens_per_s``, ``goodput_per_s``) takes
+  ``value``. Operators: ``<  <=  >  >=  ==  !=``, compared exactly like k6: ``p(99)<200``
   fails at exactly 200 and ``p(99)<=200`` passes.
 - Percentiles are numpy's default ``linear`` over every sample (:func:`streamslo.metrics.percentile`),
   the same everywhere (summary, verify, report).
@@ -180,6 +181,11 @@ def evaluate_threshold(
             observed = None if not dur else total / dur
             unit = "/s"
             basis = f"{_fmt(total)} over {_fmt(dur)} s" if dur else "no run duration"
+    elif kind == "gauge":
+        samples = len(sub.streams)
+        observed = metrics.gauge_value(sub, th.metric)
+        unit = "/s"
+        basis = f"{samples} requests" if observed is not None else "no run duration or no goodput bounds"
     else:  # parse_* never builds such a threshold; a hand-built one gets a clear error
         raise ValueError(f"unknown metric {th.metric!r}; known metrics: {_known_metrics()}")
     label = f"{th.metric_key} {th.expression.split(th.op, 1)[0]}"

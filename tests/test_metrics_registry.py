@@ -35,7 +35,7 @@ def test_a_row_without_outcome_never_began_and_still_counts_as_a_failure() -> No
     assert metrics.failure_mask(frame, "error_rate").tolist() == [True, False, False]
 
 
-@pytest.mark.parametrize("rate", metrics.RATE_METRICS)
+@pytest.mark.parametrize("rate", [r for r in metrics.RATE_METRICS if r != "goodput_fraction"])
 def test_every_rate_is_its_failures_over_its_population(rate: str) -> None:
     rows = [(s, o) for s in STATUSES for o in OUTCOMES]
     frame = _frame(rows)
@@ -55,12 +55,12 @@ def test_every_rate_is_its_failures_over_its_population(rate: str) -> None:
 
 
 def test_registry_lists_each_metric_once_with_a_kind_and_unit() -> None:
-    names = [*metrics.TREND_METRICS, *metrics.RATE_METRICS, *metrics.COUNTER_METRICS]
+    names = [*metrics.TREND_METRICS, *metrics.RATE_METRICS, *metrics.COUNTER_METRICS, *metrics.GAUGE_METRICS]
     assert len(names) == len(set(names)) == len(metrics.METRICS)
     for name, spec in metrics.METRICS.items():
         assert spec.name == name
         assert metrics.metric_kind(name) == spec.kind
-        assert spec.unit == {"trend": "ms", "rate": "ratio", "counter": "count"}[spec.kind]
+        assert spec.unit == {"trend": "ms", "rate": "ratio", "counter": "count", "gauge": "per_s"}[spec.kind]
         assert spec.description
     assert metrics.metric_kind("nonsense") is None
     with pytest.raises(KeyError):

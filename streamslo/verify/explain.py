@@ -24,9 +24,15 @@ _RANK_COLUMN = {
 _SHOWN = ("stream_id", "protocol", "user_class", "outcome", "status")
 
 
-def _failing_mask(streams: Any, metric: str) -> Any:
+def _failing_mask(data: Any, metric: str) -> Any:
+    """The streams that count against a rate (for goodput: every counted stream that was not
+    good); for any other metric, every counted stream that did not end ok."""
     from streamslo import metrics
 
+    streams = data.streams
+    if metric in ("goodput_fraction", "goodput_per_s"):
+        bounds = metrics.GoodputBounds.from_run(data.run)
+        return metrics.counted_mask(streams) & ~metrics.good_mask(streams, bounds)
     rate = metric if metrics.metric_kind(metric) == "rate" else "error_rate"
     return metrics.failure_mask(streams, rate)
 
@@ -57,7 +63,7 @@ def worst_offenders(data: Any, threshold: Any, limit: int = 5) -> tuple[str, lis
         what = f"{'smallest' if ascending else 'largest'} {col}"
         extra: tuple[str, ...] = (col, "error")
     else:
-        ranked = streams[_failing_mask(streams, threshold.metric).to_numpy(dtype=bool)]
+        ranked = streams[_failing_mask(sub, threshold.metric).to_numpy(dtype=bool)]
         ranked = ranked.sort_values("started_at", kind="stable").head(limit)
         what = "failing streams, earliest first"
         extra = ("max_gap_ms", "error")

@@ -1,0 +1,109 @@
+"""Goodput against hand-computed values: the parser, the mask, summary.json and thresholds."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from streamslo import metrics, thresholds
+from streamslo.metrics import GoodputBounds
+from streamslo.results import RunData
+
+#: (outcome, ttft_ms, e2e_ms, tokens), one row a request. With ttft<=500, tpot<=50, e2e<=2000:
+ROWS = [
+    ("ok", 100.0, 1000.0, 19),  # tpot 50.0: good (bounds are inclusive)
+    ("ok", 501.0, 1000.0, 10),  # ttft over: not good
+    ("ok", 100.0, 2100.0, 40),  # e2e over (tpot 51.3 over too): not good
+    ("ok", 100.0, 1500.0, 11),  # tpot 140: not good
+    ("ok", 400.0, 400.0, 1),  # one token: no tpot, meets it; good
+    ("truncated", 50.0, 300.0, 5),  # fast but not ok: never good
+    ("cancelled", 50.0, 300.0, 5),  # not counted at all
+    ("ok", None, 900.0, 0),  # no ttft: fails the ttft bound
+]
+
+
+def _run(goodput: dict[str, float] | None, duration: float = 10.0) -> RunData:
+    streams = pd.DataFrame(
+        {
+            "stream_id": [f"s{i}" for i in range(len(ROWS))],
+            "outcome": pd.array([r[0] for r in ROWS], dtype="string"),
+            "status": pd.array([200] * len(ROWS), dtype="Int64"),
+            "ttft_ms": [r[1] for r in ROWS],
+            "e2e_ms": [r[2] for r in ROWS],
+            "tokens": pd.array([r[3] for r in ROWS], dtype="Int64"),
+            "started_at": [1000.0 + i for i in range(len(ROWS))],
+            "scheduled_at": [None] * len(ROWS),
+            "protocol": pd.array(["sse"] * len(ROWS), dtype="string"),
+            "user_class": pd.array(["U"] * len(ROWS), dtype="string"),
+        }
+    )
+    run = {"start_epoch": 1000.0, "end_epoch": 1000.0 + duration}
+    if goodput is not None:
+        run["goodput"] = goodput
+    gaps = pd.DataFrame({"stream_id": pd.Series(dtype="string"), "gap_ms": pd.Series(dtype="float64")})
+    return RunData(path=None, run=run, streams=streams, gaps=gaps)  # type: ignore[arg-type]
+
+
+BOUNDS = {"ttft_ms": 500.0, "tpot_ms": 50.0, "e2e_ms": 2000.0}
+
+
+def test_vllm_syntax_parses_to_bounds_in_ms() -> None:
+    b = GoodputBounds.parse(["ttft:500", "tpot:50", "e2el:2000"])
+    assert b.as_dict() == BOUNDS
+    assert GoodputBounds.parse("ttft:500,e2e_ms:2000").as_dict() == {"ttft_ms": 500.0, "e2e_ms": 2000.0}
+    assert not GoodputBounds().any
+
+
+@pytest.mark.parametrize("bad", ["ttft", "ttft:", "itl:5", "ttft:-1", "ttft:abc", "ttft:inf", "ttft:1 ttft:2"])
+def test_bad_bounds_say_what_was_expected(bad: str) -> None:
+    with pytest.raises(ValueError, match="goodput bound"):
+        GoodputBounds.parse(bad)
+
+
+def test_good_requests_by_hand() -> None:
+    data = _run(BOUNDS)
+    good = metrics.good_mask(data.streams, GoodputBounds(**BOUNDS)).tolist()
+    assert good == [True, False, False, False, True, False, False, False]
+    # 2 good of 7 counted requests (the cancelled one is in no denominator), over 10 s.
+    assert metrics.rate_value(data, "goodput_fraction") == (2, 7)
+    assert metrics.gauge_value(data, "goodput_per_s") == pytest.approx(0.2)
+    summary = metrics.summarize(data)
+    assert summary["goodput_fraction"] == pytest.approx(2 / 7)
+    assert summary["goodput_per_s"] == pytest.approx(0.2)
+    assert summary["goodput"] == BOUNDS
+
+
+def test_one_bound_alone() -> None:
+    data = _run({"ttft_ms": 500.0})
+    # ok with ttft <= 500: rows 0, 2, 3, 4.
+    assert metrics.rate_value(data, "goodput_fraction") == (4, 7)
+
+
+def test_without_bounds_goodput_has_no_data_and_its_threshold_fails() -> None:
+    data = _run(None)
+    assert "goodput_per_s" not in metrics.summarize(data)
+    slo = thresholds.parse_thresholds_table({"goodput_fraction": ["rate>0.1"], "goodput_per_s": ["value>0"]})
+    results = thresholds.evaluate(slo, data)
+    assert [r.passed for r in results] == [False, False]
+    assert all("no data" in r.message for r in results)
+
+
+def test_thresholds_on_goodput_and_gauges() -> None:
+    data = _run(BOUNDS)
+    slo = thresholds.parse_thresholds_table(
+        {
+            "goodput_fraction": ["rate>0.25", "rate<0.3"],
+            "goodput_per_s": ["value>=0.2", "value<0.2"],
+            "requests_per_s": ["value==0.7"],
+        }
+    )
+    results = thresholds.evaluate(slo, data)
+    assert [r.passed for r in results] == [True, True, True, False, True]
+    assert results[0].numerator == 2 and results[0].samples == 7
+
+
+def test_gauge_takes_only_value() -> None:
+    from streamslo.errors import SLOFileError
+
+    with pytest.raises(SLOFileError, match="value"):
+        thresholds.parse_thresholds_table({"goodput_per_s": ["p(99)<5"]})
