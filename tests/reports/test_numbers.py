@@ -171,3 +171,20 @@ def test_counter_total_survives_worker_restarts() -> None:
     assert _counter_total([1.0, 5.0, 2.0, 4.0]) == 9.0
     assert _counter_total([0.0, 30.0]) == 30.0
     assert _counter_total([]) == 0.0
+
+
+def test_goodput_is_shown_when_the_run_measured_it(tmp_path: Path) -> None:
+    """A run with --goodput bounds in its run.json gets goodput in the throughput table,
+    counted by hand from the rows written: ok streams within the TTFT bound."""
+    from streamslo.reports import build_report
+
+    s = write_fixed(tmp_path / "run", truncate_every=7, run={"goodput": {"ttft_ms": 40.0}})
+    build_report(None, s.path, tmp_path / "g.html")
+    data = json.loads((tmp_path / "g.json").read_text())
+    rows = {t["metric"]: t["after"] for t in data["throughput"]}
+    counted = [r for r in s.rows if r["outcome"] != "cancelled"]
+    good = [r for r in counted if r["outcome"] == "ok" and r["ttft_ms"] <= 40.0]
+    assert 0 < len(good) < len(counted)
+    assert rows["goodput_fraction"] == pytest.approx(len(good) / len(counted))
+    assert "goodput_per_s" in rows
+    assert "goodput_fraction" in (tmp_path / "g.md").read_text()
