@@ -392,9 +392,7 @@ def build_model(
     before_s = summaries[0] if len(runs) > 1 else {}
     # Goodput shows when either run measured it (``--goodput`` bounds in its run.json).
     goodput = ("goodput_per_s", "goodput_fraction")
-    shown = ("tokens_per_s", "requests_per_s") + tuple(
-        k for k in goodput if any(k in s for s in summaries)
-    )
+    shown = ("tokens_per_s", "requests_per_s", *tuple(k for k in goodput if any(k in s for s in summaries)))
     throughput = tuple(_scalar(k, before_s.get(k), summaries[-1].get(k)) for k in shown)
     return Report(
         mode="compare" if len(runs) > 1 else "single",
