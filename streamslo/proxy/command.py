@@ -118,13 +118,14 @@ async def _serve(proxy: FaultProxy) -> int:
             "listening on %s, beyond loopback: anyone who reaches this address reaches %s through it",
             address, proxy.upstream,
         )
-    print(f"{READY_PREFIX}{address} -> {proxy.upstream} faults: {proxy.faults.describe()}", flush=True)
-    log.info("point clients at http://%s (or ws://, or https:// with --insecure)", address)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    # Handlers first: whoever read the first line may signal at once.
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     try:
+        print(f"{READY_PREFIX}{address} -> {proxy.upstream} faults: {proxy.faults.describe()}", flush=True)
+        log.info("point clients at http://%s (or ws://, or https:// with --insecure)", address)
         await stop.wait()
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):

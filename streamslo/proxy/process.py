@@ -79,6 +79,8 @@ class ProxyProcess:
 
     process: subprocess.Popen[bytes]
     address: Endpoint
+    banner: str = ""
+    """Its first stdout line: ``listening HOST:PORT -> UPSTREAM faults: ...``."""
     stats: dict[str, int] = field(default_factory=dict)
     """The ``stats`` line it printed on exit (empty until :meth:`stop`)."""
     output: str = ""
@@ -140,7 +142,7 @@ def spawn_proxy(args: Sequence[str], *, startup_timeout: float = 20.0) -> Iterat
         first, _, rest = raw.decode(errors="replace").partition("\n")
         if not first.startswith(READY_PREFIX):
             raise RuntimeError(f"streamslo proxy said {first!r}, not {READY_PREFIX!r}HOST:PORT")
-        proc = ProxyProcess(process, parse_listen(first[len(READY_PREFIX):].split()[0]), output=rest)
+        proc = ProxyProcess(process, parse_listen(first[len(READY_PREFIX):].split()[0]), first, output=rest)
         yield proc
     finally:
         if proc is not None:

@@ -118,6 +118,7 @@ def test_bandwidth_is_ok_but_slow(faulty_server, protocol):
     base, _ = through(faulty_server, Faults(), "ok", protocol)
     rec, stats = through(faulty_server, faults, "ok", protocol)
     assert rec.outcome == "ok", rec.error
+    assert stats["faulted"] == 1
     # the bytes before [DONE] cannot arrive faster than the cap allows
     assert rec.e2e_s >= (rec.bytes - 100) / 2000
     assert base.e2e_s < rec.e2e_s / 3
@@ -153,16 +154,18 @@ def test_slow_close_closes_late_on_the_wire(faulty_server):
         b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
         b"Connection: close\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
     )
-    with background_proxy(faulty_server.base_url, Faults(slow_close_s=0.8)) as proxy:
-        with socket.create_connection((proxy.address.host, proxy.address.port), timeout=5) as sock:
-            t0 = time.perf_counter()
-            sock.sendall(request)
-            buf, t_done = b"", None
-            while chunk := sock.recv(65536):
-                buf += chunk
-                if t_done is None and b"[DONE]" in buf:
-                    t_done = time.perf_counter() - t0
-            t_close = time.perf_counter() - t0
+    with (
+        background_proxy(faulty_server.base_url, Faults(slow_close_s=0.8)) as proxy,
+        socket.create_connection((proxy.address.host, proxy.address.port), timeout=5) as sock,
+    ):
+        t0 = time.perf_counter()
+        sock.sendall(request)
+        buf, t_done = b"", None
+        while chunk := sock.recv(65536):
+            buf += chunk
+            if t_done is None and b"[DONE]" in buf:
+                t_done = time.perf_counter() - t0
+        t_close = time.perf_counter() - t0
     assert t_done is not None and t_done < 0.5
     assert t_close >= 0.8
     assert buf.endswith(b"0\r\n\r\n")  # the whole chunked body, then the late close
