@@ -152,6 +152,7 @@ class _Connection:
                 writer.transport.abort()
 
     def _wake(self) -> None:
+        """Wake both writers: a close or reset on one flow can end the other (a blackhole)."""
         for flow in self.flows.values():
             flow.wake.set()
 
@@ -189,7 +190,7 @@ class _Connection:
             self._count(pipe)
             stats = self.proxy.stats
             stats.peak_buffered = max(stats.peak_buffered, pipe.buffered)
-            self._wake()
+            flow.wake.set()  # data only concerns this flow's writer
 
     async def _write(self, writer: asyncio.StreamWriter, downstream: bool) -> None:
         pipe = self.schedule.pipe(downstream)
