@@ -3,16 +3,19 @@ signals (exit 0 with the counters), and a real ``streamslo run`` through it."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import socket
 import subprocess
 import sys
+import time
 
 import pandas as pd
 import pytest
 
 from streamslo.proxy import spawn_proxy
 from tests.faulty.process import unused_port
+from tests.faulty.server import STALL_S
 from tests.proxy.test_outcomes import stream
 
 
@@ -69,11 +72,19 @@ def test_signal_exits_0_with_stats(faulty_server, sig):
     with spawn_proxy(["--upstream", faulty_server.base_url, "--reset-after", "400"]) as proxy:
         assert proxy.address.host == "127.0.0.1" and proxy.address.port > 0
         rec = stream(proxy.url, "timed", "sse")
-        # a connection still open when the signal comes is closed, not waited for
-        idle = socket.create_connection((proxy.address.host, proxy.address.port))
-        rc = proxy.stop(sig)
-        idle.close()
+        # a stream still open when the signal comes is ended, not waited for
+        with socket.create_connection((proxy.address.host, proxy.address.port), timeout=5) as held:
+            held.sendall(b"POST /s/stall_after_headers/v1/completions HTTP/1.1\r\nHost: x\r\n"
+                         b"Content-Length: 2\r\n\r\n{}")
+            assert held.recv(100).startswith(b"HTTP/1.1 200")  # headers, then silence
+            t0 = time.perf_counter()
+            rc = proxy.stop(sig)
+            with contextlib.suppress(ConnectionResetError):
+                while held.recv(65536):
+                    pass
+            held_for = time.perf_counter() - t0
     assert rc == 0
+    assert held_for < STALL_S  # closed by the shutdown, not by the server's own FIN
     assert rec.outcome == "truncated"
     assert proxy.stats["connections"] == 2
     assert proxy.stats["resets"] == 1
