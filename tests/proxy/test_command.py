@@ -16,7 +16,7 @@ import pytest
 from streamslo.proxy import spawn_proxy
 from tests.faulty.process import unused_port
 from tests.faulty.server import STALL_S
-from tests.proxy.test_outcomes import stream
+from tests.stream.test_faulty_matrix import run_case
 
 
 def proxy_cmd(*args: str) -> subprocess.CompletedProcess[str]:
@@ -71,7 +71,7 @@ def test_an_address_in_use_exits_2():
 def test_signal_exits_0_with_stats(faulty_server, sig):
     with spawn_proxy(["--upstream", faulty_server.base_url, "--reset-after", "400"]) as proxy:
         assert proxy.address.host == "127.0.0.1" and proxy.address.port > 0
-        rec = stream(proxy.url, "timed", "sse")
+        rec = run_case(proxy.url, "timed", "sse")
         # a stream still open when the signal comes is ended, not waited for
         with socket.create_connection((proxy.address.host, proxy.address.port), timeout=5) as held:
             held.sendall(b"POST /s/stall_after_headers/v1/completions HTTP/1.1\r\nHost: x\r\n"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 
 import pytest
 
@@ -21,6 +20,7 @@ from streamslo.proxy.config import (
     parse_upstream,
     rate_arg,
 )
+from tests.test_cli import test_all_matches_public_names as check_all
 
 
 @pytest.mark.parametrize(
@@ -134,11 +134,4 @@ def test_describe():
 @pytest.mark.parametrize("name", ["streamslo.proxy", "streamslo.proxy.config", "streamslo.proxy.schedule",
                                   "streamslo.proxy.engine", "streamslo.proxy.process", "streamslo.proxy.command"])
 def test_all_matches_public_names(name):
-    mod = importlib.import_module(name)
-    declared = set(mod.__all__)
-    public = {
-        k for k, v in vars(mod).items()
-        if not k.startswith("_") and getattr(v, "__module__", name) == name and (callable(v) or isinstance(v, type))
-    }
-    assert public <= declared, f"{name}: public but not in __all__: {sorted(public - declared)}"
-    assert all(hasattr(mod, n) for n in declared)
+    check_all(name)

@@ -51,6 +51,17 @@ async def upstream(handler: Handler) -> AsyncIterator[str]:
         await server.wait_closed()
 
 
+def sends(payload: bytes) -> Handler:
+    """An upstream handler that sends ``payload`` at once, then closes (FIN)."""
+
+    async def handler(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        w.write(payload)
+        await w.drain()
+        w.close()
+
+    return handler
+
+
 async def connect(proxy: FaultProxy) -> socket.socket:
     sock = socket.socket()
     sock.setblocking(False)
@@ -170,12 +181,7 @@ async def test_blackhole_keeps_both_sides_open_and_silent():
 
 
 async def test_blackhole_swallows_the_upstream_close():
-    async def handler(r, w):
-        w.write(b"b" * 50)
-        await w.drain()
-        w.close()
-
-    async with upstream(handler) as up, FaultProxy(up, Faults(blackhole_after=10)) as proxy:
+    async with upstream(sends(b"b" * 50)) as up, FaultProxy(up, Faults(blackhole_after=10)) as proxy:
         sock = await connect(proxy)
         data, err, _ = await recv_all(sock, timeout=0.5)
         sock.close()
@@ -184,13 +190,8 @@ async def test_blackhole_swallows_the_upstream_close():
 
 
 async def test_slow_close_delays_only_the_close():
-    async def handler(r, w):
-        w.write(b"data: [DONE]\n\n")
-        await w.drain()
-        w.close()
-
     async def timing(faults: Faults) -> tuple[float, float, bytes]:
-        async with upstream(handler) as up, FaultProxy(up, faults) as proxy:
+        async with upstream(sends(b"data: [DONE]\n\n")) as up, FaultProxy(up, faults) as proxy:
             loop = asyncio.get_running_loop()
             sock = await connect(proxy)
             t0 = time.perf_counter()
@@ -257,12 +258,7 @@ async def test_jitter_keeps_every_byte_in_order():
 
 
 async def test_bandwidth_caps_throughput():
-    async def handler(r, w):
-        w.write(b"z" * 6000)
-        await w.drain()
-        w.close()
-
-    async with upstream(handler) as up, FaultProxy(up, Faults(bandwidth=10_000, burst=500)) as proxy:
+    async with upstream(sends(b"z" * 6000)) as up, FaultProxy(up, Faults(bandwidth=10_000, burst=500)) as proxy:
         sock = await connect(proxy)
         t0 = time.perf_counter()
         data, err, t_end = await recv_all(sock)
@@ -373,12 +369,7 @@ async def test_hundreds_of_concurrent_connections():
 
 
 async def test_every_nth_connection_is_faulted():
-    async def handler(r, w):
-        w.write(b"x" * 100)
-        await w.drain()
-        w.close()
-
-    async with upstream(handler) as up, FaultProxy(up, Faults(reset_after=10, every=2)) as proxy:
+    async with upstream(sends(b"x" * 100)) as up, FaultProxy(up, Faults(reset_after=10, every=2)) as proxy:
         results = []
         for _ in range(4):
             sock = await connect(proxy)

@@ -10,37 +10,15 @@ import pytest
 
 from streamslo.proxy import Faults, background_proxy
 from streamslo.stream.timing import StreamRecord
-from streamslo.stream.tracker import StreamTracker
-from streamslo.transport.sync import ClientLimits, Target, WSConnection, stream_sse
-from streamslo.workload import RequestOptions, build_body
 from tests.faulty.server import STALL_TIMEOUT_S, TIMED_ITL_S, TIMED_TTFT_S
+from tests.stream.test_faulty_matrix import LIMITS, MAX_TOKENS, run_case
 
-MAX_TOKENS = 8
-LIMITS = ClientLimits(stall_timeout=STALL_TIMEOUT_S, request_timeout=8.0)
 PROTOCOLS = ("sse", "ws")
-
-
-def stream(base_url: str, scenario: str, protocol: str) -> StreamRecord:
-    """One request through the transports, as the load generator sends it."""
-    target = Target.from_url(f"{base_url}/s/{scenario}")
-    opts = RequestOptions(model=scenario, max_tokens=MAX_TOKENS)
-    rec = StreamRecord(f"{scenario}-{protocol}", protocol, "test", time.time(), time.perf_counter())
-    tracker = StreamTracker(rec, opts.expectations())
-    body = build_body(opts, "hello")
-    if protocol == "ws":
-        conn = WSConnection(target, "/v1/ws", LIMITS)
-        try:
-            conn.request(body, tracker)
-        finally:
-            conn.close()
-    else:
-        stream_sse(target, opts.path, body, tracker, LIMITS)
-    return rec
 
 
 def through(faulty_server, faults: Faults, scenario: str, protocol: str) -> tuple[StreamRecord, dict[str, int]]:
     with background_proxy(faulty_server.base_url, faults) as proxy:
-        rec = stream(proxy.url, scenario, protocol)
+        rec = run_case(proxy.url, scenario, protocol)
     return rec, proxy.stats.as_dict()
 
 
@@ -136,7 +114,7 @@ def test_slow_close_on_a_body_framed_by_close(faulty_server):
     read to the end of the body waits for the late close."""
     with background_proxy(faulty_server.base_url, Faults(slow_close_s=0.8)) as proxy:
         t0 = time.perf_counter()
-        rec = stream(proxy.url, "ok_close_delimited", "sse")
+        rec = run_case(proxy.url, "ok_close_delimited", "sse")
         call_s = time.perf_counter() - t0
         deadline = time.monotonic() + 5
         while proxy.stats.slow_closes < 1 and time.monotonic() < deadline:
