@@ -279,9 +279,12 @@ class FaultSchedule:
     def __init__(self, faults: Faults | None, rng: random.Random, now: float) -> None:
         self.faults = faults
         d = faults.direction if faults is not None else None
-        self.down = Pipe(faults if d is not None and d.covers(True) else None, rng, now)
+        # One random source per flow, drawn in a fixed order: the jitter of one flow does not
+        # depend on how reads of the two flows interleave.
+        down_rng, up_rng = random.Random(rng.random()), random.Random(rng.random())
+        self.down = Pipe(faults if d is not None and d.covers(True) else None, down_rng, now)
         """Upstream to client."""
-        self.up = Pipe(faults if d is not None and d.covers(False) else None, rng, now)
+        self.up = Pipe(faults if d is not None and d.covers(False) else None, up_rng, now)
         """Client to upstream."""
 
     @property

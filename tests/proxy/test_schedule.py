@@ -315,3 +315,19 @@ def test_probability_is_seeded_and_close_to_p():
 def test_no_fault_set_faults_nothing():
     assert not Selector(Faults()).choose(1)[0]
     assert Selector(Faults(slow_close_s=1)).choose(1)[0]
+
+
+def test_each_flow_has_its_own_jitter_sequence():
+    """With jitter both ways, a flow's delays do not depend on how the reads of the two flows
+    interleave."""
+    f = Faults(jitter_s=0.1, direction=Direction.BOTH)
+
+    def down_times(interleave: bool) -> list[float]:
+        s = FaultSchedule(f, random.Random(9), 0.0)
+        for i in range(10):
+            if interleave:
+                s.feed(False, i * 0.01, b"u")
+            s.feed(True, i * 0.01, b"d")
+        return [t for t, _ in drain(s.down, 0.0)[0]]
+
+    assert down_times(True) == down_times(False)
