@@ -13,6 +13,7 @@ import time
 import pandas as pd
 import pytest
 
+from streamslo.cli import main as cli_main
 from streamslo.proxy import spawn_proxy
 from tests.faulty.process import unused_port
 from tests.faulty.server import STALL_S
@@ -50,11 +51,22 @@ def test_help_lists_every_fault():
         (("--upstream", "http://127.0.0.1:1", "--max-buffer", "0"), "--max-buffer"),
     ],
 )
-def test_bad_arguments_exit_2_with_a_clear_message(args, message):
-    r = proxy_cmd(*args)
-    assert r.returncode == 2, (r.stdout, r.stderr)
-    assert message in r.stderr
-    assert "Traceback" not in r.stderr
+def test_bad_arguments_exit_2_with_a_clear_message(args, message, capsys):
+    # in-process (the same entry point as the console script), so the table stays fast
+    try:
+        rc = cli_main(["proxy", *args])
+    except SystemExit as exc:
+        rc = exc.code
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert message in err
+    assert "Traceback" not in err
+
+
+def test_bad_arguments_exit_2_in_a_real_process():
+    r = proxy_cmd("--upstream", "http://127.0.0.1:1", "--bandwidth", "fast")
+    assert r.returncode == 2
+    assert "--bandwidth" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_an_address_in_use_exits_2():
