@@ -118,9 +118,11 @@ def test_first_line_names_the_address_and_faults(faulty_server):
 
 @pytest.mark.load
 def test_streamslo_run_through_the_proxy_mixes_good_and_cut_streams(faulty_server, tmp_path):
-    """Every second connection is reset after 1,500 bytes: the run sees ok and truncated
-    streams on both transports, and fails its truncation SLO (exit 99)."""
-    with spawn_proxy(["--upstream", faulty_server.base_url, "--reset-after", "1500", "--every", "2"]) as proxy:
+    """Each connection is reset after 4,500 bytes. The users keep their connection between
+    streams (an 8-token stream is about 1.5 to 1.8 KB on the wire), so every connection
+    carries two ok streams and cuts the third mid-body: both transports see ok and
+    truncated streams, and the run fails its truncation SLO (exit 99)."""
+    with spawn_proxy(["--upstream", faulty_server.base_url, "--reset-after", "4500"]) as proxy:
         out = tmp_path / "run"
         r = subprocess.run(
             [sys.executable, "-m", "streamslo", "run", "--host", proxy.url, "--out", str(out),
@@ -132,8 +134,9 @@ def test_streamslo_run_through_the_proxy_mixes_good_and_cut_streams(faulty_serve
     assert r.returncode == 99, r.stdout + r.stderr
     assert rc == 0
     streams = pd.read_csv(out / "streams.csv")
-    outcomes = streams.groupby("protocol")["outcome"].agg(set).to_dict()
+    counts = streams.groupby(["protocol", "outcome"]).size().to_dict()
     for protocol in ("sse", "ws"):
-        assert {"ok", "truncated"} <= outcomes[protocol], outcomes
-    assert set(streams["outcome"]) <= {"ok", "truncated", "connect_error"}
-    assert proxy.stats["resets"] >= 2 and proxy.stats["faulted"] >= 2
+        ok, cut = counts.get((protocol, "ok"), 0), counts.get((protocol, "truncated"), 0)
+        assert cut >= 1 and ok >= cut, counts  # two ok streams per cut one
+    assert set(streams["outcome"]) == {"ok", "truncated"}, counts
+    assert proxy.stats["resets"] == (streams["outcome"] == "truncated").sum()
