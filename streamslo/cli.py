@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("streamslo.reports.cli", "the before/after SLO report (HTML, Markdown, JSON)"),
     "compare": ("streamslo.compare", "the main job: naive vs fixed bundled server, with report"),
     "soak": ("streamslo.soak", "a staged long run with thresholds that can abort it"),
+    "proxy": ("streamslo.proxy.command", "a fault-injecting TCP proxy to put between the suite and a server"),
 }
 
 
