@@ -325,7 +325,8 @@ class RunOption:
         """The Locust command-line arguments for ``value``."""
         assert self.locust_flag is not None
         if isinstance(self.type, Switch):
-            return [self.locust_flag] if value != (not self.inverted) else []
+            on = not value if self.inverted else bool(value)  # the flag is given
+            return [self.locust_flag] if on else []
         if isinstance(self.type, TextList):
             return [a for item in value for a in (self.locust_flag, item)]
         if value is None:

@@ -348,11 +348,13 @@ def markdown_reference() -> str:
             key += " (`false` = the flag)"
         if o.locust_flag:
             locust = f"`{o.locust_flag}`" + (" (by environment)" if o.secret else "")
+            if o.locust_native:
+                locust = f"Locust's `{o.locust_native}`, and {locust}"
         elif o.locust_native:
             locust = f"Locust's `{o.locust_native}`"
         else:
             locust = "—"
-        ui = "yes" if o.in_web_ui else "no"
+        ui = ("yes" if o.in_web_ui else "no") if o.locust_flag else "—"
         lines.append(f"| {flag} | {_cell(o.type.describe())} | {_cell(default)} | {key} | {locust} | {ui} | {_cell(o.help)} |")
     lines += ["", END]
     return "\n".join(lines)
