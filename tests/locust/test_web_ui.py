@@ -106,8 +106,12 @@ def test_start_form_shows_streaming_options(faulty_server):
             except OSError:
                 time.sleep(0.3)
         dom = _chromium("--virtual-time-budget=5000", "--dump-dom", f"http://127.0.0.1:{port}/").stdout.decode("utf-8", "replace")
-        for option in ("max_tokens", "stall_timeout", "results_dir", "prompt_file", "api_key_env", "protocol"):
+        for option in ("max_tokens", "stall_timeout", "protocol"):
             assert option in dom, option
+        # Anyone who reaches the UI must not pick an environment variable to send as a key, or
+        # a local file to read or write: those options are for the command line only.
+        for option in ("results_dir", "prompt_file", "api_key_env", "header_file"):
+            assert option not in dom, option
     finally:
         proc.terminate()
         proc.wait(timeout=20)
