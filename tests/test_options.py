@@ -19,7 +19,6 @@ from streamslo.run_options import (
     DEFAULTS,
     OPTIONS,
     RunOptions,
-    add_cli_arguments,
     cli_values,
     locust_argv,
     markdown_reference,

@@ -24,7 +24,7 @@ import psutil
 import pytest
 
 from tests.faulty.process import unused_port
-from tests.locust.helpers import LOCUSTFILE, REPO
+from tests.locust.helpers import LOCUSTFILE, REPO, stop_process
 
 pytestmark = pytest.mark.load
 
@@ -233,11 +233,6 @@ def test_web_ui_offers_no_secret_and_shows_no_key(echo_server, tmp_path):
             status, body = _post_swarm(base, host=echo_server.url)
             assert status == 200 and body["success"] is True, body
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop_process(proc)
     assert not [s for s in SECRETS if s.encode() in log_path.read_bytes()]
     assert (out / "streams.csv").exists() and not _leaks_in_files(out)

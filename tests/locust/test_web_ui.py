@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 
 from tests.faulty.process import unused_port
-from tests.locust.helpers import LOCUSTFILE, REPO
+from tests.locust.helpers import LOCUSTFILE, REPO, stop_process
 
 pytestmark = [pytest.mark.load, pytest.mark.browser]
 
@@ -58,12 +58,7 @@ def locust_ui(faulty_server, tmp_path):
             pytest.fail("the Locust web UI never showed a finished stream")
         yield base
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, timeout=20)
 
 
 def test_live_slo_rows_in_stats_endpoint(locust_ui):
