@@ -151,6 +151,18 @@ class RunOptions:
     processes: int = field(default=1, metadata=option(
         Integer(1), "Locust processes generating load", locust="--processes-hint", web_ui=False,
         hidden=True, native="--processes"))
+    master: bool = field(default=False, metadata=option(
+        Switch(), "distributed: be Locust's master; the load comes from `locust -f "
+        "locustfiles/streaming_locustfile.py --worker --master-host HOST` processes",
+        locust=False, native="--master"))
+    expect_workers: int = field(default=1, metadata=option(
+        Integer(1), "--master: the workers to wait for before the load starts",
+        locust=False, native="--expect-workers"))
+    master_bind_host: str = field(default="127.0.0.1", metadata=option(
+        Text(optional=False, name="ADDRESS"), "--master: the interface workers connect to (* for all)",
+        locust=False, native="--master-bind-host"))
+    master_bind_port: int = field(default=5557, metadata=option(
+        Integer(1), "--master: the port workers connect to", locust=False, native="--master-bind-port"))
     generator_cpus: str | None = field(default=None, metadata=option(
         Text(name="LIST"), "pin the load generator with taskset -c LIST", locust=False))
     allow_invalid: bool = field(default=False, metadata=option(

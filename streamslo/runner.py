@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +111,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         raise BadInputError("--host is required (or 'host' in the scenario's [load])")
     if not values.get("out"):
         raise BadInputError("--out DIR is required")
+    if values.get("master") and values.get("processes", 1) > 1:
+        raise BadInputError("--master takes its load from workers: give --expect-workers, not --processes")
     return RunConfig(**values, slo=slo)
 
 
@@ -119,14 +121,22 @@ def _locust_command(cfg: RunConfig, locustfile: Path) -> list[str]:
     differs from its default (never a secret: see :meth:`RunConfig.locust_environment`)."""
     run_time = cfg.warmup + cfg.duration
     spawn = cfg.spawn_rate if cfg.spawn_rate > 0 else float(cfg.users)
+    # The open loop splits --request-rate over the generating processes: a master's workers.
+    forwarded = replace(cfg, processes=cfg.expect_workers) if cfg.master else cfg
     cmd = [
         sys.executable, "-m", "locust", "-f", str(locustfile), "--headless",
         "--host", cfg.host, "-u", str(cfg.users), "-r", f"{spawn:g}",
         "--run-time", f"{max(1, round(run_time))}s", "--stop-timeout", str(math.ceil(cfg.drain)),
         "--exit-code-on-error", "0", "--only-summary", "--loglevel", "WARNING",
-        *locust_argv(cfg),
+        *locust_argv(forwarded),
     ]
-    if cfg.processes > 1:
+    if cfg.master:
+        cmd += [
+            "--master", "--expect-workers", str(cfg.expect_workers),
+            "--master-bind-host", cfg.master_bind_host, "--master-bind-port", str(cfg.master_bind_port),
+        ]
+    elif cfg.processes > 1:
+        # Locust's master binds every interface unless told otherwise; its forks are local.
         cmd += ["--processes", str(cfg.processes), "--master-bind-host", "127.0.0.1"]
     if cfg.generator_cpus:
         cmd = ["taskset", "-c", cfg.generator_cpus, *cmd]
