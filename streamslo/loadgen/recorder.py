@@ -40,6 +40,7 @@ from streamslo.loadgen.monitor import GeneratorMonitor
 from streamslo.loadgen.options import LoadOptions
 from streamslo.redact import Redactor, csv_safe, install_log_redaction
 from streamslo.results import ResultsWriter, ensure_streams_header
+from streamslo.run_options import OPTIONS
 from streamslo.stream.timing import StreamRecord
 from streamslo.transport.sync import Target
 from streamslo.workload import PromptSource, RequestOptions, first_model_id
@@ -142,6 +143,12 @@ class RunRecorder:
         from locust.runners import WorkerRunner
 
         self._is_worker = isinstance(environment.runner, WorkerRunner)
+        # This process's own secret options, before a master's (see refresh_options).
+        self._own_secrets = {
+            o.locust_dest: getattr(environment.parsed_options, o.locust_dest, None)
+            for o in OPTIONS
+            if o.secret and o.locust_dest
+        }
         self.redact: Redactor = opts.redactor()
         install_log_redaction(self.redact)
         self.prompts = (
@@ -182,8 +189,18 @@ class RunRecorder:
 
     def refresh_options(self) -> None:
         """Re-read the options: a worker receives the master's at test start, and the web
-        UI's start form may have changed them since init."""
-        opts = LoadOptions.from_parsed(self.env.parsed_options)
+        UI's start form may have changed them since init.
+
+        A worker keeps its own credentials (``--header-file``, ``--api-key-env``, ``--header``)
+        where the master sends none: ``streamslo run`` never puts them on the master's command
+        line, so a worker on another machine brings its own.
+        """
+        parsed = self.env.parsed_options
+        if self._is_worker:
+            for dest, own in self._own_secrets.items():
+                if own and not getattr(parsed, dest, None):
+                    setattr(parsed, dest, own)
+        opts = LoadOptions.from_parsed(parsed)
         if opts != self.opts:
             self.opts = opts
             self.redact = opts.redactor()

@@ -24,7 +24,7 @@ import psutil
 import pytest
 
 from tests.faulty.process import unused_port
-from tests.locust.helpers import LOCUSTFILE, REPO, stop_process
+from tests.locust.helpers import LOCUSTFILE, REPO, stop_process, streamslo_run
 
 pytestmark = pytest.mark.load
 
@@ -236,3 +236,27 @@ def test_web_ui_offers_no_secret_and_shows_no_key(echo_server, tmp_path):
             stop_process(proc)
     assert not [s for s in SECRETS if s.encode() in log_path.read_bytes()]
     assert (out / "streams.csv").exists() and not _leaks_in_files(out)
+
+
+def test_a_worker_brings_its_own_credentials(echo_server, tmp_path):
+    """``streamslo run --master`` keeps headers off its command line, so Locust's spawn message
+    carries none: a worker must keep the ``--header-file`` it was started with."""
+    _, hfile = _secret_env(tmp_path)
+    port = str(unused_port())
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--worker", "--master-host", "127.0.0.1",
+         "--master-port", port, "--header-file", str(hfile)],
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        r = streamslo_run(
+            echo_server.url, tmp_path / "run", "--users", "2", "--duration", "3", "--drain", "2",
+            "--max-tokens", "2", "--master", "--expect-workers", "1", "--master-bind-port", port, "--quiet",
+        )
+        assert r.returncode in (0, 99), r.stdout + r.stderr
+    finally:
+        if worker.poll() is None:
+            stop_process(worker)
+    chats = [h for h in echo_server.seen if "Content-Length" in h]
+    assert chats and all(h.get("X-Api-Key") == FILE_KEY for h in chats)
+    assert not _leaks_in_files(tmp_path / "run")
