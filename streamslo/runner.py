@@ -14,113 +14,62 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from streamslo.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_THRESHOLD, BadInputError
-from streamslo.units import duration_arg, fraction_arg, parse_duration, positive_int_arg
+from streamslo.redact import HEADERS_ENV, Headers, install_log_redaction, resolve_headers
+from streamslo.run_options import (
+    RunOptions,
+    add_cli_arguments,
+    cli_values,
+    locust_argv,
+    scenario_values,
+)
 
 __all__ = ["RunConfig", "add_arguments", "config_from_args", "execute", "load_scenario", "main"]
 
 
-@dataclass(frozen=True)
-class RunConfig:
-    """One headless load run."""
+@dataclass(frozen=True, kw_only=True)
+class RunConfig(RunOptions):
+    """One headless load run: every run option (:class:`~streamslo.run_options.RunOptions`),
+    with a host and a results directory, and what is built from them."""
 
     host: str
     out: Path
-    users: int = 50
-    spawn_rate: float = 0.0
-    """Users started per second; 0 starts them all within a second."""
-    duration: float = 60.0
-    protocol: str = "sse"
-    max_tokens: int = 64
-    slow_readers: float = 0.0
-    stall_timeout: float = 10.0
-    request_timeout: float = 300.0
-    drain: float = 30.0
-    warmup: float = 0.0
-    processes: int = 1
-    endpoint: str = "chat"
-    model: str | None = None
-    prompt_file: str | None = None
-    prompt_tokens: int = 16
-    api_key_env: str | None = None
-    headers: tuple[str, ...] = ()
-    insecure: bool = False
-    seed: int = 0
-    request_rate: float = 0.0
-    burstiness: float = 1.0
-    max_concurrency: int = 0
-    coalesced_chunks: bool = False
-    ignore_eos: bool = True
-    usage: bool = True
-    done_marker: bool = True
-    stages: str = ""
-    shape: str = ""
-    scenario: str | None = None
     slo: Any = None
     """A parsed SLO (streamslo.thresholds); None: the incidents' default."""
-    slo_source: str | None = None
-    allow_invalid: bool = False
-    generator_cpus: str | None = None
-    """``taskset -c`` list for the load generator (measure with server and load apart)."""
     extra_locust_args: tuple[str, ...] = field(default_factory=tuple)
-    quiet: bool = False
+    headers: Headers = field(init=False, repr=False, compare=False)
+    """``--header-file``, ``--header`` and ``--api-key-env`` resolved (validated at once)."""
+
+    def __post_init__(self) -> None:
+        headers = resolve_headers(self.header, self.header_file, self.api_key_env)
+        object.__setattr__(self, "headers", headers)
+
+    def locust_environment(self) -> dict[str, str]:
+        """What the Locust subprocess's environment gets besides ours: the headers (values
+        never go on its command line, where ``ps`` and CI logs show them)."""
+        return {HEADERS_ENV: self.headers.to_env()} if self.headers else {}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The ``streamslo run`` options (SPEC §7). Defaults are None where a scenario may set them."""
-    p.add_argument("--host", help="base URL of the server, e.g. http://127.0.0.1:8000")
-    p.add_argument("--out", type=Path, help="results directory to write")
-    p.add_argument("--protocol", choices=["sse", "ws", "mixed"], help="transport: SSE, WebSocket, or half each (default sse)")
-    p.add_argument("--users", type=positive_int_arg, help="concurrent users (streams), default 50")
-    p.add_argument("--spawn-rate", type=float, help="users started per second (default: all at once)")
-    p.add_argument("--duration", type=duration_arg, help="how long new streams start (30s, 5m), default 60s")
-    p.add_argument("--max-tokens", type=positive_int_arg, help="max_tokens per request, default 64")
-    p.add_argument("--slow-readers", type=fraction_arg, help="fraction of users that read slowly")
-    p.add_argument("--stall-timeout", type=duration_arg, help="no byte for this long: stalled (default 10s)")
-    p.add_argument("--request-timeout", type=duration_arg, help="whole-request deadline (default 300s)")
-    p.add_argument("--drain", type=duration_arg, help="time streams in flight get at the end (default 30s)")
-    p.add_argument("--warmup", type=duration_arg, help="streams started earlier are left out")
-    p.add_argument("--processes", type=positive_int_arg, help="Locust processes (master + workers)")
-    p.add_argument("--coalesced-chunks", action="store_true", default=None, help="server packs tokens per chunk")
-    p.add_argument("--scenario", help="a scenario TOML file ([load] options, [thresholds])")
-    p.add_argument("--slo", help="an SLO TOML file (default: the incidents' SLO)")
-    p.add_argument("--model", help="model name (default: the first of /v1/models)")
-    p.add_argument("--endpoint", choices=["chat", "completions", "stream"], help="/v1/chat/completions (default), /v1/completions or /v1/stream")
-    p.add_argument("--api-key-env", help="environment variable holding the API key")
-    p.add_argument("--header", action="append", default=None, help="extra header K:V (repeatable)")
-    p.add_argument("--insecure", action="store_true", default=None, help="skip TLS verification")
-    p.add_argument("--prompt-file", help="prompts: one per line, or JSON Lines with 'prompt'")
-    p.add_argument("--prompt-tokens", type=positive_int_arg, help="words per synthetic prompt")
-    p.add_argument("--seed", type=int, help="seed for prompts and arrivals")
-    p.add_argument("--request-rate", type=float, help="open loop: requests per second")
-    p.add_argument("--burstiness", type=float, help="open loop: gamma shape (1 = Poisson)")
-    p.add_argument("--max-concurrency", type=int, help="open loop: streams in flight at most")
-    p.add_argument("--no-ignore-eos", action="store_true", default=None, help="do not send ignore_eos")
-    p.add_argument("--no-usage", action="store_true", default=None, help="do not ask for usage")
-    p.add_argument("--no-done-marker", action="store_true", default=None, help="streams end with the body")
-    p.add_argument("--stages", help='k6-style stages "30s:50,1m:50,10s:0"')
-    p.add_argument("--shape", choices=["ramp", "steps", "spike"], help="a built-in load shape over --users and --duration")
-    p.add_argument("--allow-invalid", action="store_true", default=None, help="a saturated generator does not fail the run")
-    p.add_argument("--generator-cpus", help="pin the load generator with taskset -c LIST")
-    p.add_argument("--quiet", action="store_true", help="no summary table")
-
-
-_SCENARIO_KEYS = {
-    "host", "protocol", "users", "spawn_rate", "duration", "max_tokens", "slow_readers",
-    "stall_timeout", "request_timeout", "drain", "warmup", "processes", "endpoint", "model",
-    "prompt_file", "prompt_tokens", "api_key_env", "headers", "insecure", "seed", "request_rate",
-    "burstiness", "max_concurrency", "coalesced_chunks", "ignore_eos", "usage", "done_marker",
-    "stages", "shape", "generator_cpus",
-}
-_DURATION_KEYS = {"duration", "stall_timeout", "request_timeout", "drain", "warmup"}
+    """The ``streamslo run`` options, from the run-options table (``docs/cli.md``).
+    Defaults are None, so that a scenario's values apply where the command line is silent."""
+    add_cli_arguments(p)
 
 
 def load_scenario(path: str) -> tuple[dict[str, Any], Any]:
-    """A scenario file: ``[load]`` options (and k6 ``stages``), optional ``[thresholds]``."""
+    """A scenario file: ``[load]`` options (and k6 ``stages``), optional ``[thresholds]``.
+
+    Returns:
+        The options it sets (field name -> typed value) and its SLO (None without thresholds).
+
+    Raises:
+        BadInputError: an unreadable file, bad TOML, an unknown key or a bad value (the message
+            names the file).
+    """
     import tomllib
 
     from streamslo import thresholds
@@ -133,31 +82,17 @@ def load_scenario(path: str) -> tuple[dict[str, Any], Any]:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise BadInputError(f"{path}: {exc}") from None
-    load = doc.get("load", {})
-    if not isinstance(load, dict):
-        raise BadInputError(f"{path}: [load] must be a table")
-    out: dict[str, Any] = {}
-    for key, value in load.items():
-        k = key.replace("-", "_")
-        if k not in _SCENARIO_KEYS:
-            raise BadInputError(f"{path}: unknown [load] key {key!r}")
-        if k in _DURATION_KEYS:
-            value = parse_duration(value)
-        if k == "stages" and isinstance(value, list):
-            value = ",".join(f"{s['duration']}:{s['target']}" for s in value)
-        if k == "headers":
-            value = tuple(value)
-        out[k] = value
+    values = scenario_values(doc.get("load", {}), path)
     slo = (
         thresholds.parse_thresholds_table(doc["thresholds"], source=path, text=text)
         if "thresholds" in doc
         else None
     )
-    return out, slo
+    return values, slo
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
-    """Merge the scenario file (if any) under the command line, then the defaults.
+    """Merge the command line over the scenario file (if any), over the defaults.
 
     Raises:
         BadInputError: a missing or bad value.
@@ -166,76 +101,43 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
 
     values: dict[str, Any] = {}
     slo = None
-    if args.scenario:
-        values, slo = load_scenario(args.scenario)
-        values["scenario"] = args.scenario
-    cli = {
-        "host": args.host, "out": args.out, "protocol": args.protocol, "users": args.users,
-        "spawn_rate": args.spawn_rate, "duration": args.duration, "max_tokens": args.max_tokens,
-        "slow_readers": args.slow_readers, "stall_timeout": args.stall_timeout,
-        "request_timeout": args.request_timeout, "drain": args.drain, "warmup": args.warmup,
-        "processes": args.processes, "coalesced_chunks": args.coalesced_chunks, "model": args.model,
-        "endpoint": args.endpoint, "api_key_env": args.api_key_env,
-        "headers": tuple(args.header) if args.header else None, "insecure": args.insecure,
-        "prompt_file": args.prompt_file, "prompt_tokens": args.prompt_tokens, "seed": args.seed,
-        "request_rate": args.request_rate, "burstiness": args.burstiness,
-        "max_concurrency": args.max_concurrency, "stages": args.stages, "shape": args.shape,
-        "allow_invalid": args.allow_invalid, "generator_cpus": args.generator_cpus,
-        "ignore_eos": False if args.no_ignore_eos else None,
-        "usage": False if args.no_usage else None,
-        "done_marker": False if args.no_done_marker else None,
-    }
-    values.update({k: v for k, v in cli.items() if v is not None})
-    if args.slo:
-        slo = thresholds.load_slo(args.slo)
-        values["slo_source"] = args.slo
+    cli = cli_values(args)
+    if cli.get("scenario"):
+        values, slo = load_scenario(cli["scenario"])
+    values.update(cli)
+    if values.get("slo_source"):
+        slo = thresholds.load_slo(values["slo_source"])
     if not values.get("host"):
         raise BadInputError("--host is required (or 'host' in the scenario's [load])")
     if not values.get("out"):
         raise BadInputError("--out DIR is required")
-    values["out"] = Path(values["out"])
-    values["slo"] = slo
-    values["quiet"] = bool(getattr(args, "quiet", False))
-    return RunConfig(**values)
+    if values.get("master") and values.get("processes", 1) > 1:
+        raise BadInputError("--master takes its load from workers: give --expect-workers, not --processes")
+    return RunConfig(**values, slo=slo)
 
 
 def _locust_command(cfg: RunConfig, locustfile: Path) -> list[str]:
+    """Locust's command line: its own options translated, then every stream-user option that
+    differs from its default (never a secret: see :meth:`RunConfig.locust_environment`)."""
     run_time = cfg.warmup + cfg.duration
     spawn = cfg.spawn_rate if cfg.spawn_rate > 0 else float(cfg.users)
+    # The open loop splits --request-rate over the generating processes: a master's workers.
+    forwarded = replace(cfg, processes=cfg.expect_workers) if cfg.master else cfg
     cmd = [
         sys.executable, "-m", "locust", "-f", str(locustfile), "--headless",
         "--host", cfg.host, "-u", str(cfg.users), "-r", f"{spawn:g}",
         "--run-time", f"{max(1, round(run_time))}s", "--stop-timeout", str(math.ceil(cfg.drain)),
         "--exit-code-on-error", "0", "--only-summary", "--loglevel", "WARNING",
-        "--results-dir", str(cfg.out), "--protocol", cfg.protocol,
-        "--max-tokens", str(cfg.max_tokens), "--endpoint", cfg.endpoint,
-        "--slow-readers", f"{cfg.slow_readers:g}", "--stall-timeout", f"{cfg.stall_timeout:g}",
-        "--request-timeout", f"{cfg.request_timeout:g}", "--warmup", f"{cfg.warmup:g}",
-        "--seed", str(cfg.seed), "--prompt-tokens", str(cfg.prompt_tokens),
-        "--request-rate", f"{cfg.request_rate:g}", "--burstiness", f"{cfg.burstiness:g}",
-        "--max-concurrency", str(cfg.max_concurrency), "--processes-hint", str(cfg.processes),
+        *locust_argv(forwarded),
     ]
-    if cfg.processes > 1:
+    if cfg.master:
+        cmd += [
+            "--master", "--expect-workers", str(cfg.expect_workers),
+            "--master-bind-host", cfg.master_bind_host, "--master-bind-port", str(cfg.master_bind_port),
+        ]
+    elif cfg.processes > 1:
+        # Locust's master binds every interface unless told otherwise; its forks are local.
         cmd += ["--processes", str(cfg.processes), "--master-bind-host", "127.0.0.1"]
-    if cfg.model:
-        cmd += ["--model", cfg.model]
-    if cfg.prompt_file:
-        cmd += ["--prompt-file", cfg.prompt_file]
-    if cfg.api_key_env:
-        cmd += ["--api-key-env", cfg.api_key_env]
-    for h in cfg.headers:
-        cmd += ["--header", h]
-    for flag, on in (
-        ("--insecure", cfg.insecure), ("--coalesced-chunks", cfg.coalesced_chunks),
-        ("--no-ignore-eos", not cfg.ignore_eos), ("--no-usage", not cfg.usage),
-        ("--no-done-marker", not cfg.done_marker),
-    ):
-        if on:
-            cmd.append(flag)
-    if cfg.stages:
-        cmd += ["--stages", cfg.stages]
-    elif cfg.shape:
-        cmd += ["--shape", cfg.shape]
     if cfg.generator_cpus:
         cmd = ["taskset", "-c", cfg.generator_cpus, *cmd]
     return [*cmd, *cfg.extra_locust_args]
@@ -285,7 +187,7 @@ def execute(cfg: RunConfig) -> int:
     }
     write_json(out / RUN_FILE, info)
     locustfile = Path(__file__).resolve().parent / "loadgen" / "locustfile.py"
-    env = dict(os.environ, STREAMSLO_RUNNER="1", PYTHONUNBUFFERED="1")
+    env = dict(os.environ, STREAMSLO_RUNNER="1", PYTHONUNBUFFERED="1", **cfg.locust_environment())
     log_path = out / "locust.log"
     aborted: list[Any] = []
     with open(log_path, "wb") as log:
@@ -394,4 +296,6 @@ def _stop(proc: subprocess.Popen[bytes], drain: float) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """``streamslo run``."""
-    return execute(config_from_args(args))
+    cfg = config_from_args(args)
+    install_log_redaction(cfg.headers.redactor())
+    return execute(cfg)

@@ -13,17 +13,24 @@ from dataclasses import replace
 from pathlib import Path
 
 from streamslo.errors import BadInputError
+from streamslo.run_options import add_cli_arguments
 
 __all__ = ["add_arguments", "main"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--scenario", required=True, help="scenario TOML ([load] with stages, [thresholds])")
-    p.add_argument("--host", help="server base URL (default: the scenario's, else the bundled server)")
-    p.add_argument("--out", type=Path, help="results directory (default results/soak-<timestamp>)")
+    """``streamslo run``'s options (the scenario required), and how to start the bundled server."""
+    add_cli_arguments(
+        p,
+        required=("scenario",),
+        help={
+            "scenario": "scenario TOML ([load] with stages, [thresholds])",
+            "host": "server base URL (default: the scenario's, else the bundled server)",
+            "out": "results directory (default results/soak-<timestamp>)",
+            "slo_source": "an SLO file instead of the scenario's thresholds",
+        },
+    )
     p.add_argument("--serve", default="--mode fixed --server gunicorn --workers 1", help="streamslo serve options when the bundled server is started")
-    p.add_argument("--slo", help="an SLO file instead of the scenario's thresholds")
-    p.add_argument("--allow-invalid", action="store_true", help="a saturated generator does not fail the soak")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -36,7 +43,7 @@ def main(args: argparse.Namespace) -> int:
     from streamslo.stages import parse_stages, total_duration
 
     values, _ = load_scenario(args.scenario)
-    if not values.get("stages"):
+    if not (args.stages or values.get("stages")):
         raise BadInputError(f"{args.scenario}: a soak scenario needs [load] stages")
     out = args.out or Path("results") / f"soak-{dt.datetime.now():%Y%m%d-%H%M%S}"
     host = args.host or values.get("host")
@@ -48,15 +55,10 @@ def main(args: argparse.Namespace) -> int:
         server.wait_ready()
         host = server.url
     try:
-        run_args = argparse.Namespace(**{k: None for k in _RUN_KEYS})
-        run_args.scenario = args.scenario
-        run_args.host = host
-        run_args.out = out
-        run_args.slo = args.slo
-        run_args.allow_invalid = args.allow_invalid or None
-        run_args.generator_cpus = gen_cpus
-        run_args.quiet = False
-        cfg = config_from_args(run_args)
+        args.host, args.out = host, out
+        if args.generator_cpus is None:
+            args.generator_cpus = gen_cpus
+        cfg = config_from_args(args)
         # A stages run lasts as long as its stages.
         stages = parse_stages(cfg.stages)
         cfg = replace(cfg, duration=total_duration(stages), users=max(1, max(st.target for st in stages)))
@@ -64,12 +66,3 @@ def main(args: argparse.Namespace) -> int:
     finally:
         if server is not None:
             server.stop()
-
-
-_RUN_KEYS = (
-    "host", "out", "protocol", "users", "spawn_rate", "duration", "max_tokens", "slow_readers",
-    "stall_timeout", "request_timeout", "drain", "warmup", "processes", "coalesced_chunks",
-    "scenario", "slo", "model", "endpoint", "api_key_env", "header", "insecure", "prompt_file",
-    "prompt_tokens", "seed", "request_rate", "burstiness", "max_concurrency", "no_ignore_eos",
-    "no_usage", "no_done_marker", "stages", "shape", "allow_invalid", "generator_cpus", "quiet",
-)

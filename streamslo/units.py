@@ -1,15 +1,30 @@
-"""Parsing of durations and other command-line values.
+"""Parsing of durations, counts and fractions: command-line text and scenario (TOML) values.
 
 Durations are seconds (``30``, ``2.5``) or k6-style (``500ms``, ``30s``, ``5m``, ``1h``,
-``1m30s``).
+``1m30s``). Every parser here takes either text (a command line, Locust's web UI) or the
+native value a TOML file holds (``64``, ``2.5``), and raises :class:`ValueError` with a
+message that says what was expected; callers add where the value came from.
 """
 
 from __future__ import annotations
 
 import argparse
 import re
+from collections.abc import Callable
+from typing import TypeVar
 
-__all__ = ["duration_arg", "fraction_arg", "parse_duration", "positive_int_arg"]
+__all__ = [
+    "duration_arg",
+    "format_duration",
+    "fraction_arg",
+    "parse_duration",
+    "parse_float",
+    "parse_fraction",
+    "parse_int",
+    "positive_int_arg",
+]
+
+_T = TypeVar("_T")
 
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
@@ -27,10 +42,12 @@ def parse_duration(text: str | float | int) -> float:
     Raises:
         ValueError: the text is not a duration.
     """
+    if isinstance(text, bool):
+        raise ValueError(f"not a duration: {text!r} (use seconds, or 500ms, 30s, 5m, 1h)")
     if isinstance(text, (int, float)):
         value = float(text)
     else:
-        s = text.strip().lower()
+        s = str(text).strip().lower()
         try:
             value = float(s)
         except ValueError:
@@ -49,31 +66,88 @@ def parse_duration(text: str | float | int) -> float:
     return value
 
 
-def duration_arg(text: str) -> float:
-    """argparse ``type=`` for durations."""
-    try:
-        return parse_duration(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+def format_duration(seconds: float) -> str:
+    """The shortest text :func:`parse_duration` reads back as ``seconds``: ``10s``, ``50ms``."""
+    if seconds and seconds < 1 and round(seconds * 1000, 6).is_integer():
+        return f"{round(seconds * 1000):d}ms"
+    return f"{seconds:g}s"
 
 
-def fraction_arg(text: str) -> float:
-    """argparse ``type=`` for a fraction in [0, 1]."""
+def parse_int(value: object, minimum: int | None = None) -> int:
+    """An integer from text or a TOML integer.
+
+    Raises:
+        ValueError: not an integer (a bool or a fraction is not), or below ``minimum``.
+    """
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        raise ValueError(f"not an integer: {value!r}")
     try:
-        value = float(text)
+        number = int(value) if isinstance(value, (int, float)) else int(str(value).strip())
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1: {text!r}")
-    return value
+        raise ValueError(f"not an integer: {value!r}") from None
+    if minimum is not None and number < minimum:
+        raise ValueError(f"must be at least {minimum}: {value!r}")
+    return number
 
 
-def positive_int_arg(text: str) -> int:
-    """argparse ``type=`` for an integer >= 1."""
+def parse_float(
+    value: object, minimum: float | None = None, maximum: float | None = None, *, above: bool = False
+) -> float:
+    """A number from text or a TOML number.
+
+    Args:
+        value: the text or number.
+        minimum: the lowest value allowed (or, with ``above``, the value it must exceed).
+        maximum: the highest value allowed.
+        above: ``minimum`` itself is not allowed.
+
+    Raises:
+        ValueError: not a finite number, or out of range.
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"not a number: {value!r}")
     try:
-        value = int(text)
+        number = float(value) if isinstance(value, (int, float)) else float(str(value).strip())
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
-    return value
+        raise ValueError(f"not a number: {value!r}") from None
+    if number != number or number in (float("inf"), float("-inf")):
+        raise ValueError(f"not a finite number: {value!r}")
+    if minimum is not None and (number <= minimum if above else number < minimum):
+        raise ValueError(f"must be {'above' if above else 'at least'} {minimum:g}: {value!r}")
+    if maximum is not None and number > maximum:
+        raise ValueError(f"must be at most {maximum:g}: {value!r}")
+    return number
+
+
+def parse_fraction(value: object) -> float:
+    """A number in [0, 1].
+
+    Raises:
+        ValueError: not a number, or outside [0, 1].
+    """
+    number = parse_float(value)
+    if not 0.0 <= number <= 1.0:
+        raise ValueError(f"must be between 0 and 1: {value!r}")
+    return number
+
+
+def _arg(parse: Callable[[str], _T]) -> Callable[[str], _T]:
+    """An argparse ``type=`` that reports the parser's own message (argparse would replace a
+    ValueError's text with a generic "invalid value")."""
+
+    def convert(text: str) -> _T:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = parse.__name__
+    return convert
+
+
+duration_arg = _arg(parse_duration)
+"""argparse ``type=`` for durations."""
+fraction_arg = _arg(parse_fraction)
+"""argparse ``type=`` for a fraction in [0, 1]."""
+positive_int_arg = _arg(lambda text: parse_int(text, 1))
+"""argparse ``type=`` for an integer >= 1."""

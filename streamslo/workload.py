@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from streamslo.errors import BadInputError
+from streamslo.run_options import DEFAULTS
 from streamslo.stream.timing import StreamExpectations
 
 __all__ = [
@@ -38,22 +39,22 @@ _WORDS = ["explain", "quantum", "entanglement", "stream", "token", "latency", "s
 
 @dataclass(frozen=True)
 class RequestOptions:
-    """How each request is built and judged."""
+    """How each request is built and judged (defaults: the run options', ``docs/cli.md``)."""
 
-    endpoint: str = "chat"
+    endpoint: str = DEFAULTS.endpoint
     """``chat`` (/v1/chat/completions), ``completions`` or ``stream`` (/v1/stream)."""
-    model: str | None = None
+    model: str | None = DEFAULTS.model
     """The model name; None leaves the field out."""
-    max_tokens: int = 64
-    temperature: float = 0.0
-    seed: int | None = 0
-    ignore_eos: bool = True
+    max_tokens: int = DEFAULTS.max_tokens
+    temperature: float = DEFAULTS.temperature
+    seed: int | None = DEFAULTS.seed
+    ignore_eos: bool = DEFAULTS.ignore_eos
     """Ask for exactly max_tokens tokens so that a silent truncation can be seen."""
-    include_usage: bool = True
+    include_usage: bool = DEFAULTS.usage
     """Ask for ``stream_options.include_usage``."""
-    done_marker: bool = True
+    done_marker: bool = DEFAULTS.done_marker
     """Expect ``[DONE]``; False for servers that end with the body."""
-    coalesced_chunks: bool = False
+    coalesced_chunks: bool = DEFAULTS.coalesced_chunks
     """The server may pack several tokens in one chunk."""
     extra: dict[str, object] = field(default_factory=dict)
     """Further body fields."""
@@ -151,7 +152,7 @@ class PromptSource:
         return cls(prompts, seed)
 
     @classmethod
-    def synthetic(cls, words: int = 16, seed: int = 0, count: int = 64) -> PromptSource:
+    def synthetic(cls, words: int = DEFAULTS.prompt_tokens, seed: int = 0, count: int = 64) -> PromptSource:
         """``count`` seeded prompts of about ``words`` words each."""
         rng = random.Random(seed)
         return cls(

@@ -53,7 +53,8 @@ PUBLIC = [
     "streamslo.evidence", "streamslo.summary_table", "streamslo.stream.sse", "streamslo.stream.tracker",
     "streamslo.stream.timing", "streamslo.stream.outcome", "streamslo.stream.http1", "streamslo.transport.sync",
     "streamslo.transport.common", "streamslo.transport.sse", "streamslo.transport.ws", "streamslo.transport.watchdog",
-    "streamslo.bundled", "streamslo._slo_parse",
+    "streamslo.bundled", "streamslo._slo_parse", "streamslo.run_options", "streamslo.option_types",
+    "streamslo.redact",
 ]
 
 

@@ -2,6 +2,10 @@
 distributed live figures and the web UI's "Stream SLOs" tab.
 
 :func:`install` is called once by a locustfile; everything else happens in Locust's events.
+
+The web UI's start form shows only the options that are safe to let anyone who reaches it set;
+a hand-made request that sets another one (an environment variable to send as a key, a local
+file to read or write) is refused, and so is a new host while secret headers are configured.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ import json
 import logging
 import os
 from typing import Any
+from urllib.parse import urlsplit
 
 from locust import events
 from locust.runners import MasterRunner, WorkerRunner
@@ -17,11 +22,13 @@ from locust.runners import MasterRunner, WorkerRunner
 from streamslo.errors import EXIT_BAD_INPUT, BadInputError
 from streamslo.loadgen.live import LiveStats
 from streamslo.loadgen.options import register_arguments
-from streamslo.loadgen.recorder import get_recorder
+from streamslo.loadgen.recorder import RunRecorder, get_recorder
 from streamslo.loadgen.shapes import StagesShape, builtin_stages, parse_stages
+from streamslo.redact import take_inherited_headers
+from streamslo.run_options import OPTIONS
 from streamslo.workload import user_weights
 
-__all__ = ["install"]
+__all__ = ["install", "swarm_refusal"]
 
 log = logging.getLogger("streamslo.locust")
 
@@ -37,7 +44,7 @@ def _apply_mix(environment: Any) -> None:
         cls = by_name.get("OpenLoopStreamUser")
         if cls is None:
             raise BadInputError("--request-rate needs OpenLoopStreamUser in the locustfile")
-        cls.fixed_count = max(1, int(environment.parsed_options.processes_hint))
+        cls.fixed_count = opts.generators
         environment.user_classes = [cls]
         return
     weights = user_weights(opts.protocol, opts.slow_readers)
@@ -68,10 +75,46 @@ def _apply_shape(environment: Any) -> None:
     environment.shape_class = shape
 
 
+#: Locust options that only the command line may set (not shown in the web UI form).
+_NOT_FROM_WEB_UI = frozenset(o.locust_dest for o in OPTIONS if o.locust_dest and not o.in_web_ui)
+
+
+def _origin(url: str | None) -> tuple[str, str, int | None] | None:
+    if not url:
+        return None
+    parts = urlsplit(url if "://" in url else f"http://{url}")
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        port = None
+    return parts.scheme, (parts.hostname or ""), port
+
+
+def swarm_refusal(form: dict[str, str], start_host: str | None, has_secrets: bool) -> str | None:
+    """Why a web UI start request must be refused, or None to let Locust start the run.
+
+    Args:
+        form: the request's form fields.
+        start_host: the host given at start (``--host``).
+        has_secrets: secret headers or an API key are configured.
+    """
+    refused = sorted(k for k in form if k in _NOT_FROM_WEB_UI)
+    if refused:
+        return f"streamslo: {', '.join(refused)} can only be set on the command line"
+    host = form.get("host")
+    if has_secrets and host and _origin(host) != _origin(start_host):
+        return (
+            "streamslo: the secret headers are only sent to the host given on the command line "
+            f"({start_host or 'none'}); restart Locust to test another host"
+        )
+    return None
+
+
 def _install_web_ui(environment: Any, web_ui: Any) -> None:
-    from flask import request
+    from flask import jsonify, request
 
     recorder = get_recorder(environment)
+    start_host = environment.host
     web_ui.template_args["extended_tabs"] = [{"title": "Stream SLOs", "key": _TAB_KEY}]
     web_ui.template_args["extended_tables"] = [
         {
@@ -85,7 +128,16 @@ def _install_web_ui(environment: Any, web_ui: Any) -> None:
         }
     ]
 
-    @web_ui.app.after_request
+    def _guard_swarm() -> Any:
+        # Locust copies every form field onto its parsed options, shown in the form or not.
+        if request.method != "POST" or not request.path.endswith("/swarm"):
+            return None
+        why = swarm_refusal(dict(request.form), start_host, bool(recorder.opts.headers.secrets))
+        if why is None:
+            return None
+        log.warning("%s (start request from %s refused)", why, request.remote_addr)
+        return jsonify({"success": False, "message": why, "host": environment.host}), 403
+
     def _add_slo_rows(response: Any) -> Any:
         if request.path != "/stats/requests" or not response.is_json:
             return response
@@ -94,9 +146,12 @@ def _install_web_ui(environment: Any, web_ui: Any) -> None:
         response.set_data(json.dumps(data))
         return response
 
-    @web_ui.app.route("/streamslo/live")
     def _live() -> Any:
         return {"rows": recorder.live.rows(), "raw": recorder.live.to_wire()}
+
+    web_ui.app.before_request(_guard_swarm)
+    web_ui.app.after_request(_add_slo_rows)
+    web_ui.app.route("/streamslo/live")(_live)
 
 
 _installed = False
@@ -109,12 +164,13 @@ def install() -> None:
     if _installed:
         return
     _installed = True
+    # Before Locust forks its --processes workers: they keep the headers, and nothing started
+    # later finds them in the environment.
+    take_inherited_headers()
 
-    @events.init_command_line_parser.add_listener
     def _args(parser: Any, **_: Any) -> None:
         register_arguments(parser)
 
-    @events.init.add_listener
     def _init(environment: Any, runner: Any = None, web_ui: Any = None, **_: Any) -> None:
         try:
             get_recorder(environment)
@@ -132,15 +188,12 @@ def install() -> None:
         if web_ui is not None:
             _install_web_ui(environment, web_ui)
 
-    @events.test_start.add_listener
     def _start(environment: Any, **_: Any) -> None:
         get_recorder(environment).on_test_start(generating=not isinstance(environment.runner, MasterRunner))
 
-    @events.test_stop.add_listener
     def _stop(environment: Any, **_: Any) -> None:
         get_recorder(environment).on_test_stop()
 
-    @events.report_to_master.add_listener
     def _to_master(client_id: str, data: dict[str, Any], **_: Any) -> None:
         env = _env_holder.get("env")
         if env is None:
@@ -149,19 +202,16 @@ def install() -> None:
         data["streamslo"] = rec.live_delta.to_wire()
         rec.live_delta = LiveStats()
 
-    @events.worker_report.add_listener
     def _from_worker(client_id: str, data: dict[str, Any], **_: Any) -> None:
         env = _env_holder.get("env")
         if env is not None and "streamslo" in data:
             get_recorder(env).live.merge_wire(data["streamslo"])
 
-    @events.init.add_listener
     def _remember(environment: Any, **_: Any) -> None:
         _env_holder["env"] = environment
 
-    @events.quitting.add_listener
     def _quitting(environment: Any, **_: Any) -> None:
-        rec = get_recorder(environment)
+        rec: RunRecorder = get_recorder(environment)
         rec.on_test_stop()
         if isinstance(environment.runner, WorkerRunner) or os.environ.get("STREAMSLO_RUNNER"):
             return
@@ -170,6 +220,18 @@ def install() -> None:
             from streamslo.finalize import finalize_plain_locust
 
             finalize_plain_locust(environment, d, rec.run_start)
+
+    # Locust's hooks are untyped: register through Any, not as decorators (which would make
+    # every listener untyped for mypy).
+    hooks: Any = events
+    hooks.init_command_line_parser.add_listener(_args)
+    hooks.init.add_listener(_init)
+    hooks.test_start.add_listener(_start)
+    hooks.test_stop.add_listener(_stop)
+    hooks.report_to_master.add_listener(_to_master)
+    hooks.worker_report.add_listener(_from_worker)
+    hooks.init.add_listener(_remember)
+    hooks.quitting.add_listener(_quitting)
 
 
 _env_holder: dict[str, Any] = {}

@@ -13,6 +13,10 @@ Each stream is reported to Locust with named entries per protocol (``SSE``/``WS`
 
 Cancelled streams (the run stopped them) are written to the results but not reported as
 failures; streams that started in the warm-up are left out of everything.
+
+Error text comes from the server: before a stream is recorded anywhere, every secret (the API
+key, secret header values) is masked in it, and a ``streams.csv`` text cell that a spreadsheet
+would run as a formula is neutralized (see ``docs/security.md``).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import logging
 import time
 import urllib.request
 from collections import deque
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +38,9 @@ import gevent.lock
 from streamslo.loadgen.live import LiveStats
 from streamslo.loadgen.monitor import GeneratorMonitor
 from streamslo.loadgen.options import LoadOptions
+from streamslo.redact import Redactor, csv_safe, install_log_redaction
 from streamslo.results import ResultsWriter, ensure_streams_header
+from streamslo.run_options import OPTIONS
 from streamslo.stream.timing import StreamRecord
 from streamslo.transport.sync import Target
 from streamslo.workload import PromptSource, RequestOptions, first_model_id
@@ -73,16 +80,45 @@ def claim_run_start(directory: Path) -> float:
     return now
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """urllib would follow a redirect with every header, ``Authorization`` included, to any
+    host: a redirect is an answer without models here."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
 def _first_model(target: Target) -> str | None:
     """The first model of ``/v1/models``, None when the server does not say."""
     url = f"{target.scheme}://{target.host_header}{target.prefix}/v1/models"
     req = urllib.request.Request(url, headers=target.headers)
+    handlers = [urllib.request.HTTPSHandler(context=target.ssl_context)] if target.ssl_context else []
+    opener = urllib.request.build_opener(_NoRedirect, *handlers) if handlers else _OPENER
     try:
-        with urllib.request.urlopen(req, timeout=5, context=target.ssl_context) as resp:
+        with opener.open(req, timeout=5) as resp:
             return first_model_id(json.loads(resp.read(1 << 20)))
     except (OSError, ValueError) as exc:
         log.warning("could not list models at %s (%s); sending no model name", url, exc)
     return None
+
+
+#: The ``StreamRecord`` fields that are text columns of ``streams.csv`` (the others are numbers).
+_TEXT_FIELDS = ("stream_id", "protocol", "user_class", "outcome", "finish_reason", "error")
+
+
+def _csv_safe_record(rec: StreamRecord) -> StreamRecord:
+    """``rec``, or a copy whose text cells cannot start a spreadsheet formula."""
+    changes: dict[str, Any] = {}  # Any: replace() checks each keyword against its field
+    for name in _TEXT_FIELDS:
+        value = getattr(rec, name)
+        if value and isinstance(value, str):
+            safe = csv_safe(value)
+            if safe is not value:
+                changes[name] = safe
+    return replace(rec, **changes) if changes else rec
 
 
 class RunRecorder:
@@ -107,6 +143,14 @@ class RunRecorder:
         from locust.runners import WorkerRunner
 
         self._is_worker = isinstance(environment.runner, WorkerRunner)
+        # This process's own secret options, before a master's (see refresh_options).
+        self._own_secrets = {
+            o.locust_dest: getattr(environment.parsed_options, o.locust_dest, None)
+            for o in OPTIONS
+            if o.secret and o.locust_dest
+        }
+        self.redact: Redactor = opts.redactor()
+        install_log_redaction(self.redact)
         self.prompts = (
             PromptSource.from_file(opts.prompt_file, opts.seed)
             if opts.prompt_file
@@ -124,7 +168,7 @@ class RunRecorder:
                 from streamslo.errors import BadInputError
 
                 raise BadInputError("no --host given")
-            self._target = Target.from_url(host, self.opts.headers, self.opts.insecure)
+            self._target = Target.from_url(host, self.opts.headers.as_dict(), self.opts.insecure)
         return self._target
 
     @property
@@ -145,10 +189,22 @@ class RunRecorder:
 
     def refresh_options(self) -> None:
         """Re-read the options: a worker receives the master's at test start, and the web
-        UI's start form may have changed them since init."""
-        opts = LoadOptions.from_parsed(self.env.parsed_options)
+        UI's start form may have changed them since init.
+
+        A worker keeps its own credentials (``--header-file``, ``--api-key-env``, ``--header``)
+        where the master sends none: ``streamslo run`` never puts them on the master's command
+        line, so a worker on another machine brings its own.
+        """
+        parsed = self.env.parsed_options
+        if self._is_worker:
+            for dest, own in self._own_secrets.items():
+                if own and not getattr(parsed, dest, None):
+                    setattr(parsed, dest, own)
+        opts = LoadOptions.from_parsed(parsed)
         if opts != self.opts:
             self.opts = opts
+            self.redact = opts.redactor()
+            install_log_redaction(self.redact)
             self._target = None
             self._request = None
             self.prompts = (
@@ -248,8 +304,14 @@ class RunRecorder:
             self._record(self._queue.popleft())
 
     def _record(self, rec: StreamRecord) -> None:
+        # Server text may echo a key: mask it before the row, the live figures or Locust's
+        # failure message (cut to 80 characters below, after masking) can keep it.
+        if rec.error:
+            rec.error = self.redact(rec.error)
+        if rec.finish_reason:
+            rec.finish_reason = self.redact(rec.finish_reason)
         if self.writer is not None:
-            self.writer.add(rec)
+            self.writer.add(_csv_safe_record(rec))
         # A worker's figures travel to the master, which shows them; a local runner shows its own.
         (self.live_delta if self._is_worker else self.live).add(rec)
         self._report(rec)

@@ -17,6 +17,16 @@ def streamslo_run(host: str, out: Path, *args: str, timeout: float = 120) -> sub
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=REPO)
 
 
+def stop_process(proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
+    """SIGTERM (Locust finalizes its results then), SIGKILL if it does not exit in time."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def streams(out: Path) -> pd.DataFrame:
     return pd.read_csv(out / "streams.csv")
 

@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 
 from tests.faulty.process import unused_port
-from tests.locust.helpers import LOCUSTFILE, REPO
+from tests.locust.helpers import LOCUSTFILE, REPO, stop_process
 
 pytestmark = [pytest.mark.load, pytest.mark.browser]
 
@@ -58,12 +58,7 @@ def locust_ui(faulty_server, tmp_path):
             pytest.fail("the Locust web UI never showed a finished stream")
         yield base
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, timeout=20)
 
 
 def test_live_slo_rows_in_stats_endpoint(locust_ui):
@@ -106,8 +101,12 @@ def test_start_form_shows_streaming_options(faulty_server):
             except OSError:
                 time.sleep(0.3)
         dom = _chromium("--virtual-time-budget=5000", "--dump-dom", f"http://127.0.0.1:{port}/").stdout.decode("utf-8", "replace")
-        for option in ("max_tokens", "stall_timeout", "results_dir", "prompt_file", "api_key_env", "protocol"):
+        for option in ("max_tokens", "stall_timeout", "protocol"):
             assert option in dom, option
+        # Anyone who reaches the UI must not pick an environment variable to send as a key, or
+        # a local file to read or write: those options are for the command line only.
+        for option in ("results_dir", "prompt_file", "api_key_env", "header_file"):
+            assert option not in dom, option
     finally:
         proc.terminate()
         proc.wait(timeout=20)
