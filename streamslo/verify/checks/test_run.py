@@ -6,10 +6,19 @@ from typing import Any
 
 import pytest
 
-from streamslo.verify.explain import explain_empty, explain_invalid
+from streamslo.verify.explain import explain_empty, explain_incomplete, explain_invalid
 from streamslo.verify.plugin import get_state
 
-__all__ = ["test_run_is_not_empty", "test_run_is_valid"]
+__all__ = ["test_run_is_complete", "test_run_is_not_empty", "test_run_is_valid"]
+
+
+def test_run_is_complete(streamslo_results: Any, pytestconfig: pytest.Config) -> None:
+    """The run was finalized (run.json ``complete``), unless --streamslo-allow-incomplete."""
+    if streamslo_results.complete:
+        return
+    if get_state(pytestconfig).settings.allow_incomplete:
+        pytest.skip("unfinalized run allowed (--streamslo-allow-incomplete): " + explain_incomplete(streamslo_results))
+    pytest.fail(explain_incomplete(streamslo_results), pytrace=False)
 
 
 def test_run_is_not_empty(streamslo_results: Any) -> None:
