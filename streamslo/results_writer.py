@@ -327,6 +327,7 @@ class ResultsWriter:
                 self._submit(b, path)
         if wait:
             self._finish()
+            self._status_dirty = True  # the end of a run: say what was written, always
         if self._status_dirty:
             self._save_status()
 

@@ -375,7 +375,7 @@ def build_model(
     infos = tuple(run_info(r, s) for r, s in zip(runs, summaries, strict=True))
     warnings = comparability_warnings(runs[0], runs[1]) if len(runs) > 1 else ()
     invalid = tuple(
-        f"The {r.label} run ({r.name}): {w}"
+        f"The {'' if r.label == 'run' else r.label + ' '}run ({r.name}): {w}"
         for r in runs for w in integrity_warnings(r.run, r.data.skipped_rows)
     ) + tuple(
         f"The {i.label} run ({i.name}) is INVALID: {i.invalid_reason or 'no reason recorded'}. "
