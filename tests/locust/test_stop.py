@@ -170,3 +170,24 @@ def test_compare_stops_after_a_signal_instead_of_starting_the_next_run(tmp_path)
     assert run["complete"] is True and run["interrupted"] is True
     assert len(load_run(out / "naive").streams) > 0
     assert not (out / "fixed").exists() and not (out / "report.html").exists()
+
+
+def test_a_killed_runner_takes_locust_with_it_and_finalize_recovers_the_run(faulty_server, tmp_path):
+    out = tmp_path / "run"
+    proc, watch = _start(*_run_cmd(faulty_server.base_url, out, "--duration", "60", "--max-tokens", "8", "--drain", "5"))
+    _wait_rows(Layout(out).streams_csv, proc, 60)
+    time.sleep(2.5)
+    proc.kill()  # nothing to catch: run.json stays complete: false
+    proc.communicate(timeout=30)
+    killed_at = time.time()
+    deadline = time.monotonic() + 30
+    while watch.named("locust") and any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+                                        for p in watch.named("locust")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert watch.survivors() == []  # Locust got SIGTERM when its parent died, and stopped
+    assert json.loads(Layout(out).run_json.read_text())["complete"] is False
+    r = subprocess.run([sys.executable, "-m", "streamslo", "finalize", str(out)], cwd=REPO,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    run = _finalized(out)
+    assert run["killed"] is True and run["end_epoch"] < killed_at + 10

@@ -63,3 +63,10 @@ def test_layout_paths(tmp_path):
     assert lay.proc_json("p1") == tmp_path / "procs" / "p1.json"
     assert lay.writer_json("w1") == tmp_path / "writers" / "w1.json"
     assert lay.gap_part("123-abc", 7) == tmp_path / "gaps.parquet" / "part-123-abc-00007.parquet"
+
+
+def test_new_modules_declare_their_api():
+    from tests.test_cli import test_all_matches_public_names
+
+    for name in ("streamslo.gapfiles", "streamslo.results_writer", "streamslo.signals", "streamslo._streams_csv"):
+        test_all_matches_public_names(name)
