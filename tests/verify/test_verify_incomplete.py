@@ -10,7 +10,7 @@ import pandas  # noqa: F401
 import pyarrow.parquet  # noqa: F401
 import pytest
 
-import streamslo.metrics  # noqa: F401
+import streamslo.metrics
 import streamslo.thresholds  # noqa: F401
 from streamslo.results import load_run
 from streamslo.verify.slo import resolve_settings
