@@ -2,7 +2,8 @@
 module that owns it. Every owner module exposes ``add_arguments(parser)`` and
 ``main(args) -> int`` and keeps heavy imports (torch, pandas, locust) inside ``main``.
 
-Exit codes (SPEC §6): 0 all thresholds held, 99 a threshold failed, 2 bad input, 1 internal;
+Exit codes (docs/results.md for the stop signals): 0 all thresholds held, 99 a threshold failed,
+2 bad input, 1 internal;
 a command stopped by a signal exits 128 + its number (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP).
 """
 
