@@ -2,7 +2,9 @@
 module that owns it. Every owner module exposes ``add_arguments(parser)`` and
 ``main(args) -> int`` and keeps heavy imports (torch, pandas, locust) inside ``main``.
 
-Exit codes (SPEC §6): 0 all thresholds held, 99 a threshold failed, 2 bad input, 1 internal.
+Exit codes (docs/results.md for the stop signals): 0 all thresholds held, 99 a threshold failed,
+2 bad input, 1 internal;
+a command stopped by a signal exits 128 + its number (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP).
 """
 
 from __future__ import annotations
@@ -10,13 +12,15 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import signal
 import sys
 from collections.abc import Sequence
 
 from streamslo import __version__
 from streamslo.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, BadInputError
+from streamslo.signals import StopSignals, exit_code_of
 
-__all__ = ["COMMANDS", "build_parser", "main"]
+__all__ = ["COMMANDS", "STOPPABLE", "build_parser", "main"]
 
 #: sub-command -> (owner module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -27,7 +31,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "compare": ("streamslo.compare", "the main job: naive vs fixed bundled server, with report"),
     "soak": ("streamslo.soak", "a staged long run with thresholds that can abort it"),
     "proxy": ("streamslo.proxy.command", "a fault-injecting TCP proxy to put between the suite and a server"),
+    "finalize": ("streamslo.finalize", "finalize the results directory of a run that was killed"),
 }
+
+#: Sub-commands that run children: SIGTERM and SIGHUP stop them like Ctrl-C (streamslo.signals).
+STOPPABLE = frozenset({"run", "soak", "compare"})
 
 
 class _Parser(argparse.ArgumentParser):
@@ -42,7 +50,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser = _Parser(
         prog="streamslo",
         description="Load testing and SLO verification for streaming LLM endpoints (SSE and WebSocket).",
-        epilog="Exit codes: 0 every threshold held, 99 a threshold failed, 2 bad input, 1 internal error.",
+        epilog="Exit codes: 0 every threshold held, 99 a threshold failed, 2 bad input, 1 internal error, "
+        "128+N stopped by signal N (130 Ctrl-C, 143 SIGTERM).",
     )
     parser.add_argument("--version", action="version", version=f"streamslo {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -75,13 +84,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
+        if args.command in STOPPABLE:
+            with StopSignals():
+                return int(args._main(args))
         return int(args._main(args))
     except BadInputError as exc:
         print(f"streamslo {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        print(f"streamslo {args.command}: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        code = exit_code_of(exc)
+        print(f"streamslo {args.command}: interrupted ({signal.Signals(code - 128).name}); exit code {code}", file=sys.stderr)
+        return code
     except Exception:
         logging.getLogger("streamslo").exception("internal error in %s", args.command)
         return EXIT_INTERNAL

@@ -84,17 +84,22 @@ def _has_taskset() -> bool:
 
 
 def _one_run(label: str, args: argparse.Namespace, out: Path, url: str | None, serve_args: str) -> int:
+    """One load run, against ``url`` or a bundled server started (and always stopped) here.
+
+    Raises:
+        KeyboardInterrupt: a stop signal; the run's directory is finalized, the server stopped.
+    """
     from streamslo.runner import RunConfig, execute
 
     server_cpus, gen_cpus = split_cpus()
     server = None
-    if url is None:
-        server = BundledServer(shlex.split(serve_args), out.parent / f"{label}-server.log", server_cpus)
-        print(f"[{label}] starting the bundled server: streamslo serve {serve_args}", flush=True)
-        server.wait_ready()
-        url = server.url
-    print(f"[{label}] load: {args.users} {args.protocol} streams x {args.max_tokens} tokens for {args.duration:g}s against {url}", flush=True)
     try:
+        if url is None:
+            print(f"[{label}] starting the bundled server: streamslo serve {serve_args}", flush=True)
+            server = BundledServer(shlex.split(serve_args), out.parent / f"{label}-server.log", server_cpus)
+            server.wait_ready()
+            url = server.url
+        print(f"[{label}] load: {args.users} {args.protocol} streams x {args.max_tokens} tokens for {args.duration:g}s against {url}", flush=True)
         cfg = RunConfig(
             host=url,
             out=out,
@@ -118,9 +123,15 @@ def _one_run(label: str, args: argparse.Namespace, out: Path, url: str | None, s
 
 
 def main(args: argparse.Namespace) -> int:
-    """``streamslo compare``."""
+    """``streamslo compare``.
+
+    Raises:
+        KeyboardInterrupt: Ctrl-C or a stop signal: the run under way is finalized, its server
+            stopped, and compare stops there (no next run, no report).
+    """
     from streamslo import thresholds
     from streamslo.reports import build_report
+    from streamslo.results import Layout, read_json
 
     args.slo_obj = thresholds.load_slo(args.slo) if args.slo else None
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -131,15 +142,20 @@ def main(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     before_args = args.before_cmd or DEFAULTS.naive_server
     after_args = args.after_cmd or DEFAULTS.fixed_server
-    _one_run("naive", args, out / "naive", args.before_url, before_args)
-    after_rc = _one_run("fixed", args, out / "fixed", args.after_url, after_args)
+    label = "naive"
+    try:
+        _one_run("naive", args, out / "naive", args.before_url, before_args)
+        label = "fixed"
+        after_rc = _one_run("fixed", args, out / "fixed", args.after_url, after_args)
+    except KeyboardInterrupt:
+        print(f"compare: interrupted during the {label} run; its results are in {out / label}; "
+              "no further run, no report", file=sys.stderr, flush=True)
+        raise
     result = build_report(out / "naive", out / "fixed", out / "report.html", args.slo_obj)
     print(result.summary)
     print(f"\nreport: {result.html.resolve()}\n        {result.markdown.resolve()}\n        {result.json.resolve()}")
     print(f"compare took {time.monotonic() - t0:.0f}s")
-    from streamslo.results import RUN_FILE, read_json
-
-    fixed_valid = bool(read_json(out / "fixed" / RUN_FILE).get("valid", False))
+    fixed_valid = bool(read_json(Layout(out / "fixed").run_json).get("valid", False))
     if not result.passed or after_rc != EXIT_OK:
         print("verdict: the fixed server did NOT meet the SLO", file=sys.stderr)
         return EXIT_THRESHOLD

@@ -2,12 +2,14 @@
 
 When ``/healthz`` says the target is the bundled server, a thread scrapes ``/metrics`` every
 two seconds into ``server/metrics.jsonl`` and, at the end, saves ``/debug/stalls`` and
-``/debug/workers``. Against any other server it does nothing.
+``/debug/workers`` (paths from :class:`streamslo.results.Layout`). Against any other server it
+does nothing. A scrape that cannot be written (a full disk) is skipped; the thread goes on.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import ssl
 import threading
 import time
@@ -15,9 +17,14 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from streamslo.results import Layout
+from streamslo.results_writer import append_lines
+
 __all__ = ["ServerEvidence", "parse_prometheus"]
 
 _BUNDLED = "streamslo-target"
+
+log = logging.getLogger("streamslo.evidence")
 
 
 def parse_prometheus(text: str) -> dict[str, float]:
@@ -41,7 +48,8 @@ class ServerEvidence:
 
     def __init__(self, host: str, out: Path, insecure: bool = False, interval: float = 2.0) -> None:
         self.base = host.rstrip("/")
-        self.dir = Path(out) / "server"
+        self.layout = Layout(Path(out))
+        self.dir = self.layout.server_dir
         self.interval = interval
         self.bundled = False
         self._ctx: ssl.SSLContext | None = None
@@ -81,21 +89,33 @@ class ServerEvidence:
         self._thread.start()
 
     def _loop(self) -> None:
-        with open(self.dir / "metrics.jsonl", "a") as f:
-            while not self._stop.wait(self.interval):
-                raw = self._get("/metrics")
-                if raw is None:
-                    continue
-                line = {"t": round(time.time() - self._t0, 3), "metrics": parse_prometheus(raw.decode("utf-8", "replace"))}
-                f.write(json.dumps(line) + "\n")
-                f.flush()
+        failed = 0
+        while not self._stop.wait(self.interval):
+            raw = self._get("/metrics")
+            if raw is None:
+                continue
+            line = {"t": round(time.time() - self._t0, 3), "metrics": parse_prometheus(raw.decode("utf-8", "replace"))}
+            try:
+                path = self.layout.server_metrics
+                if not path.exists():
+                    path.touch()
+                # Whole lines only: a full disk or a kill never leaves half a scrape.
+                append_lines(path, (json.dumps(line) + "\n").encode())
+            except OSError as exc:
+                failed += 1
+                if failed == 1:
+                    log.warning("streamslo: cannot write %s (%s); skipping scrapes until it can",
+                                self.layout.server_metrics, exc)
 
     def stop(self) -> None:
         if self._thread is None:
             return
         self._stop.set()
         self._thread.join(timeout=10)
-        for path, name in (("/debug/stalls", "stalls.json"), ("/debug/workers", "workers.json")):
+        for path, dest in (("/debug/stalls", self.layout.server_stalls), ("/debug/workers", self.layout.server_workers)):
             raw = self._get(path)
             if raw:
-                (self.dir / name).write_bytes(raw)
+                try:
+                    dest.write_bytes(raw)
+                except OSError as exc:
+                    log.warning("streamslo: cannot write %s (%s)", dest, exc)

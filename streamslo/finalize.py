@@ -1,28 +1,48 @@
 """The end of a run: merge what every process wrote, judge the generator, write
-``run.json``, ``summary.json`` and ``slo.json`` (SPEC §5), and check the thresholds.
+``run.json``, ``summary.json`` and ``slo.json``, and check the thresholds
+(``docs/results.md``).
 
-Run once, by one process (``streamslo run`` after Locust exits, or a plain Locust master or
-local runner when it quits).
+Run once, by one process (``streamslo run`` after Locust exits, a plain Locust master or local
+runner when it quits), or afterwards by ``streamslo finalize DIR`` for a run that was killed.
+``complete: true`` is written last, so a finalize that is itself killed leaves the directory
+still marked incomplete, and finalizing again is safe (gap merging is idempotent).
 """
 
 from __future__ import annotations
 
-import datetime as dt
+import argparse
 import json
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
 from streamslo import __version__
 from streamslo.metrics import summarize
-from streamslo.results import RUN_FILE, SUMMARY_FILE, compact_gaps, load_run, read_json, write_json
+from streamslo.results import (
+    SCHEMA_VERSION,
+    Layout,
+    RunData,
+    compact_gaps,
+    iso_utc,
+    load_run,
+    read_json,
+    read_run_start,
+    write_json,
+)
 
 __all__ = [
     "BUSY_FRACTION_LIMIT",
     "LAG_P99_LIMIT_MS",
+    "add_arguments",
     "finalize",
+    "finalize_killed",
     "finalize_plain_locust",
     "iso_utc",
     "judge_validity",
+    "last_record_epoch",
+    "main",
+    "writer_totals",
 ]
 
 #: A generator process above 90 % of a core for more than this share of the run is saturated.
@@ -31,8 +51,16 @@ BUSY_FRACTION_LIMIT = 0.10
 LAG_P99_LIMIT_MS = 20.0
 
 
-def iso_utc(epoch: float) -> str:
-    return dt.datetime.fromtimestamp(epoch, dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+def _json_files(folder: Path) -> list[dict[str, Any]]:
+    out = []
+    for p in sorted(folder.glob("*.json")):
+        try:
+            obj = json.loads(p.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(obj, dict):
+            out.append(obj)
+    return out
 
 
 def judge_validity(directory: Path) -> dict[str, Any]:
@@ -41,12 +69,7 @@ def judge_validity(directory: Path) -> dict[str, Any]:
     Returns:
         ``{"valid", "invalid_reason", "generator": {...}}``.
     """
-    procs = []
-    for p in sorted((directory / "procs").glob("*.json")):
-        try:
-            procs.append(json.loads(p.read_text()))
-        except (OSError, ValueError):
-            continue
+    procs = _json_files(Layout(directory).procs_dir)
     reasons = []
     for p in procs:
         busy = float(p.get("cpu_busy_fraction") or 0.0)
@@ -74,13 +97,35 @@ def judge_validity(directory: Path) -> dict[str, Any]:
     }
 
 
+def writer_totals(directory: Path) -> dict[str, Any]:
+    """Sum every ``writers/*.json``: rows written, rows and gaps never written, write errors.
+
+    Returns:
+        ``{"write_errors", "rows_unwritten", "gaps_unwritten", "writers": {...}}`` (zeros when
+        no writer reported a problem).
+    """
+    writers = _json_files(Layout(directory).writers_dir)
+
+    def total(key: str) -> int:
+        return sum(int(w.get(key) or 0) for w in writers)
+
+    errors = [str(w["last_error"]) for w in writers if w.get("last_error")]
+    return {
+        "write_errors": total("write_errors"),
+        "rows_unwritten": total("rows_unwritten"),
+        "gaps_unwritten": total("gaps_unwritten"),
+        "writers": {"processes": len(writers), "rows_written": total("rows_written"),
+                    "last_error": errors[-1] if errors else None},
+    }
+
+
 def finalize(
     directory: Path,
     run_info: dict[str, Any],
     slo: Any = None,
     extra_checks: list[Any] | None = None,
 ) -> tuple[dict[str, Any], list[Any]]:
-    """Complete a results directory.
+    """Complete a results directory: ``complete: true`` once everything else is written.
 
     Args:
         directory: the results directory.
@@ -94,25 +139,109 @@ def finalize(
     """
     from streamslo import thresholds
 
-    directory = Path(directory)
-    compact_gaps(directory)
-    run_path = directory / RUN_FILE
-    run = read_json(run_path) if run_path.exists() else {}
+    layout = Layout(Path(directory))
+    compact_gaps(layout.root)
+    run = read_json(layout.run_json) if layout.run_json.exists() else {}
     run.update(run_info)
-    run.update(judge_validity(directory))
-    write_json(run_path, run)
-    data = load_run(directory)
+    run.update(judge_validity(layout.root))
+    run.update(writer_totals(layout.root))
+    run["schema_version"] = SCHEMA_VERSION
+    run["complete"] = False
+    write_json(layout.run_json, run)
+    data = load_run(layout.root)
+    run["skipped_rows"] = data.skipped_rows
     summary = summarize(data)
-    write_json(directory / SUMMARY_FILE, summary)
+    write_json(layout.summary_json, summary)
     checks = thresholds.evaluate(slo if slo is not None else thresholds.DEFAULT_SLO, data)
-    thresholds.write_slo_json(directory, list(extra_checks or []) + list(checks))
+    thresholds.write_slo_json(layout.root, list(extra_checks or []) + list(checks))
+    run["complete"] = True
+    run["finalized_at"] = iso_utc(time.time())
+    write_json(layout.run_json, run)
     return summary, checks
+
+
+def last_record_epoch(data: RunData) -> float | None:
+    """When a run that was killed last recorded something: the latest end of a stream in
+    ``streams.csv``, else the last time a file of the run was written (its last flush).
+
+    Returns:
+        Epoch seconds, or None when nothing was written.
+    """
+    s = data.streams
+    if len(s) and s["started_at"].notna().any():
+        ends = s["started_at"] + s["e2e_ms"].fillna(0.0) / 1000.0
+        return float(ends.max())
+    layout = Layout(data.path)
+    files = [layout.streams_csv, *layout.procs_dir.glob("*.json"), *layout.writers_dir.glob("*.json")]
+    if layout.gaps_dir.is_dir():
+        files += list(layout.gaps_dir.glob("*.parquet"))
+    times = [p.stat().st_mtime for p in files if p.exists()]
+    return max(times) if times else None
+
+
+def _recorded_slo(layout: Layout, run: dict[str, Any]) -> Any:
+    """The SLO the run was checked against, when run.json names a file that still exists."""
+    import tomllib
+
+    from streamslo import thresholds
+
+    source = run.get("slo")
+    if isinstance(source, str) and source not in ("default", "scenario") and Path(source).is_file():
+        return thresholds.load_slo(source)
+    scenario = run.get("scenario")
+    if source == "scenario" and isinstance(scenario, str) and Path(scenario).is_file():
+        text = Path(scenario).read_text()
+        doc = tomllib.loads(text)
+        if "thresholds" in doc:
+            return thresholds.parse_thresholds_table(doc["thresholds"], source=scenario, text=text)
+    return None
+
+
+def finalize_killed(directory: Path, slo: Any = None) -> tuple[dict[str, Any], list[Any], bool]:
+    """Finalize a directory whose run was killed before it could (``streamslo finalize``).
+
+    Its end is its last record (:func:`last_record_epoch`), not now; ``killed: true``. A
+    directory that is already complete is left as it is.
+
+    Args:
+        directory: the results directory.
+        slo: the SLO to check; None: the one run.json names when it still exists, else the
+            default.
+
+    Returns:
+        (summary, threshold results, whether this call finalized it).
+
+    Raises:
+        ResultsError: not a results directory, or a damaged one (the message names the file).
+    """
+    from streamslo import thresholds
+
+    layout = Layout(Path(directory))
+    data = load_run(layout.root)  # raises ResultsError for what is not a results directory
+    if data.complete:
+        summary = read_json(layout.summary_json) if layout.summary_json.exists() else summarize(data)
+        return summary, thresholds.evaluate(slo or _recorded_slo(layout, data.run) or thresholds.DEFAULT_SLO, data), False
+    run = data.run
+    start = run.get("start_epoch")
+    if not isinstance(start, (int, float)):
+        start = read_run_start(layout)
+    if start is None and len(data.streams):
+        start = float(data.streams["started_at"].min())
+    end = last_record_epoch(data)
+    info: dict[str, Any] = {"killed": True, "finalized_by": "streamslo finalize"}
+    if start is not None:
+        info.update(start=iso_utc(start), start_epoch=start)
+    if end is not None:
+        end = max(end, start) if start is not None else end
+        info.update(end=iso_utc(end), end_epoch=end)
+    info.setdefault("tool_version", run.get("tool_version", __version__))
+    summary, checks = finalize(layout.root, info, slo or _recorded_slo(layout, run))
+    return summary, checks, True
 
 
 def finalize_plain_locust(environment: Any, directory: Path, run_start: float) -> None:
     """Finalize when Locust ran without ``streamslo run`` (best effort; logs, never raises)."""
     import logging
-    import time
 
     import locust
 
@@ -139,3 +268,29 @@ def finalize_plain_locust(environment: Any, directory: Path, run_start: float) -
         )
     except Exception:  # the load run itself is over; say why the files are incomplete
         log.exception("streamslo: could not finalize %s", directory)
+
+
+# ----------------------------------------------------------------- streamslo finalize
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """``streamslo finalize DIR [--slo FILE]``."""
+    p.add_argument("run_dir", metavar="DIR", help="the results directory of a run that was killed")
+    p.add_argument("--slo", metavar="FILE", help="SLO file to check (default: the one the run used, else the incidents' SLO)")
+
+
+def main(args: argparse.Namespace) -> int:
+    """``streamslo finalize``: 0 once the directory is complete (whatever its thresholds say;
+    ``streamslo verify`` is the gate), 2 when it is not a readable results directory."""
+    from streamslo import thresholds
+    from streamslo.errors import EXIT_OK
+    from streamslo.summary_table import format_summary
+
+    slo = thresholds.load_slo(args.slo) if args.slo else None
+    summary, checks, done = finalize_killed(Path(args.run_dir), slo)
+    run = read_json(Layout(Path(args.run_dir)).run_json)
+    print(format_summary(summary, checks, run))
+    if done:
+        print(f"\nstreamslo finalize: {args.run_dir} finalized (complete: true, killed: true; "
+              f"end {run.get('end')}, its last record)")
+    else:
+        print(f"\nstreamslo finalize: {args.run_dir} was already complete; nothing changed", file=sys.stderr)
+    return EXIT_OK

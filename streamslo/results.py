@@ -1,62 +1,193 @@
-"""The results directory of a run (SPEC §5): writing it as the run goes, and loading it.
+"""The results directory of a run: where every file lives (:class:`Layout`), and loading it.
 
-Layout::
+Layout (``docs/results.md`` describes every file and column)::
 
-    DIR/run.json         what ran (written at start, completed at the end)
-    DIR/streams.csv      one row per request; every process appends whole lines (O_APPEND)
-    DIR/gaps.parquet/    a folder of part files, one per flush per process
-    DIR/summary.json     the headline numbers (recomputed by verify and report)
-    DIR/slo.json         every threshold checked
-    DIR/procs/*.json     each load-generator process's self-measurement (CPU, lag)
+    DIR/run.json           what ran; schema_version, complete (false until finalized)
+    DIR/streams.csv        one row per request; every process appends whole rows
+    DIR/gaps.parquet/      part files, one per flush per process, merged at the end
+    DIR/summary.json       the headline numbers (recomputed by verify and report)
+    DIR/slo.json           every threshold checked
+    DIR/windows.csv        per-window figures (when the run writes them)
+    DIR/procs/<tag>.json   each load-generator process's self-measurement (CPU, lag)
+    DIR/writers/<tag>.json each writing process's write errors and unwritten rows
+    DIR/server/            the bundled server's evidence (metrics.jsonl, stalls.json, ...)
+    DIR/locust.log         Locust's output under ``streamslo run``
+    DIR/.run_start         the run's start (epoch seconds), agreed by every process
 
 Several processes (``--processes N``, Locust master and workers) write into one directory:
-rows are appended with one ``write()`` each, and every process writes its own gap part files,
-so each stream is there exactly once and nothing needs to travel to the master.
+rows are appended whole under an advisory lock, and every process writes its own gap part
+files, so each stream is there exactly once and nothing needs to travel to the master.
+The writer is :class:`streamslo.results_writer.ResultsWriter` (re-exported here).
 """
 
 from __future__ import annotations
 
-import csv
-import functools
-import io
+import datetime as dt
 import json
 import os
-import secrets
-import time
-from array import array
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from streamslo.errors import ResultsError
-from streamslo.stream.timing import STREAM_COLUMNS, StreamRecord
+from streamslo.results_writer import ResultsWriter, ensure_streams_header
 
 __all__ = [
     "GAP_COLUMNS",
+    "SCHEMA_VERSION",
+    "Layout",
     "ResultsWriter",
     "RunData",
     "compact_gaps",
+    "create_json",
     "ensure_streams_header",
+    "is_complete",
+    "iso_utc",
     "load_run",
+    "new_run_json",
     "read_json",
+    "read_run_start",
     "write_json",
 ]
 
+#: The version of the results directory's format, in ``run.json``. 1: before ``run.json``
+#: carried it (no ``complete`` flag); 2: ``schema_version``, ``complete``, ``killed``, write errors.
+SCHEMA_VERSION = 2
+
 GAP_COLUMNS: tuple[str, ...] = ("stream_id", "index", "gap_ms", "t", "open")
 
-STREAMS_FILE = "streams.csv"
-GAPS_DIR = "gaps.parquet"
-RUN_FILE = "run.json"
-SUMMARY_FILE = "summary.json"
-SLO_FILE = "slo.json"
+
+@dataclass(frozen=True)
+class Layout:
+    """Where each file of one results directory lives. Every writer and reader uses it.
+
+    Args:
+        root: the results directory.
+    """
+
+    root: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(self.root))
+
+    @property
+    def run_json(self) -> Path:
+        """What ran; ``complete`` says whether the run was finalized."""
+        return self.root / "run.json"
+
+    @property
+    def streams_csv(self) -> Path:
+        """One row per request."""
+        return self.root / "streams.csv"
+
+    @property
+    def gaps_dir(self) -> Path:
+        """Every inter-token gap: a folder of part files (or, hand-made, one file)."""
+        return self.root / "gaps.parquet"
+
+    @property
+    def summary_json(self) -> Path:
+        """The headline numbers."""
+        return self.root / "summary.json"
+
+    @property
+    def slo_json(self) -> Path:
+        """Every threshold checked."""
+        return self.root / "slo.json"
+
+    @property
+    def windows_csv(self) -> Path:
+        """Per-window figures, written as the run goes."""
+        return self.root / "windows.csv"
+
+    @property
+    def procs_dir(self) -> Path:
+        """One JSON file per load-generator process: CPU and greenlet lag."""
+        return self.root / "procs"
+
+    @property
+    def writers_dir(self) -> Path:
+        """One JSON file per writing process: write errors, rows written and unwritten."""
+        return self.root / "writers"
+
+    @property
+    def server_dir(self) -> Path:
+        """Evidence scraped from the bundled server."""
+        return self.root / "server"
+
+    @property
+    def server_metrics(self) -> Path:
+        """``/metrics`` scrapes, one JSON line each."""
+        return self.server_dir / "metrics.jsonl"
+
+    @property
+    def server_stalls(self) -> Path:
+        """``/debug/stalls`` at the end of the run."""
+        return self.server_dir / "stalls.json"
+
+    @property
+    def server_workers(self) -> Path:
+        """``/debug/workers`` at the end of the run."""
+        return self.server_dir / "workers.json"
+
+    @property
+    def run_start_marker(self) -> Path:
+        """The run's start in epoch seconds, written by the first process to start."""
+        return self.root / ".run_start"
+
+    @property
+    def locust_log(self) -> Path:
+        """Locust's stdout and stderr under ``streamslo run``."""
+        return self.root / "locust.log"
+
+    def proc_json(self, tag: str) -> Path:
+        """The self-measurement file of the generator process ``tag``."""
+        return self.procs_dir / f"{tag}.json"
+
+    def writer_json(self, tag: str) -> Path:
+        """The write-status file of the writing process ``tag``."""
+        return self.writers_dir / f"{tag}.json"
+
+    def gap_part(self, tag: str, seq: int) -> Path:
+        """The ``seq``-th gap part file of the writing process ``tag``."""
+        return self.gaps_dir / f"part-{tag}-{seq:05d}.parquet"
+
+
+def iso_utc(epoch: float) -> str:
+    """Epoch seconds as ISO 8601 UTC with milliseconds (``2025-01-02T03:04:05.678Z``)."""
+    return dt.datetime.fromtimestamp(epoch, dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n"
 
 
 def write_json(path: Path, obj: Any) -> None:
     """Write JSON atomically (a reader never sees half a file)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(_dumps(obj))
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def create_json(path: Path, obj: Any) -> bool:
+    """Write JSON to ``path`` unless it exists, atomically and safely across processes.
+
+    Returns:
+        Whether this call created the file.
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.new")
+    try:
+        tmp.write_text(_dumps(obj))
+        os.link(tmp, path)  # fails if the file exists: the first process wins
+    except FileExistsError:
+        return False
+    finally:
+        tmp.unlink(missing_ok=True)
+    return True
 
 
 def read_json(path: Path) -> dict[str, Any]:
@@ -72,195 +203,38 @@ def read_json(path: Path) -> dict[str, Any]:
     return obj
 
 
-def ensure_streams_header(directory: Path) -> None:
-    """Create ``streams.csv`` with its header unless it exists (safe across processes)."""
-    directory.mkdir(parents=True, exist_ok=True)
+def new_run_json(info: Mapping[str, Any]) -> dict[str, Any]:
+    """``run.json`` as written when a run starts: ``info``, not complete."""
+    return {"schema_version": SCHEMA_VERSION, "complete": False, **info}
+
+
+def read_run_start(layout: Layout) -> float | None:
+    """The run's start agreed by its processes (``.run_start``), or None."""
     try:
-        fd = os.open(directory / STREAMS_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    except FileExistsError:
-        return
-    try:
-        os.write(fd, (",".join(STREAM_COLUMNS) + "\n").encode())
-    finally:
-        os.close(fd)
+        text = layout.run_start_marker.read_text().strip()
+        return float(text) if text else None
+    except (OSError, ValueError):
+        return None
 
 
-class _GapBatch:
-    """Gaps of the streams added since the last flush, kept in flat C arrays so that adding a
-    stream costs microseconds and a flush has almost nothing left to do in Python."""
+def is_complete(run: Mapping[str, Any]) -> bool:
+    """Whether ``run.json`` says the run was finalized.
 
-    __slots__ = ("code", "gap_s", "ids", "index", "open", "shift", "t")
-
-    def __init__(self) -> None:
-        self.ids: list[str] = []
-        self.shift = array("d")  # per stream: perf_counter -> seconds since the run's start
-        self.code = array("i")  # per gap: which stream
-        self.index = array("i")
-        self.gap_s = array("d")
-        self.t = array("d")
-        self.open = bytearray()
-
-    def add(self, rec: StreamRecord, run_start: float) -> None:
-        n = len(rec.gap_s)
-        if not n:
-            return
-        code = len(self.ids)
-        self.ids.append(rec.stream_id)
-        self.shift.append(rec.started_at - rec.t0 - run_start)
-        self.code.extend(array("i", [code]) * n)
-        self.index.extend(range(1, n + 1))
-        self.gap_s.extend(rec.gap_s)
-        self.t.extend(rec.gap_t)
-        self.open.extend(bytes(n - 1))
-        self.open.append(1 if rec.open_gap else 0)
-
-    def table(self) -> Any:
-        import numpy as np
-        import pyarrow as pa
-
-        code = np.frombuffer(self.code, dtype=np.int32)
-        t = np.frombuffer(self.t, dtype=np.float64) + np.frombuffer(self.shift, dtype=np.float64)[code]
-        return pa.table(
-            {
-                # A plain string column (not dictionary-encoded): readers get ordinary strings.
-                "stream_id": pa.array(self.ids, pa.string()).take(pa.array(code)),
-                "index": pa.array(np.frombuffer(self.index, dtype=np.int32)),
-                "gap_ms": pa.array(np.frombuffer(self.gap_s, dtype=np.float64) * 1000.0),
-                "t": pa.array(t),
-                "open": pa.array(np.frombuffer(bytes(self.open), dtype=np.bool_)),
-            }
-        )
-
-
-class ResultsWriter:
-    """Buffers finished streams and appends them to the results directory.
-
-    Adding a stream formats its CSV row and appends its gaps to flat arrays at once (a few
-    microseconds, spread over the run); a flush appends the rows with one ``write()`` and hands
-    the gap table to ``offload`` to be written off the caller's thread, so a gevent load
-    generator never stalls for a parquet write.
-
-    Args:
-        directory: the results directory.
-        run_start: epoch seconds of the run's start (``t`` in gaps is relative to it).
-        flush_interval: flush at most this many seconds after a stream was added.
-        offload: runs a callable elsewhere and returns something with ``get()`` or
-            ``result()`` (gevent's threadpool ``spawn``, an executor's ``submit``); None
-            writes inline.
+    ``complete`` decides. A ``run.json`` without it is complete only when it predates the flag
+    (no ``schema_version``: format 1, finalized whenever it was written, or made by hand).
     """
-
-    def __init__(
-        self,
-        directory: Path,
-        run_start: float,
-        flush_interval: float = 2.0,
-        offload: Callable[[Callable[[], None]], Any] | None = None,
-    ) -> None:
-        self.directory = Path(directory)
-        self.run_start = run_start
-        self.flush_interval = flush_interval
-        self.tag = f"{os.getpid()}-{secrets.token_hex(3)}"
-        ensure_streams_header(self.directory)
-        (self.directory / GAPS_DIR).mkdir(exist_ok=True)
-        _warm_pyarrow()
-        self._offload = offload
-        self._pending: list[Any] = []
-        self._csv = io.StringIO()
-        self._csv_writer = csv.writer(self._csv, lineterminator="\n")
-        self._rows = 0
-        self._gaps = _GapBatch()
-        self._seq = 0
-        self._last_flush = time.monotonic()
-        self.streams_written = 0
-
-    def add(self, record: StreamRecord) -> None:
-        """Queue one finished stream; flushes when the interval has passed."""
-        row = record.row()
-        self._csv_writer.writerow(["" if row[c] is None else row[c] for c in STREAM_COLUMNS])
-        self._rows += 1
-        self._gaps.add(record, self.run_start)
-        if time.monotonic() - self._last_flush >= self.flush_interval:
-            self.flush()
-
-    def flush(self, wait: bool = False) -> None:
-        """Append queued rows to ``streams.csv`` and write their gaps as one part file.
-
-        Args:
-            wait: also wait for every gap file handed to ``offload`` (at the end of a run).
-        """
-        self._last_flush = time.monotonic()
-        if self._rows:
-            data = self._csv.getvalue().encode()
-            self._csv.seek(0)
-            self._csv.truncate()
-            fd = os.open(self.directory / STREAMS_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            try:
-                os.write(fd, data)
-            finally:
-                os.close(fd)
-            self.streams_written += self._rows
-            self._rows = 0
-        batch, self._gaps = self._gaps, _GapBatch()
-        if batch.ids:
-            self._seq += 1
-            final = self.directory / GAPS_DIR / f"part-{self.tag}-{self._seq:05d}.parquet"
-            job = functools.partial(_write_parquet, batch, final)
-            if self._offload is None:
-                job()
-            else:
-                self._pending = [p for p in self._pending if not _done(p)]
-                self._pending.append(self._offload(job))
-        if wait:
-            for p in self._pending:
-                _result(p)
-            self._pending = []
-
-
-def _done(p: Any) -> bool:
-    ready = getattr(p, "ready", None) or getattr(p, "done", None)
-    return bool(ready()) if ready is not None else True
-
-
-def _result(p: Any) -> None:
-    get = getattr(p, "get", None) or getattr(p, "result", None)
-    if get is not None:
-        get()
-
-
-def _write_parquet(batch: _GapBatch, final: Path) -> None:
-    import pyarrow.parquet as pq
-
-    tmp = final.with_name("." + final.name + ".tmp")
-    pq.write_table(batch.table(), tmp)
-    os.replace(tmp, final)
-
-
-def _warm_pyarrow() -> None:
-    """Import pyarrow and build one table now: the first ``pa.table`` call loads pandas and
-    more (a third of a second), which at the first flush would stall a gevent generator."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    pq.write_table(pa.table({"x": pa.array([0.0])}), pa.BufferOutputStream())
+    flag = run.get("complete")
+    if flag is not None:
+        return bool(flag)
+    return run.get("schema_version") in (None, 1)
 
 
 def compact_gaps(directory: Path) -> None:
-    """Merge every gap part file into one (run once, by one process, at the end)."""
-    folder = Path(directory) / GAPS_DIR
-    parts = sorted(p for p in folder.glob("part-*.parquet")) if folder.is_dir() else []
-    if len(parts) <= 1:
-        return
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    """Merge the gap part files of ``directory`` into one (idempotent; see
+    :mod:`streamslo.gapfiles`)."""
+    from streamslo import gapfiles
 
-    table = pa.concat_tables([pq.read_table(p) for p in parts])
-    final = folder / "part-all.parquet"
-    tmp = folder / ".part-all.parquet.tmp"
-    pq.write_table(table, tmp)
-    os.replace(tmp, final)
-    for p in parts:
-        if p != final:
-            p.unlink()
+    gapfiles.compact(Layout(directory).gaps_dir)
 
 
 @dataclass
@@ -274,59 +248,60 @@ class RunData:
     """pandas DataFrame of streams.csv."""
     gaps: Any
     """pandas DataFrame of gaps.parquet."""
+    skipped_rows: int = 0
+    """Rows of streams.csv left out because they had too few or too many fields."""
+    skipped_at: tuple[int, ...] = field(default=())
+    """Record numbers (1 is the header) of the first skipped rows."""
+    duplicate_rows: int = 0
+    """Rows of streams.csv whose stream_id came again (the last one is kept)."""
 
     @property
     def valid(self) -> bool:
         return bool(self.run.get("valid", True))
 
+    @property
+    def complete(self) -> bool:
+        """Whether the run was finalized (see :func:`is_complete`)."""
+        return bool(self.run) and is_complete(self.run)
 
-_STREAM_DTYPES: Mapping[str, str] = {
-    "stream_id": "string",
-    "protocol": "string",
-    "user_class": "string",
-    "outcome": "string",
-    "finish_reason": "string",
-    "error": "string",
-}
+    @property
+    def killed(self) -> bool:
+        """Whether the run ended by a kill (finalized afterwards from what it had written)."""
+        return bool(self.run.get("killed", False))
 
 
 def load_run(directory: str | os.PathLike[str]) -> RunData:
     """Load a results directory.
 
-    Raises:
-        ResultsError: the directory or its ``streams.csv`` is missing or damaged (the message
-            names the file).
-    """
-    import pandas as pd
+    Rows of ``streams.csv`` with the wrong number of fields are skipped and counted
+    (:attr:`RunData.skipped_rows`); a stream written twice is kept once.
 
-    path = Path(directory)
+    Raises:
+        ResultsError: the directory or its ``streams.csv`` is missing or damaged, or a row's
+            outcome is not one of the outcomes (the message names the file and line).
+    """
+    from streamslo._streams_csv import read_streams
+
+    layout = Layout(Path(directory))
+    path = layout.root
     if not path.is_dir():
         raise ResultsError(f"{path}: not a results directory (no such folder)")
-    run_file = path / RUN_FILE
-    run = read_json(run_file) if run_file.exists() else {}
-    streams_file = path / STREAMS_FILE
+    run = read_json(layout.run_json) if layout.run_json.exists() else {}
+    streams_file = layout.streams_csv
     if not streams_file.exists():
         raise ResultsError(f"{streams_file}: no such file (is {path} a streamslo results directory?)")
-    try:
-        streams = pd.read_csv(streams_file, dtype=dict(_STREAM_DTYPES), keep_default_na=False, na_values=[""], on_bad_lines="skip")
-    except (ValueError, OSError, pd.errors.ParserError) as exc:
-        raise ResultsError(f"{streams_file}: cannot be read as CSV ({exc})") from None
-    missing = [c for c in STREAM_COLUMNS if c not in streams.columns]
-    if missing:
-        raise ResultsError(f"{streams_file}: missing columns {', '.join(missing)}")
-    for col in ("started_at", "scheduled_at", "connect_ms", "ttft_ms", "e2e_ms", "max_gap_ms"):
-        streams[col] = pd.to_numeric(streams[col], errors="coerce").astype("float64")
-    for col in ("status", "tokens", "expected_tokens", "usage_completion_tokens", "bytes"):
-        streams[col] = pd.to_numeric(streams[col], errors="coerce").astype("Int64")
-    for col in ("error", "finish_reason", "user_class", "protocol", "outcome", "stream_id"):
-        streams[col] = streams[col].astype("string")
-    streams = streams.drop_duplicates("stream_id", keep="last").reset_index(drop=True)
-    gaps = _load_gaps(path / GAPS_DIR)
-    return RunData(path=path, run=run, streams=streams, gaps=gaps)
+    parsed = read_streams(streams_file)
+    gaps = _load_gaps(layout.gaps_dir)
+    return RunData(
+        path=path, run=run, streams=parsed.frame, gaps=gaps, skipped_rows=parsed.skipped,
+        skipped_at=parsed.skipped_at, duplicate_rows=parsed.duplicates,
+    )
 
 
 def _load_gaps(gaps_path: Path) -> Any:
     import pandas as pd
+
+    from streamslo import gapfiles
 
     empty = pd.DataFrame(
         {
@@ -339,12 +314,13 @@ def _load_gaps(gaps_path: Path) -> Any:
     )
     if not gaps_path.exists():
         return empty
-    if gaps_path.is_dir() and not any(gaps_path.glob("*.parquet")):
-        return empty
     try:
-        gaps = pd.read_parquet(gaps_path)
+        table = gapfiles.read_table(gaps_path)
     except Exception as exc:  # pyarrow raises several unrelated types for a damaged file
         raise ResultsError(f"{gaps_path}: cannot be read as parquet ({type(exc).__name__}: {exc})") from None
+    if table is None:
+        return empty
+    gaps = table.to_pandas()
     missing = [c for c in GAP_COLUMNS if c not in gaps.columns]
     if missing:
         raise ResultsError(f"{gaps_path}: missing columns {', '.join(missing)}")

@@ -144,16 +144,32 @@ def _locust_command(cfg: RunConfig, locustfile: Path) -> list[str]:
 
 
 def execute(cfg: RunConfig) -> int:
-    """Run the load, finalize the directory, return the exit code (0, 99)."""
-    import locust
+    """Run the load, finalize the directory, return the exit code.
+
+    The results directory says ``complete: false`` from the start; it is finalized however the
+    run ends: at its end, after an ``abortOnFail``, after a stop signal, or after Locust died.
+
+    Returns:
+        0 every threshold held; 99 a threshold failed (or the run is invalid, not allowed);
+        1 the load generator died (the directory is finalized with ``killed: true``).
+
+    Raises:
+        BadInputError: the directory is not empty, or Locust rejected the options.
+        KeyboardInterrupt: Ctrl-C or a stop signal (:class:`streamslo.signals.Interrupted`)
+            stopped the run; raised again once the directory is finalized, so that a caller
+            (``compare``, ``soak``) stops too.
+    """
+    from importlib.metadata import version
 
     from streamslo import __version__, thresholds
+    from streamslo.errors import EXIT_INTERNAL
     from streamslo.evidence import ServerEvidence
-    from streamslo.finalize import finalize, iso_utc
-    from streamslo.results import RUN_FILE, load_run, write_json
+    from streamslo.finalize import finalize, iso_utc, last_record_epoch
+    from streamslo.results import Layout, load_run, new_run_json, read_run_start, write_json
     from streamslo.summary_table import format_summary
 
-    out = cfg.out
+    layout = Layout(cfg.out)
+    out = layout.root
     if out.exists() and any(out.iterdir()):
         raise BadInputError(f"{out}: the results directory is not empty (choose a new --out)")
     out.mkdir(parents=True, exist_ok=True)
@@ -181,44 +197,49 @@ def execute(cfg: RunConfig) -> int:
         "request_rate": cfg.request_rate or None,
         "processes": cfg.processes,
         "slo": cfg.slo_source or ("scenario" if cfg.slo is not None else "default"),
-        "locust_version": locust.__version__,
+        "locust_version": version("locust"),
         "server_mode": server.get("mode") if server else None,
         "server": server,
     }
-    write_json(out / RUN_FILE, info)
+    write_json(layout.run_json, new_run_json(info))
     locustfile = Path(__file__).resolve().parent / "loadgen" / "locustfile.py"
     env = dict(os.environ, STREAMSLO_RUNNER="1", PYTHONUNBUFFERED="1", **cfg.locust_environment())
-    log_path = out / "locust.log"
     aborted: list[Any] = []
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            _locust_command(cfg, locustfile), stdout=log, stderr=subprocess.STDOUT, env=env,
-            start_new_session=True,
-        )
-        evidence.start()
-        interrupted = False
+    overran = False
+    interrupted: KeyboardInterrupt | None = None
+    proc: subprocess.Popen[bytes] | None = None
+    with open(layout.locust_log, "wb") as log:
         try:
-            aborted = _watch(proc, cfg, slo, out)
-        except KeyboardInterrupt:
-            # Ctrl-C: stop Locust as at the end of a run (streams in flight get the drain),
-            # then finalize what was measured.
-            interrupted = True
-            print("streamslo run: interrupted; stopping the load and keeping the results", file=sys.stderr)
-            _stop(proc, cfg.drain)
+            proc = subprocess.Popen(
+                _locust_command(cfg, locustfile), stdout=log, stderr=subprocess.STDOUT, env=env,
+                start_new_session=True, preexec_fn=_die_with_parent,
+            )
+            evidence.start()
+            aborted, overran = _watch(proc, cfg, slo, out)
+        except KeyboardInterrupt as exc:
+            # Ctrl-C, SIGTERM, SIGHUP: stop Locust as at the end of a run (streams in flight
+            # get the drain), then finalize what was measured.
+            interrupted = exc
+            print("streamslo run: interrupted; stopping the load (streams in flight get the drain) "
+                  "and keeping the results", file=sys.stderr, flush=True)
+            if proc is not None:
+                _stop(proc, cfg.drain)
         except BaseException:
-            _stop(proc, cfg.drain)
+            if proc is not None:
+                _stop(proc, 5.0)
             raise
         finally:
             evidence.stop()
-    rc = proc.returncode
-    if rc not in (0, None) and not aborted and not interrupted:
-        tail = log_path.read_text(errors="replace")[-2000:]
-        if rc == EXIT_BAD_INPUT or ("error:" in tail and "usage:" in tail):
-            raise BadInputError(f"locust rejected the options:\n{tail}")
-        print(f"streamslo run: locust exited with {rc}; see {log_path}\n{tail}", file=sys.stderr)
+    rc = proc.returncode if proc is not None else None
+    died = rc not in (0, None) and not aborted and interrupted is None and not overran
+    tail = layout.locust_log.read_text(errors="replace")[-2000:] if died else ""
+    if died and (rc == EXIT_BAD_INPUT or ("error:" in tail and "usage:" in tail)):
+        raise BadInputError(f"locust rejected the options:\n{tail}")
+    run_start = read_run_start(layout) or start
     end = time.time()
-    run_start_file = out / ".run_start"
-    run_start = float(run_start_file.read_text() or start) if run_start_file.exists() else start
+    if died:
+        # Locust was killed: the run's end is its last record, not now.
+        end = last_record_epoch(load_run(out)) or end
     summary, checks = finalize(
         out,
         {
@@ -227,7 +248,10 @@ def execute(cfg: RunConfig) -> int:
             "end": iso_utc(end),
             "end_epoch": end,
             "aborted": [c.as_dict() for c in aborted] or None,
-            "interrupted": interrupted,
+            "interrupted": interrupted is not None,
+            "stop_signal": _signal_name(interrupted),
+            "killed": died,
+            "overran": overran,
             "locust_exit_code": rc,
         },
         slo,
@@ -237,14 +261,43 @@ def execute(cfg: RunConfig) -> int:
     failed = [c for c in checks if not c.passed] + list(aborted)
     if not cfg.quiet:
         print(format_summary(summary, list(aborted) + list(checks), data.run))
-    if interrupted:
-        return 130
+    if interrupted is not None:
+        raise interrupted
+    if died:
+        print(f"streamslo run: the load generator (locust) {_exit_words(rc)} before the run's end; "
+              f"what it had written is finalized in {out} (run.json killed: true). "
+              f"See {layout.locust_log}:\n{tail}", file=sys.stderr)
+        return EXIT_INTERNAL
     if failed:
         return EXIT_THRESHOLD
     if not data.valid and not cfg.allow_invalid:
         print(f"streamslo run: the run is invalid: {data.run.get('invalid_reason')}", file=sys.stderr)
         return EXIT_THRESHOLD
     return EXIT_OK
+
+
+def _signal_name(exc: KeyboardInterrupt | None) -> str | None:
+    from streamslo.signals import exit_code_of
+
+    return None if exc is None else signal.Signals(exit_code_of(exc) - 128).name
+
+
+def _exit_words(rc: int | None) -> str:
+    if rc is not None and rc < 0:
+        return f"was killed by {signal.Signals(-rc).name}"
+    return f"exited with code {rc}"
+
+
+def _die_with_parent() -> None:
+    """In the Locust child, before exec: have Linux send it SIGTERM if ``streamslo run`` dies
+    without stopping it (SIGKILL), so that Locust stops and flushes instead of running on."""
+    if not sys.platform.startswith("linux"):
+        return
+    import contextlib
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
 
 
 def _mix(cfg: RunConfig) -> dict[str, float]:
@@ -254,21 +307,28 @@ def _mix(cfg: RunConfig) -> dict[str, float]:
     return {cfg.protocol: 1.0, "slow_readers": f}
 
 
-def _watch(proc: subprocess.Popen[bytes], cfg: RunConfig, slo: Any, out: Path) -> list[Any]:
-    """Wait for Locust; stop it early when an abortOnFail threshold fails."""
+def _watch(proc: subprocess.Popen[bytes], cfg: RunConfig, slo: Any, out: Path) -> tuple[list[Any], bool]:
+    """Wait for Locust; stop it early when an abortOnFail threshold fails, or when it runs far
+    past its end (a hung generator).
+
+    Returns:
+        (the abortOnFail checks that stopped it, whether it ran past its end and was stopped).
+    """
     from streamslo import thresholds
-    from streamslo.results import load_run
+    from streamslo.results import Layout, load_run
 
     start = time.monotonic()
     has_abort = any(getattr(t, "abort_on_fail", False) for t in getattr(slo, "thresholds", ()))
     limit = cfg.warmup + cfg.duration + cfg.drain + 120.0
+    streams_csv = Layout(out).streams_csv
     while proc.poll() is None:
         time.sleep(1.0)
         elapsed = time.monotonic() - start
         if elapsed > limit:
+            print(f"streamslo run: locust still runs {elapsed:.0f}s after the start; stopping it", file=sys.stderr)
             _stop(proc, 5.0)
-            break
-        if has_abort and int(elapsed) % 5 == 0 and (out / "streams.csv").exists():
+            return [], True
+        if has_abort and int(elapsed) % 5 == 0 and streams_csv.exists():
             try:
                 data = load_run(out)
             except BadInputError:
@@ -276,11 +336,12 @@ def _watch(proc: subprocess.Popen[bytes], cfg: RunConfig, slo: Any, out: Path) -
             failed = thresholds.abort_check(slo, data, elapsed)
             if failed:
                 _stop(proc, cfg.drain)
-                return list(failed)
-    return []
+                return list(failed), False
+    return [], False
 
 
 def _stop(proc: subprocess.Popen[bytes], drain: float) -> None:
+    """SIGTERM Locust's process group (streams in flight get ``drain``), SIGKILL it after."""
     if proc.poll() is not None:
         return
     try:

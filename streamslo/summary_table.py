@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from streamslo.stream.outcome import OUTCOMES
 
-__all__ = ["format_summary"]
+__all__ = ["format_summary", "integrity_warnings", "run_warnings"]
 
 
 def _ms(v: Any) -> str:
@@ -18,11 +18,45 @@ def _rate(v: Any) -> str:
     return "no data" if v is None else f"{v * 100:.3f} %"
 
 
+def integrity_warnings(run: Mapping[str, Any], skipped_rows: int | None = None) -> list[str]:
+    """What a reader must know about the results themselves before any figure: a run that was
+    not finalized, was killed, lost rows to write errors, or has damaged rows.
+
+    Args:
+        run: run.json.
+        skipped_rows: damaged rows found by the loader (default: run.json's count).
+    """
+    from streamslo.results import is_complete
+
+    out = []
+    if run and not is_complete(run):
+        out.append("INCOMPLETE RUN: run.json says complete: false (killed, or still running); "
+                   "finalize it with `streamslo finalize DIR`")
+    if run.get("killed"):
+        code = run.get("locust_exit_code")
+        how = f" (locust exit code {code})" if code is not None else ""
+        out.append(f"KILLED RUN{how}: its figures cover what was written until {run.get('end') or 'its last record'}")
+    lost = int(run.get("rows_unwritten") or 0)
+    if run.get("write_errors") or lost:
+        out.append(
+            f"WRITE ERRORS: {run.get('write_errors') or 0} failed writes, each retried "
+            f"(last: {(run.get('writers') or {}).get('last_error')}); {lost} rows never written"
+        )
+    skipped = run.get("skipped_rows") if skipped_rows is None else skipped_rows
+    if skipped:
+        out.append(f"DAMAGED ROWS: {skipped} rows of streams.csv were skipped")
+    return out
+
+
+def run_warnings(run: Mapping[str, Any]) -> list[str]:
+    """An invalid run (saturated generator), then :func:`integrity_warnings`."""
+    out = [f"INVALID RUN: {run.get('invalid_reason')}"] if not run.get("valid", True) else []
+    return out + integrity_warnings(run)
+
+
 def format_summary(summary: dict[str, Any], checks: Sequence[Any], run: dict[str, Any]) -> str:
     """A table of outcomes, rates, latencies and threshold verdicts."""
-    lines = []
-    if not run.get("valid", True):
-        lines.append(f"!! INVALID RUN: {run.get('invalid_reason')}")
+    lines = [f"!! {line}" for line in run_warnings(run)]
     lines.append(f"requests {summary['requests']}   requests/s {_ms(summary.get('requests_per_s'))}   tokens/s {_ms(summary.get('tokens_per_s'))}")
     counts = summary["outcomes"]
     lines.append("outcomes  " + "  ".join(f"{o}={counts.get(o, 0)}" for o in OUTCOMES if counts.get(o, 0)))

@@ -258,9 +258,9 @@ def write_slo_json(
     Raises:
         OSError: the directory cannot be written.
     """
-    from streamslo.results import write_json
+    from streamslo.results import Layout, write_json
 
-    path = Path(directory) / "slo.json"
+    path = Layout(Path(directory)).slo_json
     if source is None:
         source = results[0].threshold.source if results else "<default>"
     doc: dict[str, Any] = {

@@ -14,7 +14,7 @@ from pathlib import Path
 import gevent
 import psutil
 
-from streamslo.results import write_json
+from streamslo.results import Layout, write_json
 
 __all__ = ["GeneratorMonitor"]
 
@@ -80,6 +80,6 @@ class GeneratorMonitor:
     def save(self) -> None:
         if self.directory is None:
             return
-        folder = self.directory / "procs"
-        folder.mkdir(parents=True, exist_ok=True)
-        write_json(folder / f"{self.tag}.json", self.figures())
+        layout = Layout(self.directory)
+        layout.procs_dir.mkdir(parents=True, exist_ok=True)
+        write_json(layout.proc_json(self.tag), self.figures())

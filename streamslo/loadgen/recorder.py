@@ -39,7 +39,7 @@ from streamslo.loadgen.live import LiveStats
 from streamslo.loadgen.monitor import GeneratorMonitor
 from streamslo.loadgen.options import LoadOptions
 from streamslo.redact import Redactor, csv_safe, install_log_redaction
-from streamslo.results import ResultsWriter, ensure_streams_header
+from streamslo.results import Layout, ResultsWriter, ensure_streams_header
 from streamslo.run_options import OPTIONS
 from streamslo.stream.timing import StreamRecord
 from streamslo.transport.sync import Target
@@ -60,7 +60,7 @@ def claim_run_start(directory: Path) -> float:
     """The run's start in epoch seconds, agreed by every process writing to ``directory``:
     the first process to get here writes it, the others read it."""
     directory.mkdir(parents=True, exist_ok=True)
-    marker = directory / ".run_start"
+    marker = Layout(directory).run_start_marker
     import os
 
     try:
@@ -243,7 +243,10 @@ class RunRecorder:
     def _flush_loop(self) -> None:
         while True:
             gevent.sleep(2.0)
-            self.flush()
+            try:
+                self.flush()
+            except Exception:  # a full disk (say) must not end the periodic flush
+                log.exception("streamslo: flush failed; retrying in 2 s")
 
     def flush(self, wait: bool = False) -> None:
         if wait:

@@ -52,6 +52,7 @@ from streamslo.reports.model import (
     VerdictRow,
 )
 from streamslo.stream.outcome import OUTCOMES
+from streamslo.summary_table import integrity_warnings
 
 __all__ = [
     "CI_PERCENTILES",
@@ -381,6 +382,9 @@ def build_model(
     infos = tuple(run_info(r, s) for r, s in zip(runs, summaries, strict=True))
     warnings = comparability_warnings(runs[0], runs[1]) if len(runs) > 1 else ()
     invalid = tuple(
+        f"The {'' if r.label == 'run' else r.label + ' '}run ({r.name}): {w}"
+        for r in runs for w in integrity_warnings(r.run, r.data.skipped_rows)
+    ) + tuple(
         f"The {i.label} run ({i.name}) is INVALID: {i.invalid_reason or 'no reason recorded'}. "
         "Its latencies measure the load generator, not the server."
         for i in infos

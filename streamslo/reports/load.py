@@ -30,7 +30,7 @@ import pandas as pd
 
 from streamslo.errors import ResultsError
 from streamslo.metrics import run_duration_s
-from streamslo.results import RunData, load_run
+from streamslo.results import Layout, RunData, load_run
 
 __all__ = [
     "DURATION_TOLERANCE",
@@ -156,7 +156,8 @@ def load_server_evidence(directory: Path) -> ServerEvidence:
     Raises:
         ResultsError: a file that is there but damaged (the message names it).
     """
-    folder = Path(directory) / "server"
+    layout = Layout(Path(directory))
+    folder = layout.server_dir
     empty = pd.DataFrame(
         {
             "t": pd.Series(dtype="float64"),
@@ -170,12 +171,10 @@ def load_server_evidence(directory: Path) -> ServerEvidence:
         return ServerEvidence(metrics=empty)
     metrics: pd.DataFrame = empty
     notes: tuple[str, ...] = ()
-    if (folder / "metrics.jsonl").exists():
-        metrics, notes = _read_metrics(folder / "metrics.jsonl")
-    stalls = _read_json_any(folder / "stalls.json") if (folder / "stalls.json").exists() else None
-    workers = (
-        _read_json_any(folder / "workers.json") if (folder / "workers.json").exists() else None
-    )
+    if layout.server_metrics.exists():
+        metrics, notes = _read_metrics(layout.server_metrics)
+    stalls = _read_json_any(layout.server_stalls) if layout.server_stalls.exists() else None
+    workers = _read_json_any(layout.server_workers) if layout.server_workers.exists() else None
     return ServerEvidence(metrics=metrics, stalls=stalls, workers=workers, notes=notes)
 
 

@@ -203,7 +203,8 @@ class Report:
     warnings: tuple[str, ...]
     """Ways the runs differ (shown as a banner)."""
     invalid: tuple[str, ...]
-    """One line per invalid run (shown as a banner, first)."""
+    """One line per run whose figures cannot be taken as they are: not finalized, killed,
+    damaged rows, write errors, or invalid (shown as banners, first)."""
     verdicts: tuple[VerdictRow, ...]
     passed: bool
     """Whether the after run (the only run, alone) met every threshold."""

@@ -2,13 +2,17 @@
 
 ::
 
-    streamslo verify DIR [--slo FILE] [--allow-invalid] [--junit-xml FILE]
+    streamslo verify DIR [--slo FILE] [--allow-invalid] [--allow-incomplete] [--junit-xml FILE]
     streamslo verify --slo FILE          # only check that the SLO file parses
 
-Exit codes (SPEC §6):
+Exit codes:
 
-- 0: every threshold held, the run is valid (or ``--allow-invalid``) and not empty;
-- 99: a threshold failed, or the run is invalid (not allowed) or empty;
+- 0: every threshold held, the run is finalized (or ``--allow-incomplete``), valid (or
+  ``--allow-invalid``) and not empty;
+- 99: a threshold failed, or the run is unfinalized, invalid (not allowed) or empty: an
+  unfinalized run (``run.json`` ``complete: false``, a run that was killed) fails like an
+  invalid one, as a failed check (``test_run_is_complete``); ``streamslo finalize DIR``
+  finalizes it;
 - 2: bad input: an SLO file that does not parse (the message names file and line), a results
   directory that is missing or unreadable (the message names the file), bad usage;
 - 1: an internal error.
@@ -38,12 +42,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--slo", metavar="FILE", help="SLO file (TOML, k6 thresholds); default: the incidents' SLO")
     parser.add_argument("--allow-invalid", action="store_true",
                         help="check a run whose load generator was saturated (run.json valid: false)")
+    parser.add_argument("--allow-incomplete", action="store_true",
+                        help="check a run that was not finalized (run.json complete: false)")
     parser.add_argument("--junit-xml", metavar="FILE", help="also write a JUnit XML report (for CI)")
     parser.add_argument("-q", "--quiet", action="store_true", help="print only the verdicts")
 
 
 def pytest_args(run_dir: Path, slo: str | None, allow_invalid: bool, junit_xml: str | None,
-                quiet: bool = False) -> list[str]:
+                quiet: bool = False, allow_incomplete: bool = False) -> list[str]:
     """The ``pytest.main`` arguments of one verification.
 
     Args:
@@ -52,6 +58,7 @@ def pytest_args(run_dir: Path, slo: str | None, allow_invalid: bool, junit_xml: 
         allow_invalid: accept an invalid run.
         junit_xml: where to write JUnit XML, or None.
         quiet: less pytest output.
+        allow_incomplete: accept a run that was not finalized.
 
     Returns:
         The argument list.
@@ -78,6 +85,8 @@ def pytest_args(run_dir: Path, slo: str | None, allow_invalid: bool, junit_xml: 
         args += ["--streamslo-slo", slo]
     if allow_invalid:
         args.append("--streamslo-allow-invalid")
+    if allow_incomplete:
+        args.append("--streamslo-allow-incomplete")
     if junit_xml is not None:
         args += ["--junit-xml", junit_xml]
     return args
@@ -88,6 +97,7 @@ class _Collector:
 
     def __init__(self) -> None:
         self.results: list[Any] = []
+        self.data: Any = None
 
     def pytest_sessionfinish(self, session: Any) -> None:
         from streamslo.verify.plugin import STATE_KEY
@@ -95,6 +105,23 @@ class _Collector:
         state = session.config.stash.get(STATE_KEY, None)
         if state is not None:
             self.results = list(state.results)
+            self.data = state.data
+
+
+def _data_notes(data: Any) -> list[str]:
+    """What the reader of the verdicts must know about the directory itself."""
+    notes = []
+    if not data.complete:
+        notes.append(f"{data.path} is NOT finalized (run.json complete: false); "
+                     f"`streamslo finalize {data.path}` finalizes it")
+    if data.killed:
+        notes.append(f"{data.path}: the run was killed; its figures end at its last record")
+    if data.skipped_rows:
+        at = ", ".join(map(str, data.skipped_at))
+        notes.append(f"{data.path}/streams.csv: {data.skipped_rows} damaged rows skipped (records {at})")
+    if data.duplicate_rows:
+        notes.append(f"{data.path}/streams.csv: {data.duplicate_rows} repeated rows counted once")
+    return notes
 
 
 def _check_slo_only(path: str) -> int:
@@ -124,6 +151,7 @@ def main(args: argparse.Namespace) -> int:
     import pytest
 
     from streamslo.errors import EXIT_BAD_INPUT, BadInputError, ResultsError
+    from streamslo.results import Layout
     from streamslo.thresholds import load_slo
 
     if args.run_dir is None:
@@ -135,14 +163,19 @@ def main(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir)
     if not run_dir.is_dir():
         raise ResultsError(f"{run_dir}: not a results directory (no such folder)")
-    if not (run_dir / "streams.csv").is_file():
-        raise ResultsError(f"{run_dir / 'streams.csv'}: no such file (is {run_dir} a streamslo results directory?)")
+    layout = Layout(run_dir)
+    if not layout.streams_csv.is_file():
+        raise ResultsError(f"{layout.streams_csv}: no such file (is {run_dir} a streamslo results directory?)")
     collector = _Collector()
     code = int(pytest.main(
-        pytest_args(run_dir, args.slo, args.allow_invalid, args.junit_xml, args.quiet),
+        pytest_args(run_dir, args.slo, args.allow_invalid, args.junit_xml, args.quiet,
+                    allow_incomplete=args.allow_incomplete),
         plugins=[collector],
     ))
     verdict = EXIT_FOR_PYTEST.get(code, 1)
+    if collector.data is not None:
+        for line in _data_notes(collector.data):
+            print(f"streamslo verify: {line}")
     if collector.results:
         print()
         print(f"streamslo verify {run_dir}: SLO {collector.results[0].threshold.source}")
@@ -151,7 +184,7 @@ def main(args: argparse.Namespace) -> int:
     if verdict == EXIT_BAD_INPUT:
         print("streamslo verify: error: bad input (see the pytest error above)", file=sys.stderr)
     elif verdict == 0:
-        print(f"streamslo verify: all SLO checks passed ({run_dir / 'slo.json'})")
+        print(f"streamslo verify: all SLO checks passed ({layout.slo_json})")
     elif verdict == 99:
-        print(f"streamslo verify: SLO checks failed ({run_dir / 'slo.json'})")
+        print(f"streamslo verify: SLO checks failed ({layout.slo_json})")
     return verdict

@@ -8,7 +8,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["explain_empty", "explain_invalid", "explain_result", "outcome_counts", "worst_offenders"]
+__all__ = [
+    "explain_empty",
+    "explain_incomplete",
+    "explain_invalid",
+    "explain_result",
+    "outcome_counts",
+    "worst_offenders",
+]
 
 #: The streams.csv column that ranks the streams behind each trend metric.
 _RANK_COLUMN = {
@@ -147,4 +154,14 @@ def explain_invalid(data: Any) -> str:
         f"the run in {data.path} is invalid (run.json valid: false): {reason}{extra}. Its "
         "latencies measure the load generator, not the server; rerun with fewer users or more "
         "processes, or pass --allow-invalid to check it anyway"
+    )
+
+
+def explain_incomplete(data: Any) -> str:
+    """The failure text of a run that was not finalized."""
+    return (
+        f"the run in {data.path} was not finalized (run.json complete: false): it was killed, "
+        "or is still running, so its figures may miss its last streams and its end. Finalize it "
+        f"with `streamslo finalize {data.path}` (its end becomes its last record), or pass "
+        "--allow-incomplete to check it as it is"
     )

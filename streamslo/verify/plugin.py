@@ -8,12 +8,15 @@ command line > environment > ini > default (see :mod:`streamslo.verify.slo`):
 ``--streamslo-run-dir DIR``        ``STREAMSLO_RUN_DIR``        ``streamslo_run_dir``
 ``--streamslo-slo FILE``           ``STREAMSLO_SLO``            ``streamslo_slo``
 ``--streamslo-allow-invalid``      ``STREAMSLO_ALLOW_INVALID``  ``streamslo_allow_invalid``
+``--streamslo-allow-incomplete``   ``STREAMSLO_ALLOW_INCOMPLETE`` ``streamslo_allow_incomplete``
 ``--streamslo-probe-url URL``      ``STREAMSLO_PROBE_URL``      ``streamslo_probe_url``
 =================================  ==========================  ==========================
 
 The SLO file is parsed when pytest configures (a bad file is a usage error naming file:line),
 and the results directory is loaded then too (a missing or damaged one is a usage error).
-``@pytest.mark.streamslo(file=..., thresholds=..., allow_invalid=...)`` overrides them per test.
+``@pytest.mark.streamslo(file=..., thresholds=..., allow_invalid=..., allow_incomplete=...)``
+overrides them per test. A run that was not finalized (``run.json`` ``complete: false``: killed
+before its end; ``streamslo finalize DIR`` finalizes it) fails unless incomplete runs are allowed.
 
 Fixtures: ``streamslo_settings``, ``streamslo_slo`` (the SLO for this test),
 ``streamslo_results`` (the run of ``--streamslo-run-dir``), ``streamslo_check`` (assert a run meets the
@@ -77,9 +80,9 @@ STATE_KEY = pytest.StashKey[SessionState]()
 MARKER_KEY = pytest.StashKey[MarkerOverride]()
 
 _MARKER_HELP = (
-    "streamslo(file=None, thresholds=None, allow_invalid=None): check this test's run against "
-    "another SLO (a TOML file relative to the test module, or a dict like the [thresholds] "
-    "table) and/or accept an invalid run"
+    "streamslo(file=None, thresholds=None, allow_invalid=None, allow_incomplete=None): check "
+    "this test's run against another SLO (a TOML file relative to the test module, or a dict "
+    "like the [thresholds] table) and/or accept an invalid or unfinalized run"
 )
 
 
@@ -147,6 +150,13 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     parts.append(f"SLO {slo.source} ({len(slo)} thresholds)")
     if s.allow_invalid:
         parts.append("invalid runs allowed")
+    if s.allow_incomplete:
+        parts.append("unfinalized runs allowed")
+    data = state.data
+    if data is not None and not data.complete:
+        parts.append("the run is NOT finalized (run.json complete: false)")
+    if data is not None and data.skipped_rows:
+        parts.append(f"{data.skipped_rows} damaged rows of streams.csv skipped")
     return ["streamslo: " + ", ".join(parts)]
 
 
@@ -177,7 +187,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         data.path,
         state.results,
         source=state.session_slo().source,
-        extra={"valid": data.valid, "streams": len(data.streams)},
+        extra={"valid": data.valid, "complete": data.complete, "streams": len(data.streams),
+               "skipped_rows": data.skipped_rows},
     )
 
 
@@ -215,28 +226,43 @@ def streamslo_check(request: pytest.FixtureRequest, streamslo_slo: Any) -> Calla
     """A function that asserts a run meets this test's SLO.
 
     Call it with a :class:`streamslo.results.RunData` (e.g. ``streamslo_run``); it fails the
-    test, with every failed threshold explained, when the run is empty, invalid (unless
-    allowed) or breaks a threshold. It returns the :class:`CheckResult` list.
+    test, with every failed threshold explained, when the run is empty, invalid or unfinalized
+    (unless allowed) or breaks a threshold. It returns the :class:`CheckResult` list.
     """
     override = request.node.stash.get(MARKER_KEY, None)
-    allow = get_state(request.config).settings.allow_invalid
+    settings = get_state(request.config).settings
+    allow = settings.allow_invalid
     if override is not None and override.allow_invalid is not None:
         allow = override.allow_invalid
+    allow_incomplete = settings.allow_incomplete
+    if override is not None and override.allow_incomplete is not None:
+        allow_incomplete = override.allow_incomplete
 
     def check(data: Any) -> list[Any]:
         from streamslo.thresholds import evaluate
-        from streamslo.verify.explain import explain_empty, explain_invalid, explain_result
+        from streamslo.verify.explain import (
+            explain_empty,
+            explain_incomplete,
+            explain_invalid,
+            explain_result,
+        )
 
         problems: list[str] = []
         if len(data.streams) == 0:
             pytest.fail(explain_empty(data), pytrace=False)
+        if not data.complete and not allow_incomplete:
+            problems.append(explain_incomplete(data))
         if not data.valid and not allow:
             problems.append(explain_invalid(data))
         results = evaluate(streamslo_slo, data)
         problems.extend(explain_result(r, data) for r in results if not r.passed)
         if problems:
             failed = sum(not r.passed for r in results)
-            head = f"{failed} of {len(results)} SLO thresholds failed ({streamslo_slo.source})"
+            head = (
+                f"{failed} of {len(results)} SLO thresholds failed ({streamslo_slo.source})"
+                if failed
+                else f"every SLO threshold held ({streamslo_slo.source}), but the run cannot be trusted as it is:"
+            )
             pytest.fail(head + "\n" + "\n".join(problems), pytrace=False)
         return results
 

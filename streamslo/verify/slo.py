@@ -3,15 +3,18 @@
 Every setting comes from, in this order (the first that is set wins):
 
 1. the command line (``--streamslo-run-dir``, ``--streamslo-slo``, ``--streamslo-allow-invalid``,
-   ``--streamslo-probe-url``; every flag is prefixed, as pytest-benchmark's are, so the plugin
-   never takes a name that another plugin or the project's own conftest uses);
+   ``--streamslo-allow-incomplete``, ``--streamslo-probe-url``; every flag is prefixed, as
+   pytest-benchmark's are, so the plugin never takes a name that another plugin or the
+   project's own conftest uses);
 2. the environment (``STREAMSLO_RUN_DIR``, ``STREAMSLO_SLO``, ``STREAMSLO_ALLOW_INVALID``,
-   ``STREAMSLO_PROBE_URL``);
+   ``STREAMSLO_ALLOW_INCOMPLETE``, ``STREAMSLO_PROBE_URL``);
 3. the ini file (``streamslo_run_dir``, ``streamslo_slo``, ``streamslo_allow_invalid``,
-   ``streamslo_probe_url``; paths relative to the ini file);
-4. the default (no run directory, the incidents' SLO, invalid runs fail, no probe target).
+   ``streamslo_allow_incomplete``, ``streamslo_probe_url``; paths relative to the ini file);
+4. the default (no run directory, the incidents' SLO, invalid and unfinalized runs fail, no
+   probe target).
 
-A test overrides the SLO with ``@pytest.mark.streamslo(file=..., thresholds=..., allow_invalid=...)``.
+A test overrides the SLO with
+``@pytest.mark.streamslo(file=..., thresholds=..., allow_invalid=..., allow_incomplete=...)``.
 """
 
 from __future__ import annotations
@@ -74,6 +77,11 @@ OPTIONS: tuple[Option, ...] = (
         "accept a run whose load generator was saturated (run.json valid: false)", is_bool=True,
     ),
     Option(
+        "allow_incomplete",
+        "accept a run that was not finalized (run.json complete: false; see streamslo finalize)",
+        is_bool=True,
+    ),
+    Option(
         "probe_url",
         "base URL of a live endpoint for the single-stream probes (streamslo.verify.checks.test_probes)",
     ),
@@ -88,6 +96,7 @@ class Settings:
     slo: Path | None = None
     """The SLO file; None means the incidents' SLO."""
     allow_invalid: bool = False
+    allow_incomplete: bool = False
     probe_url: str | None = None
     sources: tuple[tuple[str, str], ...] = ()
     """``(setting, where it came from)`` for every setting that was given."""
@@ -175,7 +184,7 @@ def resolve_settings(
 
 
 #: Keyword arguments ``@pytest.mark.streamslo`` accepts.
-MARKER_KWARGS: tuple[str, ...] = ("file", "thresholds", "allow_invalid")
+MARKER_KWARGS: tuple[str, ...] = ("file", "thresholds", "allow_invalid", "allow_incomplete")
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +195,8 @@ class MarkerOverride:
     """The :class:`streamslo.thresholds.SLO` to check instead of the session's, or None."""
     allow_invalid: bool | None = None
     """Overrides the session's ``allow_invalid`` when not None."""
+    allow_incomplete: bool | None = None
+    """Overrides the session's ``allow_incomplete`` when not None."""
 
 
 def parse_marker(
@@ -196,7 +207,8 @@ def parse_marker(
     Args:
         args: positional arguments (none are accepted).
         kwargs: ``file`` (an SLO file, relative to ``base_dir``), ``thresholds`` (a dict shaped
-            like the ``[thresholds]`` table) and/or ``allow_invalid`` (bool).
+            like the ``[thresholds]`` table), ``allow_invalid`` and/or ``allow_incomplete``
+            (bools).
         where: the test's node id, for messages.
         base_dir: the folder of the test module.
 
@@ -234,7 +246,10 @@ def parse_marker(
                 f"{label}: thresholds must be a dict like {{'itl_ms': ['p(99)<200']}}, got {table!r}"
             )
         slo = parse_thresholds_table(table, source=label)
-    allow = kwargs.get("allow_invalid")
-    if allow is not None and not isinstance(allow, bool):
-        raise ValueError(f"{label}: allow_invalid must be True or False, got {allow!r}")
-    return MarkerOverride(slo=slo, allow_invalid=allow)
+    for name in ("allow_invalid", "allow_incomplete"):
+        value = kwargs.get(name)
+        if value is not None and not isinstance(value, bool):
+            raise ValueError(f"{label}: {name} must be True or False, got {value!r}")
+    return MarkerOverride(
+        slo=slo, allow_invalid=kwargs.get("allow_invalid"), allow_incomplete=kwargs.get("allow_incomplete")
+    )

@@ -71,9 +71,11 @@ def write_run(
     """
     import pandas as pd
 
+    from streamslo.results import Layout
     from streamslo.stream.timing import STREAM_COLUMNS
 
-    out = Path(directory)
+    layout = Layout(Path(directory))
+    out = layout.root
     out.mkdir(parents=True, exist_ok=True)
     gaps = gaps or {}
     rows = []
@@ -83,7 +85,7 @@ def write_run(
         if row.get("max_gap_ms") is None and g:
             row["max_gap_ms"] = max(g)
         rows.append(row)
-    pd.DataFrame(rows, columns=list(STREAM_COLUMNS)).to_csv(out / "streams.csv", index=False)
+    pd.DataFrame(rows, columns=list(STREAM_COLUMNS)).to_csv(layout.streams_csv, index=False)
     outcome = {str(r["stream_id"]): r.get("outcome") for r in rows}
     recs = [
         {"stream_id": sid, "index": i + 1, "gap_ms": float(v), "t": float(i),
@@ -93,6 +95,6 @@ def write_run(
     frame = pd.DataFrame(recs, columns=["stream_id", "index", "gap_ms", "t", "open"]).astype(
         {"stream_id": "string", "index": "int32", "gap_ms": "float64", "t": "float64", "open": "bool"}
     )
-    frame.to_parquet(out / "gaps.parquet", index=False)
-    (out / "run.json").write_text(json.dumps(dict(run) if run is not None else {"valid": True}))
+    frame.to_parquet(layout.gaps_dir, index=False)
+    layout.run_json.write_text(json.dumps(dict(run) if run is not None else {"valid": True}))
     return out

@@ -70,7 +70,7 @@ def test_help_lists_one_group(pytester: pytest.Pytester) -> None:
 def test_checks_pass_on_a_good_run(pytester: pytest.Pytester, good_run: Path) -> None:
     pytester.makeini(INI)
     result = pytester.runpytest("--pyargs", "streamslo.verify.checks", f"--streamslo-run-dir={good_run}", "-v")
-    result.assert_outcomes(passed=5, skipped=3)  # the 3 probes skip without --streamslo-probe-url
+    result.assert_outcomes(passed=6, skipped=3)  # the 3 probes skip without --streamslo-probe-url
     result.stdout.fnmatch_lines([
         f"streamslo: run {good_run}, SLO <default> (3 thresholds)",
         "*test_threshold?truncation_rate rate<0.001? PASSED*",
@@ -142,7 +142,7 @@ def test_missing_run_dir_is_a_usage_error(pytester: pytest.Pytester, tmp_path: P
 def test_checks_without_a_run_fail_clearly(pytester: pytest.Pytester) -> None:
     pytester.makeini(INI)
     result = pytester.runpytest("--pyargs", "streamslo.verify.checks.test_run")
-    result.assert_outcomes(errors=2)
+    result.assert_outcomes(errors=3)
     result.stdout.fnmatch_lines(["*no results directory to check: pass --streamslo-run-dir DIR*"])
 
 
@@ -150,15 +150,15 @@ def test_empty_and_invalid_runs(pytester: pytest.Pytester, tmp_path: Path) -> No
     pytester.makeini(INI)
     empty = write_run(tmp_path / "empty", [])
     result = pytester.runpytest("--pyargs", "streamslo.verify.checks.test_run", f"--streamslo-run-dir={empty}")
-    result.assert_outcomes(passed=1, failed=1)
+    result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(["*has no streams: streams.csv holds no request*"])
     invalid = write_run(tmp_path / "invalid", [stream_row("a")],
                         run={"valid": False, "invalid_reason": "generator lag p99 41 ms"})
     result = pytester.runpytest("--pyargs", "streamslo.verify.checks.test_run", f"--streamslo-run-dir={invalid}")
-    result.assert_outcomes(passed=1, failed=1)
+    result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(["*is invalid (run.json valid: false): generator lag p99 41 ms*"])
     result = pytester.runpytest("--pyargs", "streamslo.verify.checks.test_run", f"--streamslo-run-dir={invalid}", "--streamslo-allow-invalid")
-    result.assert_outcomes(passed=1, skipped=1)
+    result.assert_outcomes(passed=2, skipped=1)
 
 
 def test_marker_overrides_the_slo(pytester: pytest.Pytester, bad_run: Path) -> None:

@@ -6,10 +6,27 @@ from typing import Any
 
 import pytest
 
-from streamslo.verify.explain import explain_empty, explain_invalid
+from streamslo.verify.explain import explain_empty, explain_incomplete, explain_invalid
 from streamslo.verify.plugin import get_state
 
-__all__ = ["test_run_is_not_empty", "test_run_is_valid"]
+__all__ = ["test_run_is_complete", "test_run_is_not_empty", "test_run_is_valid"]
+
+
+def _required(holds: bool, allowed: bool, allowance: str, explain: str) -> None:
+    """Pass when ``holds``; skip (saying why) when the user allowed it; fail otherwise."""
+    if holds:
+        return
+    if allowed:
+        pytest.skip(f"{allowance}: {explain}")
+    pytest.fail(explain, pytrace=False)
+
+
+def test_run_is_complete(streamslo_results: Any, pytestconfig: pytest.Config) -> None:
+    """The run was finalized (run.json ``complete``), unless --streamslo-allow-incomplete."""
+    _required(
+        streamslo_results.complete, get_state(pytestconfig).settings.allow_incomplete,
+        "unfinalized run allowed (--streamslo-allow-incomplete)", explain_incomplete(streamslo_results),
+    )
 
 
 def test_run_is_not_empty(streamslo_results: Any) -> None:
@@ -20,8 +37,7 @@ def test_run_is_not_empty(streamslo_results: Any) -> None:
 
 def test_run_is_valid(streamslo_results: Any, pytestconfig: pytest.Config) -> None:
     """The load generator was not saturated (run.json ``valid``), unless --streamslo-allow-invalid."""
-    if streamslo_results.valid:
-        return
-    if get_state(pytestconfig).settings.allow_invalid:
-        pytest.skip("invalid run allowed (--streamslo-allow-invalid): " + explain_invalid(streamslo_results))
-    pytest.fail(explain_invalid(streamslo_results), pytrace=False)
+    _required(
+        streamslo_results.valid, get_state(pytestconfig).settings.allow_invalid,
+        "invalid run allowed (--streamslo-allow-invalid)", explain_invalid(streamslo_results),
+    )
