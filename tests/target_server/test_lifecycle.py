@@ -46,3 +46,29 @@ def test_gunicorn_naive_workers_killed_mid_stream_fixed_not(serve) -> None:
     metrics = httpx.get(naive.url + "/metrics", timeout=30).text
     assert "streamslo_worker_restarts_total" in metrics
     assert naive.stop() == 0 and fixed.stop() == 0
+
+
+def test_trainer_does_not_outlive_a_killed_worker(serve) -> None:
+    """A Gunicorn worker killed while its trainer is still starting leaves no trainer behind."""
+    import os
+    import signal
+
+    import psutil
+
+    s = serve("--fault", "training-contention", "--server", "gunicorn")
+    master = psutil.Process(s.proc.pid)
+
+    def trainers() -> list[psutil.Process]:
+        return [p for p in master.children(recursive=True)
+                if "streamslo.server.trainer" in " ".join(p.cmdline())]
+
+    (first,) = trainers()
+    worker = first.parent()
+    assert worker is not None
+    os.kill(worker.pid, signal.SIGKILL)
+    first.wait(timeout=15)  # gone with the worker; Gunicorn boots a new one with its own
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not trainers():
+        time.sleep(0.2)
+    (second,) = trainers()
+    assert second.pid != first.pid
