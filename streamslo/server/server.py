@@ -4,7 +4,7 @@ Plain Uvicorn stops accepting at once on SIGTERM. Here the first SIGTERM/SIGINT 
 drain: the socket stays open, new requests get 503 (``Retry-After``), in-flight streams run to
 their end; the server exits when none are left or ``graceful_timeout_s`` has passed. A second
 signal exits at once. :class:`DrainingUvicornWorker` is ``uvicorn_worker.UvicornWorker`` (the
-maintained worker class, see FINDINGS) serving with :class:`DrainingServer`.
+maintained worker class; the one in uvicorn is deprecated) serving with :class:`DrainingServer`.
 """
 
 from __future__ import annotations
@@ -13,26 +13,31 @@ import signal
 import sys
 import time
 from types import FrameType
-from typing import Any, ClassVar
+from typing import Any
 
 import uvicorn
 from gunicorn.arbiter import Arbiter
 from uvicorn_worker import UvicornWorker
 
 from streamslo.server import runtime
-from streamslo.server.config import MAX_BODY_BYTES, ServerConfig
+from streamslo.server.config import ServerConfig
+from streamslo.server.guard import GuardedH11Protocol, GuardedWSProtocol
 
-__all__ = ["UVICORN_KWARGS", "DrainingServer", "DrainingUvicornWorker"]
+__all__ = ["DrainingServer", "DrainingUvicornWorker", "uvicorn_kwargs"]
 
-#: Uvicorn settings shared by both launch paths: pure-Python parts, our frame limit.
-UVICORN_KWARGS = {
-    "loop": "asyncio",
-    "http": "h11",
-    "ws": "websockets-sansio",
-    "ws_max_size": MAX_BODY_BYTES + 4096,
-    "timeout_graceful_shutdown": 3,
-    "lifespan": "on",
-}
+
+def uvicorn_kwargs(cfg: ServerConfig) -> dict[str, Any]:
+    """Uvicorn settings shared by both launch paths: pure-Python parts with our limits
+    (:mod:`streamslo.server.guard`), the WebSocket message limit."""
+    return {
+        "loop": "asyncio",
+        "http": GuardedH11Protocol,
+        "ws": GuardedWSProtocol,
+        # The message limit itself, so an oversized one closes 1009 like an oversized body 413s.
+        "ws_max_size": cfg.max_body_bytes,
+        "timeout_graceful_shutdown": 3,
+        "lifespan": "on",
+    }
 
 
 class DrainingServer(uvicorn.Server):
@@ -62,14 +67,20 @@ class DrainingServer(uvicorn.Server):
         return await super().on_tick(counter)
 
 
-class DrainingUvicornWorker(UvicornWorker):
-    """Gunicorn worker: Uvicorn with :class:`DrainingServer` and :data:`UVICORN_KWARGS`."""
+class DrainingUvicornWorker(UvicornWorker):  # type: ignore[misc]  # uvicorn-worker ships no types
+    """Gunicorn worker: Uvicorn with :class:`DrainingServer` and :func:`uvicorn_kwargs`, for
+    the :class:`ServerConfig` in ``STREAMSLO_SERVER_CONFIG``."""
 
-    CONFIG_KWARGS: ClassVar[dict[str, Any]] = {k: v for k, v in UVICORN_KWARGS.items() if k != "lifespan"}
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.server_config = ServerConfig.from_env()
+        # Read by UvicornWorker.__init__ (an instance attribute shadows the class default).
+        self.CONFIG_KWARGS = {k: v for k, v in uvicorn_kwargs(self.server_config).items()
+                              if k != "lifespan"}
+        super().__init__(*args, **kwargs)
 
     async def _serve(self) -> None:
         self.config.app = self.wsgi
-        cfg = ServerConfig.from_env()
+        cfg = self.server_config
         # Finish draining before Gunicorn's own graceful timeout SIGKILLs us.
         budget = max(1.0, float(self.cfg.graceful_timeout) - 1.0)
         server = DrainingServer(self.config, min(budget, cfg.graceful_timeout_s))

@@ -30,12 +30,12 @@ def test_ws_read_ahead_is_bounded(fixed_server: Server) -> None:
     """Frames sent while a stream runs wait in a small bounded queue; past it the connection is
     refused (error frame, close 1008) instead of the worker buffering whatever arrives."""
     proc = psutil.Process(fixed_server.proc.pid)
-    rss0 = proc.memory_info().rss
     frame = json.dumps({"prompt": "y" * (256 << 10)})
     received: list[str] = []
     with connect(fixed_server.ws_url, max_size=None) as ws:
         ws.send(json.dumps(LONG))
         received.append(str(ws.recv(timeout=10)))  # the stream began
+        rss0 = proc.memory_info().rss
 
         def flood() -> None:
             try:
@@ -78,12 +78,11 @@ def test_client_disconnects_are_not_server_errors(serve) -> None:
         assert b" 200 " in sock.recv(4096)
         time.sleep(0.2)
     for abrupt in (False, True):  # WebSocket: a close frame, or just a dropped socket
-        ws = connect(s.ws_url)
-        ws.send(json.dumps(LONG))
-        ws.recv(timeout=10)
-        if abrupt:
-            ws.socket.close()
-        ws.close()
+        with connect(s.ws_url) as ws:
+            ws.send(json.dumps(LONG))
+            ws.recv(timeout=10)
+            if abrupt:
+                ws.socket.close()
     time.sleep(1.0)
     assert httpx.get(s.url + "/healthz", timeout=10).status_code == 200
     metrics = httpx.get(s.url + "/metrics", timeout=10).text
