@@ -85,7 +85,9 @@ class AccessGuard:
         route = scope["path"] if str(scope["path"]).startswith("/v1/") else "other"
         metrics.REQUESTS.labels(route, str(err.status)).inc()
         body = json.dumps(err.body()).encode()
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        # connection: close: the request's body, if any, is never read.
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                   (b"connection", b"close")]
         if err.status == 401:
             headers.append((b"www-authenticate", b"Bearer"))
         if scope["type"] == "http":

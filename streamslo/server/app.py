@@ -45,11 +45,23 @@ def _count(request: Request, status: int) -> None:
         metrics.HTTP_5XX.labels(route).inc()
 
 
+def _refusal_headers(request: Request, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """Headers of a refusal: ``connection: close`` when the request's body was not read to
+    its end, since its unread rest would keep the connection (and a client dribbling it)
+    alive after the answer."""
+    headers = dict(extra or {})
+    h = request.headers
+    expects_body = "transfer-encoding" in h or h.get("content-length", "0") not in ("", "0")
+    if expects_body and not getattr(request.state, "body_read", False):
+        headers["connection"] = "close"
+    return headers
+
+
 async def _api_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, APIError)
     _count(request, exc.status)
-    headers = {"retry-after": "1"} if exc.status in (429, 503) else None
-    return JSONResponse(exc.body(), status_code=exc.status, headers=headers)
+    retry = {"retry-after": "1"} if exc.status in (429, 503) else None
+    return JSONResponse(exc.body(), status_code=exc.status, headers=_refusal_headers(request, retry))
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -59,7 +71,7 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     msg = {404: f"no route {path}", 405: f"method {request.method} not allowed on {path}"}.get(
         exc.status_code, str(exc.detail))
     return JSONResponse(error_body(exc.status_code, msg), status_code=exc.status_code,
-                        headers=exc.headers)
+                        headers=_refusal_headers(request, exc.headers))
 
 
 async def _internal_error(request: Request, exc: Exception) -> Response:

@@ -75,6 +75,7 @@ async def read_body(request: Request) -> bytes:
         # Routine: the client left. 499 (nginx's "client closed request") is only counted;
         # nobody is there to read it.
         raise APIError(499, "the client closed the connection before its body arrived") from None
+    request.state.body_read = True  # a refusal from here on may keep the connection
     return b"".join(chunks)
 
 

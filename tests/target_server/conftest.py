@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,13 +14,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from streamslo.bundled import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -53,11 +48,12 @@ class Server:
         return self.log.read_text(errors="replace")
 
 
-def start_server(args: list[str], tmp: Path, ready_timeout: float = 60) -> Server:
+def start_server(args: list[str], tmp: Path, ready_timeout: float = 60,
+                 env: dict[str, str] | None = None) -> Server:
     port = free_port()
     log = tmp / f"server-{port}.log"
     cmd = [sys.executable, "-m", "streamslo.server", "--port", str(port), *args]
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
     with open(log, "wb") as f:
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, env=env)
     server = Server(proc, port, log)
@@ -80,8 +76,8 @@ def serve(tmp_path: Path) -> Iterator[Callable[..., Server]]:
     """Start servers with given CLI args; all are stopped (by pid) at teardown."""
     started: list[Server] = []
 
-    def _start(*args: str) -> Server:
-        s = start_server(list(args), tmp_path)
+    def _start(*args: str, env: dict[str, str] | None = None) -> Server:
+        s = start_server(list(args), tmp_path, env=env)
         started.append(s)
         return s
 
