@@ -35,6 +35,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from websockets.datastructures import Headers
 from websockets.http11 import Response
+from websockets.protocol import State
 from websockets.server import ServerProtocol
 
 from streamslo.server import metrics, runtime
@@ -130,10 +131,10 @@ class GuardedH11Protocol(H11Protocol):
     def data_received(self, data: bytes) -> None:
         try:
             super().data_received(data)
-        except Exception:
+        except Exception as exc:
             # Input h11 accepts but Uvicorn cannot decode (a request target with bytes
             # over 0x7f): refuse it instead of letting asyncio drop the connection.
-            log.info("refused a request Uvicorn could not decode", exc_info=True)
+            log.info("refused a request Uvicorn could not decode: %s: %s", type(exc).__name__, exc)
             self._refuse(400, "invalid HTTP request: the request target is not ASCII")
             return
         if self.transport.is_closing():
@@ -202,6 +203,8 @@ class GuardedWSProtocol(WebSocketsSansIOProtocol):
                 b"".join(self.frames).decode()
             except UnicodeDecodeError:
                 self.frames = []
+                if self.conn.state is not State.OPEN:
+                    return  # closing already (the client's close came in the same read)
                 metrics.REQUESTS.labels("/v1/ws", "400").inc()
                 self.conn.send_text(_json(400, "a text frame that is not valid UTF-8"))
                 self.conn.send_close(1007, "invalid UTF-8")

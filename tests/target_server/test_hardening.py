@@ -5,6 +5,7 @@ the whole batch down."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import threading
@@ -12,8 +13,11 @@ import time
 
 import httpx
 import psutil
+import pytest
 import torch
 from websockets.exceptions import ConnectionClosed
+from websockets.frames import Close, Frame, Opcode
+from websockets.streams import StreamReader
 from websockets.sync.client import connect
 
 from streamslo.server.config import ServerConfig
@@ -142,3 +146,56 @@ def test_a_failing_prefill_fails_only_its_own_stream() -> None:
         assert [k for k, _ in good].count("token") == 30 and good[-1] == ("end", "length")
     assert len(bad) == 1 and bad[0][0] == "error" and "RuntimeError" in bad[0][1]
     assert engine.inflight == 0
+
+
+def _ws_handshake(port: int) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock.sendall(b"GET /v1/ws HTTP/1.1\r\nhost: x\r\nupgrade: websocket\r\nconnection: Upgrade\r\n"
+                 b"sec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\nsec-websocket-version: 13\r\n\r\n")
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += sock.recv(1)
+    assert head.startswith(b"HTTP/1.1 101 ")
+    return sock
+
+
+def _frames(sock: socket.socket) -> list[Frame]:
+    """Every frame the server sends until it closes the connection."""
+    data = b""
+    with contextlib.suppress(TimeoutError, ConnectionResetError):
+        while chunk := sock.recv(65536):
+            data += chunk
+    reader = StreamReader()
+    reader.feed_data(data)
+    reader.feed_eof()
+    frames: list[Frame] = []
+    parser = Frame.parse(reader.read_exact, mask=False)
+    with contextlib.suppress(EOFError):
+        while True:
+            try:
+                next(parser)
+            except StopIteration as done:
+                frames.append(done.value)
+                parser = Frame.parse(reader.read_exact, mask=False)
+    return frames
+
+
+@pytest.mark.parametrize("then_close", [False, True])
+def test_a_text_frame_that_is_not_utf8_is_refused_with_1007(serve, then_close: bool) -> None:
+    """Found by the WS fuzz: the refusal raised inside the protocol (and asyncio dropped the
+    connection with a traceback) when the client's close frame came in the same read."""
+    s = serve("--mode", "fixed")
+    with _ws_handshake(s.port) as sock:
+        data = Frame(Opcode.TEXT, b'{"prompt": "\xff\xfe"}').serialize(mask=True)
+        if then_close:
+            data += Frame(Opcode.CLOSE, Close(1000, "").serialize()).serialize(mask=True)
+        sock.sendall(data)
+        frames = _frames(sock)
+    close = Close.parse(frames[-1].data)
+    if then_close:
+        assert close.code == 1000  # the client's close came first: nothing left to refuse
+    else:
+        assert json.loads(frames[0].data)["error"]["code"] == 400 and close.code == 1007
+    time.sleep(0.3)
+    log = s.output()
+    assert not [e for e in (*SERVER_ERRORS, "Fatal error") if e in log], log
