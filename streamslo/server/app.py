@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 
 from starlette.applications import Starlette
@@ -45,7 +45,7 @@ def _count(request: Request, status: int) -> None:
         metrics.HTTP_5XX.labels(route).inc()
 
 
-def _refusal_headers(request: Request, extra: dict[str, str] | None = None) -> dict[str, str]:
+def _refusal_headers(request: Request, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """Headers of a refusal: ``connection: close`` when the request's body was not read to
     its end, since its unread rest would keep the connection (and a client dribbling it)
     alive after the answer."""
