@@ -1,9 +1,10 @@
 """Uvicorn server and Gunicorn worker classes that drain on SIGTERM.
 
 Plain Uvicorn stops accepting at once on SIGTERM. Here the first SIGTERM/SIGINT only starts a
-drain: the socket stays open, new requests get 503 (``Retry-After``), in-flight streams run to
-their end; the server exits when none are left or ``graceful_timeout_s`` has passed. A second
-signal exits at once. :class:`DrainingUvicornWorker` is ``uvicorn_worker.UvicornWorker`` (the
+drain: the socket stays open, new requests get 503 (``Retry-After``; WebSocket: an error frame
+and close 1013), in-flight streams run to their end; the server exits once none has been left
+for :data:`DRAIN_SETTLE_S`, or when ``graceful_timeout_s`` has passed. A second signal exits at
+once. :class:`DrainingUvicornWorker` is ``uvicorn_worker.UvicornWorker`` (the
 maintained worker class; the one in uvicorn is deprecated) serving with :class:`DrainingServer`.
 """
 
@@ -23,7 +24,7 @@ from streamslo.server import runtime
 from streamslo.server.config import ServerConfig
 from streamslo.server.guard import GuardedH11Protocol, GuardedWSProtocol
 
-__all__ = ["DrainingServer", "DrainingUvicornWorker", "uvicorn_kwargs"]
+__all__ = ["DRAIN_SETTLE_S", "DrainingServer", "DrainingUvicornWorker", "uvicorn_kwargs"]
 
 
 def uvicorn_kwargs(cfg: ServerConfig) -> dict[str, Any]:
@@ -40,6 +41,13 @@ def uvicorn_kwargs(cfg: ServerConfig) -> dict[str, Any]:
     }
 
 
+#: How long a draining server waits with no stream left before it exits. A client that sends
+#: its next request right after a [DONE] (keep-alive, or the same WebSocket) then gets its 503 /
+#: 1013 instead of a connection closed under it by the exit (without it, WebSocket clients in
+#: the drain test got close 1012, "restarting", for their next request).
+DRAIN_SETTLE_S = 0.5
+
+
 class DrainingServer(uvicorn.Server):
     """A Uvicorn server whose first exit signal drains instead of stopping."""
 
@@ -47,6 +55,7 @@ class DrainingServer(uvicorn.Server):
         super().__init__(config)
         self.graceful_timeout_s = graceful_timeout_s
         self._drain_requested = False
+        self._idle_since: float | None = None
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         rt = runtime.current()
@@ -61,8 +70,14 @@ class DrainingServer(uvicorn.Server):
     async def on_tick(self, counter: int) -> bool:
         if self._drain_requested and not self.should_exit:
             rt = runtime.current()
-            waited = time.monotonic() - (rt.drain_started if rt else 0.0)
-            if rt is None or not rt.streams or waited > self.graceful_timeout_s:
+            now = time.monotonic()
+            if rt is not None and rt.streams:
+                self._idle_since = None
+            elif self._idle_since is None:
+                self._idle_since = now
+            waited = now - (rt.drain_started if rt else 0.0)
+            settled = self._idle_since is not None and now - self._idle_since >= DRAIN_SETTLE_S
+            if rt is None or settled or waited > self.graceful_timeout_s:
                 self.should_exit = True
         return await super().on_tick(counter)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import time
@@ -163,3 +164,31 @@ def raw_request(port: int, data: bytes, timeout: float = 15) -> RawResponse:
         t0 = time.monotonic()
         sock.sendall(data)
         return read_response(sock, t0, timeout)
+
+
+async def sse_many(url: str, path: str, bodies: list[dict[str, Any]], spread_s: float,
+                   timeout: float = 120) -> list[StreamResult]:
+    """Open one SSE stream per body, their starts spread evenly over ``spread_s`` seconds,
+    each read to its end on its own connection (asyncio, for hundreds at once)."""
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=0)
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=timeout) as client:
+
+        async def one(i: int, body: dict[str, Any]) -> StreamResult:
+            await asyncio.sleep(i * spread_s / max(1, len(bodies)))
+            res = StreamResult(0)
+            try:
+                async with client.stream("POST", path, json=body) as r:
+                    res.status = r.status_code
+                    if r.status_code != 200:
+                        res.error = (await r.aread()).decode()
+                        return res
+                    async for line in r.aiter_lines():
+                        if line == "data: [DONE]":
+                            res.done = True
+                        elif line.startswith("data: "):
+                            res.chunks.append(json.loads(line[6:]))
+            except httpx.HTTPError as exc:
+                res.error = type(exc).__name__
+            return res
+
+        return list(await asyncio.gather(*(one(i, b) for i, b in enumerate(bodies))))

@@ -1,4 +1,4 @@
-"""Graceful shutdown and Gunicorn worker kills, with the real parts."""
+"""Gunicorn worker kills, with the real parts (the SIGTERM drain: test_drain.py)."""
 
 from __future__ import annotations
 
@@ -10,20 +10,6 @@ import httpx
 from tests.target_server.streams import sse
 
 BODY = {"prompt": "Explain quantum entanglement", "max_tokens": 40, "ignore_eos": True}
-
-
-def test_sigterm_drains_uvicorn(serve) -> None:
-    s = serve("--mode", "fixed", "--token-interval-ms", "50")
-    with cf.ThreadPoolExecutor(3) as pool:
-        futs = [pool.submit(sse, s.url, "/v1/stream", BODY) for _ in range(3)]
-        time.sleep(0.7)
-        s.proc.terminate()
-        time.sleep(0.3)
-        r = httpx.post(s.url + "/v1/stream", json=BODY, timeout=10)
-        assert r.status_code == 503 and r.json()["error"]["code"] == 503
-        results = [f.result() for f in futs]
-    assert all(res.done and res.content_chunks == 40 for res in results)
-    assert s.proc.wait(timeout=20) == 0
 
 
 def test_gunicorn_naive_workers_killed_mid_stream_fixed_not(serve) -> None:
