@@ -13,8 +13,9 @@ takes a class, in both launch paths):
 - **Error bodies**: every refusal at this level carries ``{"error": {...}}``: malformed HTTP
   (Uvicorn's is plain text), input h11 accepts but Uvicorn cannot decode (a non-ASCII request
   target used to raise inside Uvicorn and drop the connection without an answer), refused
-  WebSocket handshakes, and text frames that are not UTF-8 (close 1007, without the traceback
-  Uvicorn logs for them).
+  WebSocket handshakes; on an open WebSocket, an error frame comes before the close for a
+  message over the size limit (1009), a broken frame (1002) and a text frame that is not
+  UTF-8 (1007, without the traceback Uvicorn logs for it).
 
 The limits come from the process's :class:`~streamslo.server.runtime.Runtime` (the app's
 lifespan starts it before Uvicorn accepts connections).
@@ -34,6 +35,8 @@ from starlette.types import Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from websockets.datastructures import Headers
+from websockets.exceptions import PayloadTooBig, ProtocolError
+from websockets.frames import Frame, Opcode
 from websockets.http11 import Response
 from websockets.protocol import State
 from websockets.server import ServerProtocol
@@ -189,6 +192,23 @@ class GuardedWSProtocol(WebSocketsSansIOProtocol):
             max_size=(plain.max_message_size, plain.max_fragment_size),
             logger=plain.logger,
         )
+
+    def handle_parser_exception(self) -> None:
+        """A message over the size limit (close 1009) or a broken frame (1002) fails the
+        connection in the protocol layer; the client gets an error frame before that close,
+        as for every other refusal."""
+        exc = self.conn.parser_exc
+        refusal = None
+        if isinstance(exc, PayloadTooBig):
+            refusal = _json(413, f"a message over the {self.config.ws_max_size}-byte limit")
+        elif isinstance(exc, ProtocolError):
+            refusal = _json(400, f"WebSocket protocol error: {exc}")
+        if refusal is not None and self.handshake_complete and not self.transport.is_closing():
+            # The protocol is closing, so it sends no more data frames: write this one ahead
+            # of its close frame (unmasked and uncompressed, valid with any extension).
+            self.transport.write(Frame(Opcode.TEXT, refusal).serialize(mask=False))
+            metrics.REQUESTS.labels("/v1/ws", str(json.loads(refusal)["error"]["code"])).inc()
+        super().handle_parser_exception()
 
     async def send(self, message: Any) -> None:
         await super().send(message)

@@ -199,3 +199,12 @@ def test_a_text_frame_that_is_not_utf8_is_refused_with_1007(serve, then_close: b
     time.sleep(0.3)
     log = s.output()
     assert not [e for e in (*SERVER_ERRORS, "Fatal error") if e in log], log
+
+
+def test_a_broken_frame_gets_an_error_frame_and_1002(fixed_server: Server) -> None:
+    with _ws_handshake(fixed_server.port) as sock:
+        sock.sendall(Frame(Opcode.TEXT, b'{"prompt": "x"}').serialize(mask=False))  # clients mask
+        frames = _frames(sock)
+    err = json.loads(frames[0].data)["error"]
+    assert err["code"] == 400 and "mask" in err["message"]
+    assert Close.parse(frames[-1].data).code == 1002

@@ -88,8 +88,10 @@ def test_body_cap_is_413_and_ws_message_cap_1009(tight: Server) -> None:
     assert res.status == 413 and res.error()["code"] == 413
     with connect(f"ws://127.0.0.1:{tight.port}/v1/ws", max_size=None) as ws:
         ws.send(big.decode())
+        err = json.loads(ws.recv(timeout=10))["error"]
         with pytest.raises(ConnectionClosed) as closed:
             ws.recv(timeout=10)
+    assert err["code"] == 413 and "4096-byte limit" in err["message"]
     assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009
     assert sse(tight.url, "/v1/stream", {"prompt": "a" * 3000, "max_tokens": 2}).done  # under the cap
 
