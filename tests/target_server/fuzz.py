@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 
 from streamslo.server.config import ServerConfig
-from tests.target_server.conftest import Server, start_server
+from tests.target_server.servers import Server, start_server
 
 #: Small limits keep a fuzz run fast: streams of at most 8 tokens, no pacing between steps.
 FUZZ_CONFIG = ServerConfig.build(max_tokens_limit=8, default_max_tokens=4, token_interval_ms=0,

@@ -8,14 +8,12 @@ from __future__ import annotations
 import json
 import socket
 import time
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.target_server.fuzz import FuzzServer, assert_survived, start_fuzz_server
+from tests.target_server.fuzz import FuzzServer, assert_survived
 from tests.target_server.streams import read_response
 
 GENERATE = ["/v1/chat/completions", "/v1/completions", "/v1/stream"]
@@ -108,12 +106,6 @@ def http_requests(draw: st.DrawFn) -> tuple[str, bytes]:
     head += b"".join(b"%s: %s\r\n" % h for h in headers) + b"\r\n"
     return method, head + payload
 
-
-@pytest.fixture(scope="module", params=["uvicorn", "gunicorn"])
-def fuzz_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FuzzServer]:
-    fz = start_fuzz_server(request.param, tmp_path_factory.mktemp(f"fuzz-http-{request.param}"))
-    yield fz
-    fz.server.stop()
 
 
 def _send(port: int, data: bytes, splits: list[int]) -> tuple[Any, bool]:

@@ -7,15 +7,13 @@ the server's fault (never 1011); afterwards the server is alive with no worker l
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from tests.target_server.fuzz import FUZZ_CONFIG, FuzzServer, assert_survived, start_fuzz_server
+from tests.target_server.fuzz import FUZZ_CONFIG, FuzzServer, assert_survived
 from tests.target_server.test_fuzz_http import BODIES
 
 #: Close codes a client may cause: normal, protocol error, not UTF-8, bad request, too big,
@@ -35,12 +33,6 @@ FRAMES: st.SearchStrategy[Frame] = st.one_of(
     st.binary(max_size=20).map(lambda b: ("ping", b)),
 )
 
-
-@pytest.fixture(scope="module", params=["uvicorn", "gunicorn"])
-def fuzz_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FuzzServer]:
-    fz = start_fuzz_server(request.param, tmp_path_factory.mktemp(f"fuzz-ws-{request.param}"))
-    yield fz
-    fz.server.stop()
 
 
 def _send(ws: object, frame: Frame, i: int) -> bool:
