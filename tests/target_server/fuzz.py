@@ -13,6 +13,8 @@ import httpx
 from streamslo.server.config import ServerConfig
 from tests.target_server.servers import Server, start_server
 
+__all__ = ["FUZZ_ARGS", "FUZZ_CONFIG", "SERVER_ERRORS", "FuzzServer", "assert_survived", "start_fuzz_server"]
+
 #: Small limits keep a fuzz run fast: streams of at most 8 tokens, no pacing between steps.
 FUZZ_CONFIG = ServerConfig.build(max_tokens_limit=8, default_max_tokens=4, token_interval_ms=0,
                                  body_timeout_s=2, header_timeout_s=2, max_body_bytes=65536)

@@ -14,6 +14,8 @@ import httpx
 
 from streamslo.bundled import free_port
 
+__all__ = ["ROOT", "Server", "start_server"]
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
