@@ -9,6 +9,12 @@ same number of *slow readers* and reports peak RSS and write backlog.
 
     python bench/bench_target_server.py                 # 250 streams x 128 tokens
     python bench/bench_target_server.py --streams 100 --tokens 64 --duration 20
+    python bench/bench_target_server.py --sigterm       # SIGTERM during 250 streams
+
+``--sigterm`` runs the drain check instead (fixed mode, under Uvicorn and Gunicorn): it opens
+``--streams`` streams of ``--tokens`` tokens, sends SIGTERM once the server holds all of them,
+and reports the streams that ended complete, were cut, or were refused, how long the drain took
+and the exit code. Goal: 0 cut, exit code 0.
 
 Issue 3's targets: fixed ITL p99 < 200 ms with zero truncations at 250 x 128; fixed tokens/s
 >= 10x naive; RSS < 1.5 GB with 250 slow readers.
@@ -25,11 +31,14 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import psutil
+
+from streamslo.bundled import free_port
 
 __all__ = ["StreamStats", "main", "run_load"]
 
@@ -46,6 +55,8 @@ class StreamStats:
     ttft: float | None = None
     gaps: list[float] = field(default_factory=list)
     error: str | None = None
+    ended: float | None = None
+    """``perf_counter`` when the stream ended (its [DONE], a cut, or an error)."""
 
 
 async def _stream(port: int, body: bytes, deadline: float, slow: bool, delay: float) -> StreamStats:
@@ -93,6 +104,7 @@ async def _stream(port: int, body: bytes, deadline: float, slow: bool, delay: fl
     except (TimeoutError, OSError) as exc:
         st.error = st.error or type(exc).__name__
     finally:
+        st.ended = time.perf_counter()
         writer.close()
     return st
 
@@ -110,14 +122,63 @@ async def run_load(port: int, streams: int, tokens: int, duration: float, slow: 
     return list(res), time.perf_counter() - t0
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def _active_streams(port: int) -> int:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=10) as r:
+        return int(json.loads(r.read())["active_streams"])
+
+
+async def _sigterm_pass(proc: subprocess.Popen[bytes], port: int, args: argparse.Namespace) -> dict[str, object]:
+    """Streams in flight, SIGTERM once all run; what became of them."""
+    load = asyncio.ensure_future(run_load(port, args.streams, args.tokens, args.duration, False, args.ramp))
+    deadline = time.monotonic() + args.duration
+    held = 0
+    while time.monotonic() < deadline and held < args.streams:
+        await asyncio.sleep(0.05)
+        held = await asyncio.to_thread(_active_streams, port)
+    t_term = time.perf_counter()
+    proc.send_signal(signal.SIGTERM)
+
+    def wait_exit() -> tuple[int, float]:
+        rc = proc.wait(90)
+        return rc, time.perf_counter()
+
+    exited = asyncio.ensure_future(asyncio.to_thread(wait_exit))
+    res, _ = await load
+    rc, t_exit = await exited
+    began = [r for r in res if r.ttft is not None or r.ok]
+    return {
+        "streams": len(res), "in_flight": held,
+        "ok": sum(1 for r in res if r.ok and r.finish == "length" and r.tokens == args.tokens),
+        "cut": sum(1 for r in began if not (r.ok and r.tokens == args.tokens)),
+        "refused": sum(1 for r in res if r.error is not None and " 503 " in r.error),
+        "last_end_s": max(r.ended or t_term for r in res) - t_term,
+        "drain_s": t_exit - t_term, "exit_code": rc,
+    }
+
+
+def _sigterm(args: argparse.Namespace) -> int:
+    cols = ["server", "streams", "in_flight", "ok", "cut", "refused", "last_end_s", "drain_s",
+            "exit_code"]
+    print("| " + " | ".join(cols) + " |")
+    print("|" + "---|" * len(cols))
+    failed = False
+    for kind in ("uvicorn", "gunicorn"):
+        proc, port = _start("fixed", args.server_core,
+                            ["--server", kind, "--max-streams", str(max(512, args.streams))])
+        try:
+            row = {"server": kind, **asyncio.run(_sigterm_pass(proc, port, args))}
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        failed |= row["cut"] != 0 or row["exit_code"] != 0
+        print("| " + " | ".join(f"{row[c]:.2f}" if isinstance(row[c], float) else str(row[c])
+                                for c in cols) + " |")
+    return 1 if failed else 0
 
 
 def _start(mode: str, core: int, extra: list[str]) -> tuple[subprocess.Popen[bytes], int]:
-    port = _free_port()
+    port = free_port()
     cmd = ["taskset", "-c", str(core), sys.executable, "-m", "streamslo.server", "--mode", mode,
            "--port", str(port), *extra]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -198,9 +259,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--server-core", type=int, default=0)
     p.add_argument("--client-core", type=int, default=1)
     p.add_argument("--no-slow", action="store_true", help="skip the slow-reader pass")
+    p.add_argument("--sigterm", action="store_true",
+                   help="instead: SIGTERM during --streams streams, uvicorn and gunicorn")
     args = p.parse_args(argv)
     if hasattr(os, "sched_setaffinity") and args.client_core < (os.cpu_count() or 1):
         os.sched_setaffinity(0, {args.client_core})
+    if args.sigterm:
+        return _sigterm(args)
     rows = []
     for mode in args.modes.split(","):
         passes = [False] if args.no_slow else [False, True]

@@ -1,5 +1,10 @@
 """The bundled target server as a subprocess: started on a free 127.0.0.1 port, waited for
 (``/healthz``), and stopped by its PID. Used by ``compare``, ``soak`` and the pytest fixtures.
+
+Errors: :class:`~streamslo.errors.ServerExtraMissing` (bad input, exit code 2) before anything
+starts when the ``server`` extra is not installed; :class:`ServerStartError` (an internal
+error, exit code 1, not bad input) when the server crashes or never answers, with its log's
+tail in the message.
 """
 
 from __future__ import annotations
@@ -15,13 +20,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
-from streamslo.errors import BadInputError
+from streamslo.errors import StreamSLOError
+from streamslo.server.deps import require_server_extra
 
-__all__ = ["BundledServer", "ServerStartError", "free_port"]
+__all__ = ["BundledServer", "ServerStartError", "free_port", "log_tail"]
 
 
-class ServerStartError(BadInputError):
-    """The server exited, or did not answer ``/healthz`` in time (the message holds its log)."""
+class ServerStartError(StreamSLOError):
+    """The server exited, or did not answer ``/healthz`` in time (the message holds its log).
+
+    A server of ours that will not start is our failure, not the user's input.
+    """
 
 
 def free_port() -> int:
@@ -31,7 +40,8 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _tail(path: Path, n: int = 3000) -> str:
+def log_tail(path: Path, n: int = 3000) -> str:
+    """The last ``n`` characters of a log file ("" when it cannot be read)."""
     try:
         return path.read_text(errors="replace")[-n:]
     except OSError:
@@ -45,9 +55,13 @@ class BundledServer:
         serve_args: ``streamslo serve`` options (``--mode naive ...``); host and port are added.
         log: where the server's stdout and stderr go.
         cpus: a ``taskset -c`` CPU list to pin the server to, or None.
+
+    Raises:
+        ServerExtraMissing: the ``server`` extra is not installed (checked before starting).
     """
 
     def __init__(self, serve_args: Sequence[str], log: Path, cpus: str | None = None) -> None:
+        require_server_extra("the bundled server")
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.serve_args = tuple(serve_args)
@@ -71,7 +85,7 @@ class BundledServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise ServerStartError(f"{' '.join(self.cmd)} exited with {self.process.returncode}:\n{_tail(self.log)}")
+                raise ServerStartError(f"{' '.join(self.cmd)} exited with {self.process.returncode}:\n{log_tail(self.log)}")
             try:
                 with urllib.request.urlopen(self.url + "/healthz", timeout=2) as r:
                     if r.status == 200:
@@ -80,7 +94,7 @@ class BundledServer:
                 pass
             time.sleep(0.2)
         self.stop()
-        raise ServerStartError(f"{self.url}/healthz did not answer within {timeout:g}s:\n{_tail(self.log)}")
+        raise ServerStartError(f"{self.url}/healthz did not answer within {timeout:g}s:\n{log_tail(self.log)}")
 
     def stop(self, timeout: float = 40.0) -> None:
         """SIGTERM the server (it drains), SIGKILL its whole process group after ``timeout``.

@@ -5,7 +5,8 @@ Exception tree::
     StreamSLOError                  base of everything streamslo raises on purpose
     ├── BadInputError               the user's input is wrong (exit code 2)
     │   ├── SLOFileError            an SLO file that does not parse (names file and line)
-    │   └── ResultsError            a results directory that is missing or damaged
+    │   ├── ResultsError            a results directory that is missing or damaged
+    │   └── ServerExtraMissing      the bundled server is asked for without the 'server' extra
     └── ThresholdFailed             a threshold did not hold (exit code 99)
 
 Exit codes follow k6: 0 every threshold held, 99 a threshold failed, 2 bad input,
@@ -22,6 +23,7 @@ __all__ = [
     "BadInputError",
     "ResultsError",
     "SLOFileError",
+    "ServerExtraMissing",
     "StreamSLOError",
     "ThresholdFailed",
 ]
@@ -58,6 +60,11 @@ class SLOFileError(BadInputError):
 
 class ResultsError(BadInputError):
     """A results directory, or a file in it, that is missing or damaged."""
+
+
+class ServerExtraMissing(BadInputError):
+    """The bundled server (``serve``, ``compare``, ``soak`` without a host, the pytest fixtures)
+    is asked for, but the ``server`` extra is not installed. The message names the command."""
 
 
 class ThresholdFailed(StreamSLOError):

@@ -1,6 +1,6 @@
 """streamslo's bundled target server: a tiny PyTorch LLM behind an OpenAI-style streaming API.
 
-It runs in one of two modes (SPEC §7, ``streamslo serve``):
+It runs in one of two modes (``streamslo serve``; see ``docs/server.md``):
 
 - ``fixed``: a continuous-batching decode thread, admission control, bounded per-stream
   buffers with write timeouts, a loop watchdog. What good looks like.

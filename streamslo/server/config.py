@@ -33,6 +33,7 @@ __all__ = [
     "CONFIG_ENV",
     "FAULTS",
     "MAX_BODY_BYTES",
+    "MAX_CONNECTIONS",
     "MAX_PROMPT_CHARS",
     "MAX_TOKENS_LIMIT",
     "MODEL_ID",
@@ -52,10 +53,12 @@ FAULTS: tuple[str, ...] = (
     "training-contention",
     "silent-cancel",
 )
-#: Largest accepted ``max_tokens``.
+#: Default largest accepted ``max_tokens`` (``--max-tokens-limit``).
 MAX_TOKENS_LIMIT = 4096
-#: Largest accepted request body (HTTP) or WebSocket frame, in bytes.
+#: Default largest request body (HTTP) or WebSocket message, in bytes (``--max-body-bytes``).
 MAX_BODY_BYTES = 1 << 20
+#: Default cap on open client connections per server process (``--max-connections``).
+MAX_CONNECTIONS = 2048
 #: Largest accepted prompt (all message contents together), in characters.
 MAX_PROMPT_CHARS = 65536
 
@@ -94,12 +97,27 @@ class ServerConfig:
     """``silent-cancel``: generation budget before the contention cancel hits."""
     default_max_tokens: int = 64
     """``max_tokens`` when a request leaves it out."""
+    max_tokens_limit: int = MAX_TOKENS_LIMIT
+    """Largest accepted ``max_tokens`` (400 past it)."""
     graceful_timeout_s: float = 30.0
     """SIGTERM: how long in-flight streams may take to finish while new ones get 503."""
     state_file: str | None = None
     """Gunicorn: JSON file where the master's hooks count worker exits and aborts."""
     server: str = "uvicorn"
     """``uvicorn`` or ``gunicorn`` (reported by /healthz)."""
+    max_body_bytes: int = MAX_BODY_BYTES
+    """Largest request body (413 past it) or WebSocket message (close 1009 past it)."""
+    header_timeout_s: float = 10.0
+    """A request head (request line and headers) must arrive within this many seconds of its
+    first byte, or of the connection opening; a client that dribbles it is cut (408)."""
+    body_timeout_s: float = 30.0
+    """A request body must arrive within this many seconds of its head (408 past it)."""
+    max_connections: int = MAX_CONNECTIONS
+    """Open client connections (HTTP and WebSocket) one process serves; past it a request
+    gets 503 and a WebSocket an error frame and close 1013."""
+    api_key_env: str | None = None
+    """Name of the environment variable holding the API key; None serves without auth. The
+    key itself never travels in the config (nor on a command line)."""
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
     """Free-form notes shown by /healthz (never read by the server)."""
 
@@ -125,11 +143,32 @@ class ServerConfig:
             raise ValueError("--max-streams must be >= 1")
         if cfg.stream_buffer_tokens < 1:
             raise ValueError("--stream-buffer-tokens must be >= 1")
+        if not 1 <= cfg.default_max_tokens <= cfg.max_tokens_limit:
+            raise ValueError("--default-max-tokens must be between 1 and --max-tokens-limit")
+        if cfg.max_body_bytes < 1024:
+            raise ValueError("--max-body-bytes must be >= 1024")
+        if cfg.header_timeout_s <= 0 or cfg.body_timeout_s <= 0:
+            raise ValueError("--header-timeout and --body-timeout must be > 0")
+        if cfg.max_connections < 1:
+            raise ValueError("--max-connections must be >= 1")
         return cfg
 
     def has(self, fault: str) -> bool:
         """Whether ``fault`` is active."""
         return fault in self.faults
+
+    def api_key(self) -> str | None:
+        """The API key, read from the variable :attr:`api_key_env` names; None without one.
+
+        Raises:
+            ValueError: the variable is unset or empty.
+        """
+        if not self.api_key_env:
+            return None
+        key = os.environ.get(self.api_key_env, "")
+        if not key:
+            raise ValueError(f"--api-key-env: environment variable {self.api_key_env} is unset or empty")
+        return key
 
     @property
     def batched(self) -> bool:

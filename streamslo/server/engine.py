@@ -32,7 +32,7 @@ from streamslo.server.model import GPT, KVCache
 from streamslo.server.sampling import sample
 from streamslo.server.tokenizer import EOS_ID, Tokenizer
 
-__all__ = ["BatchEngine", "GenRequest", "Overloaded", "StreamItem", "TokenStream"]
+__all__ = ["BatchEngine", "GenRequest", "Overloaded", "Producer", "StreamItem", "TokenStream"]
 
 log = logging.getLogger("streamslo.server.engine")
 
@@ -152,6 +152,47 @@ class TokenStream:
         return self._items.popleft()
 
 
+class Producer:
+    """Admission control, shared by both producers: at most ``limit`` open streams (past it
+    :class:`Overloaded`: HTTP 429, WS 1013); a stream's close gives its place back.
+
+    Subclasses start generation in :meth:`_start`. Loop thread only.
+    """
+
+    def __init__(self, cfg: ServerConfig, limit: int) -> None:
+        self.cfg = cfg
+        self.limit = limit
+        """Open streams admitted at most."""
+        self.inflight = 0
+        """Admitted streams not yet closed."""
+
+    @property
+    def full(self) -> bool:
+        """Whether the next :meth:`submit` would be refused."""
+        return self.inflight >= self.limit
+
+    def submit(self, req: GenRequest) -> TokenStream:
+        """Admit a request and start generating it (call on the loop).
+
+        Raises:
+            Overloaded: ``limit`` streams are open.
+        """
+        if self.full:
+            raise Overloaded(f"server holds {self.inflight} streams (--max-streams)")
+        cap = None if self.cfg.has("unbounded-write") else self.cfg.stream_buffer_tokens
+        stream = TokenStream(req, asyncio.get_running_loop(), cap)
+        self.inflight += 1
+        stream.on_close.append(self._release)
+        self._start(stream)
+        return stream
+
+    def _release(self) -> None:
+        self.inflight -= 1
+
+    def _start(self, stream: TokenStream) -> None:
+        raise NotImplementedError
+
+
 def _deliver(batch: list[tuple[TokenStream, StreamItem]]) -> None:
     """Runs on the loop: hand one engine step's items to their streams."""
     for stream, item in batch:
@@ -167,20 +208,18 @@ class _Active:
     parked: bool = False
 
 
-class BatchEngine:
+class BatchEngine(Producer):
     """Continuous batching on its own thread: each step, every ready stream gains one token.
 
     Model compute never runs on the event loop; the step is paced to ``token_interval_ms``.
     """
 
     def __init__(self, cfg: ServerConfig, model: GPT, tok: Tokenizer, device: torch.device) -> None:
-        self.cfg = cfg
+        super().__init__(cfg, cfg.max_streams)
         self.model = model
         self.tok = tok
         self.device = device
         self.cache = KVCache(model.cfg, cfg.max_streams, device)
-        self.inflight = 0
-        """Admitted streams not yet closed (loop thread only)."""
         self._pending: queue.SimpleQueue[TokenStream] = queue.SimpleQueue()
         self._active: list[_Active] = []
         self._ready = 0  # slots 0.._ready-1 are decoded this step; the rest are parked
@@ -197,19 +236,8 @@ class BatchEngine:
         self._stop.set()
         self._thread.join(timeout=5)
 
-    def submit(self, req: GenRequest) -> TokenStream:
-        """Admit a request (call on the loop). Raises :class:`Overloaded` when full."""
-        if self.inflight >= self.cfg.max_streams:
-            raise Overloaded(f"server holds {self.inflight} streams (--max-streams)")
-        cap = None if self.cfg.has("unbounded-write") else self.cfg.stream_buffer_tokens
-        stream = TokenStream(req, asyncio.get_running_loop(), cap)
-        self.inflight += 1
-        stream.on_close.append(self._release)
+    def _start(self, stream: TokenStream) -> None:
         self._pending.put(stream)
-        return stream
-
-    def _release(self) -> None:
-        self.inflight -= 1
 
     # -- decode thread -------------------------------------------------------------------
     def _run(self) -> None:
@@ -219,7 +247,7 @@ class BatchEngine:
         sys.setswitchinterval(0.0005)
         if self.device.type == "cuda":
             # A high-priority stream, so a co-located job's kernels cannot starve decoding.
-            self._cuda_stream = torch.cuda.Stream(device=self.device, priority=-1)
+            self._cuda_stream = torch.cuda.Stream(device=self.device, priority=-1)  # type: ignore[no-untyped-call]
         interval = self.cfg.token_interval_ms / 1000.0
         next_step = time.perf_counter()
         while not self._stop.is_set():
@@ -272,11 +300,19 @@ class BatchEngine:
                 return
             if stream.cancelled:
                 continue
-            slot = len(self._active)
-            logits = self.model.prefill(self.cache, slot, stream.req.prompt_ids)
             entry = _Active(stream, last=-1)
+            first: list[tuple[TokenStream, StreamItem]] = []
+            try:
+                logits = self.model.prefill(self.cache, len(self._active), stream.req.prompt_ids)
+                self._emit_batch([entry], logits[None], first)
+            except Exception as exc:
+                # Only this request fails: its slot was never taken (the next prefill
+                # overwrites it) and the running batch goes on.
+                log.exception("prefill failed; failing that request only")
+                out.append((stream, ("error", f"prefill failed: {type(exc).__name__}")))
+                continue
             self._active.append(entry)
-            self._emit_batch([entry], logits[None], out)
+            out.extend(first)
 
     def _step(self) -> None:
         out: list[tuple[TokenStream, StreamItem]] = []

@@ -1,22 +1,24 @@
 """HTTP endpoint handlers: generation (SSE or JSON), health, models, metrics, debug.
 
-Every refusal is an :class:`~streamslo.server.protocol.APIError` turned into the SPEC's error JSON
+Every refusal is an :class:`~streamslo.server.protocol.APIError` turned into the error JSON
 by the app's exception handler; nothing a client sends can produce a 5xx.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
 from streamslo.server import metrics, workerstate
-from streamslo.server.config import MAX_BODY_BYTES, MODEL_ID
-from streamslo.server.protocol import APIError, parse_request
+from streamslo.server.config import MODEL_ID
+from streamslo.server.openapi import build_schema
+from streamslo.server.protocol import APIError, error_body, parse_request
 from streamslo.server.runtime import Runtime
 from streamslo.server.streaming import SSEStreamResponse, complete_response
 
@@ -29,6 +31,7 @@ __all__ = [
     "legacy_stream",
     "metrics_endpoint",
     "models",
+    "openapi_json",
     "read_body",
     "readyz",
 ]
@@ -40,29 +43,47 @@ def _rt(request: Request) -> Runtime:
 
 
 async def read_body(request: Request) -> bytes:
-    """The request body, refusing a wrong content type (415) or more than 1 MiB (413)."""
+    """The request body.
+
+    Raises:
+        APIError: 415 for a content type other than JSON, 413 past ``max_body_bytes``, 408
+            when the body takes longer than ``body_timeout_s`` to arrive (a client dribbling
+            it), 499 when the client leaves before it arrived.
+    """
+    cfg = _rt(request).cfg
+    limit = cfg.max_body_bytes
     ctype = request.headers.get("content-type")
     if ctype is not None:
         base = ctype.split(";", 1)[0].strip().lower()
         if base != "application/json" and not base.endswith("+json"):
             raise APIError(415, f"content-type must be application/json, got {base!r}")
     length = request.headers.get("content-length")
-    if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
-        raise APIError(413, f"body of {length} bytes exceeds the {MAX_BODY_BYTES}-byte limit")
+    if length is not None and length.isascii() and length.isdigit() and int(length) > limit:
+        raise APIError(413, f"body of {length} bytes exceeds the {limit}-byte limit")
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise APIError(413, f"body exceeds the {MAX_BODY_BYTES}-byte limit")
-        chunks.append(chunk)
+    try:
+        async with asyncio.timeout(cfg.body_timeout_s):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise APIError(413, f"body exceeds the {limit}-byte limit")
+                chunks.append(chunk)
+    except TimeoutError:
+        raise APIError(408, f"the request body did not arrive within {cfg.body_timeout_s:g} s") from None
+    except ClientDisconnect:
+        # Routine: the client left. 499 (nginx's "client closed request") is only counted;
+        # nobody is there to read it.
+        raise APIError(499, "the client closed the connection before its body arrived") from None
+    request.state.body_read = True  # a refusal from here on may keep the connection
     return b"".join(chunks)
 
 
 async def _generate(request: Request, kind: str, endpoint: str, default_stream: bool) -> Response:
     rt = _rt(request)
     raw = await read_body(request)
-    req = parse_request(raw, kind, rt.cfg.default_max_tokens, default_stream, rt.rng)
+    req = parse_request(raw, kind, rt.cfg.default_max_tokens, default_stream, rt.rng,
+                        rt.cfg.max_tokens_limit)
     stream, chunks = rt.open(req)
     metrics.REQUESTS.labels(endpoint, "200").inc()
     if not req.stream:
@@ -93,10 +114,11 @@ async def healthz(request: Request) -> Response:
 async def readyz(request: Request) -> Response:
     """200 when accepting streams; 503 while draining or full."""
     rt = _rt(request)
-    full = rt.gen is None or rt.gen.inflight >= rt.cfg.max_streams
+    full = rt.gen is None or rt.gen.full
     if rt.draining or full:
         reason = "draining" if rt.draining else "at capacity"
-        return JSONResponse({"status": reason}, status_code=503)
+        return JSONResponse({"status": reason, **error_body(503, f"not ready: {reason}")},
+                            status_code=503, headers={"retry-after": "1"})
     return JSONResponse({"status": "ready"})
 
 
@@ -106,6 +128,11 @@ async def models(request: Request) -> Response:
     return JSONResponse({"object": "list", "data": [
         {"id": MODEL_ID, "object": "model", "created": int(rt.started_at), "owned_by": "streamslo",
          "max_model_len": rt.model.cfg.block_size}]})
+
+
+async def openapi_json(request: Request) -> Response:
+    """The OpenAPI description of these routes, for this server's limits."""
+    return JSONResponse(build_schema(_rt(request).cfg))
 
 
 async def metrics_endpoint(request: Request) -> Response:

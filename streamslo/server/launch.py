@@ -11,15 +11,18 @@ The incidents, side by side (2 cores)::
     streamslo serve --mode naive --server gunicorn --workers 1 --timeout 3
     streamslo serve --mode fixed --server gunicorn --workers 1
 
-Heavy imports (torch, uvicorn, gunicorn) happen inside :func:`main`, so building the CLI's
-parser stays fast.
+Heavy imports (torch, uvicorn, gunicorn) happen inside :func:`main`, after a check that the
+``server`` extra is installed, so building the CLI's parser stays fast and a missing extra is
+one clear sentence. Binding beyond loopback logs a warning (more so without ``--api-key-env``).
 """
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import logging
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -29,8 +32,9 @@ from types import FrameType
 
 from streamslo.errors import BadInputError
 from streamslo.server.config import CONFIG_ENV, FAULTS, ServerConfig
+from streamslo.server.deps import require_server_extra
 
-__all__ = ["add_arguments", "config_from_args", "main"]
+__all__ = ["add_arguments", "config_from_args", "is_loopback_host", "main", "warn_if_exposed"]
 
 log = logging.getLogger("streamslo.server.launch")
 
@@ -50,8 +54,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--graceful-timeout", type=int, default=30,
                    help="seconds in-flight streams get to finish after SIGTERM (default 30)")
     g.add_argument("--keep-alive", type=int, default=5, help="idle keep-alive, seconds")
-    g.add_argument("--host", default="127.0.0.1")
+    g.add_argument("--host", default="127.0.0.1",
+                   help="address to bind (default 127.0.0.1; anything else logs a warning)")
     g.add_argument("--port", type=int, default=8000)
+    lim = parser.add_argument_group("limits")
+    lim.add_argument("--api-key-env", default=None, metavar="VAR",
+                     help="require 'Authorization: Bearer <key>' on /v1/*, the key read from "
+                          "environment variable VAR (never from a command line)")
+    lim.add_argument("--max-connections", type=int, default=d.max_connections,
+                     help=f"open connections per process; past it 503 / WS close 1013 "
+                          f"(default {d.max_connections})")
+    lim.add_argument("--header-timeout", type=float, default=d.header_timeout_s,
+                     help=f"seconds a request head may take to arrive; 408 past it "
+                          f"(default {d.header_timeout_s:g})")
+    lim.add_argument("--body-timeout", type=float, default=d.body_timeout_s,
+                     help=f"seconds a request body may take to arrive; 408 past it "
+                          f"(default {d.body_timeout_s:g})")
+    lim.add_argument("--max-body-bytes", type=int, default=d.max_body_bytes,
+                     help=f"largest body (413) or WebSocket message (1009) (default {d.max_body_bytes})")
+    lim.add_argument("--max-tokens-limit", type=int, default=d.max_tokens_limit,
+                     help=f"largest max_tokens accepted (default {d.max_tokens_limit})")
     m = parser.add_argument_group("engine")
     m.add_argument("--token-interval-ms", type=float, default=d.token_interval_ms,
                    help="simulated device time of one decode step (default 20 ms: ~50 tok/s)")
@@ -88,11 +110,60 @@ def config_from_args(args: argparse.Namespace, state_file: str | None = None) ->
             checkpoint=args.checkpoint, torch_threads=args.torch_threads,
             stream_buffer_tokens=args.stream_buffer_tokens, write_timeout_s=args.write_timeout,
             sndbuf_bytes=args.sndbuf, sync_ms=args.sync_ms, cancel_after_s=args.cancel_after,
-            default_max_tokens=args.default_max_tokens,
+            default_max_tokens=args.default_max_tokens, max_tokens_limit=args.max_tokens_limit,
             graceful_timeout_s=args.graceful_timeout, state_file=state_file, server=args.server,
+            max_body_bytes=args.max_body_bytes, header_timeout_s=args.header_timeout,
+            body_timeout_s=args.body_timeout, max_connections=args.max_connections,
+            api_key_env=args.api_key_env,
         )
     except ValueError as exc:
         raise BadInputError(str(exc)) from None
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether binding ``host`` keeps the server on this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a name: it may resolve anywhere
+
+
+def warn_if_exposed(host: str, port: int, keyed: bool) -> None:
+    """Log a warning when ``host`` is reachable from other machines."""
+    if is_loopback_host(host):
+        return
+    if keyed:
+        log.warning("binding %s:%d: reachable from other machines; /v1/* needs the API key, "
+                    "/debug/* the key or loopback", host, port)
+    else:
+        log.warning("binding %s:%d: reachable from other machines, and without --api-key-env "
+                    "anyone who reaches it can use it", host, port)
+
+
+def _raise_fd_limit(cfg: ServerConfig) -> None:
+    """Let the connection cap, not the open-files limit, be what refuses connections."""
+    want = cfg.max_connections + 256  # files, the listener, the trainer's pipes
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft >= want:
+        return
+    target = want if hard == resource.RLIM_INFINITY else min(want, hard)
+    if target > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    if target < want:
+        log.warning("open-files limit %d is below --max-connections %d: connections past it "
+                    "fail at accept", target, cfg.max_connections)
+
+
+def _check(cfg: ServerConfig, args: argparse.Namespace) -> None:
+    """What every launch path checks before starting: the key is there, the fd limit fits."""
+    try:
+        keyed = cfg.api_key() is not None
+    except ValueError as exc:
+        raise BadInputError(str(exc)) from None
+    warn_if_exposed(args.host, args.port, keyed)
+    _raise_fd_limit(cfg)
 
 
 def _ignore(sig: int, frame: FrameType | None) -> None:
@@ -105,8 +176,9 @@ def _serve_uvicorn(cfg: ServerConfig, args: argparse.Namespace) -> int:
     import uvicorn
 
     from streamslo.server.app import create_app
-    from streamslo.server.server import UVICORN_KWARGS, DrainingServer
+    from streamslo.server.server import DrainingServer, uvicorn_kwargs
 
+    _check(cfg, args)
     sock = socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     if cfg.sndbuf_bytes:
@@ -117,7 +189,7 @@ def _serve_uvicorn(cfg: ServerConfig, args: argparse.Namespace) -> int:
         raise BadInputError(f"--host/--port: cannot bind {args.host}:{args.port}: {exc}") from None
     sock.listen(2048)
     config = uvicorn.Config(create_app(cfg), timeout_keep_alive=int(args.keep_alive),
-                            access_log=False, log_level="info", backlog=2048, **UVICORN_KWARGS)  # type: ignore[arg-type]
+                            access_log=False, log_level="info", backlog=2048, **uvicorn_kwargs(cfg))
     server = DrainingServer(config, cfg.graceful_timeout_s)
     # Uvicorn re-raises the stop signal after shutting down; make that a no-op: exit code 0.
     signal.signal(signal.SIGTERM, _ignore)
@@ -131,6 +203,7 @@ def _serve_gunicorn(args: argparse.Namespace) -> int:
     os.close(fd)
     try:
         cfg = config_from_args(args, state_file)
+        _check(cfg, args)
         env = dict(os.environ, **{CONFIG_ENV: cfg.to_json(), "STREAMSLO_STATE_FILE": state_file})
         if cfg.sndbuf_bytes:
             env["STREAMSLO_SNDBUF"] = str(cfg.sndbuf_bytes)
@@ -159,7 +232,14 @@ def _serve_gunicorn(args: argparse.Namespace) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run the server until SIGTERM/SIGINT; returns the exit code (0 after a clean drain)."""
+    """Run the server until SIGTERM/SIGINT; returns the exit code (0 after a clean drain).
+
+    Raises:
+        ServerExtraMissing: the ``server`` extra is not installed.
+        BadInputError: an option out of range, an unset ``--api-key-env`` variable, a port
+            that cannot be bound.
+    """
+    require_server_extra("streamslo serve")
     if args.server == "gunicorn":
         return _serve_gunicorn(args)
     return _serve_uvicorn(config_from_args(args), args)

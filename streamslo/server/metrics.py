@@ -17,6 +17,7 @@ from streamslo.server import workerstate
 
 __all__ = [
     "ACTIVE_STREAMS",
+    "CONNECTIONS_REFUSED",
     "ENGINE_BATCH",
     "ENGINE_STEP",
     "HTTP_5XX",
@@ -39,6 +40,11 @@ OUTCOMES = Counter(
     "streamslo_stream_outcomes", "How streams ended (server's view)", ["outcome"]
 )
 REQUESTS = Counter("streamslo_requests", "Requests by endpoint and status", ["endpoint", "status"])
+CONNECTIONS_REFUSED = Counter(
+    "streamslo_connections_refused",
+    "Connections refused before the app saw a request, by reason "
+    "(over_capacity, head_timeout, bad_http)", ["reason"],
+)
 HTTP_5XX = Counter("streamslo_http_5xx", "5xx responses by endpoint", ["endpoint"])
 REQUEST_LATENCY = Histogram(
     "streamslo_request_seconds", "Request start to last byte", ["endpoint"], buckets=_LAT

@@ -13,6 +13,7 @@ decode step attends over a view of the cache, never a gathered copy.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -68,7 +69,8 @@ class _Block(nn.Module):
         b, t, c = x.shape
         q, k, v = self.qkv(self.ln1(x)).split(c, dim=2)  # each (B, T, C)
         # -> (B, H, T, hd)
-        return tuple(z.view(b, t, self.n_head, c // self.n_head).transpose(1, 2) for z in (q, k, v))  # type: ignore[return-value]
+        q, k, v = (z.view(b, t, self.n_head, c // self.n_head).transpose(1, 2) for z in (q, k, v))
+        return q, k, v
 
     def prefill(self, x: Tensor, ck: Tensor, cv: Tensor, slot: int) -> Tensor:
         """x: (1, T, C) the prompt; writes its keys/values at ring positions 0..T-1."""
@@ -78,7 +80,8 @@ class _Block(nn.Module):
         cv[slot, :, :t] = v[0]
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (1, H, T, hd)
         x = x + self.proj(y.transpose(1, 2).reshape(b, t, c))
-        return x + self.mlp(self.ln2(x))
+        out: Tensor = x + self.mlp(self.ln2(x))
+        return out
 
     def decode(self, x: Tensor, ck: Tensor, cv: Tensor, ring: Tensor, mask: Tensor) -> Tensor:
         """x: (B, 1, C) one new token per slot 0..B-1; ring: (B,) write index; mask: (B,1,1,W)."""
@@ -89,7 +92,8 @@ class _Block(nn.Module):
         cv[rows, :, ring] = v[:, :, 0]
         y = F.scaled_dot_product_attention(q, ck[:b], cv[:b], attn_mask=mask)  # (B, H, 1, hd)
         x = x + self.proj(y.transpose(1, 2).reshape(b, 1, c))
-        return x + self.mlp(self.ln2(x))
+        out: Tensor = x + self.mlp(self.ln2(x))
+        return out
 
 
 class GPT(nn.Module):
@@ -120,6 +124,9 @@ class GPT(nn.Module):
                     p.copy_(torch.randn(p.shape, generator=gen) * 0.02)
         return model.eval()
 
+    def _layers(self) -> list[_Block]:
+        return [cast(_Block, b) for b in self.blocks]
+
     @torch.no_grad()
     def prefill(self, cache: KVCache, slot: int, ids: list[int]) -> Tensor:
         """Run a prompt into ``slot``; returns the next-token logits (vocab,).
@@ -132,10 +139,11 @@ class GPT(nn.Module):
         t = len(ids)
         idx = torch.tensor([ids], device=dev)  # (1, T)
         x = self.wte(idx) + self.wpe(torch.arange(t, device=dev))  # (1, T, C)
-        for layer, block in enumerate(self.blocks):
+        for layer, block in enumerate(self._layers()):
             x = block.prefill(x, cache.k[layer], cache.v[layer], slot)
         cache.pos[slot] = t
-        return self.lm_head(self.ln_f(x[0, -1]))  # (vocab,)
+        logits: Tensor = self.lm_head(self.ln_f(x[0, -1]))  # (vocab,)
+        return logits
 
     @torch.no_grad()
     def decode(self, cache: KVCache, ids: Tensor) -> Tensor:
@@ -148,7 +156,8 @@ class GPT(nn.Module):
         # A slot attends over the ring entries written so far, this token's included.
         filled = torch.clamp(pos + 1, max=w)  # (B,)
         mask = (torch.arange(w, device=ids.device)[None, :] < filled[:, None]).view(b, 1, 1, w)
-        for layer, block in enumerate(self.blocks):
+        for layer, block in enumerate(self._layers()):
             x = block.decode(x, cache.k[layer], cache.v[layer], ring, mask)
         cache.pos[:b] += 1
-        return self.lm_head(self.ln_f(x[:, 0]))  # (B, vocab)
+        logits: Tensor = self.lm_head(self.ln_f(x[:, 0]))  # (B, vocab)
+        return logits

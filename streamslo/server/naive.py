@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from streamslo.server.config import ServerConfig
-from streamslo.server.engine import GenRequest, Overloaded, TokenStream
+from streamslo.server.engine import Producer, TokenStream
 from streamslo.server.model import GPT, KVCache
 from streamslo.server.sampling import sample
 from streamslo.server.tokenizer import EOS_ID, Tokenizer
@@ -94,33 +94,22 @@ class RequestSetup:
         self._dir.cleanup()
 
 
-class LoopGenerator:
-    """Generation inside a coroutine on the event loop, batch size 1, no admission control."""
+class LoopGenerator(Producer):
+    """Generation inside a coroutine on the event loop, batch size 1, hardly any admission
+    control: only a huge count is refused (there is no batching to protect; the naive
+    server's failure is to accept everything)."""
 
     def __init__(self, cfg: ServerConfig, model: GPT, tok: Tokenizer, device: torch.device) -> None:
-        self.cfg = cfg
+        super().__init__(cfg, max(cfg.max_streams, 4096))
         self.model = model
         self.tok = tok
         self.device = device
-        self.inflight = 0
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def submit(self, req: GenRequest) -> TokenStream:
-        """Start generating on the loop. Only a huge count is refused (there is no batching to
-        protect; the naive server's failure is to accept everything)."""
-        if self.inflight >= max(self.cfg.max_streams, 4096):
-            raise Overloaded("too many streams")
-        cap = None if self.cfg.has("unbounded-write") else self.cfg.stream_buffer_tokens
-        stream = TokenStream(req, asyncio.get_running_loop(), cap)
-        self.inflight += 1
-        stream.on_close.append(self._release)
+    def _start(self, stream: TokenStream) -> None:
         task = asyncio.get_running_loop().create_task(self._generate(stream))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-        return stream
-
-    def _release(self) -> None:
-        self.inflight -= 1
 
     def _sync(self) -> None:
         if self.device.type == "cuda":

@@ -1,11 +1,11 @@
-"""SPEC §2 wire protocol, without I/O: request validation and chunk construction.
+"""The wire protocol (``docs/server.md``), without I/O: request validation and chunks.
 
 Model names: any ``model`` is accepted and served by ``streamslo-tiny`` (a missing one means
 the default); chunks echo the name the client asked for. Load tools pointed at the bundled
 server with another target's model name keep working.
 
-Errors are :class:`APIError` with the HTTP status; :meth:`APIError.body` is the SPEC's
-``{"error": {"message", "type", "code"}}``.
+Errors are :class:`APIError` with the HTTP status; :meth:`APIError.body` is the
+``{"error": {"message", "type", "code"}}``, with ``code`` the status.
 """
 
 from __future__ import annotations
@@ -29,11 +29,15 @@ __all__ = [
 
 _TYPES = {
     400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
     404: "not_found_error",
     405: "method_not_allowed",
+    408: "request_timeout",
     413: "request_too_large",
     415: "unsupported_media_type",
     429: "rate_limit_error",
+    499: "client_closed_request",
     500: "server_error",
     503: "service_unavailable",
 }
@@ -41,7 +45,7 @@ _ids = itertools.count(1)
 
 
 def error_body(status: int, message: str, type_: str | None = None) -> dict[str, Any]:
-    """The SPEC's error object."""
+    """The error object: ``{"error": {"message", "type", "code"}}``."""
     return {"error": {"message": message, "type": type_ or _TYPES.get(status, "error"), "code": status}}
 
 
@@ -118,7 +122,8 @@ def _chat_prompt(messages: Any) -> str:
 
 
 def parse_request(raw: bytes | str, kind: str | None, default_max_tokens: int,
-                  default_stream: bool, rng: random.Random) -> ParsedRequest:
+                  default_stream: bool, rng: random.Random,
+                  max_tokens_limit: int = MAX_TOKENS_LIMIT) -> ParsedRequest:
     """Validate a JSON body.
 
     Args:
@@ -127,6 +132,7 @@ def parse_request(raw: bytes | str, kind: str | None, default_max_tokens: int,
         default_max_tokens: used when ``max_tokens`` is absent.
         default_stream: used when ``stream`` is absent.
         rng: draws a seed for requests that bring none.
+        max_tokens_limit: the largest ``max_tokens`` accepted.
 
     Raises:
         APIError: 400 with a message naming the field.
@@ -135,6 +141,9 @@ def parse_request(raw: bytes | str, kind: str | None, default_max_tokens: int,
         body = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise _bad(f"body is not valid JSON: {exc}") from None
+    except RecursionError:
+        # json's C scanner recurses per nesting level; 100,000 '[' used to be a 500.
+        raise _bad("body is not valid JSON: nested too deeply") from None
     if not isinstance(body, dict):
         raise _bad("body must be a JSON object")
     if kind is None:
@@ -159,8 +168,8 @@ def parse_request(raw: bytes | str, kind: str | None, default_max_tokens: int,
     max_tokens = _int(body, "max_tokens", None)
     if max_tokens is None:
         max_tokens = _int(body, "max_completion_tokens", default_max_tokens)
-    if max_tokens is None or not 1 <= max_tokens <= MAX_TOKENS_LIMIT:
-        raise _bad(f"'max_tokens' must be between 1 and {MAX_TOKENS_LIMIT}, got {max_tokens}")
+    if max_tokens is None or not 1 <= max_tokens <= max_tokens_limit:
+        raise _bad(f"'max_tokens' must be between 1 and {max_tokens_limit}, got {max_tokens}")
     n = _int(body, "n", 1)
     if n != 1:
         raise _bad("only 'n': 1 is supported")

@@ -100,8 +100,8 @@ class Runtime:
     def _start_trainer(self) -> None:
         # Fixed mode isolates inference: the trainer gets one thread at the lowest priority.
         nice = "19" if self.cfg.mode == "fixed" else "0"
-        cmd = [sys.executable, "-m", "streamslo.server.trainer", "--threads", "1", "--nice", nice,
-               "--device", self.device.type]
+        cmd = [sys.executable, "-m", "streamslo.server.trainer", "--parent-pid", str(os.getpid()),
+               "--threads", "1", "--nice", nice, "--device", self.device.type]
         self.trainer = subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
         log.info("training-contention: trainer pid %d (nice %s)", self.trainer.pid, nice)
 

@@ -20,7 +20,20 @@ from streamslo.server import metrics, sse
 from streamslo.server.engine import TokenStream
 from streamslo.server.protocol import ChunkFactory, error_body
 
-__all__ = ["SSEStreamResponse", "complete_response", "pump"]
+__all__ = ["SSEStreamResponse", "complete_response", "pump", "write_timed_out"]
+
+
+def write_timed_out(stream: TokenStream) -> bool:
+    """Call on ``CancelledError`` in a stream's writer. True when the runtime's sweeper
+    cancelled the writer for a write timeout (a slow reader): the task is uncancelled, so the
+    handler can end the stream and return normally. False for any other cancellation, which
+    the caller re-raises."""
+    if not stream.timed_out:
+        return False
+    task = asyncio.current_task()
+    if task is not None:
+        task.uncancel()
+    return True
 
 
 async def pump(stream: TokenStream, chunks: ChunkFactory, emit: Callable[[str], Awaitable[None]],
@@ -93,11 +106,8 @@ class SSEStreamResponse(Response):
             if outcome != "cancelled":
                 await send({"type": "http.response.body", "body": sse.DONE, "more_body": False})
         except asyncio.CancelledError:
-            if not self.stream.timed_out:
+            if not write_timed_out(self.stream):
                 raise
-            task = asyncio.current_task()
-            if task is not None:
-                task.uncancel()
             # Returning mid-body makes the server close the connection: the slow reader is cut.
             outcome = "write_timeout"
         finally:

@@ -2,7 +2,7 @@
 
 Ids: ``0`` is ``<eos>``, ``1`` is ``<unk>``, then the 95 printable ASCII characters (the
 fallback for words not in the vocabulary), then seeded pseudo-words. Every non-special token
-decodes to non-empty text, so every content chunk carries text (SPEC §4). Words decode with a
+decodes to non-empty text, so every content chunk carries text (a chunk without text is no token). Words decode with a
 leading space, characters without, so the output reads as text.
 """
 

@@ -33,6 +33,7 @@ from typing import Any
 import pytest
 
 from streamslo.bundled import BundledServer, ServerStartError
+from streamslo.bundled import log_tail as _tail
 
 __all__ = [
     "BundledServer",
@@ -72,13 +73,6 @@ class LoadConfig:
             raise ValueError(f"LoadConfig.protocol must be sse, ws or mixed, got {self.protocol!r}")
         if self.users < 1 or self.duration_s <= 0 or self.max_tokens < 1:
             raise ValueError("LoadConfig: users, duration_s and max_tokens must be positive")
-
-
-def _tail(path: Path, n: int = 3000) -> str:
-    try:
-        return path.read_text(errors="replace")[-n:]
-    except OSError:
-        return ""
 
 
 def start_server(config: LoadConfig, log_dir: Path) -> BundledServer:

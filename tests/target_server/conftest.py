@@ -2,77 +2,15 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.target_server.fuzz import FuzzServer, start_fuzz_server
+from tests.target_server.servers import ROOT, Server, start_server
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@dataclass
-class Server:
-    proc: subprocess.Popen[bytes]
-    port: int
-    log: Path
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def ws_url(self) -> str:
-        return f"ws://127.0.0.1:{self.port}/v1/ws"
-
-    def stop(self, timeout: float = 20) -> int:
-        """SIGTERM this server (by its pid) and wait; SIGKILL if it does not exit."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return int(self.proc.returncode)
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-
-def start_server(args: list[str], tmp: Path, ready_timeout: float = 60) -> Server:
-    port = free_port()
-    log = tmp / f"server-{port}.log"
-    cmd = [sys.executable, "-m", "streamslo.server", "--port", str(port), *args]
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    with open(log, "wb") as f:
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, env=env)
-    server = Server(proc, port, log)
-    deadline = time.monotonic() + ready_timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited {proc.returncode}:\n{server.output()}")
-        try:
-            if httpx.get(f"{server.url}/healthz", timeout=1).status_code == 200:
-                return server
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    server.stop()
-    raise RuntimeError(f"server not ready in {ready_timeout} s:\n{server.output()}")
+__all__ = ["ROOT", "Server", "start_server"]
 
 
 @pytest.fixture
@@ -80,8 +18,8 @@ def serve(tmp_path: Path) -> Iterator[Callable[..., Server]]:
     """Start servers with given CLI args; all are stopped (by pid) at teardown."""
     started: list[Server] = []
 
-    def _start(*args: str) -> Server:
-        s = start_server(list(args), tmp_path)
+    def _start(*args: str, env: dict[str, str] | None = None) -> Server:
+        s = start_server(list(args), tmp_path, env=env)
         started.append(s)
         return s
 
@@ -96,3 +34,26 @@ def fixed_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     s = start_server(["--mode", "fixed", "--max-streams", "64"], tmp_path_factory.mktemp("fixed"))
     yield s
     s.stop()
+
+
+@pytest.fixture(scope="session")
+def fuzz_uvicorn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FuzzServer]:
+    """The fuzz server under Uvicorn, shared by the fuzz modules (its tallies add up)."""
+    fz = start_fuzz_server("uvicorn", tmp_path_factory.mktemp("fuzz-uvicorn"))
+    yield fz
+    fz.server.stop()
+
+
+@pytest.fixture(scope="session")
+def fuzz_gunicorn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FuzzServer]:
+    """The fuzz server under Gunicorn, shared by the fuzz modules."""
+    fz = start_fuzz_server("gunicorn", tmp_path_factory.mktemp("fuzz-gunicorn"))
+    yield fz
+    fz.server.stop()
+
+
+@pytest.fixture(scope="module", params=["uvicorn", "gunicorn"])
+def fuzz_server(request: pytest.FixtureRequest) -> FuzzServer:
+    """Each fuzz server in turn."""
+    fz: FuzzServer = request.getfixturevalue(f"fuzz_{request.param}")
+    return fz

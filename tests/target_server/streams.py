@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import socket
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -103,3 +106,89 @@ def ws_requests(ws_url: str, bodies: list[dict[str, Any]], timeout: float = 30) 
             if not res.done:
                 break
     return results
+
+
+@dataclass
+class RawResponse:
+    """One HTTP response read off a raw socket, up to the server's close."""
+
+    status: int
+    head: str
+    body: bytes
+    elapsed: float
+    """Seconds from the first byte sent to the connection's close (or the read's end)."""
+
+    def error(self) -> dict[str, Any]:
+        """The error object of the body."""
+        return dict(json.loads(self.body)["error"])
+
+
+def read_response(sock: socket.socket, t0: float, timeout: float = 15) -> RawResponse:
+    """Read one response with a content-length (a refusal), or up to the server's close."""
+    sock.settimeout(timeout)
+    data = b""
+    try:
+        while chunk := sock.recv(65536):
+            data += chunk
+            head, sep, body = data.partition(b"\r\n\r\n")
+            for line in head.lower().split(b"\r\n") if sep else ():
+                if line.startswith(b"content-length:") and len(body) >= int(line[15:]):
+                    return _response(data, t0)
+    except (TimeoutError, ConnectionResetError):
+        pass
+    return _response(data, t0)
+
+
+def _response(data: bytes, t0: float) -> RawResponse:
+    head, _, body = data.partition(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1]) if head.startswith(b"HTTP/1.1 ") else 0
+    return RawResponse(status, head.decode("latin-1"), body, time.monotonic() - t0)
+
+
+def closed_by_peer(sock: socket.socket, timeout: float = 15) -> bool:
+    """Whether the server closes ``sock`` within ``timeout`` (reading whatever comes first)."""
+    sock.settimeout(timeout)
+    try:
+        while sock.recv(65536):
+            pass
+    except TimeoutError:
+        return False
+    except ConnectionResetError:
+        pass
+    return True
+
+
+def raw_request(port: int, data: bytes, timeout: float = 15) -> RawResponse:
+    """Send ``data`` on a new connection and read the answer."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        t0 = time.monotonic()
+        sock.sendall(data)
+        return read_response(sock, t0, timeout)
+
+
+async def sse_many(url: str, path: str, bodies: list[dict[str, Any]], spread_s: float,
+                   timeout: float = 120) -> list[StreamResult]:
+    """Open one SSE stream per body, their starts spread evenly over ``spread_s`` seconds,
+    each read to its end on its own connection (asyncio, for hundreds at once)."""
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=0)
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=timeout) as client:
+
+        async def one(i: int, body: dict[str, Any]) -> StreamResult:
+            await asyncio.sleep(i * spread_s / max(1, len(bodies)))
+            res = StreamResult(0)
+            try:
+                async with client.stream("POST", path, json=body) as r:
+                    res.status = r.status_code
+                    if r.status_code != 200:
+                        res.error = (await r.aread()).decode()
+                        return res
+                    async for line in r.aiter_lines():
+                        if line == "data: [DONE]":
+                            res.done = True
+                        elif line.startswith("data: "):
+                            res.chunks.append(json.loads(line[6:]))
+            except httpx.HTTPError as exc:
+                res.error = type(exc).__name__
+            return res
+
+        return list(await asyncio.gather(*(one(i, b) for i, b in enumerate(bodies))))

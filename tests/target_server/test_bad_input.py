@@ -20,6 +20,9 @@ CASES: list[tuple[str, str, str, dict[str, str], bytes, int]] = [
     ("invalid json", "POST", "/v1/chat/completions", JSON, b"{not json", 400),
     ("not an object", "POST", "/v1/completions", JSON, b"[1, 2]", 400),
     ("binary garbage", "POST", "/v1/completions", JSON, bytes(range(256)), 400),
+    ("deep json array", "POST", "/v1/completions", JSON, b"[" * 100_000, 400),
+    ("deep json in a field", "POST", "/v1/chat/completions", JSON,
+     b'{"messages": ' + b'{"a": ' * 50_000 + b"1" + b"}" * 50_000 + b"}", 400),
     ("empty body", "POST", "/v1/stream", JSON, b"", 400),
     ("missing messages", "POST", "/v1/chat/completions", JSON, b'{"max_tokens": 3}', 400),
     ("empty messages", "POST", "/v1/chat/completions", JSON, b'{"messages": []}', 400),
@@ -84,6 +87,7 @@ def _ws_refusal(server: Server, frame: str | bytes) -> tuple[dict[str, Any] | No
     ('{"messages": []}', 1008),
     ('{"prompt": "a", "max_tokens": -1}', 1008),
     ("[DONE]", 1008),
+    ("[" * 100_000, 1008),
     (b"\x00\x01binary", 1008),
 ])
 def test_bad_ws_frames_get_error_frame_and_close(fixed_server: Server, frame: str | bytes, code: int) -> None:

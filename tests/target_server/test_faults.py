@@ -41,7 +41,10 @@ def test_loop_blocking_generate_and_sync_stall_the_loop_fixed_does_not(serve) ->
     ns, fs = _stalls(naive), _stalls(fixed)
     assert ns["stalls"] >= 3
     assert set(ns["by_cause"]) & {"device-sync", "model-compute"}
-    assert ns["recent"][0]["frames"]  # the sampled stack is logged and served
+    # The sampled stack is logged and served. Not the oldest stall's: on a busy machine that
+    # can be the whole process descheduled, with nothing to sample ("unknown", no frames).
+    attributed = [r for r in ns["recent"] if r["cause"] in {"device-sync", "model-compute"}]
+    assert attributed and all(r["frames"] for r in attributed)
     assert fs["stalls"] == 0
 
 

@@ -1,4 +1,4 @@
-"""Graceful shutdown and Gunicorn worker kills, with the real parts."""
+"""Gunicorn worker kills, with the real parts (the SIGTERM drain: test_drain.py)."""
 
 from __future__ import annotations
 
@@ -10,20 +10,6 @@ import httpx
 from tests.target_server.streams import sse
 
 BODY = {"prompt": "Explain quantum entanglement", "max_tokens": 40, "ignore_eos": True}
-
-
-def test_sigterm_drains_uvicorn(serve) -> None:
-    s = serve("--mode", "fixed", "--token-interval-ms", "50")
-    with cf.ThreadPoolExecutor(3) as pool:
-        futs = [pool.submit(sse, s.url, "/v1/stream", BODY) for _ in range(3)]
-        time.sleep(0.7)
-        s.proc.terminate()
-        time.sleep(0.3)
-        r = httpx.post(s.url + "/v1/stream", json=BODY, timeout=10)
-        assert r.status_code == 503 and r.json()["error"]["code"] == 503
-        results = [f.result() for f in futs]
-    assert all(res.done and res.content_chunks == 40 for res in results)
-    assert s.proc.wait(timeout=20) == 0
 
 
 def test_gunicorn_naive_workers_killed_mid_stream_fixed_not(serve) -> None:
@@ -46,3 +32,29 @@ def test_gunicorn_naive_workers_killed_mid_stream_fixed_not(serve) -> None:
     metrics = httpx.get(naive.url + "/metrics", timeout=30).text
     assert "streamslo_worker_restarts_total" in metrics
     assert naive.stop() == 0 and fixed.stop() == 0
+
+
+def test_trainer_does_not_outlive_a_killed_worker(serve) -> None:
+    """A Gunicorn worker killed while its trainer is still starting leaves no trainer behind."""
+    import os
+    import signal
+
+    import psutil
+
+    s = serve("--fault", "training-contention", "--server", "gunicorn")
+    master = psutil.Process(s.proc.pid)
+
+    def trainers() -> list[psutil.Process]:
+        return [p for p in master.children(recursive=True)
+                if "streamslo.server.trainer" in " ".join(p.cmdline())]
+
+    (first,) = trainers()
+    worker = first.parent()
+    assert worker is not None
+    os.kill(worker.pid, signal.SIGKILL)
+    first.wait(timeout=15)  # gone with the worker; Gunicorn boots a new one with its own
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not trainers():
+        time.sleep(0.2)
+    (second,) = trainers()
+    assert second.pid != first.pid

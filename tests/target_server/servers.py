@@ -1,0 +1,71 @@
+"""Real target servers as subprocesses on free loopback ports (no mocks)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from streamslo.bundled import free_port
+
+__all__ = ["ROOT", "Server", "start_server"]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Server:
+    proc: subprocess.Popen[bytes]
+    port: int
+    log: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/v1/ws"
+
+    def stop(self, timeout: float = 20) -> int:
+        """SIGTERM this server (by its pid) and wait; SIGKILL if it does not exit."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return int(self.proc.returncode)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+def start_server(args: list[str], tmp: Path, ready_timeout: float = 60,
+                 env: dict[str, str] | None = None) -> Server:
+    port = free_port()
+    log = tmp / f"server-{port}.log"
+    cmd = [sys.executable, "-m", "streamslo.server", "--port", str(port), *args]
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
+    with open(log, "wb") as f:
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, env=env)
+    server = Server(proc, port, log)
+    deadline = time.monotonic() + ready_timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited {proc.returncode}:\n{server.output()}")
+        try:
+            if httpx.get(f"{server.url}/healthz", timeout=1).status_code == 200:
+                return server
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    server.stop()
+    raise RuntimeError(f"server not ready in {ready_timeout} s:\n{server.output()}")
