@@ -6,7 +6,16 @@ Exception tree::
     ├── BadInputError               the user's input is wrong (exit code 2)
     │   ├── SLOFileError            an SLO file that does not parse (names file and line)
     │   └── ResultsError            a results directory that is missing or damaged
-    └── ThresholdFailed             a threshold did not hold (exit code 99)
+    ├── ThresholdFailed             a threshold did not hold (exit code 99)
+    └── ProtocolError               a peer (the server under test) broke the wire protocol
+        ├── HTTPProtocolError       bytes that are not valid HTTP/1.1 (status line, headers,
+        │                           framing, caps on heads and interim responses)
+        ├── SSEProtocolError        an event stream past its caps (endless line, giant event)
+        └── WSProtocolError         a WebSocket answer or frame we cannot accept (bad
+                                    handshake, invalid UTF-8, a flood of control frames)
+
+A :class:`ProtocolError` never reaches the user: the transports turn it into the stream
+outcome ``malformed`` with the message in ``error`` (see ``docs/outcomes.md``).
 
 Exit codes follow k6: 0 every threshold held, 99 a threshold failed, 2 bad input,
 1 an internal error.
@@ -20,10 +29,14 @@ __all__ = [
     "EXIT_OK",
     "EXIT_THRESHOLD",
     "BadInputError",
+    "HTTPProtocolError",
+    "ProtocolError",
     "ResultsError",
     "SLOFileError",
+    "SSEProtocolError",
     "StreamSLOError",
     "ThresholdFailed",
+    "WSProtocolError",
 ]
 
 EXIT_OK = 0
@@ -62,3 +75,23 @@ class ResultsError(BadInputError):
 
 class ThresholdFailed(StreamSLOError):
     """A threshold did not hold (exit code 99)."""
+
+
+class ProtocolError(StreamSLOError):
+    """The server's bytes break the protocol, or one of the client's caps on them.
+
+    Raised by the Sans-I/O core (:mod:`streamslo.stream`) and caught by the transports, which
+    record the stream as ``malformed`` with this message.
+    """
+
+
+class HTTPProtocolError(ProtocolError):
+    """The server's bytes are not valid HTTP/1.1 (or pass a cap on heads)."""
+
+
+class SSEProtocolError(ProtocolError):
+    """The event stream broke a cap of the decoder (an endless line, a giant event)."""
+
+
+class WSProtocolError(ProtocolError):
+    """A WebSocket handshake answer or frame the client cannot accept."""

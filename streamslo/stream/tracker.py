@@ -11,21 +11,28 @@ Life of a request::
                                          └─ non-2xx ─ on_http_error           ├─ on_stall / on_deadline
                                                                               └─ on_cancel
 
-The first thing that ends the stream decides its outcome. After ``[DONE]`` an SSE client keeps
-reading to the end of the body: more data there is ``malformed``; a transport error there
-changes nothing. :attr:`StreamTracker.finished` tells the transport when to stop reading.
+The first thing that ends the stream decides its outcome (docs/outcomes.md). After ``[DONE]``
+an SSE client keeps reading to the end of the body, briefly (at most ``MAX_AFTER_DONE_BYTES``;
+the transport waits at most ``AFTER_DONE_WAIT_S``): more data there is ``malformed``; a transport
+error there changes nothing. :attr:`StreamTracker.wants_bytes` tells the transport whether to
+keep reading, :attr:`StreamTracker.progress_t` when the stream last made progress (the stall
+rule: bytes of a line that never ends are not progress). Nothing a server sends makes a method
+here raise: a chunk that is not JSON we accept (too deep, ``Infinity``) is ``malformed``.
 """
 
 from __future__ import annotations
 
-import json
+import math
+from enum import Enum
 from typing import Any
 
+from streamslo.stream.caps import MAX_AFTER_DONE_BYTES, MAX_ERROR_BODY_BYTES
+from streamslo.stream.chunkjson import loads_chunk
 from streamslo.stream.outcome import Outcome
 from streamslo.stream.sse import DEFAULT_MAX_EVENT_BYTES, SSEDecoder, SSEProtocolError
 from streamslo.stream.timing import StreamExpectations, StreamRecord
 
-__all__ = ["WS_CLOSE_4XX", "WS_CLOSE_5XX", "StreamTracker"]
+__all__ = ["WS_CLOSE_4XX", "WS_CLOSE_5XX", "StreamTracker", "TrackerState"]
 
 #: WebSocket close codes that count as the client's fault before the first content chunk.
 WS_CLOSE_4XX = frozenset({1008, 1009, 1013})
@@ -58,24 +65,50 @@ def _has_text(choice: dict[str, Any]) -> bool:
 
 
 def _error_status(error: Any, default: int) -> int:
-    """The HTTP-like status an error object carries in ``code`` (SPEC §2), else ``default``."""
-    if isinstance(error, dict):
-        code = error.get("code")
-        try:
-            value = int(code)  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            return default
-        if 400 <= value <= 599:
-            return value
+    """The HTTP-like status an error object carries in ``code``, else ``default``.
+
+    Only a whole number from 400 to 599 (an int, an integral finite float, or up to three
+    digits as a string) counts; anything else (``1e400``, a 5,000-digit string) is no status.
+    """
+    if not isinstance(error, dict):
+        return default
+    code = error.get("code")
+    value: int | None = None
+    if isinstance(code, bool):
+        value = None
+    elif isinstance(code, int):
+        value = code
+    elif (isinstance(code, float) and math.isfinite(code) and code.is_integer()) or (isinstance(code, str) and 1 <= len(code) <= 3 and code.isascii() and code.isdigit()):
+        value = int(code)
+    if value is not None and 400 <= value <= 599:
+        return value
     return default
 
 
 def _error_message(error: Any) -> str:
+    """A short message for an error object (never the repr of a big or deep structure)."""
     if isinstance(error, dict):
         msg = error.get("message")
-        if isinstance(msg, str):
-            return msg[:200]
-    return str(error)[:200]
+        return msg[:200] if isinstance(msg, str) else ""
+    if isinstance(error, str):
+        return error[:200]
+    if isinstance(error, (int, float)):
+        return str(error)[:200]
+    return f"an error that is a JSON {type(error).__name__}"
+
+
+class TrackerState(Enum):
+    """Where one request is (the outcome, once decided, is in the record)."""
+
+    WAITING = "waiting"
+    """Started; no response head (WS: no accepted handshake) yet."""
+    STREAMING = "streaming"
+    """The stream began: reading events / messages."""
+    AFTER_DONE = "after_done"
+    """``[DONE]`` decided the outcome; an SSE client reads on, briefly, to the body's end
+    (data there is ``malformed``)."""
+    FINISHED = "finished"
+    """The outcome is final; nothing more is read."""
 
 
 class StreamTracker:
@@ -87,7 +120,17 @@ class StreamTracker:
         max_event_bytes: the largest SSE event / WS message accepted.
     """
 
-    __slots__ = ("_decoder", "_done", "_expect", "_last_token_t", "_ws_content_seen", "rec")
+    __slots__ = (
+        "_after_done_bytes",
+        "_decoder",
+        "_done",
+        "_expect",
+        "_last_token_t",
+        "_ws_content_seen",
+        "progress_t",
+        "rec",
+        "state",
+    )
 
     def __init__(
         self,
@@ -98,7 +141,12 @@ class StreamTracker:
         self.rec = record
         self._expect = expect
         self._decoder = SSEDecoder(max_event_bytes=max_event_bytes)
+        self.state = TrackerState.WAITING
+        self.progress_t = record.t0
+        """When the stream last made progress (for the stall rule): the request's start, the
+        final response head, or the last complete SSE line / WS message."""
         self._done = False  # the terminal marker arrived
+        self._after_done_bytes = 0
         self._last_token_t: float | None = None
         self._ws_content_seen = False
         if expect.ignore_eos and expect.max_tokens is not None:
@@ -107,8 +155,21 @@ class StreamTracker:
     # ---------------------------------------------------------------- state
     @property
     def finished(self) -> bool:
-        """The outcome is decided and the transport may stop reading."""
+        """The outcome is decided (after ``[DONE]``, :attr:`reading_after_done` may still
+        ask the transport to read on to the body's end)."""
         return self.rec.outcome is not None
+
+    @property
+    def reading_after_done(self) -> bool:
+        """``[DONE]`` came and the SSE transport should read on to the end of the body."""
+        return self.state is TrackerState.AFTER_DONE
+
+    @property
+    def wants_bytes(self) -> bool:
+        """The transport should keep reading."""
+        return self.state is not TrackerState.FINISHED and (
+            self.rec.outcome is None or self.state is TrackerState.AFTER_DONE
+        )
 
     @property
     def done_seen(self) -> bool:
@@ -120,10 +181,16 @@ class StreamTracker:
         s = self.rec.status
         return s is not None and (200 <= s < 300 or s == 101)
 
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes of an unfinished SSE line held by the decoder."""
+        return self._decoder.pending_bytes
+
     def _finish(self, t: float, outcome: Outcome, error: str = "") -> None:
         rec = self.rec
         if rec.outcome is not None:
             return
+        self.state = TrackerState.FINISHED
         rec.outcome = outcome.value
         if error and not rec.error:
             rec.error = error
@@ -140,6 +207,18 @@ class StreamTracker:
             rec.gap_t.append(t)
             rec.open_gap = True
 
+    def _after_done_malformed(self, detail: str) -> None:
+        """Data after [DONE] overrides what [DONE] decided (SPEC: the client reads to the end)."""
+        self.state = TrackerState.FINISHED
+        self.rec.outcome = Outcome.MALFORMED.value
+        self.rec.error = detail
+
+    def stop_reading(self) -> None:
+        """The transport stops reading after ``[DONE]`` (the body ended, or the short wait
+        for its end ran out): the outcome stays what ``[DONE]`` made it."""
+        if self.rec.outcome is not None:
+            self.state = TrackerState.FINISHED
+
     # ------------------------------------------------------------ transport
     def on_connected(self, t: float) -> None:
         """The TCP (and TLS) connection is up."""
@@ -148,24 +227,27 @@ class StreamTracker:
     def on_response(self, t: float, status: int, content_type: str | None) -> None:
         """HTTP response headers arrived (SSE)."""
         self.rec.status = status
+        self.progress_t = t
         if 200 <= status < 300:
+            self.state = TrackerState.STREAMING
             ctype = (content_type or "").split(";", 1)[0].strip().lower()
             if ctype != "text/event-stream":
                 self._finish(t, Outcome.MALFORMED, f"2xx body is not an event stream ({ctype or 'no content type'})")
         elif status < 200 or status >= 600:
             self._finish(t, Outcome.MALFORMED, f"unexpected HTTP status {status}")
 
-    def on_http_error(self, t: float, status: int, body: bytes) -> None:
+    def on_http_error(self, t: float, status: int, body: bytes | bytearray) -> None:
         """A non-2xx response (or a refused WS handshake) with the start of its body."""
         self.rec.status = status
         self.rec.bytes += len(body)
         message = ""
+        text = body[:MAX_ERROR_BODY_BYTES].decode("utf-8", "replace")
         try:
-            obj = json.loads(body)
+            obj = loads_chunk(text)
             if isinstance(obj, dict) and "error" in obj:
                 message = _error_message(obj["error"])
         except ValueError:
-            message = body[:200].decode("utf-8", "replace").strip()
+            message = text[:200].strip()
         detail = f"HTTP {status}" + (f": {message}" if message else "")
         if 400 <= status < 500:
             self._finish(t, Outcome.HTTP_4XX, detail)
@@ -177,27 +259,65 @@ class StreamTracker:
     def on_sse_bytes(self, t: float, data: bytes) -> None:
         """Body bytes of an event stream, as read (one timestamp per read)."""
         self.rec.bytes += len(data)
-        if self.rec.outcome is not None and not self._done:
+        state = self.state
+        if state is TrackerState.AFTER_DONE:
+            self._after_done(t, data)
+            return
+        if state is TrackerState.FINISHED or self.rec.outcome is not None:
             return
         try:
             events = self._decoder.feed(data)
         except SSEProtocolError as exc:
             self._finish(t, Outcome.MALFORMED, str(exc))
             return
+        if self._decoder.completed_line:
+            self.progress_t = t
         for ev in events:
             self._message(t, ev.data)
-            if self.rec.outcome is not None and (
-                not self._done or self.rec.outcome != Outcome.OK.value
-            ):
+            if self.state is TrackerState.FINISHED:
                 return
+        if self.state is TrackerState.AFTER_DONE:
+            self._check_after_done()
+
+    def _after_done(self, t: float, data: bytes) -> None:
+        self._after_done_bytes += len(data)
+        try:
+            events = self._decoder.feed(data)
+        except SSEProtocolError as exc:
+            self._after_done_malformed(f"data after [DONE]: {exc}")
+            return
+        if events:
+            self._after_done_malformed("data after [DONE]")
+            return
+        self._check_after_done()
+
+    def _check_after_done(self) -> None:
+        if max(self._after_done_bytes, self._decoder.pending_bytes) > MAX_AFTER_DONE_BYTES:
+            self._after_done_malformed(f"data after [DONE]: more than {MAX_AFTER_DONE_BYTES} bytes")
 
     def on_ws_accepted(self, t: float) -> None:
-        """The WebSocket handshake succeeded (status 101)."""
+        """The WebSocket handshake succeeded (status 101), or a reused connection is ready."""
         self.rec.status = 101
+        self.state = TrackerState.STREAMING
+        self.progress_t = t
+
+    def on_ws_message(self, t: float, payload: bytes, text: bool) -> None:
+        """One whole WebSocket data message (``text``: a text message, else binary)."""
+        if not text:
+            self.on_ws_binary(t, len(payload))
+            return
+        try:
+            decoded = payload.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            self.rec.bytes += len(payload)
+            self._finish(t, Outcome.MALFORMED, f"invalid UTF-8 in a text message at byte {exc.start}")
+            return
+        self.on_ws_text(t, decoded)
 
     def on_ws_text(self, t: float, text: str) -> None:
         """One WebSocket text message for this request."""
         self.rec.bytes += len(text)
+        self.progress_t = t
         if self.rec.outcome is not None:
             return
         self._message(t, text)
@@ -205,6 +325,7 @@ class StreamTracker:
     def on_ws_binary(self, t: float, size: int) -> None:
         """A binary WebSocket message: not the protocol."""
         self.rec.bytes += size
+        self.progress_t = t
         self._finish(t, Outcome.MALFORMED, "binary WebSocket frame")
 
     def on_ws_close(self, t: float, code: int | None, reason: str = "") -> None:
@@ -230,9 +351,11 @@ class StreamTracker:
                 terminator, the full Content-Length, or a close on a body framed by close).
         """
         if self.rec.outcome is not None:
-            return  # (an unfinished event after [DONE] is dropped, as SSE says)
+            self.stop_reading()  # (an unfinished event after [DONE] is dropped, as SSE says)
+            return
         if not self._expect.done_marker and body_complete and self.began:
             self._terminal(t)
+            self.stop_reading()
             return
         self._finish(
             t,
@@ -243,7 +366,8 @@ class StreamTracker:
     def on_transport_error(self, t: float, exc: BaseException) -> None:
         """The connection failed (refused, reset, TLS error...)."""
         if self.rec.outcome is not None:
-            return  # after [DONE] a transport error changes nothing
+            self.stop_reading()  # after [DONE] a transport error changes nothing
+            return
         detail = f"{type(exc).__name__}: {exc}"[:200]
         if self.rec.status is None:
             self._finish(t, Outcome.CONNECT_ERROR, detail)
@@ -251,38 +375,54 @@ class StreamTracker:
             self._finish(t, Outcome.TRUNCATED, detail)
 
     def on_protocol_error(self, t: float, detail: str) -> None:
-        """The bytes broke HTTP or WebSocket framing."""
-        self._finish(t, Outcome.MALFORMED, detail)
+        """The bytes broke HTTP or WebSocket framing, or a cap (also after ``[DONE]``)."""
+        if self.state is TrackerState.AFTER_DONE:
+            self._after_done_malformed(f"data after [DONE]: {detail}"[:300])
+            return
+        self._finish(t, Outcome.MALFORMED, detail[:300])
 
     def on_stall(self, t: float, stall_timeout: float) -> None:
-        """No byte arrived for ``stall_timeout`` seconds; the client gives up."""
+        """No progress (no complete line / message, no head) for ``stall_timeout`` seconds."""
+        if self.rec.outcome is not None:
+            self.stop_reading()
+            return
         where = "after the stream began" if self.began else "waiting for headers"
-        self._finish(t, Outcome.STALLED, f"no byte for {stall_timeout:g}s {where}")
+        what = "complete SSE line" if self.rec.protocol == "sse" else "complete WebSocket message"
+        if not self.began:
+            what = "response head" if self.rec.protocol == "sse" else "handshake answer"
+        self._finish(t, Outcome.STALLED, f"no {what} for {stall_timeout:g}s {where}")
 
     def on_deadline(self, t: float, request_timeout: float) -> None:
         """The request ran past its deadline."""
+        if self.rec.outcome is not None:
+            self.stop_reading()
+            return
         self._finish(t, Outcome.TIMEOUT, f"request still streaming after {request_timeout:g}s")
 
     def on_cancel(self, t: float) -> None:
         """The load test stopped this stream."""
+        if self.rec.outcome is not None:
+            self.stop_reading()
+            return
         self._finish(t, Outcome.CANCELLED, "stopped by the load test")
 
     # ------------------------------------------------------------- messages
     def _message(self, t: float, data: str) -> None:
         rec = self.rec
         if self._done:
-            rec.outcome = Outcome.MALFORMED.value
-            rec.error = "data after [DONE]"
+            self._after_done_malformed("data after [DONE]")
             return
         if data == _DONE or data.strip() == _DONE:
             self._done = True
             rec.e2e_s = t - rec.t0
             self._terminal(t)
+            if rec.protocol == "sse" and rec.outcome != Outcome.MALFORMED.value:
+                self.state = TrackerState.AFTER_DONE
             return
         try:
-            chunk = json.loads(data)
-        except ValueError:
-            self._finish(t, Outcome.MALFORMED, f"chunk is not JSON: {data[:80]!r}")
+            chunk = loads_chunk(data)
+        except ValueError as exc:
+            self._finish(t, Outcome.MALFORMED, f"chunk is not JSON ({exc}): {data[:80]!r}")
             return
         if not isinstance(chunk, dict):
             self._finish(t, Outcome.MALFORMED, f"chunk is not a JSON object: {data[:80]!r}")
