@@ -23,6 +23,8 @@ Exit codes follow k6: 0 every threshold held, 99 a threshold failed, 2 bad input
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 __all__ = [
     "EXIT_BAD_INPUT",
     "EXIT_INTERNAL",
@@ -86,11 +88,30 @@ class ProtocolError(StreamSLOError):
 
 
 class HTTPProtocolError(ProtocolError):
-    """The server's bytes are not valid HTTP/1.1 (or pass a cap on heads)."""
+    """The server's bytes are not valid HTTP/1.1 (or pass a cap on heads).
+
+    Attributes:
+        payload: body bytes that the same read carried before the error: a caller processes
+            them first, so that what a stream records does not depend on how the bytes were
+            split into reads.
+    """
+
+    def __init__(self, message: str, payload: bytes = b"") -> None:
+        super().__init__(message)
+        self.payload = payload
 
 
 class SSEProtocolError(ProtocolError):
-    """The event stream broke a cap of the decoder (an endless line, a giant event)."""
+    """The event stream broke a cap of the decoder (an endless line, a giant event).
+
+    Attributes:
+        events: the events that the same read completed before the error (processed first by
+            a caller, for the same reason as :attr:`HTTPProtocolError.payload`).
+    """
+
+    def __init__(self, message: str, events: Sequence[object] = ()) -> None:
+        super().__init__(message)
+        self.events: Sequence[object] = events
 
 
 class WSProtocolError(ProtocolError):

@@ -105,6 +105,16 @@ class ChunkedReader(BodyReader):
 
     def feed(self, data: bytes) -> bytes:
         out: list[bytes] = []
+        try:
+            self._feed(data, out)
+        except HTTPProtocolError as exc:
+            exc.payload = b"".join(out)  # what came before the error is processed first
+            raise
+        if len(out) == 1:
+            return out[0]
+        return b"".join(out)
+
+    def _feed(self, data: bytes, out: list[bytes]) -> None:
         pos, n = 0, len(data)
         line_buf = self._line
         while pos < n:
@@ -166,9 +176,6 @@ class ChunkedReader(BodyReader):
                 if _TRAILER_LINE.fullmatch(line) is None:
                     raise HTTPProtocolError(f"bad trailer field {line[:40]!r}")
                 self._trailer_bytes += len(line) + 2
-        if len(out) == 1:
-            return out[0]
-        return b"".join(out)
 
 
 def _too_long(state: ChunkState, cap: int) -> str:

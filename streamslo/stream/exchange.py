@@ -16,7 +16,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Literal
 
-from streamslo.errors import ProtocolError
+from streamslo.errors import HTTPProtocolError
 from streamslo.stream.caps import AFTER_DONE_WAIT_S, ERROR_BODY_WAIT_S, MAX_ERROR_BODY_BYTES
 from streamslo.stream.http1 import ResponseHead, ResponseReader
 from streamslo.stream.tracker import StreamTracker
@@ -106,30 +106,34 @@ class HTTPExchange:
         self.got_bytes = True
         reader = self.reader
         had_head = reader.head is not None
+        error: HTTPProtocolError | None = None
         try:
             payload = reader.feed(data)
-        except ProtocolError as exc:
-            self._protocol_error(t, exc)
-            return
+        except HTTPProtocolError as exc:
+            # What the read carried before the error (a head, body bytes) is handled first, so
+            # the outcome and timings do not depend on how the bytes were split into reads.
+            payload, error = exc.payload, exc
         head = reader.head
-        if head is None:
-            return
-        if not had_head:
+        if head is not None and not had_head:
             if 200 <= head.status < 300 or head.status == 101:
                 self._on_head(t, head)
-                if self.done:  # (a hook changes the state: mypy cannot see it)
-                    return
             else:
                 self.state = ExchangeState.ERROR_BODY
                 self._head_t = t
+                self.tracker.progress_t = t
                 self.cutoff = t + ERROR_BODY_WAIT_S
-        if self.state is ExchangeState.ERROR_BODY:
+        state = self.state
+        if state is ExchangeState.ERROR_BODY:
             room = MAX_ERROR_BODY_BYTES - len(self._error_body)
             self._error_body += payload[:room]
-            if reader.complete or len(payload) >= room:
-                self._error_done()
+            if error is not None or reader.complete or len(payload) >= room:
+                self._error_done()  # the status is what matters; its body may break framing
             return
-        self._on_body(t, payload)
+        if state is not ExchangeState.CLOSED and head is not None and (payload or error is None):
+            self._on_body(t, payload)
+        if error is not None and self.state is not ExchangeState.CLOSED:
+            self.tracker.on_protocol_error(t, f"{type(error).__name__}: {error}")
+            self.state = ExchangeState.CLOSED
 
     def expire(self, t: float, why: Expiry) -> None:
         """A wait ran out at ``t`` (the watchdog ended the read)."""
@@ -188,13 +192,6 @@ class HTTPExchange:
             self.state = ExchangeState.CLOSED
             return
         self._body_eof(t)
-        self.state = ExchangeState.CLOSED
-
-    def _protocol_error(self, t: float, exc: ProtocolError) -> None:
-        if self.state is ExchangeState.ERROR_BODY:
-            self._error_done()  # the status is what matters; its body broke framing
-            return
-        self.tracker.on_protocol_error(t, f"{type(exc).__name__}: {exc}")
         self.state = ExchangeState.CLOSED
 
     def _error_done(self) -> None:

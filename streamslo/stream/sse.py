@@ -93,6 +93,11 @@ class SSEDecoder:
         return len(self._pend)
 
     @property
+    def bytes_since_event(self) -> int:
+        """Bytes of lines (and of an unfinished line) since the last dispatched event."""
+        return self._event_bytes + len(self._pend)
+
+    @property
     def in_event(self) -> bool:
         """True while an event has fields but no blank line has dispatched it yet."""
         return bool(self._data) or self._event is not None
@@ -110,8 +115,17 @@ class SSEDecoder:
             SSEProtocolError: a line or an event passed its cap.
         """
         self.completed_line = False
+        events: list[SSEEvent] = []
         if not chunk:
-            return []
+            return events
+        try:
+            self._feed(chunk, events)
+        except SSEProtocolError as exc:
+            exc.events = events  # completed before the error: the caller handles them first
+            raise
+        return events
+
+    def _feed(self, chunk: bytes, events: list[SSEEvent]) -> None:
         if self._skip_lf:
             self._skip_lf = False
             if chunk[:1] == b"\n":
@@ -123,7 +137,7 @@ class SSEDecoder:
                 if len(pend) + len(chunk) > self._max_line:
                     raise SSEProtocolError(f"an SSE line grew past {self._max_line} bytes without ending")
                 pend += chunk
-                return []
+                return
             pend += chunk
             buf = bytes(pend)
             pend.clear()
@@ -132,11 +146,10 @@ class SSEDecoder:
         if not self._started:
             if len(buf) < 3 and _BOM.startswith(buf):
                 pend += buf
-                return []
+                return
             self._started = True
             if buf.startswith(_BOM):
                 buf = buf[3:]
-        events: list[SSEEvent] = []
         if b"\r" not in buf:
             # Fast path, by far the most common: LF-only line ends.
             if not self._data and self._event is None and b"\n\n" in buf:
@@ -147,9 +160,12 @@ class SSEDecoder:
                 self.completed_line = True
                 for block in blocks:
                     if block[:5] == b"data:" and b"\n" not in block:
-                        value = block[6:] if block[5:6] == b" " else block[5:]
-                        if len(value) + self._event_bytes >= self._max_event:
+                        # The same accounting as _line(): the line and its line end.
+                        if len(block) > self._max_line:
+                            raise SSEProtocolError(f"an SSE line grew past {self._max_line} bytes")
+                        if self._event_bytes + len(block) + 1 > self._max_event:
                             raise SSEProtocolError(f"an SSE event grew past {self._max_event} bytes")
+                        value = block[6:] if block[5:6] == b" " else block[5:]
                         self._event_bytes = 0
                         events.append(SSEEvent(value.decode("utf-8", "replace"), "message", self._last_id, None))
                     else:
@@ -185,10 +201,11 @@ class SSEDecoder:
             if len(rest) > self._max_line:
                 raise SSEProtocolError(f"an SSE line grew past {self._max_line} bytes without ending")
             pend += rest
-        return events
 
     def _line(self, line: bytes, events: list[SSEEvent]) -> None:
         self.completed_line = True
+        if len(line) > self._max_line:
+            raise SSEProtocolError(f"an SSE line grew past {self._max_line} bytes")
         if not line and self._data:
             data = b"\n".join(self._data).decode("utf-8", "replace")
             name = self._event.decode("utf-8", "replace") if self._event else "message"

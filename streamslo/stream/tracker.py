@@ -23,13 +23,14 @@ here raise: a chunk that is not JSON we accept (too deep, ``Infinity``) is ``mal
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from enum import Enum
-from typing import Any
+from typing import Any, cast
 
 from streamslo.stream.caps import MAX_AFTER_DONE_BYTES, MAX_ERROR_BODY_BYTES
 from streamslo.stream.chunkjson import loads_chunk
 from streamslo.stream.outcome import Outcome
-from streamslo.stream.sse import DEFAULT_MAX_EVENT_BYTES, SSEDecoder, SSEProtocolError
+from streamslo.stream.sse import DEFAULT_MAX_EVENT_BYTES, SSEDecoder, SSEEvent, SSEProtocolError
 from streamslo.stream.timing import StreamExpectations, StreamRecord
 
 __all__ = ["WS_CLOSE_4XX", "WS_CLOSE_5XX", "StreamTracker", "TrackerState"]
@@ -121,7 +122,6 @@ class StreamTracker:
     """
 
     __slots__ = (
-        "_after_done_bytes",
         "_decoder",
         "_done",
         "_expect",
@@ -146,7 +146,6 @@ class StreamTracker:
         """When the stream last made progress (for the stall rule): the request's start, the
         final response head, or the last complete SSE line / WS message."""
         self._done = False  # the terminal marker arrived
-        self._after_done_bytes = 0
         self._last_token_t: float | None = None
         self._ws_content_seen = False
         if expect.ignore_eos and expect.max_tokens is not None:
@@ -260,39 +259,26 @@ class StreamTracker:
         """Body bytes of an event stream, as read (one timestamp per read)."""
         self.rec.bytes += len(data)
         state = self.state
-        if state is TrackerState.AFTER_DONE:
-            self._after_done(t, data)
+        if state is TrackerState.FINISHED or (self.rec.outcome is not None and state is not TrackerState.AFTER_DONE):
             return
-        if state is TrackerState.FINISHED or self.rec.outcome is not None:
-            return
+        decoder = self._decoder
+        error: SSEProtocolError | None = None
         try:
-            events = self._decoder.feed(data)
+            events: Sequence[SSEEvent] = decoder.feed(data)
         except SSEProtocolError as exc:
-            self._finish(t, Outcome.MALFORMED, str(exc))
-            return
-        if self._decoder.completed_line:
+            events, error = cast("Sequence[SSEEvent]", exc.events), exc
+        if decoder.completed_line:
             self.progress_t = t
         for ev in events:
             self._message(t, ev.data)
             if self.state is TrackerState.FINISHED:
                 return
-        if self.state is TrackerState.AFTER_DONE:
-            self._check_after_done()
-
-    def _after_done(self, t: float, data: bytes) -> None:
-        self._after_done_bytes += len(data)
-        try:
-            events = self._decoder.feed(data)
-        except SSEProtocolError as exc:
-            self._after_done_malformed(f"data after [DONE]: {exc}")
-            return
-        if events:
-            self._after_done_malformed("data after [DONE]")
-            return
-        self._check_after_done()
-
-    def _check_after_done(self) -> None:
-        if max(self._after_done_bytes, self._decoder.pending_bytes) > MAX_AFTER_DONE_BYTES:
+        if error is not None:
+            if self.state is TrackerState.AFTER_DONE:
+                self._after_done_malformed(f"data after [DONE]: {error}")
+            else:
+                self._finish(t, Outcome.MALFORMED, str(error))
+        elif self.state is TrackerState.AFTER_DONE and decoder.bytes_since_event > MAX_AFTER_DONE_BYTES:
             self._after_done_malformed(f"data after [DONE]: more than {MAX_AFTER_DONE_BYTES} bytes")
 
     def on_ws_accepted(self, t: float) -> None:

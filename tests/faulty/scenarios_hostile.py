@@ -1,0 +1,539 @@
+"""Hostile servers: bytes meant to freeze, crash or bloat a client (docs/outcomes.md,
+"Hostile input"). Each must end in one outcome, in bounded time and memory.
+
+Faults in an HTTP head (a giant status, a negative Content-Length, 1,000 interim heads...) act
+on the SSE response and, selected by path on WebSocket, on the answer to the opening handshake
+(which is an HTTP response too); selected by ``model`` on WebSocket they send an ok stream.
+Faults in a body have a WebSocket twin in the frames (a negative chunk size and a frame length
+with its top bit set; an endless multi-line event and an endless fragmented message...).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+
+from tests.faulty.catalogue import (
+    AS_OK_SSE,
+    HandshakeFn,
+    RunFn,
+    full_stream,
+    full_until_done,
+    register,
+    send_tokens,
+)
+from tests.faulty.constants import (
+    DEEP_JSON_LEVELS,
+    DRIP_INTERVAL_S,
+    FLOOD_BLOCK,
+    FLOOD_BYTES,
+    GIANT_STATUS_DIGITS,
+    HOLD_MAX_S,
+    INTERIM_HEADS,
+)
+from tests.faulty.responses import Out, Request, SseOut, WsOut, token_text
+from tests.faulty.wire import Conn, dumps, error_body
+
+__all__ = ["HEAD_FAULTS", "HOSTILE", "head_bytes"]
+
+_SSE_HEADERS = b"content-type: text/event-stream\r\ncache-control: no-cache\r\n"
+_WS_HEADERS = b"upgrade: websocket\r\nconnection: Upgrade\r\nsec-websocket-accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n"
+
+#: Each head-level fault: the head bytes for an SSE response (``sse``) and for a handshake
+#: answer (``ws``). A head is sent, then the connection is held until the client leaves.
+HEAD_FAULTS: dict[str, tuple[bytes, bytes]] = {
+    "giant_status": (
+        b"HTTP/1.1 " + b"2" * GIANT_STATUS_DIGITS + b" OK\r\n" + _SSE_HEADERS + b"\r\n",
+        b"HTTP/1.1 " + b"1" * GIANT_STATUS_DIGITS + b" Switching Protocols\r\n" + _WS_HEADERS + b"\r\n",
+    ),
+    "garbage_head": (
+        b"\x16\x03\x01\x00\x02\x02\x28\xff\xfegarbage\x00\r\n\r\n",
+        b"\x16\x03\x01\x00\x02\x02\x28\xff\xfegarbage\x00\r\n\r\n",
+    ),
+    "content_length_negative": (
+        b"HTTP/1.1 200 OK\r\n" + _SSE_HEADERS + b"content-length: -5\r\n\r\n",
+        b"HTTP/1.1 101 Switching Protocols\r\n" + _WS_HEADERS + b"content-length: -5\r\n\r\n",
+    ),
+    "content_length_conflict": (
+        b"HTTP/1.1 200 OK\r\n" + _SSE_HEADERS + b"content-length: 50\r\ncontent-length: 70\r\n\r\n",
+        b"HTTP/1.1 101 Switching Protocols\r\n" + _WS_HEADERS + b"content-length: 0\r\ncontent-length: 9\r\n\r\n",
+    ),
+    "te_and_cl": (
+        b"HTTP/1.1 200 OK\r\n" + _SSE_HEADERS + b"transfer-encoding: chunked\r\ncontent-length: 10\r\n\r\n",
+        b"HTTP/1.1 101 Switching Protocols\r\n" + _WS_HEADERS + b"transfer-encoding: chunked\r\ncontent-length: 0\r\n\r\n",
+    ),
+    "header_obs_fold": (
+        b"HTTP/1.1 200 OK\r\n" + _SSE_HEADERS + b"x-folded: a\r\n  b\r\n\r\n",
+        b"HTTP/1.1 101 Switching Protocols\r\n" + _WS_HEADERS + b"x-folded: a\r\n\tb\r\n\r\n",
+    ),
+    "header_nul": (
+        b"HTTP/1.1 200 OK\r\n" + _SSE_HEADERS + b"x-nul: a\x00b\r\n\r\n",
+        b"HTTP/1.1 101 Switching Protocols\r\n" + _WS_HEADERS + b"x-nul: a\x00b\r\n\r\n",
+    ),
+    "interim_flood": (
+        b"HTTP/1.1 100 Continue\r\n\r\n" * INTERIM_HEADS + b"HTTP/1.1 200 OK\r\n" + _SSE_HEADERS + b"\r\n",
+        b"HTTP/1.1 100 Continue\r\n\r\n" * INTERIM_HEADS + b"HTTP/1.1 101 Switching Protocols\r\n" + _WS_HEADERS + b"\r\n",
+    ),
+    "ws_bad_accept": (
+        b"HTTP/1.1 101 Switching Protocols\r\n" + _WS_HEADERS + b"\r\n",
+        b"HTTP/1.1 101 Switching Protocols\r\n" + _WS_HEADERS + b"\r\n",
+    ),
+}
+
+
+def head_bytes(name: str, proto: str) -> bytes:
+    """The head a head-level fault sends on ``proto`` (``sse`` or ``ws``)."""
+    sse, ws = HEAD_FAULTS[name]
+    return sse if proto == "sse" else ws
+
+
+def _send_head(name: str) -> RunFn:
+    async def run(out: Out, req: Request) -> None:
+        if isinstance(out, SseOut):
+            out.ended = True
+            await out.conn.send(head_bytes(name, "sse"))
+            await out.conn.hold(HOLD_MAX_S)
+        else:
+            await full_stream(out, req)
+
+    return run
+
+
+def _answer_handshake(name: str) -> HandshakeFn:
+    async def handshake(conn: Conn) -> None:
+        await conn.send(head_bytes(name, "ws"))
+        await conn.hold(HOLD_MAX_S)
+
+    return handshake
+
+
+_HEAD_SUMMARIES = {
+    "giant_status": ("malformed", f"A status code of {GIANT_STATUS_DIGITS} digits."),
+    "garbage_head": ("malformed", "Binary garbage (a TLS record, NUL, 0xFF) instead of a response."),
+    "content_length_negative": ("malformed", "Content-Length: -5."),
+    "content_length_conflict": ("malformed", "Two different Content-Length headers."),
+    "te_and_cl": ("malformed", "Transfer-Encoding: chunked and Content-Length together."),
+    "header_obs_fold": ("malformed", "A header continued on the next line (obsolete folding)."),
+    "header_nul": ("malformed", "A NUL byte in a header value."),
+    "interim_flood": ("malformed", f"{INTERIM_HEADS} interim '100 Continue' heads in one write."),
+    "ws_bad_accept": ("malformed", "101 with a Sec-WebSocket-Accept that does not match the key."),
+}
+
+for _name, (_outcome, _summary) in _HEAD_SUMMARIES.items():
+    register(
+        _name,
+        (_outcome, _outcome),
+        summary=_summary,
+        sse=f"This head ({_summary}), then nothing until the client leaves (at most {HOLD_MAX_S} s).",
+        ws=(
+            "By path: the same fault in the answer to the opening handshake (a 101 head where one "
+            "applies), then nothing. By model: an ok stream."
+        ),
+        handshake=_answer_handshake(_name),
+    )(_send_head(_name))
+
+
+async def _drip(conn: Conn, data: bytes) -> None:
+    """One byte every DRIP_INTERVAL_S until done, the client leaves, or HOLD_MAX_S."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + HOLD_MAX_S
+    for i in range(len(data)):
+        if loop.time() > end:
+            break
+        await conn.send(data[i : i + 1])
+        await asyncio.sleep(DRIP_INTERVAL_S)
+    await conn.fin()
+
+
+async def _drip_head_handshake(conn: Conn) -> None:
+    await _drip(conn, b"HTTP/1.1 101 Switching Protocols\r\n" + _WS_HEADERS + b"x-pad: " + b"p" * 400 + b"\r\n\r\n")
+
+
+@register(
+    "head_drip",
+    ("stalled", "stalled"),
+    summary=f"The response head dripped one byte every {DRIP_INTERVAL_S} s.",
+    sse=f"A 200 event-stream head (with a 400-byte pad header), one byte every {DRIP_INTERVAL_S} s: it never completes within the stall timeout.",
+    ws="By path: the 101 answer dripped the same way. By model: an ok stream.",
+    handshake=_drip_head_handshake,
+)
+async def _head_drip(out: Out, req: Request) -> None:
+    if isinstance(out, SseOut):
+        out.ended = True
+        await _drip(out.conn, b"HTTP/1.1 200 OK\r\n" + _SSE_HEADERS + b"x-pad: " + b"p" * 400 + b"\r\n\r\n")
+    else:
+        await full_stream(out, req)
+
+
+async def _head_flood_conn(conn: Conn, first: bytes) -> None:
+    await conn.send(first)
+    line = b"x-flood: " + b"f" * 100 + b"\r\n"
+    for _ in range(FLOOD_BYTES // len(line) // 64):
+        await conn.send(line * 64)
+    await conn.fin()
+
+
+async def _head_flood_handshake(conn: Conn) -> None:
+    await _head_flood_conn(conn, b"HTTP/1.1 101 Switching Protocols\r\n")
+
+
+@register(
+    "head_flood",
+    ("malformed", "malformed"),
+    summary="Header lines at full speed, never the blank line that ends the head.",
+    sse=f"'HTTP/1.1 200 OK' then 110-byte header lines as fast as the client reads, up to {FLOOD_BYTES >> 20} MiB, then FIN.",
+    ws="By path: the same after '101 Switching Protocols'. By model: an ok stream.",
+    handshake=_head_flood_handshake,
+)
+async def _head_flood(out: Out, req: Request) -> None:
+    if isinstance(out, SseOut):
+        out.ended = True
+        await _head_flood_conn(out.conn, b"HTTP/1.1 200 OK\r\n")
+    else:
+        await full_stream(out, req)
+
+
+def _error_flood_bytes(status: int) -> tuple[bytes, bytes]:
+    body_head = b'{"error": {"message": "faulty: a flood", "code": %d, "pad": "' % status
+    head = b"HTTP/1.1 %d Error\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" % (
+        status,
+        FLOOD_BYTES,
+    )
+    return head, body_head
+
+
+async def _error_flood_conn(conn: Conn) -> None:
+    head, body_head = _error_flood_bytes(500)
+    await conn.send(head + body_head)
+    sent = len(body_head)
+    block = b"x" * FLOOD_BLOCK
+    while sent + len(block) <= FLOOD_BYTES:
+        await conn.send(block)
+        sent += len(block)
+    await conn.fin()
+
+
+@register(
+    "error_body_flood",
+    ("http_5xx", "http_5xx"),
+    summary=f"A 500 whose body is {FLOOD_BYTES >> 20} MiB, sent at full speed.",
+    sse=f"500 application/json with Content-Length {FLOOD_BYTES}: an error object whose pad never ends, as fast as the client reads.",
+    ws="By path: the handshake refused the same way. By model: an error frame (code 500), then close 1011.",
+    handshake=_error_flood_conn,
+)
+async def _error_body_flood(out: Out, req: Request) -> None:
+    if isinstance(out, SseOut):
+        out.ended = True
+        await _error_flood_conn(out.conn)
+    else:
+        await out.error_before(500, "faulty: a flood")
+
+
+async def _error_drip_conn(conn: Conn) -> None:
+    body = dumps(error_body(503, "faulty: overloaded, dripping")).encode()
+    head = b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(body)
+    await conn.send(head)
+    await _drip(conn, body)
+
+
+@register(
+    "error_body_drip",
+    ("http_5xx", "http_5xx"),
+    summary=f"A 503 whose JSON body comes one byte every {DRIP_INTERVAL_S} s.",
+    sse="503 application/json head at once, then the body dripped; the client records the status without waiting for it.",
+    ws="By path: the handshake refused the same way. By model: an error frame (code 503), then close 1011.",
+    handshake=_error_drip_conn,
+)
+async def _error_body_drip(out: Out, req: Request) -> None:
+    if isinstance(out, SseOut):
+        out.ended = True
+        await _error_drip_conn(out.conn)
+    else:
+        await out.error_before(503, "faulty: overloaded")
+
+
+# --- body-level faults -------------------------------------------------------------------------
+
+
+def _ws_raw_header(first: int, length_bytes: bytes) -> bytes:
+    return bytes([first]) + length_bytes
+
+
+@register(
+    "negative_chunk",
+    ("malformed", "malformed"),
+    summary="A negative chunk size (SSE) / a frame length with its top bit set (WS).",
+    sse="200 chunked, k content chunks, then the chunk-size line '-6' and 6 bytes, then nothing until the client leaves.",
+    ws="k chunk frames, then a text frame header with a 64-bit length of 2^63 + 6 and 6 bytes, then nothing.",
+)
+async def _negative_chunk(out: Out, req: Request) -> None:
+    await out.begin()
+    await send_tokens(out, 0, max(1, req.max_tokens // 2))
+    if isinstance(out, SseOut):
+        out.ended = True
+        await out.conn.send(b"-6\r\nabcdef\r\n")
+    elif isinstance(out, WsOut):
+        out.ws.raw_mode = True
+        await out.conn.send(_ws_raw_header(0x81, b"\x7f" + struct.pack("!Q", (1 << 63) + 6)) + b"abcdef")
+    await out.hold()
+
+
+@register(
+    "chunk_size_prefixed",
+    ("malformed", "malformed"),
+    summary="A chunk size written '0x1a' (SSE) / a frame with a reserved bit set (WS).",
+    sse="200 chunked, one content chunk whose size line reads '0x1a' (what int(s, 16) accepts), then nothing.",
+    ws="k chunk frames, then a text frame with RSV1 set and no extension negotiated, then nothing.",
+)
+async def _chunk_size_prefixed(out: Out, req: Request) -> None:
+    await out.begin()
+    if isinstance(out, SseOut):
+        out.ended = True
+        data = out.render(dumps(out.chunks.piece(token_text(0))))
+        await out.conn.send(b"0x%x\r\n%s\r\n" % (len(data), data))
+    elif isinstance(out, WsOut):
+        await send_tokens(out, 0, max(1, req.max_tokens // 2))
+        out.ws.raw_mode = True
+        await out.conn.send(bytes([0xC1, 2]) + b"{}")
+    await out.hold()
+
+
+@register(
+    "flood_after_done",
+    ("malformed", "ok"),
+    summary=f"{FLOOD_BYTES >> 20} MiB after [DONE].",
+    sse=f"The ok stream and [DONE], then {FLOOD_BYTES >> 20} MiB of 'x' (one line that never ends) in 64 KiB HTTP chunks as fast as the client reads, then the 0-length chunk.",
+    ws=f"The ok frames and '[DONE]', then {FLOOD_BYTES >> 20} MiB of chunk frames, then close 1000 (a WS stream ends at its [DONE]: ok).",
+)
+async def _flood_after_done(out: Out, req: Request) -> None:
+    await full_until_done(out, req)
+    if isinstance(out, SseOut):
+        block = b"x" * FLOOD_BLOCK
+        for _ in range(FLOOD_BYTES // FLOOD_BLOCK):
+            await out.body(block)
+        await out.finish()
+    elif isinstance(out, WsOut):
+        frame = dumps(out.chunks.piece("flood " * 100)).encode()
+        for _ in range(FLOOD_BYTES // len(frame)):
+            await out.ws.send_frame(0x1, frame)
+        await out.close(1000)
+
+
+@register(
+    "drip_line",
+    ("stalled", "stalled"),
+    summary=f"A line (WS: a message) that never ends, one byte every {DRIP_INTERVAL_S} s.",
+    sse=f"200 headers, k content chunks, then 'data: {{\"id\":\"' and one 'x' every {DRIP_INTERVAL_S} s (each its own HTTP chunk), never a line end, until the client leaves.",
+    ws=f"k chunk frames, then a text frame header announcing 1000 bytes, its payload one byte every {DRIP_INTERVAL_S} s.",
+    note="Bytes of a line that never ends are not progress: stalled after the stall timeout.",
+)
+async def _drip_line(out: Out, req: Request) -> None:
+    await out.begin()
+    await send_tokens(out, 0, max(1, req.max_tokens // 2))
+    loop = asyncio.get_running_loop()
+    end = loop.time() + HOLD_MAX_S
+    if isinstance(out, SseOut):
+        await out.body(b'data: {"id":"')
+        while loop.time() < end:
+            await out.body(b"x")
+            await asyncio.sleep(DRIP_INTERVAL_S)
+    elif isinstance(out, WsOut):
+        out.ws.raw_mode = True
+        await out.conn.send(out.ws.frame_header(0x1, 1000) + b'{"id":"')
+        for _ in range(993):
+            if loop.time() > end:
+                break
+            await out.conn.send(b"x")
+            await out.sleep(DRIP_INTERVAL_S)
+    await out.drop()
+
+
+@register(
+    "deep_json",
+    ("malformed", "malformed"),
+    summary=f"A chunk of JSON nested {DEEP_JSON_LEVELS} deep.",
+    sse=f"200 headers, one content chunk, then one event whose data is '[' x {DEEP_JSON_LEVELS} and ']' x {DEEP_JSON_LEVELS}, then the rest and [DONE].",
+    ws="The same as text frames.",
+)
+async def _deep_json(out: Out, req: Request) -> None:
+    n = req.max_tokens
+    await out.begin()
+    await send_tokens(out, 0, 1, finish="length" if n == 1 else None)
+    await out.data("[" * DEEP_JSON_LEVELS + "]" * DEEP_JSON_LEVELS)
+    await send_tokens(out, 1, n, finish="length", usage=req.usage_if_asked(n))
+    await out.done()
+    await out.finish()
+
+
+@register(
+    "code_infinity",
+    ("malformed", "malformed"),
+    summary="An error object whose code is the bare word Infinity (not JSON).",
+    sse="200 headers, then 'data: {\"error\": {\"message\": \"x\", \"type\": \"server_error\", \"code\": Infinity}}', [DONE].",
+    ws="The same text frame, then close 1011.",
+)
+async def _code_infinity(out: Out, req: Request) -> None:
+    await out.begin()
+    await out.data('{"error": {"message": "faulty: infinite", "type": "server_error", "code": Infinity}}')
+    await out.after_error(500)
+
+
+@register(
+    "retry_digits",
+    ("ok", "ok"),
+    summary="An SSE 'retry:' field of 5,000 digits before every event (ignored, as invalid).",
+    sse="The ok stream, each event preceded by a 'retry: ' line of 5,000 nines.",
+    ws="Same as ok (SSE fields only).",
+)
+async def _retry_digits(out: Out, req: Request) -> None:
+    if not isinstance(out, SseOut):
+        await full_stream(out, req)
+        return
+    n = req.max_tokens
+    await out.begin()
+    retry = b"retry: " + b"9" * GIANT_STATUS_DIGITS + b"\n"
+    for i in range(n):
+        last = i == n - 1
+        piece = out.chunks.piece(token_text(i), "length" if last else None, req.usage_if_asked(n) if last else None)
+        await out.body(retry + b"data: " + dumps(piece).encode() + b"\n\n")
+    await out.done()
+    await out.finish()
+
+
+@register(
+    "line_flood",
+    ("malformed", "malformed"),
+    summary="Complete lines at full speed that never make an event (WS: pings).",
+    sse=f"200 headers, k content chunks, then ':' comment lines and blank lines as fast as the client reads, up to {FLOOD_BYTES >> 20} MiB: more than the event cap without an event.",
+    ws=f"k chunk frames, then ping frames as fast as the client reads, up to {FLOOD_BYTES >> 20} MiB: more control frames in a row than the client accepts.",
+)
+async def _line_flood(out: Out, req: Request) -> None:
+    await out.begin()
+    await send_tokens(out, 0, max(1, req.max_tokens // 2))
+    if isinstance(out, SseOut):
+        block = b": flood\n\n" * (FLOOD_BLOCK // 10)
+        for _ in range(FLOOD_BYTES // len(block)):
+            await out.body(block)
+    elif isinstance(out, WsOut):
+        out.ws.raw_mode = True
+        ping = out.ws.frame_header(0x9, 4) + b"ping"
+        for _ in range(FLOOD_BYTES // len(ping) // 512):
+            await out.conn.send(ping * 512)
+    await out.drop()
+
+
+@register(
+    "endless_event",
+    ("malformed", "malformed"),
+    summary="An event (WS: a fragmented message) that never ends.",
+    sse=f"200 headers, k content chunks, then 'data: x' lines and never the blank line, as fast as the client reads, up to {FLOOD_BYTES >> 20} MiB.",
+    ws=f"k chunk frames, then a text frame without FIN and 1 KiB continuation frames without FIN, as fast as the client reads, up to {FLOOD_BYTES >> 20} MiB.",
+)
+async def _endless_event(out: Out, req: Request) -> None:
+    await out.begin()
+    await send_tokens(out, 0, max(1, req.max_tokens // 2))
+    if isinstance(out, SseOut):
+        block = b"data: " + b"x" * 1000 + b"\n"
+        for _ in range(FLOOD_BYTES // len(block) // 64):
+            await out.body(block * 64)
+    elif isinstance(out, WsOut):
+        out.ws.raw_mode = True
+        await out.conn.send(out.ws.frame_header(0x1, 2, fin=False) + b'["')
+        frag = out.ws.frame_header(0x0, 1024, fin=False) + b"x" * 1024
+        for _ in range(FLOOD_BYTES // len(frag) // 32):
+            await out.conn.send(frag * 32)
+    await out.drop()
+
+
+@register(
+    "bad_end",
+    ("malformed", "malformed"),
+    summary="A broken end: a bad trailer after the last chunk (SSE) / close code 999 (WS).",
+    sse="The ok stream and [DONE], then the 0-length chunk followed by 'not a trailer' and a blank line.",
+    ws="k chunk frames, then a close frame with code 999 (not a valid close code).",
+)
+async def _bad_end(out: Out, req: Request) -> None:
+    if isinstance(out, SseOut):
+        await full_until_done(out, req)
+        out.ended = True
+        await out.conn.send(b"0\r\nnot a trailer\r\n\r\n")
+        await out.hold()
+    elif isinstance(out, WsOut):
+        await send_tokens(out, 0, max(1, req.max_tokens // 2))
+        out.ws.raw_mode = True
+        await out.conn.send(out.ws.frame_header(0x8, 2) + struct.pack("!H", 999))
+        await out.hold()
+
+
+@register(
+    "invalid_utf8",
+    ("ok", "malformed"),
+    summary="A chunk whose text is not UTF-8 (0xFF 0xFE).",
+    sse="The ok stream, but chunk k's content holds the bytes 0xFF 0xFE: SSE decodes them to U+FFFD, as the HTML standard says, so the stream is ok.",
+    ws="The same chunk as a text frame: invalid UTF-8 in a text message.",
+)
+async def _invalid_utf8(out: Out, req: Request) -> None:
+    n = req.max_tokens
+    k = max(1, n // 2) if n > 1 else 0
+    await out.begin()
+    await send_tokens(out, 0, k)
+    raw = dumps(out.chunks.piece("UTF8MARK", "length" if k == n - 1 else None)).encode()
+    raw = raw.replace(b"UTF8MARK", b"\xff\xfe")
+    if isinstance(out, SseOut):
+        await out.body(b"data: " + raw + b"\n\n")
+    elif isinstance(out, WsOut):
+        await out.ws.send_frame(0x1, raw)
+    await send_tokens(out, k + 1, n, finish="length", usage=req.usage_if_asked(n))
+    if k + 1 >= n and req.include_usage:
+        await out.chunk(out.chunks.usage_only(n))
+    await out.done()
+    await out.finish()
+
+
+@register(
+    "ws_control_interleaved",
+    ("ok", "ok"),
+    summary="Pings and pongs between the fragments of every message (valid RFC 6455).",
+    sse=AS_OK_SSE,
+    ws="As ok, but every message is sent as 3 fragments with a ping and an unsolicited pong between them.",
+)
+async def _ws_control_interleaved(out: Out, req: Request) -> None:
+    if not isinstance(out, WsOut):
+        await full_stream(out, req)
+        return
+    ws = out.ws
+
+    async def data(text: str) -> None:
+        payload = text.encode()
+        a, b = len(payload) // 3, 2 * len(payload) // 3
+        ws.send_frame_nowait(0x1, payload[:a], fin=False)
+        ws.send_frame_nowait(0x9, b"p1")
+        ws.send_frame_nowait(0x0, payload[a:b], fin=False)
+        ws.send_frame_nowait(0xA, b"unsolicited")
+        ws.send_frame_nowait(0x0, payload[b:], fin=True)
+        await out.conn.writer.drain()
+
+    out.data = data  # type: ignore[method-assign]
+    await full_stream(out, req)
+
+
+#: The hostile scenarios (for :data:`tests.faulty.scenarios.MIXES`), in catalogue order.
+HOSTILE = (
+    *HEAD_FAULTS,
+    "head_drip",
+    "head_flood",
+    "error_body_flood",
+    "error_body_drip",
+    "negative_chunk",
+    "chunk_size_prefixed",
+    "flood_after_done",
+    "drip_line",
+    "deep_json",
+    "code_infinity",
+    "retry_digits",
+    "line_flood",
+    "endless_event",
+    "bad_end",
+    "invalid_utf8",
+    "ws_control_interleaved",
+)
