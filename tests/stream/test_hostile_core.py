@@ -249,3 +249,34 @@ def test_invalid_utf8_in_a_ws_text_message_is_malformed():
     tr, rec = tracker("ws")
     tr.on_ws_message(10.1, b'{"choices": [{"delta": {"content": "\xff\xfe"}}]}', text=True)
     assert rec.outcome == "malformed" and "UTF-8" in rec.error
+
+
+# --- the stall rule: progress is a complete line (or head, or message), not a byte ----------
+
+
+def test_a_dripped_line_that_never_ends_is_stalled():
+    """Every byte used to reset the stall timer: a byte every 100 ms kept a stream alive
+    until the request deadline. Now only a complete line is progress."""
+    from tests.stream.drive import STALL, Burst, drive_sse
+
+    head = HEAD + b"\r\n"
+    bursts = [Burst(0.01, [head + b"data: " + chunk_bytes({"choices": [{"delta": {"content": "a"}}]})[6:]])]
+    bursts += [Burst(0.1 + i * 0.1, [b"x"]) for i in range(100)]  # 10 s of one byte per 100 ms
+    rec = drive_sse(bursts, None)
+    assert rec.outcome == "stalled"
+    assert rec.e2e_s == pytest.approx(0.01 + STALL)  # the last progress was the first chunk
+    assert rec.open_gap and rec.gap_s[-1] == pytest.approx(STALL)
+
+
+def test_complete_lines_are_progress():
+    from tests.stream.drive import Burst, drive_sse
+
+    ok = b"".join(
+        chunk_bytes({"choices": [{"delta": {"content": f"t{i}"}, "finish_reason": "length" if i == 2 else None}]})
+        for i in range(3)
+    )
+    bursts = [Burst(0.01, [HEAD + b"\r\n"])]
+    bursts += [Burst(0.5 + i * 0.5, [b": keep-alive\n"]) for i in range(10)]  # 5 s of comments
+    bursts += [Burst(5.5, [ok + b"data: [DONE]\n\n"])]  # 0.5 s after the last comment
+    rec = drive_sse(bursts, 5.51)
+    assert rec.outcome == "ok", rec.error
