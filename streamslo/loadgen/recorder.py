@@ -19,10 +19,8 @@ from __future__ import annotations
 
 import gc
 import itertools
-import json
 import logging
 import time
-import urllib.request
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -30,11 +28,14 @@ from typing import Any
 import gevent
 import gevent.lock
 
+from streamslo.errors import ProtocolError
 from streamslo.loadgen.live import LiveStats
 from streamslo.loadgen.monitor import GeneratorMonitor
 from streamslo.loadgen.options import LoadOptions
 from streamslo.results import ResultsWriter, ensure_streams_header
+from streamslo.stream.chunkjson import loads_chunk
 from streamslo.stream.timing import StreamRecord
+from streamslo.transport.fetch import fetch
 from streamslo.transport.sync import Target
 from streamslo.workload import PromptSource, RequestOptions, first_model_id
 
@@ -74,13 +75,19 @@ def claim_run_start(directory: Path) -> float:
 
 
 def _first_model(target: Target) -> str | None:
-    """The first model of ``/v1/models``, None when the server does not say."""
+    """The first model of ``/v1/models``, None when the server does not say.
+
+    Asked over the client's own transport: no redirect is followed (the API key never goes
+    to another host), the answer is capped in size and time, and its JSON in depth.
+    """
     url = f"{target.scheme}://{target.host_header}{target.prefix}/v1/models"
-    req = urllib.request.Request(url, headers=target.headers)
     try:
-        with urllib.request.urlopen(req, timeout=5, context=target.ssl_context) as resp:
-            return first_model_id(json.loads(resp.read(1 << 20)))
-    except (OSError, ValueError) as exc:
+        status, body = fetch(target, "/v1/models")
+        if status != 200:
+            log.warning("could not list models at %s (HTTP %d); sending no model name", url, status)
+            return None
+        return first_model_id(loads_chunk(body.decode("utf-8", "replace")))
+    except (OSError, ProtocolError, ValueError) as exc:
         log.warning("could not list models at %s (%s); sending no model name", url, exc)
     return None
 
