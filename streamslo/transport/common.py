@@ -4,6 +4,7 @@ under the stall/deadline rules, with transport failures mapped onto the tracker.
 from __future__ import annotations
 
 import logging
+import select
 import socket
 import ssl
 import time
@@ -28,6 +29,7 @@ __all__ = [
     "now",
     "pump",
     "recv",
+    "unasked_bytes",
 ]
 
 now = _now = time.perf_counter
@@ -136,6 +138,21 @@ class Exchange(Protocol):
     def expire(self, t: float, why: Expiry) -> None: ...
 
     def fail(self, t: float, exc: BaseException) -> None: ...
+
+
+def unasked_bytes(sock: socket.socket) -> bool:
+    """Whether bytes (or an EOF) wait on an idle kept-alive connection before a request goes
+    out: stray data after the last answer (a flood after ``[DONE]``), or the server's close.
+    Either way the connection must not carry the next request (it would read them as its
+    answer). One poll, no wait (cooperative under gevent).
+    """
+    if isinstance(sock, ssl.SSLSocket) and sock.pending():
+        return True
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
 
 
 def recv(sock: socket.socket, limits: ClientLimits, watch: Watch) -> bytes | None:

@@ -8,7 +8,15 @@ import socket
 from streamslo.stream.exchange import SSEExchange
 from streamslo.stream.http1 import build_request
 from streamslo.stream.tracker import StreamTracker
-from streamslo.transport.common import ClientLimits, Target, connect, guard, now, pump
+from streamslo.transport.common import (
+    ClientLimits,
+    Target,
+    connect,
+    guard,
+    now,
+    pump,
+    unasked_bytes,
+)
 from streamslo.transport.watchdog import WATCHDOG
 
 __all__ = ["SSEConnection", "stream_sse"]
@@ -59,6 +67,8 @@ class SSEConnection:
 
         def run() -> None:
             nonlocal reusable
+            if self._sock is not None and unasked_bytes(self._sock):
+                self.close()  # stray bytes or the server's close: start afresh
             try:
                 reusable = self._exchange(request, tracker, deadline, reused=self._sock is not None)
             except _IdleClosed:

@@ -13,7 +13,15 @@ from websockets.uri import parse_uri
 
 from streamslo.stream.tracker import StreamTracker
 from streamslo.stream.ws import WSHandshake, WSReader
-from streamslo.transport.common import ClientLimits, Target, connect, guard, now, pump
+from streamslo.transport.common import (
+    ClientLimits,
+    Target,
+    connect,
+    guard,
+    now,
+    pump,
+    unasked_bytes,
+)
 from streamslo.transport.watchdog import WATCHDOG, Watch
 
 __all__ = ["WSConnection"]
@@ -105,6 +113,10 @@ class WSConnection:
             nonlocal reusable
             if self._proto is not None and self._proto.state is not State.OPEN:
                 self.close()  # the server's close arrived with the previous [DONE]
+            if self._sock is not None and unasked_bytes(self._sock):
+                # Frames after the last [DONE] belong to no request (or the server is
+                # closing): the next request would read them as its answer. Start afresh.
+                self.close()
             reused = self._sock is not None
             try:
                 if reused:

@@ -517,6 +517,23 @@ async def _ws_control_interleaved(out: Out, req: Request) -> None:
     await full_stream(out, req)
 
 
+@register(
+    "stray_after_done",
+    ("ok", "ok"),
+    summary="Stray data on the idle connection 100 ms after a complete ok answer.",
+    sse="The ok stream and its 0-length chunk (keep-alive), then 100 ms later 'data: stray' bytes that belong to no request.",
+    ws="The ok frames and '[DONE]', then 100 ms later one more chunk frame that belongs to no request.",
+    note="The stream is ok; a client must not reuse the connection for a request that would read the stray bytes as its answer.",
+)
+async def _stray_after_done(out: Out, req: Request) -> None:
+    await full_stream(out, req)
+    await asyncio.sleep(0.1)
+    if isinstance(out, SseOut):
+        await out.conn.send(b"data: stray\n\n")
+    elif isinstance(out, WsOut):
+        await out.chunk(out.chunks.piece(token_text(req.max_tokens)))
+
+
 #: The hostile scenarios (for :data:`tests.faulty.scenarios.MIXES`), in catalogue order.
 HOSTILE = (
     *HEAD_FAULTS,
@@ -536,4 +553,5 @@ HOSTILE = (
     "bad_end",
     "invalid_utf8",
     "ws_control_interleaved",
+    "stray_after_done",
 )

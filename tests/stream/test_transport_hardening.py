@@ -195,3 +195,35 @@ def test_a_dripped_error_body_does_not_hold_the_stream(faulty_server, proto):
     rec = run_case(faulty_server.base_url, "error_body_drip", proto)
     assert rec.outcome == "http_5xx"
     assert time.monotonic() - t0 < ERROR_BODY_WAIT_S + 1.0
+
+
+# --- a kept-alive connection with stray bytes is not reused ----------------------------------------
+
+
+@pytest.mark.parametrize("proto", ["sse", "ws"])
+def test_stray_bytes_on_an_idle_connection_do_not_become_the_next_answer(faulty_server, proto):
+    """A server that sends data after a complete answer: that request is ok; the next one must
+    not read the stray bytes as its answer (the connection is replaced, not reused)."""
+    from streamslo.transport.sync import ClientLimits, SSEConnection, WSConnection
+    from streamslo.workload import RequestOptions, build_body
+
+    limits = ClientLimits(stall_timeout=2.0, request_timeout=5.0)
+    target = Target.from_url(faulty_server.base_url)
+    conn = WSConnection(target, "/v1/ws", limits) if proto == "ws" else SSEConnection(target, limits)
+    outcomes = []
+    try:
+        for model in ("stray_after_done", "ok", "ok"):
+            opts = RequestOptions(model=model, max_tokens=4)
+            rec = StreamRecord(model, proto, "T", time.time(), time.perf_counter())
+            tracker = StreamTracker(rec, opts.expectations())
+            if isinstance(conn, WSConnection):
+                conn.request(build_body(opts, "hi"), tracker)
+            else:
+                conn.request(opts.path, build_body(opts, "hi"), tracker)
+            outcomes.append((rec.outcome, rec.connect_s is not None))
+            time.sleep(0.3)  # the stray bytes arrive meanwhile
+    finally:
+        conn.close()
+    assert [o for o, _ in outcomes] == ["ok", "ok", "ok"]
+    assert outcomes[1][1]  # a fresh connection after the stray bytes
+    assert not outcomes[2][1]  # and that one is reused
