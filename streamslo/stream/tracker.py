@@ -22,13 +22,12 @@ here raise: a chunk that is not JSON we accept (too deep, ``Infinity``) is ``mal
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from enum import Enum
-from typing import Any, cast
+from typing import cast
 
 from streamslo.stream.caps import MAX_AFTER_DONE_BYTES, MAX_ERROR_BODY_BYTES
-from streamslo.stream.chunkjson import loads_chunk
+from streamslo.stream.chunkjson import error_message, error_status, has_text, loads_chunk
 from streamslo.stream.outcome import Outcome
 from streamslo.stream.sse import DEFAULT_MAX_EVENT_BYTES, SSEDecoder, SSEEvent, SSEProtocolError
 from streamslo.stream.timing import StreamExpectations, StreamRecord
@@ -41,61 +40,6 @@ WS_CLOSE_4XX = frozenset({1008, 1009, 1013})
 WS_CLOSE_5XX = frozenset({1011})
 
 _DONE = "[DONE]"
-_CONTENT_KEYS = ("content", "reasoning_content", "reasoning")
-
-
-def _has_text(choice: dict[str, Any]) -> bool:
-    """Whether one choice of a chunk carries text in any field (a content chunk)."""
-    text = choice.get("text")
-    if isinstance(text, str) and text:
-        return True
-    delta = choice.get("delta")
-    if not isinstance(delta, dict):
-        return False
-    for key in _CONTENT_KEYS:
-        v = delta.get(key)
-        if isinstance(v, str) and v:
-            return True
-    calls = delta.get("tool_calls")
-    if isinstance(calls, list):
-        for call in calls:
-            fn = call.get("function") if isinstance(call, dict) else None
-            if isinstance(fn, dict) and (fn.get("arguments") or fn.get("name")):
-                return True
-    return False
-
-
-def _error_status(error: Any, default: int) -> int:
-    """The HTTP-like status an error object carries in ``code``, else ``default``.
-
-    Only a whole number from 400 to 599 (an int, an integral finite float, or up to three
-    digits as a string) counts; anything else (``1e400``, a 5,000-digit string) is no status.
-    """
-    if not isinstance(error, dict):
-        return default
-    code = error.get("code")
-    value: int | None = None
-    if isinstance(code, bool):
-        value = None
-    elif isinstance(code, int):
-        value = code
-    elif (isinstance(code, float) and math.isfinite(code) and code.is_integer()) or (isinstance(code, str) and 1 <= len(code) <= 3 and code.isascii() and code.isdigit()):
-        value = int(code)
-    if value is not None and 400 <= value <= 599:
-        return value
-    return default
-
-
-def _error_message(error: Any) -> str:
-    """A short message for an error object (never the repr of a big or deep structure)."""
-    if isinstance(error, dict):
-        msg = error.get("message")
-        return msg[:200] if isinstance(msg, str) else ""
-    if isinstance(error, str):
-        return error[:200]
-    if isinstance(error, (int, float)):
-        return str(error)[:200]
-    return f"an error that is a JSON {type(error).__name__}"
 
 
 class TrackerState(Enum):
@@ -244,7 +188,7 @@ class StreamTracker:
         try:
             obj = loads_chunk(text)
             if isinstance(obj, dict) and "error" in obj:
-                message = _error_message(obj["error"])
+                message = error_message(obj["error"])
         except ValueError:
             message = text[:200].strip()
         detail = f"HTTP {status}" + (f": {message}" if message else "")
@@ -417,11 +361,11 @@ class StreamTracker:
             err = chunk["error"]
             if rec.protocol == "ws" and not self._ws_content_seen:
                 # WS: an error before the first content chunk means the stream never began.
-                status = _error_status(err, 500)
+                status = error_status(err, 500)
                 outcome = Outcome.HTTP_4XX if status < 500 else Outcome.HTTP_5XX
-                self._finish(t, outcome, f"error {status}: {_error_message(err)}")
+                self._finish(t, outcome, f"error {status}: {error_message(err)}")
             else:
-                self._finish(t, Outcome.ERROR_EVENT, f"error event: {_error_message(err)}")
+                self._finish(t, Outcome.ERROR_EVENT, f"error event: {error_message(err)}")
             return
         choices = chunk.get("choices")
         usage = chunk.get("usage")
@@ -451,7 +395,7 @@ class StreamTracker:
                     self._finish(t, Outcome.MALFORMED, "finish_reason is not a string")
                     return
                 rec.finish_reason = fr
-            if not content and _has_text(choice):
+            if not content and has_text(choice):
                 content = True
         if content:
             self._token(t)

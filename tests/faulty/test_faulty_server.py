@@ -718,7 +718,7 @@ def test_ws_endless_line_announces_64_mib(faulty_server: FaultyServer) -> None:
 
 
 def test_hostile_heads_are_sent_as_promised(faulty_server: FaultyServer) -> None:
-    from tests.faulty.scenarios_hostile import HEAD_FAULTS
+    from tests.faulty.scenarios_hostile_heads import HEAD_FAULTS
 
     for name, (sse_head, _ws_head) in HEAD_FAULTS.items():
         raw = raw_post(faulty_server.port, f"/s/{name}/v1/chat/completions", _body(None), timeout=0.5)
