@@ -106,13 +106,15 @@ class HTTPExchange:
         self.got_bytes = True
         reader = self.reader
         had_head = reader.head is not None
-        error: HTTPProtocolError | None = None
+        error: str | None = None
         try:
             payload = reader.feed(data)
         except HTTPProtocolError as exc:
             # What the read carried before the error (a head, body bytes) is handled first, so
             # the outcome and timings do not depend on how the bytes were split into reads.
-            payload, error = exc.payload, exc
+            # Only the text is kept: holding the exception in a local would make a reference
+            # cycle through its traceback that keeps the reader's buffers alive until a GC.
+            payload, error = exc.payload, f"{type(exc).__name__}: {exc}"
         head = reader.head
         if head is not None and not had_head:
             if 200 <= head.status < 300 or head.status == 101:
@@ -132,7 +134,7 @@ class HTTPExchange:
         if state is not ExchangeState.CLOSED and head is not None and (payload or error is None):
             self._on_body(t, payload)
         if error is not None and self.state is not ExchangeState.CLOSED:
-            self.tracker.on_protocol_error(t, f"{type(error).__name__}: {error}")
+            self.tracker.on_protocol_error(t, error)
             self.state = ExchangeState.CLOSED
 
     def expire(self, t: float, why: Expiry) -> None:

@@ -206,11 +206,14 @@ class StreamTracker:
         if state is TrackerState.FINISHED or (self.rec.outcome is not None and state is not TrackerState.AFTER_DONE):
             return
         decoder = self._decoder
-        error: SSEProtocolError | None = None
+        error: str | None = None
         try:
             events: Sequence[SSEEvent] = decoder.feed(data)
         except SSEProtocolError as exc:
-            events, error = cast("Sequence[SSEEvent]", exc.events), exc
+            # Keep its text, not the exception: a local holding it would make a reference
+            # cycle (exception -> traceback -> this frame) that keeps the decoder's buffers
+            # alive until a full GC, and the load generator raises gen-0's threshold to 50,000.
+            events, error = cast("Sequence[SSEEvent]", exc.events), str(exc)
         if decoder.completed_line:
             self.progress_t = t
         for ev in events:
@@ -221,7 +224,7 @@ class StreamTracker:
             if self.state is TrackerState.AFTER_DONE:
                 self._after_done_malformed(f"data after [DONE]: {error}")
             else:
-                self._finish(t, Outcome.MALFORMED, str(error))
+                self._finish(t, Outcome.MALFORMED, error)
         elif self.state is TrackerState.AFTER_DONE and decoder.bytes_since_event > MAX_AFTER_DONE_BYTES:
             self._after_done_malformed(f"data after [DONE]: more than {MAX_AFTER_DONE_BYTES} bytes")
 

@@ -280,3 +280,35 @@ def test_complete_lines_are_progress():
     bursts += [Burst(5.5, [ok + b"data: [DONE]\n\n"])]  # 0.5 s after the last comment
     rec = drive_sse(bursts, 5.51)
     assert rec.outcome == "ok", rec.error
+
+
+def test_hostile_streams_leave_no_reference_cycles():
+    """A protocol error kept in a local made a cycle (exception, traceback, frame) that held a
+    stream's 1 MiB buffers until a full GC; the load generator raises gen-0's threshold to
+    50,000, so a flood of endless lines grew it to about 1 GB."""
+    import gc
+
+    from streamslo.stream.exchange import SSEExchange
+
+    hostile = [
+        HEAD + b"\r\ndata: " + b"x" * 70_000,  # endless line (cap lowered below)
+        HEAD + b"\r\n" + b"data: y\n" * 10_000,  # endless event
+        b"HTTP/1.1 200 OK\r\n" + b"X-F: z\r\n" * 10_000,  # head flood
+        CHUNKED + b"-6\r\nabcdef\r\n",  # bad chunk size
+        CHUNKED + b"5\r\ndata:\r\n0x5\r\n",  # bad chunk size after a payload
+        HEAD + b"\r\ndata: " + b"[" * 1000 + b"\n\n",  # deep JSON
+    ]
+    gc.collect()
+    gc.disable()
+    try:
+        for data in hostile:
+            rec = StreamRecord("c", "sse", "T", 0.0, 0.0)
+            ex = SSEExchange(StreamTracker(rec, StreamExpectations(max_tokens=3), max_event_bytes=65536), 1.0, 30.0)
+            for i in range(0, len(data), 4096):
+                ex.receive(0.1, data[i : i + 4096])
+            assert rec.outcome == "malformed", (data[:40], rec.outcome)
+            del ex, rec
+        unreachable = gc.collect()
+    finally:
+        gc.enable()
+    assert unreachable == 0

@@ -7,6 +7,7 @@ row at all and grew the generator to 1.36 GB.
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import time
@@ -30,10 +31,8 @@ RSS_LIMIT = 300 * 1024 * 1024
 def _tree_rss(proc: psutil.Process) -> dict[int, int]:
     out: dict[int, int] = {}
     for p in [proc, *proc.children(recursive=True)]:
-        try:
+        with contextlib.suppress(psutil.Error):  # it just exited
             out[p.pid] = p.memory_info().rss
-        except psutil.Error:
-            pass
     return out
 
 
