@@ -18,8 +18,8 @@ from typing import Literal
 
 from streamslo.errors import HTTPProtocolError
 from streamslo.stream.caps import AFTER_DONE_WAIT_S, ERROR_BODY_WAIT_S, MAX_ERROR_BODY_BYTES
-from streamslo.stream.http1 import ResponseHead, ResponseReader
-from streamslo.stream.tracker import StreamTracker
+from streamslo.stream.http1 import ReaderState, ResponseHead, ResponseReader
+from streamslo.stream.tracker import StreamTracker, TrackerState
 
 __all__ = ["ExchangeState", "Expiry", "HTTPExchange", "SSEExchange"]
 
@@ -104,17 +104,21 @@ class HTTPExchange:
             self._eof(t)
             return
         self.got_bytes = True
-        reader = self.reader
-        had_head = reader.head is not None
-        error: str | None = None
+        had_head = self.reader.head is not None
         try:
-            payload = reader.feed(data)
+            payload = self.reader.feed(data)
         except HTTPProtocolError as exc:
             # What the read carried before the error (a head, body bytes) is handled first, so
             # the outcome and timings do not depend on how the bytes were split into reads.
             # Only the text is kept: holding the exception in a local would make a reference
             # cycle through its traceback that keeps the reader's buffers alive until a GC.
-            payload, error = exc.payload, f"{type(exc).__name__}: {exc}"
+            self._handle(t, had_head, exc.payload, f"{type(exc).__name__}: {exc}")
+            return
+        self._handle(t, had_head, payload, None)
+
+    def _handle(self, t: float, had_head: bool, payload: bytes, error: str | None) -> None:
+        """What one read brought: maybe a head, body bytes, then maybe a protocol error."""
+        reader = self.reader
         head = reader.head
         if head is not None and not had_head:
             if 200 <= head.status < 300 or head.status == 101:
@@ -203,6 +207,11 @@ class HTTPExchange:
         self.state = ExchangeState.CLOSED
 
 
+_STREAM = ExchangeState.STREAM
+_STREAMING = TrackerState.STREAMING
+_READER_DONE = ReaderState.DONE
+
+
 class SSEExchange(HTTPExchange):
     """One response to a streaming request: an event stream into the tracker.
 
@@ -238,6 +247,24 @@ class SSEExchange(HTTPExchange):
             and not reader.trailing_data
             and "close" not in head.headers.get("connection", "").lower()
         )
+
+    def receive(self, t: float, data: bytes) -> None:
+        if self.state is not _STREAM or not data:
+            super().receive(t, data)
+            return
+        # The hot path (one read per token event): body bytes straight to the tracker; the
+        # enum members are module constants here, read per event.
+        reader = self.reader
+        try:
+            payload = reader.feed(data)
+        except HTTPProtocolError as exc:
+            self._handle(t, True, exc.payload, f"{type(exc).__name__}: {exc}")
+            return
+        tracker = self.tracker
+        if payload:
+            tracker.on_sse_bytes(t, payload)
+        if tracker.state is not _STREAMING or reader.state is _READER_DONE:
+            self._on_body(t, b"")
 
     def _on_head(self, t: float, head: ResponseHead) -> None:
         tracker = self.tracker

@@ -66,6 +66,9 @@ class Framing(Enum):
     """No framing: the body ends when the server closes the connection."""
 
 
+_BODY = ReaderState.BODY  # (read per event on the hot path)
+
+
 @dataclass(frozen=True, slots=True)
 class ResponseHead:
     """A response's status line and headers (names lower-cased; repeated fields joined)."""
@@ -151,9 +154,14 @@ class ResponseReader:
             HTTPProtocolError: the bytes break HTTP/1.1 or pass a cap.
         """
         state = self.state
-        if state is ReaderState.BODY:
-            assert self._body is not None
-            return self._body_feed(self._body, data)
+        if state is _BODY:  # the hot path: inlined
+            body = self._body
+            assert body is not None
+            out = body.feed(data)
+            if body.done:
+                self.state = ReaderState.DONE
+                self._keep_trailing(body.trailing)
+            return out
         if state is ReaderState.DONE:
             self._keep_trailing(data)
             return b""

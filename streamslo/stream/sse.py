@@ -59,6 +59,7 @@ class SSEDecoder:
         "_data",
         "_event",
         "_event_bytes",
+        "_fast_cap",
         "_last_id",
         "_max_event",
         "_max_line",
@@ -76,6 +77,7 @@ class SSEDecoder:
     ) -> None:
         self._max_event = max_event_bytes
         self._max_line = max_line_bytes if max_line_bytes is not None else max_event_bytes
+        self._fast_cap = min(self._max_line + 1, self._max_event)  # below it, both caps hold
         self._pend = bytearray()  # an unfinished line (appended to, never copied whole)
         self._skip_lf = False  # the previous read ended with CR: an LF now is the same line end
         self._started = False  # the BOM check is done
@@ -119,88 +121,87 @@ class SSEDecoder:
         if not chunk:
             return events
         try:
-            self._feed(chunk, events)
+            if self._skip_lf:
+                self._skip_lf = False
+                if chunk[:1] == b"\n":
+                    chunk = chunk[1:]
+            pend = self._pend
+            if pend:
+                if b"\n" not in chunk and b"\r" not in chunk:
+                    # Still no line end: append (amortised O(len(chunk))), no rescan.
+                    if len(pend) + len(chunk) > self._max_line:
+                        raise SSEProtocolError(f"an SSE line grew past {self._max_line} bytes without ending")
+                    pend += chunk
+                    return events
+                pend += chunk
+                buf = bytes(pend)
+                pend.clear()
+            else:
+                buf = chunk
+            if not self._started:
+                if len(buf) < 3 and _BOM.startswith(buf):
+                    pend += buf
+                    return events
+                self._started = True
+                if buf.startswith(_BOM):
+                    buf = buf[3:]
+            if b"\r" not in buf:
+                # Fast path, by far the most common: LF-only line ends.
+                if not self._data and self._event is None and b"\n\n" in buf:
+                    # Whole events: a block that is one "data:" line is dispatched directly
+                    # (no per-line work); any other block goes through the general rules.
+                    blocks = buf.split(b"\n\n")
+                    buf = blocks.pop()
+                    self.completed_line = True
+                    for block in blocks:
+                        if block[:5] == b"data:" and b"\n" not in block:
+                            # The same accounting as _line(): the line and its line end
+                            # (one comparison in the common case, nothing since the last event).
+                            if len(block) >= self._fast_cap or self._event_bytes:
+                                if len(block) > self._max_line:
+                                    raise SSEProtocolError(f"an SSE line grew past {self._max_line} bytes")
+                                if self._event_bytes + len(block) + 1 > self._max_event:
+                                    raise SSEProtocolError(f"an SSE event grew past {self._max_event} bytes")
+                            value = block[6:] if block[5:6] == b" " else block[5:]
+                            self._event_bytes = 0
+                            events.append(SSEEvent(value.decode("utf-8", "replace"), "message", self._last_id, None))
+                        else:
+                            for line in block.split(b"\n"):
+                                self._line(line, events)
+                            self._line(b"", events)
+                lines = buf.split(b"\n")
+                rest = lines.pop()
+                if lines:
+                    self.completed_line = True
+                    for line in lines:
+                        self._line(line, events)
+            else:
+                rest = b""
+                pos, n = 0, len(buf)
+                while pos < n:
+                    lf = buf.find(b"\n", pos)
+                    cr = buf.find(b"\r", pos, lf if lf >= 0 else n)
+                    if cr >= 0:
+                        self._line(buf[pos:cr], events)
+                        if cr + 1 < n:
+                            pos = cr + 2 if buf[cr + 1 : cr + 2] == b"\n" else cr + 1
+                        else:
+                            self._skip_lf = True
+                            pos = n
+                    elif lf >= 0:
+                        self._line(buf[pos:lf], events)
+                        pos = lf + 1
+                    else:
+                        rest = buf[pos:]
+                        break
+            if rest:
+                if len(rest) > self._max_line:
+                    raise SSEProtocolError(f"an SSE line grew past {self._max_line} bytes without ending")
+                pend += rest
         except SSEProtocolError as exc:
             exc.events = events  # completed before the error: the caller handles them first
             raise
         return events
-
-    def _feed(self, chunk: bytes, events: list[SSEEvent]) -> None:
-        if self._skip_lf:
-            self._skip_lf = False
-            if chunk[:1] == b"\n":
-                chunk = chunk[1:]
-        pend = self._pend
-        if pend:
-            if b"\n" not in chunk and b"\r" not in chunk:
-                # Still no line end: append (amortised O(len(chunk))), no rescan.
-                if len(pend) + len(chunk) > self._max_line:
-                    raise SSEProtocolError(f"an SSE line grew past {self._max_line} bytes without ending")
-                pend += chunk
-                return
-            pend += chunk
-            buf = bytes(pend)
-            pend.clear()
-        else:
-            buf = chunk
-        if not self._started:
-            if len(buf) < 3 and _BOM.startswith(buf):
-                pend += buf
-                return
-            self._started = True
-            if buf.startswith(_BOM):
-                buf = buf[3:]
-        if b"\r" not in buf:
-            # Fast path, by far the most common: LF-only line ends.
-            if not self._data and self._event is None and b"\n\n" in buf:
-                # Whole events: a block that is one "data:" line is dispatched directly
-                # (no per-line work); any other block goes through the general rules.
-                blocks = buf.split(b"\n\n")
-                buf = blocks.pop()
-                self.completed_line = True
-                for block in blocks:
-                    if block[:5] == b"data:" and b"\n" not in block:
-                        # The same accounting as _line(): the line and its line end.
-                        if len(block) > self._max_line:
-                            raise SSEProtocolError(f"an SSE line grew past {self._max_line} bytes")
-                        if self._event_bytes + len(block) + 1 > self._max_event:
-                            raise SSEProtocolError(f"an SSE event grew past {self._max_event} bytes")
-                        value = block[6:] if block[5:6] == b" " else block[5:]
-                        self._event_bytes = 0
-                        events.append(SSEEvent(value.decode("utf-8", "replace"), "message", self._last_id, None))
-                    else:
-                        for line in block.split(b"\n"):
-                            self._line(line, events)
-                        self._line(b"", events)
-            lines = buf.split(b"\n")
-            rest = lines.pop()
-            if lines:
-                self.completed_line = True
-                for line in lines:
-                    self._line(line, events)
-        else:
-            rest = b""
-            pos, n = 0, len(buf)
-            while pos < n:
-                lf = buf.find(b"\n", pos)
-                cr = buf.find(b"\r", pos, lf if lf >= 0 else n)
-                if cr >= 0:
-                    self._line(buf[pos:cr], events)
-                    if cr + 1 < n:
-                        pos = cr + 2 if buf[cr + 1 : cr + 2] == b"\n" else cr + 1
-                    else:
-                        self._skip_lf = True
-                        pos = n
-                elif lf >= 0:
-                    self._line(buf[pos:lf], events)
-                    pos = lf + 1
-                else:
-                    rest = buf[pos:]
-                    break
-        if rest:
-            if len(rest) > self._max_line:
-                raise SSEProtocolError(f"an SSE line grew past {self._max_line} bytes without ending")
-            pend += rest
 
     def _line(self, line: bytes, events: list[SSEEvent]) -> None:
         self.completed_line = True

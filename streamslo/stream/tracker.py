@@ -56,6 +56,10 @@ class TrackerState(Enum):
     """The outcome is final; nothing more is read."""
 
 
+_FINISHED = TrackerState.FINISHED  # (module constants: the hot path reads them per event)
+_AFTER_DONE = TrackerState.AFTER_DONE
+
+
 class StreamTracker:
     """Measures one request and decides its outcome.
 
@@ -202,8 +206,7 @@ class StreamTracker:
     def on_sse_bytes(self, t: float, data: bytes) -> None:
         """Body bytes of an event stream, as read (one timestamp per read)."""
         self.rec.bytes += len(data)
-        state = self.state
-        if state is TrackerState.FINISHED or (self.rec.outcome is not None and state is not TrackerState.AFTER_DONE):
+        if self.state is _FINISHED:  # (an outcome is set only in FINISHED or AFTER_DONE)
             return
         decoder = self._decoder
         error: str | None = None
@@ -218,14 +221,14 @@ class StreamTracker:
             self.progress_t = t
         for ev in events:
             self._message(t, ev.data)
-            if self.state is TrackerState.FINISHED:
+            if self.state is _FINISHED:
                 return
         if error is not None:
-            if self.state is TrackerState.AFTER_DONE:
+            if self.state is _AFTER_DONE:
                 self._after_done_malformed(f"data after [DONE]: {error}")
             else:
                 self._finish(t, Outcome.MALFORMED, error)
-        elif self.state is TrackerState.AFTER_DONE and decoder.bytes_since_event > MAX_AFTER_DONE_BYTES:
+        elif self.state is _AFTER_DONE and decoder.bytes_since_event > MAX_AFTER_DONE_BYTES:
             self._after_done_malformed(f"data after [DONE]: more than {MAX_AFTER_DONE_BYTES} bytes")
 
     def on_ws_accepted(self, t: float) -> None:

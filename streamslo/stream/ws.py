@@ -101,6 +101,8 @@ class WSReader:
         """The server had closed the reused connection before answering: send again."""
         self.dirty = False
         """Data frames came after ``[DONE]``: the connection must not carry another request."""
+        self.cutoff: float | None = None
+        """No short wait here (the stream ends at ``[DONE]``): always None."""
         self._retry = idle_close_retry
         self._first = True  # no frame of this request's answer yet
         self._fragments: list[bytes] = []

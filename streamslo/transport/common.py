@@ -133,6 +133,9 @@ class Exchange(Protocol):
     @property
     def progress_t(self) -> float: ...
 
+    @property
+    def cutoff(self) -> float | None: ...
+
     def receive(self, t: float, data: bytes) -> None: ...
 
     def expire(self, t: float, why: Expiry) -> None: ...
@@ -180,19 +183,18 @@ def pump(
     limits: ClientLimits,
     watch: Watch,
     deadline: float,
-    cutoff: Callable[[], float | None] | None = None,
     after_read: Callable[[], None] | None = None,
 ) -> None:
     """Read into ``exchange`` until it is done, one timestamp per read.
 
     Before each read the watchdog is told when the exchange last made progress (the stall
     timer counts from there: bytes of an unfinished line do not reset it) and its deadline:
-    the request's, or a short wait's ``cutoff``. A transport error goes to
+    the request's, or a short wait's :attr:`Exchange.cutoff`. A transport error goes to
     :meth:`Exchange.fail`; the caller decides about retries before calling this.
     """
     while not exchange.done:
         watch.last = exchange.progress_t
-        end = cutoff() if cutoff is not None else None
+        end = exchange.cutoff
         watch.deadline = deadline if end is None else min(deadline, end)
         try:
             data = recv(sock, limits, watch)

@@ -102,7 +102,7 @@ class SSEConnection:
             ex = SSEExchange(
                 tracker, limits.stall_timeout, limits.request_timeout, self.keep_alive, idle_close_retry=reused
             )
-            pump(sock, ex, limits, watch, deadline, cutoff=lambda: ex.cutoff)
+            pump(sock, ex, limits, watch, deadline)
             if ex.idle_closed:
                 raise _IdleClosed
             return ex.reusable

@@ -93,7 +93,7 @@ class WSConnection:
         proto.send_request(request)
         self._flush()
         hs = WSHandshake(proto, tracker, limits.stall_timeout, limits.request_timeout)
-        pump(self._sock, hs, limits, self._watch, deadline, cutoff=lambda: hs.cutoff)
+        pump(self._sock, hs, limits, self._watch, deadline)
         if not hs.accepted:
             return False
         self._early = hs.early_frames
