@@ -242,13 +242,17 @@ class StreamTracker:
         if not text:
             self.on_ws_binary(t, len(payload))
             return
+        rec = self.rec
         try:
             decoded = payload.decode("utf-8")
         except UnicodeDecodeError as exc:
-            self.rec.bytes += len(payload)
+            rec.bytes += len(payload)
             self._finish(t, Outcome.MALFORMED, f"invalid UTF-8 in a text message at byte {exc.start}")
             return
-        self.on_ws_text(t, decoded)
+        rec.bytes += len(decoded)  # (on_ws_text inlined: this runs per message)
+        self.progress_t = t
+        if rec.outcome is None:
+            self._message(t, decoded)
 
     def on_ws_text(self, t: float, text: str) -> None:
         """One WebSocket text message for this request."""

@@ -73,6 +73,12 @@ class WSHandshake(HTTPExchange):
         raise AssertionError("a WebSocket handshake answer has no body")
 
 
+# Opcodes as module constants: the frame loop reads them per message.
+_TEXT, _BINARY, _CONT = Opcode.TEXT, Opcode.BINARY, Opcode.CONT
+_CLOSE, _PING, _PONG = Opcode.CLOSE, Opcode.PING, Opcode.PONG
+_CLOSED = ExchangeState.CLOSED
+
+
 class WSReader:
     """One request's answer on an open WebSocket, frame by frame, into the tracker.
 
@@ -121,7 +127,7 @@ class WSReader:
 
     def receive(self, t: float, data: bytes) -> None:
         """Bytes just read at ``t`` (``b""``: EOF)."""
-        if self.done:
+        if self.state is _CLOSED:
             return
         proto = self.proto
         if data:
@@ -133,18 +139,25 @@ class WSReader:
     def frames(self, t: float, events: Sequence[object], eof: bool = False) -> None:
         """Frames parsed from one read (also the early frames that came with the 101)."""
         tracker = self.tracker
+        rec = tracker.rec
         for frame in events:
             if not isinstance(frame, Frame):
                 continue
             op = frame.opcode
-            if tracker.finished:
-                if op in (Opcode.TEXT, Opcode.BINARY, Opcode.CONT):
+            if rec.outcome is not None:
+                if op is _TEXT or op is _BINARY or op is _CONT:
                     self.dirty = True
                 continue
-            if op is Opcode.CLOSE:
+            if op is _TEXT and frame.fin and not self._fragments:
+                # The hot path: one whole text message (a chunk, or [DONE]).
+                self._controls = 0
+                self._first = False
+                tracker.on_ws_message(t, bytes(frame.data), True)
+                continue
+            if op is _CLOSE:
                 self._close(t)
                 return
-            if op is Opcode.PING or op is Opcode.PONG:
+            if op is _PING or op is _PONG:
                 self._controls += 1
                 if self._controls > MAX_CONTROL_FRAMES:
                     tracker.on_protocol_error(
@@ -155,7 +168,7 @@ class WSReader:
                 continue
             self._controls = 0
             self._first = False
-            if op is Opcode.CONT:
+            if op is _CONT:
                 self._fragments.append(bytes(frame.data))
                 if not frame.fin:
                     continue
@@ -164,16 +177,18 @@ class WSReader:
                 self._fragments = []
             elif not frame.fin:
                 self._fragments = [bytes(frame.data)]
-                self._frag_text = op is Opcode.TEXT
+                self._frag_text = op is _TEXT
                 continue
             else:
                 payload = bytes(frame.data)
-                text = op is Opcode.TEXT
+                text = op is _TEXT
             tracker.on_ws_message(t, payload, text)
-        if tracker.finished:
-            self.state = ExchangeState.CLOSED
+        if rec.outcome is not None:
+            self.state = _CLOSED
             return
         exc = self.proto.parser_exc
+        if exc is None and not eof:
+            return  # the common case: more to read
         if self._first and self._retry and (isinstance(exc, EOFError) or eof):
             self.idle_closed = True
             self.state = ExchangeState.CLOSED
