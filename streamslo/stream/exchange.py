@@ -43,7 +43,51 @@ class ExchangeState(Enum):
     """Over: the transport stops reading."""
 
 
-class HTTPExchange:
+class Reading:
+    """What every Sans-I/O reader of one request shares: its tracker, its state, the waits.
+
+    Args:
+        tracker: the request's tracker.
+        stall_timeout: seconds without progress before ``stalled`` (for the error text).
+        request_timeout: the request's whole deadline in seconds (for the error text).
+        idle_close_retry: the connection was reused: an EOF or a transport error before any
+            byte of the answer means the server had closed it while idle; the reader then
+            records nothing and sets :attr:`idle_closed`, and the request is sent again.
+    """
+
+    def __init__(
+        self, tracker: StreamTracker, stall_timeout: float, request_timeout: float, idle_close_retry: bool
+    ) -> None:
+        self.tracker = tracker
+        self.state = ExchangeState.HEAD
+        self.idle_closed = False
+        """The reused connection had been closed by the server: send the request again."""
+        self.cutoff: float | None = None
+        """Absolute time at which a short wait (error body, after ``[DONE]``) ends."""
+        self._retry = idle_close_retry
+        self._stall_timeout = stall_timeout
+        self._request_timeout = request_timeout
+
+    @property
+    def done(self) -> bool:
+        """Over: stop reading."""
+        return self.state is ExchangeState.CLOSED
+
+    @property
+    def progress_t(self) -> float:
+        """When the stream last made progress (the stall timer counts from here)."""
+        return self.tracker.progress_t
+
+    def _timer(self, t: float, why: Expiry) -> None:
+        """The stall timeout or the request's deadline ended the stream at ``t``."""
+        if why == "deadline":
+            self.tracker.on_deadline(t, self._request_timeout)
+        else:
+            self.tracker.on_stall(t, self._stall_timeout)
+        self.state = ExchangeState.CLOSED
+
+
+class HTTPExchange(Reading):
     """The part every HTTP response shares: the head, error bodies, EOF and timers.
 
     Args:
@@ -62,30 +106,12 @@ class HTTPExchange:
         request_timeout: float,
         idle_close_retry: bool = False,
     ) -> None:
-        self.tracker = tracker
-        self.idle_closed = False
-        """The reused connection had been closed by the server: send the request again."""
-        self._retry = idle_close_retry
+        super().__init__(tracker, stall_timeout, request_timeout, idle_close_retry)
         self.reader = ResponseReader()
-        self.state = ExchangeState.HEAD
         self.got_bytes = False
         """Any byte of the response arrived (a reused connection retries when none did)."""
-        self.cutoff: float | None = None
-        """Absolute time at which a short wait (error body, after ``[DONE]``) ends."""
-        self._stall_timeout = stall_timeout
-        self._request_timeout = request_timeout
         self._error_body = bytearray()
         self._head_t = 0.0
-
-    @property
-    def done(self) -> bool:
-        """The exchange is over: stop reading."""
-        return self.state is ExchangeState.CLOSED
-
-    @property
-    def progress_t(self) -> float:
-        """When the response last made progress (the stall timer counts from here)."""
-        return self.tracker.progress_t
 
     @property
     def reusable(self) -> bool:
@@ -151,11 +177,9 @@ class HTTPExchange:
             return
         if state is ExchangeState.AFTER_DONE:
             self.tracker.stop_reading()
-        elif why == "deadline":
-            self.tracker.on_deadline(t, self._request_timeout)
-        else:
-            self.tracker.on_stall(t, self._stall_timeout)
-        self.state = ExchangeState.CLOSED
+            self.state = ExchangeState.CLOSED
+            return
+        self._timer(t, why)
 
     def fail(self, t: float, exc: BaseException) -> None:
         """The connection failed while reading (reset, TLS error...)."""

@@ -22,7 +22,7 @@ from websockets.client import ClientProtocol
 from websockets.frames import Frame, Opcode
 
 from streamslo.stream.caps import MAX_CONTROL_FRAMES
-from streamslo.stream.exchange import ExchangeState, Expiry, HTTPExchange
+from streamslo.stream.exchange import ExchangeState, Expiry, HTTPExchange, Reading
 from streamslo.stream.http1 import ResponseHead
 from streamslo.stream.tracker import StreamTracker
 
@@ -79,7 +79,7 @@ _CLOSE, _PING, _PONG = Opcode.CLOSE, Opcode.PING, Opcode.PONG
 _CLOSED = ExchangeState.CLOSED
 
 
-class WSReader:
+class WSReader(Reading):
     """One request's answer on an open WebSocket, frame by frame, into the tracker.
 
     Args:
@@ -100,30 +100,15 @@ class WSReader:
         request_timeout: float,
         idle_close_retry: bool = False,
     ) -> None:
+        super().__init__(tracker, stall_timeout, request_timeout, idle_close_retry)
         self.proto = proto
-        self.tracker = tracker
         self.state = ExchangeState.STREAM
-        self.idle_closed = False
-        """The server had closed the reused connection before answering: send again."""
         self.dirty = False
         """Data frames came after ``[DONE]``: the connection must not carry another request."""
-        self.cutoff: float | None = None
-        """No short wait here (the stream ends at ``[DONE]``): always None."""
-        self._retry = idle_close_retry
         self._first = True  # no frame of this request's answer yet
         self._fragments: list[bytes] = []
         self._frag_text = True
         self._controls = 0  # control frames in a row
-        self._stall_timeout = stall_timeout
-        self._request_timeout = request_timeout
-
-    @property
-    def done(self) -> bool:
-        return self.state is ExchangeState.CLOSED
-
-    @property
-    def progress_t(self) -> float:
-        return self.tracker.progress_t
 
     def receive(self, t: float, data: bytes) -> None:
         """Bytes just read at ``t`` (``b""``: EOF)."""
@@ -213,13 +198,8 @@ class WSReader:
 
     def expire(self, t: float, why: Expiry) -> None:
         """A wait ran out (stall or deadline)."""
-        if self.done:
-            return
-        if why == "deadline":
-            self.tracker.on_deadline(t, self._request_timeout)
-        else:
-            self.tracker.on_stall(t, self._stall_timeout)
-        self.state = ExchangeState.CLOSED
+        if not self.done:
+            self._timer(t, why)
 
     def fail(self, t: float, exc: BaseException) -> None:
         """The connection failed while reading."""

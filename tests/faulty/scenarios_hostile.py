@@ -12,7 +12,14 @@ from __future__ import annotations
 import asyncio
 import struct
 
-from tests.faulty.catalogue import AS_OK_SSE, full_stream, full_until_done, register, send_tokens
+from tests.faulty.catalogue import (
+    AS_OK_SSE,
+    full_stream,
+    full_until_done,
+    half,
+    register,
+    send_tokens,
+)
 from tests.faulty.constants import (
     DEEP_JSON_LEVELS,
     DRIP_INTERVAL_S,
@@ -23,7 +30,7 @@ from tests.faulty.constants import (
 )
 from tests.faulty.responses import Out, Request, SseOut, WsOut, token_text
 from tests.faulty.scenarios_hostile_heads import HOSTILE_HEADS
-from tests.faulty.wire import dumps
+from tests.faulty.wire import WsConn, dumps
 
 __all__ = ["HOSTILE"]
 
@@ -41,7 +48,7 @@ def _ws_raw_header(first: int, length_bytes: bytes) -> bytes:
 )
 async def _negative_chunk(out: Out, req: Request) -> None:
     await out.begin()
-    await send_tokens(out, 0, max(1, req.max_tokens // 2))
+    await send_tokens(out, 0, half(req.max_tokens))
     if isinstance(out, SseOut):
         out.ended = True
         await out.conn.send(b"-6\r\nabcdef\r\n")
@@ -65,7 +72,7 @@ async def _chunk_size_prefixed(out: Out, req: Request) -> None:
         data = out.render(dumps(out.chunks.piece(token_text(0))))
         await out.conn.send(b"0x%x\r\n%s\r\n" % (len(data), data))
     elif isinstance(out, WsOut):
-        await send_tokens(out, 0, max(1, req.max_tokens // 2))
+        await send_tokens(out, 0, half(req.max_tokens))
         out.ws.raw_mode = True
         await out.conn.send(bytes([0xC1, 2]) + b"{}")
     await out.hold()
@@ -102,7 +109,7 @@ async def _flood_after_done(out: Out, req: Request) -> None:
 )
 async def _drip_line(out: Out, req: Request) -> None:
     await out.begin()
-    await send_tokens(out, 0, max(1, req.max_tokens // 2))
+    await send_tokens(out, 0, half(req.max_tokens))
     loop = asyncio.get_running_loop()
     end = loop.time() + HOLD_MAX_S
     if isinstance(out, SseOut):
@@ -181,18 +188,8 @@ async def _retry_digits(out: Out, req: Request) -> None:
     ws=f"k chunk frames, then ping frames as fast as the client reads, up to {FLOOD_BYTES >> 20} MiB: more control frames in a row than the client accepts.",
 )
 async def _line_flood(out: Out, req: Request) -> None:
-    await out.begin()
-    await send_tokens(out, 0, max(1, req.max_tokens // 2))
-    if isinstance(out, SseOut):
-        block = b": flood\n\n" * (FLOOD_BLOCK // 10)
-        for _ in range(FLOOD_BYTES // len(block)):
-            await out.body(block)
-    elif isinstance(out, WsOut):
-        out.ws.raw_mode = True
-        ping = out.ws.frame_header(0x9, 4) + b"ping"
-        for _ in range(FLOOD_BYTES // len(ping) // 512):
-            await out.conn.send(ping * 512)
-    await out.drop()
+    ping = WsConn.frame_header(0x9, 4) + b"ping"
+    await _flood_after_tokens(out, req, sse=b": flood\n\n" * (FLOOD_BLOCK // 10), ws=ping * 512)
 
 
 @register(
@@ -203,18 +200,24 @@ async def _line_flood(out: Out, req: Request) -> None:
     ws=f"k chunk frames, then a text frame without FIN and 1 KiB continuation frames without FIN, as fast as the client reads, up to {FLOOD_BYTES >> 20} MiB.",
 )
 async def _endless_event(out: Out, req: Request) -> None:
+    first = WsConn.frame_header(0x1, 2, fin=False) + b'["'
+    frag = WsConn.frame_header(0x0, 1024, fin=False) + b"x" * 1024
+    await _flood_after_tokens(out, req, sse=(b"data: " + b"x" * 1000 + b"\n") * 64, ws=frag * 32, ws_first=first)
+
+
+async def _flood_after_tokens(out: Out, req: Request, *, sse: bytes, ws: bytes, ws_first: bytes = b"") -> None:
+    """k content chunks, then ``sse`` (as HTTP chunks) or ``ws`` (raw bytes, after
+    ``ws_first``) repeated up to FLOOD_BYTES as fast as the client reads, then FIN."""
     await out.begin()
-    await send_tokens(out, 0, max(1, req.max_tokens // 2))
+    await send_tokens(out, 0, half(req.max_tokens))
     if isinstance(out, SseOut):
-        block = b"data: " + b"x" * 1000 + b"\n"
-        for _ in range(FLOOD_BYTES // len(block) // 64):
-            await out.body(block * 64)
+        for _ in range(FLOOD_BYTES // len(sse)):
+            await out.body(sse)
     elif isinstance(out, WsOut):
         out.ws.raw_mode = True
-        await out.conn.send(out.ws.frame_header(0x1, 2, fin=False) + b'["')
-        frag = out.ws.frame_header(0x0, 1024, fin=False) + b"x" * 1024
-        for _ in range(FLOOD_BYTES // len(frag) // 32):
-            await out.conn.send(frag * 32)
+        await out.conn.send(ws_first)
+        for _ in range(FLOOD_BYTES // len(ws)):
+            await out.conn.send(ws)
     await out.drop()
 
 
@@ -232,7 +235,7 @@ async def _bad_end(out: Out, req: Request) -> None:
         await out.conn.send(b"0\r\nnot a trailer\r\n\r\n")
         await out.hold()
     elif isinstance(out, WsOut):
-        await send_tokens(out, 0, max(1, req.max_tokens // 2))
+        await send_tokens(out, 0, half(req.max_tokens))
         out.ws.raw_mode = True
         await out.conn.send(out.ws.frame_header(0x8, 2) + struct.pack("!H", 999))
         await out.hold()
