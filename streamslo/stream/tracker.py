@@ -1,4 +1,4 @@
-"""The stream state machine: timings as bytes arrive, and exactly one outcome (SPEC §3-4).
+"""The stream state machine: timings as bytes arrive, and exactly one outcome (docs/outcomes.md).
 
 A transport (gevent sockets in the Locust users, asyncio in the pytest probes) calls the
 ``on_*`` methods with a ``perf_counter()`` timestamp taken when the bytes were read. The tracker
@@ -155,7 +155,7 @@ class StreamTracker:
             rec.open_gap = True
 
     def _after_done_malformed(self, detail: str) -> None:
-        """Data after [DONE] overrides what [DONE] decided (SPEC: the client reads to the end)."""
+        """Data after [DONE] overrides what [DONE] decided (the client reads to the body's end)."""
         self.state = TrackerState.FINISHED
         self.rec.outcome = Outcome.MALFORMED.value
         self.rec.error = detail
@@ -426,7 +426,7 @@ class StreamTracker:
             self._finish(t, Outcome.MALFORMED, f"more content chunks ({rec.tokens}) than max_tokens ({mt})")
 
     def _terminal(self, t: float) -> None:
-        """The terminal marker arrived: check the counts (SPEC §3)."""
+        """The terminal marker arrived: check the counts (docs/outcomes.md)."""
         rec, ex = self.rec, self._expect
         if self._done is False:
             self._done = True  # body end acting as the marker (--no-done-marker)
