@@ -164,10 +164,14 @@ def report(results: list[dict[str, Any]], duration: int) -> str:
     worst_cpu = max(per_stream) / 1000 if per_stream else float("nan")
     cancelled = sum(r["outcomes"].get("cancelled", 0) for r in results)
     slow = [f"{r['case']}/{r['protocol']}" for r in results if r["hung"] or r["wall_s"] > duration + 10 + 15]
+    # A run that wrote no row (hung, killed) has no CPU per stream: it fails the goal outright.
+    empty = [f"{r['case']}/{r['protocol']}" for r in results if not r["streams"]]
+    cpu_ok = worst_cpu < CPU_GOAL_S and not empty
     lines += [
         "",
         f"peak RSS {worst_rss:.0f} MB (goal < {RSS_GOAL_MB:.0f}): {'PASS' if worst_rss < RSS_GOAL_MB else 'FAIL'}",
-        f"worst CPU per stream {worst_cpu:.3f} s (goal < {CPU_GOAL_S:.0f}): {'PASS' if worst_cpu < CPU_GOAL_S else 'FAIL'}",
+        f"worst CPU per stream {worst_cpu:.3f} s (goal < {CPU_GOAL_S:.0f}): {'PASS' if cpu_ok else 'FAIL'}"
+        + (f" (no stream recorded: {', '.join(empty)})" if empty else ""),
         f"streams cancelled: {cancelled}; runs past duration + drain + 15 s: {', '.join(slow) or 'none'}",
     ]
     return "\n".join(lines)
