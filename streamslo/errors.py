@@ -7,7 +7,16 @@ Exception tree::
     │   ├── SLOFileError            an SLO file that does not parse (names file and line)
     │   ├── ResultsError            a results directory that is missing or damaged
     │   └── ServerExtraMissing      the bundled server is asked for without the 'server' extra
-    └── ThresholdFailed             a threshold did not hold (exit code 99)
+    ├── ThresholdFailed             a threshold did not hold (exit code 99)
+    └── ProtocolError               a peer (the server under test) broke the wire protocol
+        ├── HTTPProtocolError       bytes that are not valid HTTP/1.1 (status line, headers,
+        │                           framing, caps on heads and interim responses)
+        ├── SSEProtocolError        an event stream past its caps (endless line, giant event)
+        └── WSProtocolError         a WebSocket answer or frame we cannot accept (bad
+                                    handshake, invalid UTF-8, a flood of control frames)
+
+A :class:`ProtocolError` never reaches the user: the transports turn it into the stream
+outcome ``malformed`` with the message in ``error`` (see ``docs/outcomes.md``).
 
 Exit codes follow k6: 0 every threshold held, 99 a threshold failed, 2 bad input,
 1 an internal error.
@@ -15,17 +24,23 @@ Exit codes follow k6: 0 every threshold held, 99 a threshold failed, 2 bad input
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 __all__ = [
     "EXIT_BAD_INPUT",
     "EXIT_INTERNAL",
     "EXIT_OK",
     "EXIT_THRESHOLD",
     "BadInputError",
+    "HTTPProtocolError",
+    "ProtocolError",
     "ResultsError",
     "SLOFileError",
+    "SSEProtocolError",
     "ServerExtraMissing",
     "StreamSLOError",
     "ThresholdFailed",
+    "WSProtocolError",
 ]
 
 EXIT_OK = 0
@@ -69,3 +84,42 @@ class ServerExtraMissing(BadInputError):
 
 class ThresholdFailed(StreamSLOError):
     """A threshold did not hold (exit code 99)."""
+
+
+class ProtocolError(StreamSLOError):
+    """The server's bytes break the protocol, or one of the client's caps on them.
+
+    Raised by the Sans-I/O core (:mod:`streamslo.stream`) and caught by the transports, which
+    record the stream as ``malformed`` with this message.
+    """
+
+
+class HTTPProtocolError(ProtocolError):
+    """The server's bytes are not valid HTTP/1.1 (or pass a cap on heads).
+
+    Attributes:
+        payload: body bytes that the same read carried before the error: a caller processes
+            them first, so that what a stream records does not depend on how the bytes were
+            split into reads.
+    """
+
+    def __init__(self, message: str, payload: bytes = b"") -> None:
+        super().__init__(message)
+        self.payload = payload
+
+
+class SSEProtocolError(ProtocolError):
+    """The event stream broke a cap of the decoder (an endless line, a giant event).
+
+    Attributes:
+        events: the events that the same read completed before the error (processed first by
+            a caller, for the same reason as :attr:`HTTPProtocolError.payload`).
+    """
+
+    def __init__(self, message: str, events: Sequence[object] = ()) -> None:
+        super().__init__(message)
+        self.events: Sequence[object] = events
+
+
+class WSProtocolError(ProtocolError):
+    """A WebSocket handshake answer or frame the client cannot accept."""

@@ -187,9 +187,11 @@ def user_weights(protocol: str, slow_fraction: float) -> dict[str, int]:
 
 
 def first_model_id(listing: object) -> str | None:
-    """The first model id of a ``GET /v1/models`` answer (OpenAI list), None if it has none."""
+    """The first model id of a ``GET /v1/models`` answer (OpenAI list), None if it has none
+    (or one that is not a short, printable string: it goes into every request)."""
     models = listing.get("data") if isinstance(listing, dict) else None
     if isinstance(models, list) and models and isinstance(models[0], dict):
         mid = models[0].get("id")
-        return mid if isinstance(mid, str) else None
+        if isinstance(mid, str) and 0 < len(mid) <= 256 and mid.isprintable():
+            return mid
     return None

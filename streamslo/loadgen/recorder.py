@@ -23,10 +23,8 @@ from __future__ import annotations
 
 import gc
 import itertools
-import json
 import logging
 import time
-import urllib.request
 from collections import deque
 from dataclasses import replace
 from pathlib import Path
@@ -35,13 +33,16 @@ from typing import Any
 import gevent
 import gevent.lock
 
+from streamslo.errors import ProtocolError
 from streamslo.loadgen.live import LiveStats
 from streamslo.loadgen.monitor import GeneratorMonitor
 from streamslo.loadgen.options import LoadOptions
 from streamslo.redact import Redactor, csv_safe, install_log_redaction
 from streamslo.results import Layout, ResultsWriter, ensure_streams_header
 from streamslo.run_options import OPTIONS
+from streamslo.stream.chunkjson import loads_chunk
 from streamslo.stream.timing import StreamRecord
+from streamslo.transport.fetch import fetch
 from streamslo.transport.sync import Target
 from streamslo.workload import PromptSource, RequestOptions, first_model_id
 
@@ -80,27 +81,20 @@ def claim_run_start(directory: Path) -> float:
     return now
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """urllib would follow a redirect with every header, ``Authorization`` included, to any
-    host: a redirect is an answer without models here."""
-
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-
-_OPENER = urllib.request.build_opener(_NoRedirect)
-
-
 def _first_model(target: Target) -> str | None:
-    """The first model of ``/v1/models``, None when the server does not say."""
+    """The first model of ``/v1/models``, None when the server does not say.
+
+    Asked over the client's own transport: no redirect is followed (the API key never goes
+    to another host), the answer is capped in size and time, and its JSON in depth.
+    """
     url = f"{target.scheme}://{target.host_header}{target.prefix}/v1/models"
-    req = urllib.request.Request(url, headers=target.headers)
-    handlers = [urllib.request.HTTPSHandler(context=target.ssl_context)] if target.ssl_context else []
-    opener = urllib.request.build_opener(_NoRedirect, *handlers) if handlers else _OPENER
     try:
-        with opener.open(req, timeout=5) as resp:
-            return first_model_id(json.loads(resp.read(1 << 20)))
-    except (OSError, ValueError) as exc:
+        status, body = fetch(target, "/v1/models")
+        if status != 200:
+            log.warning("could not list models at %s (HTTP %d); sending no model name", url, status)
+            return None
+        return first_model_id(loads_chunk(body.decode("utf-8", "replace")))
+    except (OSError, ProtocolError, ValueError) as exc:
         log.warning("could not list models at %s (%s); sending no model name", url, exc)
     return None
 

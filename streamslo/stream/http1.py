@@ -1,32 +1,83 @@
-"""A small Sans-I/O HTTP/1.1 response reader: the status line, the headers, then the body
-de-framed (chunked, Content-Length, or until close).
+"""A small, strict, Sans-I/O HTTP/1.1 response reader: the status line, the headers, then
+the body de-framed by one reader per framing (chunked, Content-Length, or until close).
 
 Why our own: a load generator that times tokens needs one timestamp per socket read and must
 tell an unfinished chunked body (a cut stream) from a clean end. Generic clients either buffer
 (``iter_content``) or hide the difference.
+
+Strict where a lenient parser would hang or lie (RFC 9112): a status code is exactly three
+digits; a header name is a token with no space before its colon; no control character but
+HTAB in a line (so no NUL, no lone CR); no obsolete line folding; Content-Length is
+``1*DIGIT`` (at most 18), once; Transfer-Encoding is exactly ``chunked`` and never comes with
+Content-Length; chunk sizes are ``1*HEXDIG`` (at most 16). Lenient where real servers differ
+harmlessly: a bare LF ends a line, a missing reason phrase, empty lines before the status line.
+Interim (1xx) heads are skipped in a loop, at most :data:`~streamslo.stream.caps.MAX_INTERIM_RESPONSES`
+of them. Anything else raises :class:`~streamslo.errors.HTTPProtocolError`.
+
+Work is linear in the bytes fed: the head buffer is searched only where it was not searched
+before, and a body is handed to its framing reader without copying what came before.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from enum import Enum
 
-__all__ = ["HTTPProtocolError", "ResponseHead", "ResponseReader", "build_request"]
+from streamslo.errors import HTTPProtocolError
+from streamslo.stream._framing import BodyReader, ChunkedReader, CloseReader, LengthReader
+from streamslo.stream.caps import MAX_CONTENT_LENGTH_DIGITS, MAX_HEAD_BYTES, MAX_INTERIM_RESPONSES
 
-_MAX_HEAD = 64 * 1024
-_MAX_CHUNK_LINE = 1024
+__all__ = [
+    "Framing",
+    "HTTPProtocolError",
+    "ReaderState",
+    "ResponseHead",
+    "ResponseReader",
+    "build_request",
+]
+
+# HTTP-version SP 3DIGIT [ SP reason-phrase ], the reason without control characters but HTAB.
+_STATUS_LINE = re.compile(rb"HTTP/1\.[0-9] ([0-9]{3})(?: ([\t\x20-\x7e\x80-\xff]*))?")
+# field-name ":" OWS field-value OWS (the value's outer whitespace is stripped afterwards).
+_FIELD_LINE = re.compile(rb"([!#$%&'*+\-.^_`|~0-9A-Za-z]+):([\t\x20-\x7e\x80-\xff]*)")
+_CONTENT_LENGTH = re.compile(rb"[0-9]{1,%d}" % MAX_CONTENT_LENGTH_DIGITS)
 
 
-class HTTPProtocolError(ValueError):
-    """The server's bytes are not valid HTTP/1.1."""
+class ReaderState(Enum):
+    """Where a :class:`ResponseReader` is."""
+
+    HEAD = "head"
+    """Reading a head (interim heads included)."""
+    BODY = "body"
+    """The final head arrived; de-framing the body."""
+    DONE = "done"
+    """The body ended as its framing says, or the response has none."""
+
+
+class Framing(Enum):
+    """How the body of the final response is delimited."""
+
+    NONE = "none"
+    """No body: 101, 204, 304."""
+    CHUNKED = "chunked"
+    LENGTH = "content-length"
+    CLOSE = "close"
+    """No framing: the body ends when the server closes the connection."""
+
+
+_BODY = ReaderState.BODY  # (read per event on the hot path)
 
 
 @dataclass(frozen=True, slots=True)
 class ResponseHead:
-    """A response's status line and headers (names lower-cased)."""
+    """A response's status line and headers (names lower-cased; repeated fields joined)."""
 
     status: int
     reason: str
     headers: dict[str, str] = field(default_factory=dict)
+    raw: bytes = b""
+    """The head's bytes as received, its blank line included (at most 64 KiB)."""
 
     @property
     def content_type(self) -> str | None:
@@ -36,140 +87,188 @@ class ResponseHead:
 def build_request(
     method: str, host: str, path: str, body: bytes, headers: dict[str, str], keep_alive: bool = False
 ) -> bytes:
-    """Serialise an HTTP/1.1 request (``Connection: close`` unless ``keep_alive``)."""
+    """Serialise an HTTP/1.1 request (``Connection: close`` unless ``keep_alive``).
+
+    ``Content-Length`` is sent for a body or a method that carries one (not for ``GET``).
+    """
     lines = [f"{method} {path} HTTP/1.1", f"Host: {host}"]
     lines += [f"{k}: {v}" for k, v in headers.items()]
-    lines += [f"Content-Length: {len(body)}", *([] if keep_alive else ["Connection: close"]), "", ""]
+    if body or method not in ("GET", "HEAD"):
+        lines.append(f"Content-Length: {len(body)}")
+    lines += [*([] if keep_alive else ["Connection: close"]), "", ""]
     return "\r\n".join(lines).encode("latin-1") + body
 
 
 class ResponseReader:
     """Feed bytes as read; get the head once, then de-framed body bytes.
 
-    After :meth:`feed`, check :attr:`head` (set once the headers are complete),
-    :attr:`complete` (the body's framing ended) and use the returned body bytes.
+    After :meth:`feed`, check :attr:`head` (set once the final head is complete),
+    :attr:`complete` (the body's framing ended) and use the returned body bytes. Bytes after
+    the end of the response (the frames after a ``101``, or a server's garbage after a body)
+    are in :attr:`trailing_data`.
     """
 
-    __slots__ = ("_buf", "_chunk_left", "_mode", "_remaining", "_state", "complete", "head")
+    __slots__ = (
+        "_body",
+        "_buf",
+        "_head_start",
+        "_line_start",
+        "_lines",
+        "_scan",
+        "framing",
+        "head",
+        "interim",
+        "state",
+        "trailing_data",
+    )
 
     def __init__(self) -> None:
-        self._buf = b""
-        self._state = "head"  # head | size | data | data_crlf | trailer | body | done
+        self.state = ReaderState.HEAD
         self.head: ResponseHead | None = None
-        self.complete = False
-        self._mode = "close"  # chunked | length | close
-        self._remaining = 0
-        self._chunk_left = 0
+        self.framing = Framing.NONE
+        self.interim = 0
+        """Interim (1xx) heads skipped so far."""
+        self.trailing_data = b""
+        self._buf = bytearray()
+        self._scan = 0  # _buf is searched for line ends up to here
+        self._line_start = 0  # where the current head line starts in _buf
+        self._head_start = 0  # where the current head starts in _buf
+        self._lines: list[bytes] = []
+        self._body: BodyReader | None = None
+
+    @property
+    def complete(self) -> bool:
+        """The response ended as its framing says (the chunked terminator, the whole
+        Content-Length, or a response without a body)."""
+        return self.state is ReaderState.DONE
 
     @property
     def framed_by_close(self) -> bool:
         """The body has no framing: it ends when the connection closes."""
-        return self._mode == "close"
+        return self.framing is Framing.CLOSE
 
     def feed(self, data: bytes) -> bytes:
         """Consume bytes just read; return the body bytes they carry (possibly empty).
 
         Raises:
-            HTTPProtocolError: the bytes break HTTP/1.1.
+            HTTPProtocolError: the bytes break HTTP/1.1 or pass a cap.
         """
-        if self._state == "head":
-            self._buf += data
-            end = self._buf.find(b"\r\n\r\n")
-            if end < 0:
-                if len(self._buf) > _MAX_HEAD:
-                    raise HTTPProtocolError("response headers larger than 64 KiB")
-                return b""
-            head, rest = self._buf[:end], self._buf[end + 4 :]
-            self._buf = b""
-            self._parse_head(head)
-            if self.head is not None and 100 <= self.head.status < 200 and self.head.status != 101:
-                # An interim response (100 Continue, 103 Early Hints): the real one follows.
-                self.head, self.complete, self._state = None, False, "head"
-                return self.feed(rest)
-            data = rest
-        if self._state == "body":
-            if self._mode == "length":
-                data = data[: self._remaining]
-                self._remaining -= len(data)
-                if self._remaining <= 0:
-                    self._state = "done"
-                    self.complete = True
-            return data
-        if self._state == "done":
+        state = self.state
+        if state is _BODY:  # the hot path: inlined
+            body = self._body
+            assert body is not None
+            out = body.feed(data)
+            if body.done:
+                self.state = ReaderState.DONE
+                self._keep_trailing(body.trailing)
+            return out
+        if state is ReaderState.DONE:
+            self._keep_trailing(data)
             return b""
-        return self._dechunk(data)
+        rest = self._feed_head(data)
+        if not rest:
+            return b""
+        if self.state is ReaderState.BODY:
+            assert self._body is not None
+            return self._body_feed(self._body, rest)
+        self.trailing_data = rest  # e.g. the first frames after a 101 (at most one read)
+        return b""
 
-    def _parse_head(self, raw: bytes) -> None:
-        lines = raw.split(b"\r\n")
-        parts = lines[0].split(b" ", 2)
-        if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
-            raise HTTPProtocolError(f"bad status line: {lines[0][:80]!r}")
+    # ------------------------------------------------------------------ body
+    def _body_feed(self, body: BodyReader, data: bytes) -> bytes:
+        out = body.feed(data)
+        if body.done:
+            self.state = ReaderState.DONE
+            self._keep_trailing(body.trailing)
+        return out
+
+    def _keep_trailing(self, data: bytes) -> None:
+        if data and len(self.trailing_data) < MAX_HEAD_BYTES:
+            self.trailing_data += data[: MAX_HEAD_BYTES - len(self.trailing_data)]
+
+    # ------------------------------------------------------------------ head
+    def _feed_head(self, data: bytes) -> bytes | None:
+        """Add head bytes; return what follows the final head once it is complete."""
+        buf = self._buf
+        buf += data
+        while True:
+            nl = buf.find(b"\n", self._scan)
+            if nl < 0:
+                self._scan = len(buf)
+                if len(buf) - self._head_start > MAX_HEAD_BYTES:
+                    raise HTTPProtocolError(f"response head larger than {MAX_HEAD_BYTES} bytes")
+                return None
+            if nl + 1 - self._head_start > MAX_HEAD_BYTES:
+                raise HTTPProtocolError(f"response head larger than {MAX_HEAD_BYTES} bytes")
+            line = bytes(buf[self._line_start : nl])
+            self._scan = self._line_start = nl + 1
+            if line[-1:] == b"\r":
+                line = line[:-1]
+            if line:
+                self._lines.append(line)
+                continue
+            if not self._lines:
+                continue  # an empty line before the status line: tolerated
+            head = self._parse_head(self._lines, bytes(buf[self._head_start : nl + 1]))
+            self._lines = []
+            self._head_start = nl + 1
+            if 100 <= head.status < 200 and head.status != 101:
+                self.interim += 1
+                if self.interim > MAX_INTERIM_RESPONSES:
+                    raise HTTPProtocolError(
+                        f"more than {MAX_INTERIM_RESPONSES} interim (1xx) responses"
+                    )
+                continue
+            self.head = head
+            rest = bytes(buf[nl + 1 :])
+            buf.clear()
+            self._begin_body(head)
+            return rest
+
+    def _parse_head(self, lines: list[bytes], raw: bytes) -> ResponseHead:
+        m = _STATUS_LINE.fullmatch(lines[0])
+        if m is None:
+            raise HTTPProtocolError(f"bad status line {lines[0][:80]!r}")
         headers: dict[str, str] = {}
+        lengths: list[bytes] = []
         for line in lines[1:]:
-            name, sep, value = line.partition(b":")
-            if not sep:
-                raise HTTPProtocolError(f"bad header line: {line[:80]!r}")
-            key = name.strip().lower().decode("latin-1")
-            val = value.strip().decode("latin-1")
-            headers[key] = f"{headers[key]}, {val}" if key in headers else val
-        status = int(parts[1])
-        self.head = ResponseHead(status, parts[2].decode("latin-1") if len(parts) > 2 else "", headers)
-        te = headers.get("transfer-encoding", "").lower()
-        if status in (204, 304) or 100 <= status < 200:
-            self._state, self.complete = "done", True
-        elif "chunked" in te:
-            self._mode, self._state = "chunked", "size"
-        elif "content-length" in headers:
-            try:
-                self._remaining = int(headers["content-length"])
-            except ValueError:
-                raise HTTPProtocolError("bad Content-Length") from None
-            self._mode, self._state = "length", "body"
-            if self._remaining == 0:
-                self._state, self.complete = "done", True
-        else:
-            self._mode, self._state = "close", "body"
+            if line[:1] in (b" ", b"\t"):
+                raise HTTPProtocolError(f"obsolete line folding in the header: {line[:80]!r}")
+            f = _FIELD_LINE.fullmatch(line)
+            if f is None:
+                raise HTTPProtocolError(f"bad header line {line[:80]!r}")
+            key = f.group(1).lower().decode("ascii")
+            raw_value = f.group(2).strip(b" \t")
+            if key == "content-length":
+                lengths.append(raw_value)
+            value = raw_value.decode("latin-1")
+            headers[key] = f"{headers[key]}, {value}" if key in headers else value
+        reason = (m.group(2) or b"").decode("latin-1")
+        if len(lengths) > 1:
+            raise HTTPProtocolError(f"duplicate Content-Length: {headers['content-length'][:80]!r}")
+        if lengths and _CONTENT_LENGTH.fullmatch(lengths[0]) is None:
+            raise HTTPProtocolError(f"bad Content-Length {lengths[0][:40]!r}")
+        return ResponseHead(int(m.group(1)), reason, headers, raw)
 
-    def _dechunk(self, data: bytes) -> bytes:
-        buf = self._buf + data if self._buf else data
-        self._buf = b""
-        out: list[bytes] = []
-        pos, n = 0, len(buf)
-        while pos < n:
-            st = self._state
-            if st == "data":
-                take = min(self._chunk_left, n - pos)
-                out.append(buf[pos : pos + take])
-                pos += take
-                self._chunk_left -= take
-                if self._chunk_left == 0:
-                    self._state = "data_crlf"
-            elif st in ("size", "data_crlf", "trailer"):
-                eol = buf.find(b"\r\n", pos)
-                if eol < 0:
-                    if n - pos > _MAX_CHUNK_LINE:
-                        raise HTTPProtocolError("chunk-size line too long")
-                    self._buf = buf[pos:]
-                    break
-                line = buf[pos:eol]
-                pos = eol + 2
-                if st == "data_crlf":
-                    if line:
-                        raise HTTPProtocolError("chunk data not followed by CRLF")
-                    self._state = "size"
-                elif st == "size":
-                    size_txt = line.split(b";", 1)[0].strip()
-                    try:
-                        size = int(size_txt, 16)
-                    except ValueError:
-                        raise HTTPProtocolError(f"bad chunk size {size_txt[:20]!r}") from None
-                    if size == 0:
-                        self._state = "trailer"
-                    else:
-                        self._chunk_left, self._state = size, "data"
-                elif not line:  # end of trailers
-                    self._state, self.complete = "done", True
-                    break
-            else:  # done
-                break
-        return b"".join(out)
+    def _begin_body(self, head: ResponseHead) -> None:
+        status, headers = head.status, head.headers
+        te = headers.get("transfer-encoding")
+        length = headers.get("content-length")
+        if te is not None and length is not None:
+            raise HTTPProtocolError("both Transfer-Encoding and Content-Length")
+        if status < 200 or status in (204, 304):
+            self.framing = Framing.NONE
+            self.state = ReaderState.DONE
+            return
+        if te is not None:
+            if [c.strip().lower() for c in te.split(",")] != ["chunked"]:
+                raise HTTPProtocolError(f"unsupported Transfer-Encoding {te[:40]!r}")
+            self.framing = Framing.CHUNKED
+            self._body = ChunkedReader()
+        elif length is not None:
+            self.framing = Framing.LENGTH
+            self._body = LengthReader(int(length))
+        else:
+            self.framing = Framing.CLOSE
+            self._body = CloseReader()
+        self.state = ReaderState.DONE if self._body.done else ReaderState.BODY

@@ -1,4 +1,4 @@
-"""The stream outcome taxonomy (SPEC §3), one enum used everywhere.
+"""The stream outcome taxonomy (docs/outcomes.md), one enum used everywhere.
 
 Every request ends with exactly one :class:`Outcome`. ``cancelled`` (the load test itself
 stopped the stream) is excluded from every rate.
@@ -30,9 +30,10 @@ class Outcome(StrEnum):
     ERROR_EVENT = "error_event"
     """An error object arrived inside the stream."""
     MALFORMED = "malformed"
-    """Not valid SSE / JSON / protocol; data after the terminal marker; counts that do not add up."""
+    """Not valid HTTP / SSE / JSON / WS; past a cap; data after the terminal marker; counts
+    that do not add up."""
     STALLED = "stalled"
-    """No byte for longer than the stall timeout; the client gave up."""
+    """No progress (no head, no complete SSE line or WS message) for the stall timeout."""
     TIMEOUT = "timeout"
     """The whole request ran past its deadline while still streaming."""
     HTTP_4XX = "http_4xx"
@@ -48,7 +49,7 @@ class Outcome(StrEnum):
         return self.value
 
 
-#: Every outcome name, in the SPEC's order.
+#: Every outcome name, in the documented order.
 OUTCOMES: tuple[str, ...] = tuple(o.value for o in Outcome)
 
 #: Outcomes that count as failures (everything but ok and cancelled).
@@ -63,7 +64,7 @@ NOT_BEGUN_OUTCOMES: frozenset[str] = frozenset({"http_4xx", "http_5xx", "connect
 
 
 def began(status: int | None, outcome: str) -> bool:
-    """Whether a stream *began* (SPEC §3): 2xx headers arrived (WS: accepted, and no error came
+    """Whether a stream *began* (docs/outcomes.md): 2xx headers arrived (WS: accepted, and no error came
     before the first content chunk, which the outcome then says).
 
     Args:

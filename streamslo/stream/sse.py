@@ -5,7 +5,8 @@ LF or a lone CR (a CR at the end of one read and an LF at the start of the next 
 end); a line starting with ``:`` is a comment; ``field: value`` drops one leading space from the
 value; ``data`` lines of one event join with ``\\n``; a blank line dispatches the event; an event
 without any ``data`` is not dispatched; an unfinished event at the end of the stream is dropped.
-A UTF-8 byte order mark at the very start is ignored.
+A UTF-8 byte order mark at the very start is ignored; invalid UTF-8 decodes to U+FFFD, as the
+standard says. A ``retry`` value of more than ten digits is ignored like any invalid one.
 
 Unlike ``str.splitlines`` it does not treat ``\\x0b``, ``\\x0c``, ``\\x1c``-``\\x1e``, ``\\x85`` or
 ``\\u2028`` as line ends: SSE does not.
@@ -13,25 +14,23 @@ Unlike ``str.splitlines`` it does not treat ``\\x0b``, ``\\x0c``, ``\\x1c``-``\\
 Bytes go in with :meth:`SSEDecoder.feed`; complete events come out. No I/O happens here, so the
 same class serves the gevent Locust users and the asyncio pytest probes.
 
-Limits protect the client from hostile servers: a line longer than ``max_line_bytes`` or an event
-whose data grows past ``max_event_bytes`` raises :class:`SSEProtocolError`, and the decoder never
-buffers more than that.
+Caps protect the client from hostile servers: a line longer than ``max_line_bytes``, or more
+than ``max_event_bytes`` of lines since the last dispatched event (its data, or comments and
+blank lines that dispatch nothing), raises :class:`SSEProtocolError`; the decoder never buffers
+more than that. Work is linear in the bytes fed: an unfinished line is appended to, not copied,
+and only the new bytes are searched for a line end.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
+from streamslo.errors import SSEProtocolError
+from streamslo.stream.caps import DEFAULT_MAX_EVENT_BYTES, MAX_RETRY_DIGITS
+
 __all__ = ["DEFAULT_MAX_EVENT_BYTES", "SSEDecoder", "SSEEvent", "SSEProtocolError"]
 
-#: 1 MiB: far above any real token chunk, far below what could hurt the load generator.
-DEFAULT_MAX_EVENT_BYTES = 1 << 20
-
 _BOM = b"\xef\xbb\xbf"
-
-
-class SSEProtocolError(ValueError):
-    """The byte stream broke a limit of the decoder (an endless line, a giant event)."""
 
 
 class SSEEvent(NamedTuple):
@@ -52,20 +51,23 @@ class SSEDecoder:
 
     Args:
         max_line_bytes: the longest line accepted (default: ``max_event_bytes``).
-        max_event_bytes: the most data one event may carry.
+        max_event_bytes: the most bytes of lines one event (or a run of lines that dispatch
+            nothing) may take.
     """
 
     __slots__ = (
-        "_buf",
         "_data",
-        "_data_len",
         "_event",
+        "_event_bytes",
+        "_fast_cap",
         "_last_id",
         "_max_event",
         "_max_line",
+        "_pend",
         "_retry",
         "_skip_lf",
         "_started",
+        "completed_line",
     )
 
     def __init__(
@@ -75,19 +77,27 @@ class SSEDecoder:
     ) -> None:
         self._max_event = max_event_bytes
         self._max_line = max_line_bytes if max_line_bytes is not None else max_event_bytes
-        self._buf = b""
+        self._fast_cap = min(self._max_line + 1, self._max_event)  # below it, both caps hold
+        self._pend = bytearray()  # an unfinished line (appended to, never copied whole)
         self._skip_lf = False  # the previous read ended with CR: an LF now is the same line end
         self._started = False  # the BOM check is done
         self._data: list[bytes] = []
-        self._data_len = 0
+        self._event_bytes = 0  # bytes of lines since the last dispatched event
         self._event: bytes | None = None
         self._retry: int | None = None
         self._last_id: str | None = None
+        self.completed_line = False
+        """The last :meth:`feed` completed at least one line (progress for the stall rule)."""
 
     @property
     def pending_bytes(self) -> int:
         """Bytes buffered that do not yet form a complete line."""
-        return len(self._buf)
+        return len(self._pend)
+
+    @property
+    def bytes_since_event(self) -> int:
+        """Bytes of lines (and of an unfinished line) since the last dispatched event."""
+        return self._event_bytes + len(self._pend)
 
     @property
     def in_event(self) -> bool:
@@ -104,77 +114,113 @@ class SSEDecoder:
             The events completed by these bytes, in order (often empty).
 
         Raises:
-            SSEProtocolError: a line or an event passed its limit.
+            SSEProtocolError: a line or an event passed its cap.
         """
-        if not chunk:
-            return []
-        if self._skip_lf:
-            self._skip_lf = False
-            if chunk[:1] == b"\n":
-                chunk = chunk[1:]
-        buf = self._buf + chunk if self._buf else chunk
-        if not self._started:
-            if len(buf) < 3 and _BOM.startswith(buf):
-                self._buf = buf
-                return []
-            self._started = True
-            if buf.startswith(_BOM):
-                buf = buf[3:]
+        self.completed_line = False
         events: list[SSEEvent] = []
-        if b"\r" not in buf:
-            # Fast path, by far the most common: LF-only line ends.
-            if not self._data and self._event is None and b"\n\n" in buf:
-                # Whole events: a block that is one "data:" line is dispatched directly
-                # (no per-line work); any other block goes through the general rules.
-                blocks = buf.split(b"\n\n")
-                buf = blocks.pop()
-                for block in blocks:
-                    if block[:5] == b"data:" and b"\n" not in block:
-                        value = block[6:] if block[5:6] == b" " else block[5:]
-                        if len(value) >= self._max_event:
-                            raise SSEProtocolError(f"an SSE event grew past {self._max_event} bytes")
-                        events.append(SSEEvent(value.decode("utf-8", "replace"), "message", self._last_id, None))
+        if not chunk:
+            return events
+        try:
+            if self._skip_lf:
+                self._skip_lf = False
+                if chunk[:1] == b"\n":
+                    chunk = chunk[1:]
+            pend = self._pend
+            if pend:
+                if b"\n" not in chunk and b"\r" not in chunk:
+                    # Still no line end: append (amortised O(len(chunk))), no rescan.
+                    if len(pend) + len(chunk) > self._max_line:
+                        raise SSEProtocolError(f"an SSE line grew past {self._max_line} bytes without ending")
+                    pend += chunk
+                    return events
+                pend += chunk
+                buf = bytes(pend)
+                pend.clear()
+            else:
+                buf = chunk
+            if not self._started:
+                if len(buf) < 3 and _BOM.startswith(buf):
+                    pend += buf
+                    return events
+                self._started = True
+                if buf.startswith(_BOM):
+                    buf = buf[3:]
+            if b"\r" not in buf:
+                # Fast path, by far the most common: LF-only line ends.
+                if not self._data and self._event is None and b"\n\n" in buf:
+                    # Whole events: a block that is one "data:" line is dispatched directly
+                    # (no per-line work); any other block goes through the general rules.
+                    blocks = buf.split(b"\n\n")
+                    buf = blocks.pop()
+                    self.completed_line = True
+                    for block in blocks:
+                        if block[:5] == b"data:" and b"\n" not in block:
+                            # The same accounting as _line(): the line and its line end
+                            # (one comparison in the common case, nothing since the last event).
+                            if len(block) >= self._fast_cap or self._event_bytes:
+                                if len(block) > self._max_line:
+                                    raise SSEProtocolError(f"an SSE line grew past {self._max_line} bytes")
+                                if self._event_bytes + len(block) + 1 > self._max_event:
+                                    raise SSEProtocolError(f"an SSE event grew past {self._max_event} bytes")
+                            value = block[6:] if block[5:6] == b" " else block[5:]
+                            self._event_bytes = 0
+                            events.append(SSEEvent(value.decode("utf-8", "replace"), "message", self._last_id, None))
+                        else:
+                            for line in block.split(b"\n"):
+                                self._line(line, events)
+                            self._line(b"", events)
+                lines = buf.split(b"\n")
+                rest = lines.pop()
+                if lines:
+                    self.completed_line = True
+                    for line in lines:
+                        self._line(line, events)
+            else:
+                rest = b""
+                pos, n = 0, len(buf)
+                while pos < n:
+                    lf = buf.find(b"\n", pos)
+                    cr = buf.find(b"\r", pos, lf if lf >= 0 else n)
+                    if cr >= 0:
+                        self._line(buf[pos:cr], events)
+                        if cr + 1 < n:
+                            pos = cr + 2 if buf[cr + 1 : cr + 2] == b"\n" else cr + 1
+                        else:
+                            self._skip_lf = True
+                            pos = n
+                    elif lf >= 0:
+                        self._line(buf[pos:lf], events)
+                        pos = lf + 1
                     else:
-                        for line in block.split(b"\n"):
-                            self._line(line, events)
-                        self._line(b"", events)
-            lines = buf.split(b"\n")
-            self._buf = lines.pop()
-            for line in lines:
-                self._line(line, events)
-        else:
-            self._buf = b""
-            pos, n = 0, len(buf)
-            while pos < n:
-                lf = buf.find(b"\n", pos)
-                cr = buf.find(b"\r", pos, lf if lf >= 0 else n)
-                if cr >= 0:
-                    self._line(buf[pos:cr], events)
-                    if cr + 1 < n:
-                        pos = cr + 2 if buf[cr + 1 : cr + 2] == b"\n" else cr + 1
-                    else:
-                        self._skip_lf = True
-                        pos = n
-                elif lf >= 0:
-                    self._line(buf[pos:lf], events)
-                    pos = lf + 1
-                else:
-                    self._buf = buf[pos:]
-                    break
-        if len(self._buf) > self._max_line:
-            raise SSEProtocolError(
-                f"an SSE line grew past {self._max_line} bytes without ending"
-            )
+                        rest = buf[pos:]
+                        break
+            if rest:
+                if len(rest) > self._max_line:
+                    raise SSEProtocolError(f"an SSE line grew past {self._max_line} bytes without ending")
+                pend += rest
+        except SSEProtocolError as exc:
+            exc.events = events  # completed before the error: the caller handles them first
+            raise
         return events
 
     def _line(self, line: bytes, events: list[SSEEvent]) -> None:
+        self.completed_line = True
+        if len(line) > self._max_line:
+            raise SSEProtocolError(f"an SSE line grew past {self._max_line} bytes")
+        if not line and self._data:
+            data = b"\n".join(self._data).decode("utf-8", "replace")
+            name = self._event.decode("utf-8", "replace") if self._event else "message"
+            events.append(SSEEvent(data, name or "message", self._last_id, self._retry))
+            self._event_bytes = 0
+        else:
+            size = self._event_bytes + len(line) + 1
+            if size > self._max_event:
+                if self._data:
+                    raise SSEProtocolError(f"an SSE event grew past {self._max_event} bytes")
+                raise SSEProtocolError(f"{self._max_event} bytes of SSE lines without an event")
+            self._event_bytes = size
         if not line:
-            if self._data:
-                data = b"\n".join(self._data).decode("utf-8", "replace")
-                name = self._event.decode("utf-8", "replace") if self._event else "message"
-                events.append(SSEEvent(data, name or "message", self._last_id, self._retry))
             self._data = []
-            self._data_len = 0
             self._event = None
             self._retry = None
             return
@@ -190,14 +236,11 @@ class SSEDecoder:
                 value = value[1:]
         if field == b"data":
             self._data.append(value)
-            self._data_len += len(value) + 1
-            if self._data_len > self._max_event:
-                raise SSEProtocolError(f"an SSE event grew past {self._max_event} bytes")
         elif field == b"event":
             self._event = value
         elif field == b"id":
             if b"\x00" not in value:
                 self._last_id = value.decode("utf-8", "replace")
-        elif field == b"retry" and value.isdigit():
+        elif field == b"retry" and value.isdigit() and len(value) <= MAX_RETRY_DIGITS:
             self._retry = int(value)
         # Any other field is ignored, as the standard says.

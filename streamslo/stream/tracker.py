@@ -1,4 +1,4 @@
-"""The stream state machine: timings as bytes arrive, and exactly one outcome (SPEC §3-4).
+"""The stream state machine: timings as bytes arrive, and exactly one outcome (docs/outcomes.md).
 
 A transport (gevent sockets in the Locust users, asyncio in the pytest probes) calls the
 ``on_*`` methods with a ``perf_counter()`` timestamp taken when the bytes were read. The tracker
@@ -11,21 +11,28 @@ Life of a request::
                                          └─ non-2xx ─ on_http_error           ├─ on_stall / on_deadline
                                                                               └─ on_cancel
 
-The first thing that ends the stream decides its outcome. After ``[DONE]`` an SSE client keeps
-reading to the end of the body: more data there is ``malformed``; a transport error there
-changes nothing. :attr:`StreamTracker.finished` tells the transport when to stop reading.
+The first thing that ends the stream decides its outcome (docs/outcomes.md). After ``[DONE]``
+an SSE client keeps reading to the end of the body, briefly (at most ``MAX_AFTER_DONE_BYTES``;
+the transport waits at most ``AFTER_DONE_WAIT_S``): more data there is ``malformed``; a transport
+error there changes nothing. :attr:`StreamTracker.wants_bytes` tells the transport whether to
+keep reading, :attr:`StreamTracker.progress_t` when the stream last made progress (the stall
+rule: bytes of a line that never ends are not progress). Nothing a server sends makes a method
+here raise: a chunk that is not JSON we accept (too deep, ``Infinity``) is ``malformed``.
 """
 
 from __future__ import annotations
 
-import json
-from typing import Any
+from collections.abc import Sequence
+from enum import Enum
+from typing import cast
 
+from streamslo.stream.caps import MAX_AFTER_DONE_BYTES, MAX_ERROR_BODY_BYTES
+from streamslo.stream.chunkjson import error_message, error_status, has_text, loads_chunk
 from streamslo.stream.outcome import Outcome
-from streamslo.stream.sse import DEFAULT_MAX_EVENT_BYTES, SSEDecoder, SSEProtocolError
+from streamslo.stream.sse import DEFAULT_MAX_EVENT_BYTES, SSEDecoder, SSEEvent, SSEProtocolError
 from streamslo.stream.timing import StreamExpectations, StreamRecord
 
-__all__ = ["WS_CLOSE_4XX", "WS_CLOSE_5XX", "StreamTracker"]
+__all__ = ["WS_CLOSE_4XX", "WS_CLOSE_5XX", "StreamTracker", "TrackerState"]
 
 #: WebSocket close codes that count as the client's fault before the first content chunk.
 WS_CLOSE_4XX = frozenset({1008, 1009, 1013})
@@ -33,49 +40,24 @@ WS_CLOSE_4XX = frozenset({1008, 1009, 1013})
 WS_CLOSE_5XX = frozenset({1011})
 
 _DONE = "[DONE]"
-_CONTENT_KEYS = ("content", "reasoning_content", "reasoning")
 
 
-def _has_text(choice: dict[str, Any]) -> bool:
-    """Whether one choice of a chunk carries text in any field (a content chunk)."""
-    text = choice.get("text")
-    if isinstance(text, str) and text:
-        return True
-    delta = choice.get("delta")
-    if not isinstance(delta, dict):
-        return False
-    for key in _CONTENT_KEYS:
-        v = delta.get(key)
-        if isinstance(v, str) and v:
-            return True
-    calls = delta.get("tool_calls")
-    if isinstance(calls, list):
-        for call in calls:
-            fn = call.get("function") if isinstance(call, dict) else None
-            if isinstance(fn, dict) and (fn.get("arguments") or fn.get("name")):
-                return True
-    return False
+class TrackerState(Enum):
+    """Where one request is (the outcome, once decided, is in the record)."""
+
+    WAITING = "waiting"
+    """Started; no response head (WS: no accepted handshake) yet."""
+    STREAMING = "streaming"
+    """The stream began: reading events / messages."""
+    AFTER_DONE = "after_done"
+    """``[DONE]`` decided the outcome; an SSE client reads on, briefly, to the body's end
+    (data there is ``malformed``)."""
+    FINISHED = "finished"
+    """The outcome is final; nothing more is read."""
 
 
-def _error_status(error: Any, default: int) -> int:
-    """The HTTP-like status an error object carries in ``code`` (SPEC §2), else ``default``."""
-    if isinstance(error, dict):
-        code = error.get("code")
-        try:
-            value = int(code)  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            return default
-        if 400 <= value <= 599:
-            return value
-    return default
-
-
-def _error_message(error: Any) -> str:
-    if isinstance(error, dict):
-        msg = error.get("message")
-        if isinstance(msg, str):
-            return msg[:200]
-    return str(error)[:200]
+_FINISHED = TrackerState.FINISHED  # (module constants: the hot path reads them per event)
+_AFTER_DONE = TrackerState.AFTER_DONE
 
 
 class StreamTracker:
@@ -87,7 +69,16 @@ class StreamTracker:
         max_event_bytes: the largest SSE event / WS message accepted.
     """
 
-    __slots__ = ("_decoder", "_done", "_expect", "_last_token_t", "_ws_content_seen", "rec")
+    __slots__ = (
+        "_decoder",
+        "_done",
+        "_expect",
+        "_last_token_t",
+        "_ws_content_seen",
+        "progress_t",
+        "rec",
+        "state",
+    )
 
     def __init__(
         self,
@@ -98,6 +89,10 @@ class StreamTracker:
         self.rec = record
         self._expect = expect
         self._decoder = SSEDecoder(max_event_bytes=max_event_bytes)
+        self.state = TrackerState.WAITING
+        self.progress_t = record.t0
+        """When the stream last made progress (for the stall rule): the request's start, the
+        final response head, or the last complete SSE line / WS message."""
         self._done = False  # the terminal marker arrived
         self._last_token_t: float | None = None
         self._ws_content_seen = False
@@ -107,8 +102,21 @@ class StreamTracker:
     # ---------------------------------------------------------------- state
     @property
     def finished(self) -> bool:
-        """The outcome is decided and the transport may stop reading."""
+        """The outcome is decided (after ``[DONE]``, :attr:`reading_after_done` may still
+        ask the transport to read on to the body's end)."""
         return self.rec.outcome is not None
+
+    @property
+    def reading_after_done(self) -> bool:
+        """``[DONE]`` came and the SSE transport should read on to the end of the body."""
+        return self.state is TrackerState.AFTER_DONE
+
+    @property
+    def wants_bytes(self) -> bool:
+        """The transport should keep reading."""
+        return self.state is not TrackerState.FINISHED and (
+            self.rec.outcome is None or self.state is TrackerState.AFTER_DONE
+        )
 
     @property
     def done_seen(self) -> bool:
@@ -120,10 +128,16 @@ class StreamTracker:
         s = self.rec.status
         return s is not None and (200 <= s < 300 or s == 101)
 
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes of an unfinished SSE line held by the decoder."""
+        return self._decoder.pending_bytes
+
     def _finish(self, t: float, outcome: Outcome, error: str = "") -> None:
         rec = self.rec
         if rec.outcome is not None:
             return
+        self.state = TrackerState.FINISHED
         rec.outcome = outcome.value
         if error and not rec.error:
             rec.error = error
@@ -140,6 +154,18 @@ class StreamTracker:
             rec.gap_t.append(t)
             rec.open_gap = True
 
+    def _after_done_malformed(self, detail: str) -> None:
+        """Data after [DONE] overrides what [DONE] decided (the client reads to the body's end)."""
+        self.state = TrackerState.FINISHED
+        self.rec.outcome = Outcome.MALFORMED.value
+        self.rec.error = detail
+
+    def stop_reading(self) -> None:
+        """The transport stops reading after ``[DONE]`` (the body ended, or the short wait
+        for its end ran out): the outcome stays what ``[DONE]`` made it."""
+        if self.rec.outcome is not None:
+            self.state = TrackerState.FINISHED
+
     # ------------------------------------------------------------ transport
     def on_connected(self, t: float) -> None:
         """The TCP (and TLS) connection is up."""
@@ -148,24 +174,27 @@ class StreamTracker:
     def on_response(self, t: float, status: int, content_type: str | None) -> None:
         """HTTP response headers arrived (SSE)."""
         self.rec.status = status
+        self.progress_t = t
         if 200 <= status < 300:
+            self.state = TrackerState.STREAMING
             ctype = (content_type or "").split(";", 1)[0].strip().lower()
             if ctype != "text/event-stream":
                 self._finish(t, Outcome.MALFORMED, f"2xx body is not an event stream ({ctype or 'no content type'})")
         elif status < 200 or status >= 600:
             self._finish(t, Outcome.MALFORMED, f"unexpected HTTP status {status}")
 
-    def on_http_error(self, t: float, status: int, body: bytes) -> None:
+    def on_http_error(self, t: float, status: int, body: bytes | bytearray) -> None:
         """A non-2xx response (or a refused WS handshake) with the start of its body."""
         self.rec.status = status
         self.rec.bytes += len(body)
         message = ""
+        text = body[:MAX_ERROR_BODY_BYTES].decode("utf-8", "replace")
         try:
-            obj = json.loads(body)
+            obj = loads_chunk(text)
             if isinstance(obj, dict) and "error" in obj:
-                message = _error_message(obj["error"])
+                message = error_message(obj["error"])
         except ValueError:
-            message = body[:200].decode("utf-8", "replace").strip()
+            message = text[:200].strip()
         detail = f"HTTP {status}" + (f": {message}" if message else "")
         if 400 <= status < 500:
             self._finish(t, Outcome.HTTP_4XX, detail)
@@ -177,27 +206,58 @@ class StreamTracker:
     def on_sse_bytes(self, t: float, data: bytes) -> None:
         """Body bytes of an event stream, as read (one timestamp per read)."""
         self.rec.bytes += len(data)
-        if self.rec.outcome is not None and not self._done:
+        if self.state is _FINISHED:  # (an outcome is set only in FINISHED or AFTER_DONE)
             return
+        decoder = self._decoder
+        error: str | None = None
         try:
-            events = self._decoder.feed(data)
+            events: Sequence[SSEEvent] = decoder.feed(data)
         except SSEProtocolError as exc:
-            self._finish(t, Outcome.MALFORMED, str(exc))
-            return
+            # Keep its text, not the exception: a local holding it would make a reference
+            # cycle (exception -> traceback -> this frame) that keeps the decoder's buffers
+            # alive until a full GC, and the load generator raises gen-0's threshold to 50,000.
+            events, error = cast("Sequence[SSEEvent]", exc.events), str(exc)
+        if decoder.completed_line:
+            self.progress_t = t
         for ev in events:
             self._message(t, ev.data)
-            if self.rec.outcome is not None and (
-                not self._done or self.rec.outcome != Outcome.OK.value
-            ):
+            if self.state is _FINISHED:
                 return
+        if error is not None:
+            if self.state is _AFTER_DONE:
+                self._after_done_malformed(f"data after [DONE]: {error}")
+            else:
+                self._finish(t, Outcome.MALFORMED, error)
+        elif self.state is _AFTER_DONE and decoder.bytes_since_event > MAX_AFTER_DONE_BYTES:
+            self._after_done_malformed(f"data after [DONE]: more than {MAX_AFTER_DONE_BYTES} bytes")
 
     def on_ws_accepted(self, t: float) -> None:
-        """The WebSocket handshake succeeded (status 101)."""
+        """The WebSocket handshake succeeded (status 101), or a reused connection is ready."""
         self.rec.status = 101
+        self.state = TrackerState.STREAMING
+        self.progress_t = t
+
+    def on_ws_message(self, t: float, payload: bytes, text: bool) -> None:
+        """One whole WebSocket data message (``text``: a text message, else binary)."""
+        if not text:
+            self.on_ws_binary(t, len(payload))
+            return
+        rec = self.rec
+        try:
+            decoded = payload.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            rec.bytes += len(payload)
+            self._finish(t, Outcome.MALFORMED, f"invalid UTF-8 in a text message at byte {exc.start}")
+            return
+        rec.bytes += len(decoded)  # (on_ws_text inlined: this runs per message)
+        self.progress_t = t
+        if rec.outcome is None:
+            self._message(t, decoded)
 
     def on_ws_text(self, t: float, text: str) -> None:
         """One WebSocket text message for this request."""
         self.rec.bytes += len(text)
+        self.progress_t = t
         if self.rec.outcome is not None:
             return
         self._message(t, text)
@@ -205,6 +265,7 @@ class StreamTracker:
     def on_ws_binary(self, t: float, size: int) -> None:
         """A binary WebSocket message: not the protocol."""
         self.rec.bytes += size
+        self.progress_t = t
         self._finish(t, Outcome.MALFORMED, "binary WebSocket frame")
 
     def on_ws_close(self, t: float, code: int | None, reason: str = "") -> None:
@@ -230,9 +291,11 @@ class StreamTracker:
                 terminator, the full Content-Length, or a close on a body framed by close).
         """
         if self.rec.outcome is not None:
-            return  # (an unfinished event after [DONE] is dropped, as SSE says)
+            self.stop_reading()  # (an unfinished event after [DONE] is dropped, as SSE says)
+            return
         if not self._expect.done_marker and body_complete and self.began:
             self._terminal(t)
+            self.stop_reading()
             return
         self._finish(
             t,
@@ -243,7 +306,8 @@ class StreamTracker:
     def on_transport_error(self, t: float, exc: BaseException) -> None:
         """The connection failed (refused, reset, TLS error...)."""
         if self.rec.outcome is not None:
-            return  # after [DONE] a transport error changes nothing
+            self.stop_reading()  # after [DONE] a transport error changes nothing
+            return
         detail = f"{type(exc).__name__}: {exc}"[:200]
         if self.rec.status is None:
             self._finish(t, Outcome.CONNECT_ERROR, detail)
@@ -251,38 +315,54 @@ class StreamTracker:
             self._finish(t, Outcome.TRUNCATED, detail)
 
     def on_protocol_error(self, t: float, detail: str) -> None:
-        """The bytes broke HTTP or WebSocket framing."""
-        self._finish(t, Outcome.MALFORMED, detail)
+        """The bytes broke HTTP or WebSocket framing, or a cap (also after ``[DONE]``)."""
+        if self.state is TrackerState.AFTER_DONE:
+            self._after_done_malformed(f"data after [DONE]: {detail}"[:300])
+            return
+        self._finish(t, Outcome.MALFORMED, detail[:300])
 
     def on_stall(self, t: float, stall_timeout: float) -> None:
-        """No byte arrived for ``stall_timeout`` seconds; the client gives up."""
+        """No progress (no complete line / message, no head) for ``stall_timeout`` seconds."""
+        if self.rec.outcome is not None:
+            self.stop_reading()
+            return
         where = "after the stream began" if self.began else "waiting for headers"
-        self._finish(t, Outcome.STALLED, f"no byte for {stall_timeout:g}s {where}")
+        what = "complete SSE line" if self.rec.protocol == "sse" else "complete WebSocket message"
+        if not self.began:
+            what = "response head" if self.rec.protocol == "sse" else "handshake answer"
+        self._finish(t, Outcome.STALLED, f"no {what} for {stall_timeout:g}s {where}")
 
     def on_deadline(self, t: float, request_timeout: float) -> None:
         """The request ran past its deadline."""
+        if self.rec.outcome is not None:
+            self.stop_reading()
+            return
         self._finish(t, Outcome.TIMEOUT, f"request still streaming after {request_timeout:g}s")
 
     def on_cancel(self, t: float) -> None:
         """The load test stopped this stream."""
+        if self.rec.outcome is not None:
+            self.stop_reading()
+            return
         self._finish(t, Outcome.CANCELLED, "stopped by the load test")
 
     # ------------------------------------------------------------- messages
     def _message(self, t: float, data: str) -> None:
         rec = self.rec
         if self._done:
-            rec.outcome = Outcome.MALFORMED.value
-            rec.error = "data after [DONE]"
+            self._after_done_malformed("data after [DONE]")
             return
         if data == _DONE or data.strip() == _DONE:
             self._done = True
             rec.e2e_s = t - rec.t0
             self._terminal(t)
+            if rec.protocol == "sse" and rec.outcome != Outcome.MALFORMED.value:
+                self.state = TrackerState.AFTER_DONE
             return
         try:
-            chunk = json.loads(data)
-        except ValueError:
-            self._finish(t, Outcome.MALFORMED, f"chunk is not JSON: {data[:80]!r}")
+            chunk = loads_chunk(data)
+        except ValueError as exc:
+            self._finish(t, Outcome.MALFORMED, f"chunk is not JSON ({exc}): {data[:80]!r}")
             return
         if not isinstance(chunk, dict):
             self._finish(t, Outcome.MALFORMED, f"chunk is not a JSON object: {data[:80]!r}")
@@ -291,11 +371,11 @@ class StreamTracker:
             err = chunk["error"]
             if rec.protocol == "ws" and not self._ws_content_seen:
                 # WS: an error before the first content chunk means the stream never began.
-                status = _error_status(err, 500)
+                status = error_status(err, 500)
                 outcome = Outcome.HTTP_4XX if status < 500 else Outcome.HTTP_5XX
-                self._finish(t, outcome, f"error {status}: {_error_message(err)}")
+                self._finish(t, outcome, f"error {status}: {error_message(err)}")
             else:
-                self._finish(t, Outcome.ERROR_EVENT, f"error event: {_error_message(err)}")
+                self._finish(t, Outcome.ERROR_EVENT, f"error event: {error_message(err)}")
             return
         choices = chunk.get("choices")
         usage = chunk.get("usage")
@@ -325,7 +405,7 @@ class StreamTracker:
                     self._finish(t, Outcome.MALFORMED, "finish_reason is not a string")
                     return
                 rec.finish_reason = fr
-            if not content and _has_text(choice):
+            if not content and has_text(choice):
                 content = True
         if content:
             self._token(t)
@@ -346,7 +426,7 @@ class StreamTracker:
             self._finish(t, Outcome.MALFORMED, f"more content chunks ({rec.tokens}) than max_tokens ({mt})")
 
     def _terminal(self, t: float) -> None:
-        """The terminal marker arrived: check the counts (SPEC §3)."""
+        """The terminal marker arrived: check the counts (docs/outcomes.md)."""
         rec, ex = self.rec, self._expect
         if self._done is False:
             self._done = True  # body end acting as the marker (--no-done-marker)

@@ -3,23 +3,38 @@ under the stall/deadline rules, with transport failures mapped onto the tracker.
 
 from __future__ import annotations
 
+import logging
+import select
 import socket
 import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 from urllib.parse import urlsplit
 
-from websockets.exceptions import PayloadTooBig
-
-from streamslo.stream.http1 import HTTPProtocolError
-from streamslo.stream.sse import DEFAULT_MAX_EVENT_BYTES
+from streamslo.errors import ProtocolError
+from streamslo.stream.caps import DEFAULT_MAX_EVENT_BYTES
+from streamslo.stream.exchange import Expiry
 from streamslo.stream.tracker import StreamTracker
 from streamslo.transport.watchdog import Watch
 
-__all__ = ["ClientLimits", "Target", "connect", "guard", "make_ssl_context", "now", "read"]
+__all__ = [
+    "ClientLimits",
+    "Exchange",
+    "Target",
+    "connect",
+    "guard",
+    "make_ssl_context",
+    "now",
+    "pump",
+    "recv",
+    "unasked_bytes",
+]
 
 now = _now = time.perf_counter
+log = logging.getLogger("streamslo.transport")
+_LOGGED: set[type[BaseException]] = set()
 
 
 @dataclass(frozen=True)
@@ -27,7 +42,8 @@ class ClientLimits:
     """How long the client waits, how much it accepts, and how it reads."""
 
     stall_timeout: float = 10.0
-    """Seconds without a byte before the client gives up (``stalled``)."""
+    """Seconds without progress (a response head, a complete SSE line, a whole WebSocket
+    message) before the client gives up (``stalled``)."""
     request_timeout: float = 300.0
     """Seconds a whole request may take (``timeout``)."""
     connect_timeout: float = 10.0
@@ -90,6 +106,7 @@ def make_ssl_context(insecure: bool = False) -> ssl.SSLContext:
 
 
 def connect(target: Target, limits: ClientLimits) -> socket.socket:
+    """A TCP (and TLS) connection to ``target``, with no timeout left on it."""
     sock = socket.socket(socket.AF_INET6 if ":" in target.host else socket.AF_INET, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -106,43 +123,117 @@ def connect(target: Target, limits: ClientLimits) -> socket.socket:
     return sock
 
 
-def _expire(tracker: StreamTracker, watch: Watch, limits: ClientLimits) -> None:
-    now = _now()
-    if watch.expired == "deadline":
-        tracker.on_deadline(now, limits.request_timeout)
-    else:
-        tracker.on_stall(now, limits.stall_timeout)
+class Exchange(Protocol):
+    """What :func:`pump` drives: a Sans-I/O exchange (:mod:`streamslo.stream.exchange`,
+    :mod:`streamslo.stream.ws`)."""
+
+    @property
+    def done(self) -> bool: ...
+
+    @property
+    def progress_t(self) -> float: ...
+
+    @property
+    def cutoff(self) -> float | None: ...
+
+    def receive(self, t: float, data: bytes) -> None: ...
+
+    def expire(self, t: float, why: Expiry) -> None: ...
+
+    def fail(self, t: float, exc: BaseException) -> None: ...
 
 
-def read(sock: socket.socket, tracker: StreamTracker, limits: ClientLimits, watch: Watch) -> bytes | None:
-    """One read under the stall/deadline rules; None when the tracker was ended by them."""
+def unasked_bytes(sock: socket.socket) -> bool:
+    """Whether bytes (or an EOF) wait on an idle kept-alive connection before a request goes
+    out: stray data after the last answer (a flood after ``[DONE]``), or the server's close.
+    Either way the connection must not carry the next request (it would read them as its
+    answer). One poll, no wait (cooperative under gevent).
+    """
+    if isinstance(sock, ssl.SSLSocket) and sock.pending():
+        return True
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
+
+
+def recv(sock: socket.socket, limits: ClientLimits, watch: Watch) -> bytes | None:
+    """One read; None when the watchdog ended it (``watch.expired`` says why)."""
     if watch.expired is None and _now() >= watch.deadline:
         watch.expired = "deadline"
     if watch.expired is None and limits.read_pause:
         time.sleep(min(limits.read_pause, max(0.0, watch.deadline - _now())))
     if watch.expired is not None:
-        _expire(tracker, watch, limits)
         return None
     try:
         data = sock.recv(limits.recv_size)
     except OSError:
         if watch.expired is None:
             raise
-        data = b""
+        return None
     if watch.expired is not None:
-        _expire(tracker, watch, limits)
         return None
     return data
 
 
+def pump(
+    sock: socket.socket,
+    exchange: Exchange,
+    limits: ClientLimits,
+    watch: Watch,
+    deadline: float,
+    after_read: Callable[[], None] | None = None,
+) -> None:
+    """Read into ``exchange`` until it is done, one timestamp per read.
+
+    Before each read the watchdog is told when the exchange last made progress (the stall
+    timer counts from there: bytes of an unfinished line do not reset it) and its deadline:
+    the request's, or a short wait's :attr:`Exchange.cutoff`. A transport error goes to
+    :meth:`Exchange.fail`; the caller decides about retries before calling this.
+    """
+    while not exchange.done:
+        watch.last = exchange.progress_t
+        end = exchange.cutoff
+        watch.deadline = deadline if end is None else min(deadline, end)
+        try:
+            data = recv(sock, limits, watch)
+        except OSError as exc:
+            exchange.fail(_now(), exc)
+            return
+        t = _now()
+        if data is None:
+            exchange.expire(t, "stall" if watch.expired == "stall" else "deadline")
+            return
+        exchange.receive(t, data)
+        if after_read is not None and not exchange.done:
+            after_read()
+
+
 def guard(tracker: StreamTracker, run: Callable[[], None]) -> None:
-    """Run ``run``; map transport failures and cancellation onto the tracker."""
+    """Run ``run``; whatever it raises ends the stream in one outcome (docs/outcomes.md).
+
+    * a :class:`~streamslo.errors.ProtocolError` (the server broke a protocol or a cap):
+      ``malformed``;
+    * a transport error (``OSError``, TLS, ``EOFError``): ``connect_error`` before any
+      response, ``truncated`` after it, nothing after ``[DONE]``;
+    * any other ``Exception``: ``malformed``, with its type in ``error`` (logged once per type:
+      it is a gap in the client, not the server's fault alone);
+    * a ``BaseException`` that is not an ``Exception`` (gevent's ``GreenletExit`` when Locust
+      stops a user, ``KeyboardInterrupt``, ``SystemExit``): the load test itself stopped the
+      stream: ``cancelled``, and it propagates.
+    """
     try:
         run()
-    except (HTTPProtocolError, PayloadTooBig) as exc:
+    except ProtocolError as exc:
         tracker.on_protocol_error(_now(), f"{type(exc).__name__}: {exc}")
     except (OSError, ssl.SSLError, EOFError) as exc:
         tracker.on_transport_error(_now(), exc)
+    except Exception as exc:
+        if type(exc) not in _LOGGED:
+            _LOGGED.add(type(exc))
+            log.warning("unexpected %s while reading a stream", type(exc).__name__, exc_info=True)
+        tracker.on_protocol_error(_now(), f"{type(exc).__name__}: {exc}"[:300])
     except BaseException:
         if not tracker.finished:
             tracker.on_cancel(_now())

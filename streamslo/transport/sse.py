@@ -1,17 +1,25 @@
-"""SSE over HTTP/1.1: one POST, the event stream read to its end (``Connection: close``)."""
+"""SSE over HTTP/1.1: one POST, the event stream read to its end, the connection kept alive
+for the next request when the stream ended ``ok``."""
 
 from __future__ import annotations
 
 import socket
 
-from streamslo.stream.http1 import ResponseReader, build_request
+from streamslo.stream.exchange import SSEExchange
+from streamslo.stream.http1 import build_request
 from streamslo.stream.tracker import StreamTracker
-from streamslo.transport.common import ClientLimits, Target, connect, guard, now, read
-from streamslo.transport.watchdog import WATCHDOG, Watch
+from streamslo.transport.common import (
+    ClientLimits,
+    Target,
+    connect,
+    guard,
+    now,
+    pump,
+    unasked_bytes,
+)
+from streamslo.transport.watchdog import WATCHDOG
 
 __all__ = ["SSEConnection", "stream_sse"]
-
-_ERROR_BODY_MAX = 8192
 
 
 class _IdleClosed(Exception):
@@ -59,6 +67,8 @@ class SSEConnection:
 
         def run() -> None:
             nonlocal reusable
+            if self._sock is not None and unasked_bytes(self._sock):
+                self.close()  # stray bytes or the server's close: start afresh
             try:
                 reusable = self._exchange(request, tracker, deadline, reused=self._sock is not None)
             except _IdleClosed:
@@ -81,6 +91,7 @@ class SSEConnection:
             tracker.rec.connect_s = None
         sock = self._sock
         watch = WATCHDOG.watch(sock, deadline, limits.stall_timeout)
+        watch.last = tracker.progress_t
         try:
             try:
                 sock.sendall(request)
@@ -88,56 +99,15 @@ class SSEConnection:
                 if reused:
                     raise _IdleClosed from None
                 raise
-            return self._read_response(sock, tracker, watch, deadline, reused)
+            ex = SSEExchange(
+                tracker, limits.stall_timeout, limits.request_timeout, self.keep_alive, idle_close_retry=reused
+            )
+            pump(sock, ex, limits, watch, deadline)
+            if ex.idle_closed:
+                raise _IdleClosed
+            return ex.reusable
         finally:
             WATCHDOG.unwatch(watch)
-
-    def _read_response(
-        self, sock: socket.socket, tracker: StreamTracker, watch: Watch, deadline: float, reused: bool
-    ) -> bool:
-        limits = self.limits
-        reader = ResponseReader()
-        got_bytes = False
-        while True:
-            try:
-                data = read(sock, tracker, limits, watch)
-            except OSError:
-                if reused and not got_bytes:
-                    raise _IdleClosed from None
-                raise
-            if data is None:
-                return False
-            t = watch.last = now()
-            if not data:
-                if reader.head is None:
-                    if reused and not got_bytes:
-                        raise _IdleClosed
-                    if tracker.rec.status is None:
-                        tracker.on_transport_error(t, ConnectionResetError("closed before any response"))
-                    return False
-                tracker.on_eof(t, reader.complete or reader.framed_by_close)
-                return False
-            got_bytes = True
-            had_head = reader.head is not None
-            payload = reader.feed(data)
-            head = reader.head
-            if head is None:
-                continue
-            if not had_head:
-                if not 200 <= head.status < 300:
-                    _read_error_body(sock, reader, payload, tracker, limits, deadline)
-                    return False
-                tracker.on_response(t, head.status, head.content_type)
-                if tracker.finished:
-                    return False
-            if payload:
-                tracker.on_sse_bytes(t, payload)
-            if reader.complete:
-                tracker.on_eof(t, True)
-                closing = "close" in head.headers.get("connection", "").lower()
-                return self.keep_alive and tracker.rec.outcome == "ok" and not closing
-            if tracker.finished and not (tracker.done_seen and tracker.rec.outcome == "ok"):
-                return False
 
 
 def stream_sse(
@@ -153,27 +123,3 @@ def stream_sse(
         conn.request(path, body, tracker)
     finally:
         conn.close()
-
-
-def _read_error_body(
-    sock: socket.socket,
-    reader: ResponseReader,
-    first: bytes,
-    tracker: StreamTracker,
-    limits: ClientLimits,
-    deadline: float,
-) -> None:
-    """Read a little of a non-2xx body for its error message, then record the status."""
-    assert reader.head is not None
-    body = first
-    t = now()
-    while not reader.complete and len(body) < _ERROR_BODY_MAX:
-        sock.settimeout(min(1.0, max(0.001, deadline - now())))
-        try:
-            data = sock.recv(limits.recv_size)
-        except (TimeoutError, OSError):
-            break
-        if not data:
-            break
-        body += reader.feed(data)
-    tracker.on_http_error(t, reader.head.status, body[:_ERROR_BODY_MAX])

@@ -22,12 +22,17 @@ class Watch:
         self.sock = sock
         self.deadline = deadline
         self.stall = stall
-        self.last = _now()
+        self.last = _now()  # the last progress (the reader sets it before each read)
         self.expired: str | None = None  # "stall" or "deadline" once the watchdog ended it
 
 
 class ReadWatchdog:
-    """Ends reads that go silent past the stall timeout or run past the deadline.
+    """Ends reads once a stream made no progress for the stall timeout, or ran past its
+    deadline.
+
+    Progress is what the reader says it is (:attr:`Watch.last`, set before each read from the
+    Sans-I/O reader's ``progress_t``): a response head, a complete SSE line, a whole WebSocket
+    message; bytes of a line that never ends are not progress.
 
     One per process, scanning every ``period`` seconds, instead of a timer per read: a
     socket timeout costs gevent a timer object on every ``recv`` (several microseconds a

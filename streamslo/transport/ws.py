@@ -1,5 +1,5 @@
-"""WebSocket streams (SPEC §2): websockets' Sans-I/O client protocol over a blocking socket,
-one connection carrying one request after another."""
+"""WebSocket streams: the Sans-I/O handshake and frame readers (:mod:`streamslo.stream.ws`)
+over a blocking socket, one connection carrying one request after another."""
 
 from __future__ import annotations
 
@@ -7,12 +7,21 @@ import socket
 
 from websockets.client import ClientProtocol
 from websockets.exceptions import InvalidState
-from websockets.frames import Frame, Opcode
-from websockets.http11 import Response
+from websockets.frames import Frame
+from websockets.protocol import State
 from websockets.uri import parse_uri
 
 from streamslo.stream.tracker import StreamTracker
-from streamslo.transport.common import ClientLimits, Target, connect, guard, now, read
+from streamslo.stream.ws import WSHandshake, WSReader
+from streamslo.transport.common import (
+    ClientLimits,
+    Target,
+    connect,
+    guard,
+    now,
+    pump,
+    unasked_bytes,
+)
 from streamslo.transport.watchdog import WATCHDOG, Watch
 
 __all__ = ["WSConnection"]
@@ -23,7 +32,10 @@ class _IdleClosed(Exception):
 
 
 class WSConnection:
-    """One WebSocket connection that carries requests one after another (SPEC §2).
+    """One WebSocket connection that carries requests one after another.
+
+    After a request's ``[DONE]`` the connection may carry the next request; either side may
+    close it with 1000. A server that closed it while idle costs one transparent retry.
 
     Args:
         target: the server.
@@ -37,10 +49,8 @@ class WSConnection:
         self.limits = limits
         self._sock: socket.socket | None = None
         self._proto: ClientProtocol | None = None
-        self._pending: list[tuple[Opcode, bytes]] = []
-        self._fragments: list[bytes] = []
-        self._frag_op: Opcode | None = None
         self._watch: Watch | None = None
+        self._early: list[Frame] = []  # frames that came with the 101, before any request
 
     @property
     def is_open(self) -> bool:
@@ -53,7 +63,7 @@ class WSConnection:
         if sock is None:
             return
         try:
-            if proto is not None and proto.state.name == "OPEN":
+            if proto is not None and proto.state is State.OPEN:
                 proto.send_close(code)
                 for chunk in proto.data_to_send():
                     if chunk:
@@ -82,138 +92,80 @@ class WSConnection:
             request.headers[k] = v
         proto.send_request(request)
         self._flush()
-        while True:
-            data = read(self._sock, tracker, limits, self._watch)
-            if data is None:
-                return False
-            t = self._watch.last = now()
-            if data:
-                proto.receive_data(data)
-            else:
-                proto.receive_eof()
-            for event in proto.events_received():
-                if isinstance(event, Response):
-                    if event.status_code == 101 and proto.handshake_exc is None:
-                        tracker.on_ws_accepted(t)
-                        return True
-                    tracker.on_http_error(t, event.status_code, bytes(event.body or b""))
-                    return False
-            if not data:
-                tracker.on_transport_error(t, ConnectionResetError("closed during the WebSocket handshake"))
-                return False
+        hs = WSHandshake(proto, tracker, limits.stall_timeout, limits.request_timeout)
+        pump(self._sock, hs, limits, self._watch, deadline)
+        if not hs.accepted:
+            return False
+        self._early = hs.early_frames
+        return True
 
     def request(self, body: bytes, tracker: StreamTracker) -> None:
         """Send one request frame and read its stream into ``tracker``.
 
         Opens the connection first when needed. Leaves it open after an ``ok`` stream so the
-        next request can reuse it; closes it after anything else.
+        next request can reuse it; closes it after anything else. Never raises for the
+        server's behaviour; only cancellation propagates.
         """
         deadline = tracker.rec.t0 + self.limits.request_timeout
+        reusable = False
 
         def run() -> None:
-            if self._proto is not None and self._proto.state.name != "OPEN":
+            nonlocal reusable
+            if self._proto is not None and self._proto.state is not State.OPEN:
                 self.close()  # the server's close arrived with the previous [DONE]
-            reused = self._sock is not None
-            if self._sock is None:
-                if not self._open(tracker, deadline):
-                    return
-            else:
-                tracker.rec.connect_s = None
-                tracker.on_ws_accepted(now())
-                self._watch = WATCHDOG.watch(self._sock, deadline, self.limits.stall_timeout)
-            assert self._proto is not None and self._sock is not None
-            try:
-                try:
-                    self._proto.send_text(body)
-                    self._flush()
-                except (OSError, InvalidState):
-                    if not reused:
-                        raise
-                    raise _IdleClosed from None
-                self._pump(tracker, idle_close_retry=reused)
-            except _IdleClosed:
-                # The server had closed the idle connection normally after the previous
-                # [DONE] (SPEC §2 allows it): this request never reached it. Send it again
-                # on a fresh connection.
+            if self._sock is not None and unasked_bytes(self._sock):
+                # Frames after the last [DONE] belong to no request (or the server is
+                # closing): the next request would read them as its answer. Start afresh.
                 self.close()
-                if self._watch is not None:
-                    WATCHDOG.unwatch(self._watch)
+            reused = self._sock is not None
+            try:
+                if reused:
+                    tracker.rec.connect_s = None
+                    tracker.on_ws_accepted(now())
+                    assert self._sock is not None
+                    self._watch = WATCHDOG.watch(self._sock, deadline, self.limits.stall_timeout)
+                    self._early = []
+                elif not self._open(tracker, deadline):
+                    return
+                reusable = self._send_and_read(body, tracker, deadline, reused)
+            except _IdleClosed:
+                # The server had closed the idle connection (normally, after the previous
+                # [DONE]): this request never reached it. Send it again on a fresh connection.
+                self.close()
+                self._unwatch()
                 if self._open(tracker, deadline):
-                    assert self._proto is not None
-                    self._proto.send_text(body)
-                    self._flush()
-                    self._pump(tracker, idle_close_retry=False)
+                    reusable = self._send_and_read(body, tracker, deadline, False)
 
         try:
             guard(tracker, run)
         finally:
-            if self._watch is not None:
-                WATCHDOG.unwatch(self._watch)
-                self._watch = None
-            if tracker.rec.outcome != "ok":
+            self._unwatch()
+            if not reusable or tracker.rec.outcome != "ok":
                 self.close()
 
-    def _pump(self, tracker: StreamTracker, idle_close_retry: bool = False) -> None:
+    def _unwatch(self) -> None:
+        if self._watch is not None:
+            WATCHDOG.unwatch(self._watch)
+            self._watch = None
+
+    def _send_and_read(self, body: bytes, tracker: StreamTracker, deadline: float, reused: bool) -> bool:
+        """Send the request frame and read its answer; True if the connection may be reused."""
         proto, sock, watch = self._proto, self._sock, self._watch
         assert proto is not None and sock is not None and watch is not None
-        first = True  # nothing of this request's answer has arrived yet
-        while not tracker.finished:
-            try:
-                data = read(sock, tracker, self.limits, watch)
-            except OSError:
-                if first and idle_close_retry:
-                    raise _IdleClosed from None
-                raise
-            if data is None:
-                return
-            t = watch.last = now()
-            if data:
-                proto.receive_data(data)
-            else:
-                proto.receive_eof()
-            for frame in proto.events_received():
-                if not isinstance(frame, Frame):
-                    continue
-                op = frame.opcode
-                if op is Opcode.CLOSE:
-                    rcvd = proto.close_rcvd
-                    if first and idle_close_retry and (rcvd is None or rcvd.code in (1000, 1001)):
-                        raise _IdleClosed
-                    tracker.on_ws_close(t, rcvd.code if rcvd else None, rcvd.reason if rcvd else "")
-                    break
-                if op in (Opcode.PING, Opcode.PONG):
-                    continue
-                first = False
-                if op is Opcode.CONT:
-                    self._fragments.append(bytes(frame.data))
-                    if not frame.fin:
-                        continue
-                    op = self._frag_op or Opcode.TEXT
-                    payload = b"".join(self._fragments)
-                    self._fragments, self._frag_op = [], None
-                elif not frame.fin:
-                    self._fragments, self._frag_op = [bytes(frame.data)], op
-                    continue
-                else:
-                    payload = bytes(frame.data)
-                if op is Opcode.TEXT:
-                    tracker.on_ws_text(t, payload.decode("utf-8", "replace"))
-                else:
-                    tracker.on_ws_binary(t, len(payload))
-                if tracker.finished:
-                    break
-            if tracker.finished:
-                return
-            exc = proto.parser_exc
-            if first and idle_close_retry and (isinstance(exc, EOFError) or not data):
-                raise _IdleClosed
-            if exc is not None:
-                if isinstance(exc, EOFError):
-                    tracker.on_ws_close(t, None, "connection closed without a close frame")
-                else:
-                    tracker.on_protocol_error(t, f"{type(exc).__name__}: {exc}")
-                return
+        try:
+            proto.send_text(body)
             self._flush()
-            if not data:
-                tracker.on_ws_close(t, None, "connection closed without a close frame")
-                return
+        except (OSError, InvalidState):
+            if not reused:
+                raise
+            raise _IdleClosed from None
+        limits = self.limits
+        reader = WSReader(proto, tracker, limits.stall_timeout, limits.request_timeout, idle_close_retry=reused)
+        t = now()
+        reader.frames(t, list(self._early))
+        self._early = []
+        if not reader.done:
+            pump(sock, reader, limits, watch, deadline, after_read=self._flush)
+        if reader.idle_closed:
+            raise _IdleClosed
+        return not reader.dirty

@@ -1,4 +1,4 @@
-"""A deliberately faulty streaming server that produces every outcome of SPEC §3 on purpose.
+"""A deliberately faulty streaming server that produces every stream outcome on purpose.
 
 * :mod:`tests.faulty.server` — the server and its catalogue (``SCENARIOS``, ``EXPECTED``);
   run it with ``python -m tests.faulty.server --port N``.

@@ -26,6 +26,7 @@ from websockets.sync.client import connect as ws_connect
 
 from tests.faulty import fixtures as _fixtures
 from tests.faulty.process import FaultyServer
+from tests.faulty.scenarios import HOSTILE, MIXES
 from tests.faulty.server import (
     ENDLESS_S,
     EXPECTED,
@@ -391,7 +392,10 @@ def test_fixture_and_models(faulty_server: FaultyServer) -> None:
 
 # --- every expected outcome, by a reference client ---------------------------------------------
 
-_CASES = sorted(EXPECTED)
+# The reference client re-parses the whole body on every read (simple, not fast): the hostile
+# cases (30 MiB floods, 64 KiB heads) are for the real client (tests/stream/test_faulty_matrix.py);
+# their bytes are checked raw below.
+_CASES = sorted(k for k in EXPECTED if k[0] not in HOSTILE)
 
 
 @pytest.mark.parametrize(("scenario", "proto"), _CASES, ids=[f"{s}-{p}" for s, p in _CASES])
@@ -708,3 +712,59 @@ def test_ws_endless_line_announces_64_mib(faulty_server: FaultyServer) -> None:
         (length,) = struct.unpack("!Q", _recv_exactly(sock, 8))
         assert length == 64 * 1024 * 1024
         assert _recv_exactly(sock, 7) == b'{"id":"'
+
+
+# --- hostile bytes ----------------------------------------------------------------------------
+
+
+def test_hostile_heads_are_sent_as_promised(faulty_server: FaultyServer) -> None:
+    from tests.faulty.scenarios_hostile_heads import HEAD_FAULTS
+
+    for name, (sse_head, _ws_head) in HEAD_FAULTS.items():
+        raw = raw_post(faulty_server.port, f"/s/{name}/v1/chat/completions", _body(None), timeout=0.5)
+        assert raw.data == sse_head, name
+
+
+def test_hostile_body_bytes(faulty_server: FaultyServer) -> None:
+    port = faulty_server.port
+    raw = raw_post(port, "/s/negative_chunk/v1/chat/completions", _body(None), timeout=0.5)
+    assert b"\r\n-6\r\nabcdef\r\n" in raw.body
+    raw = raw_post(port, "/s/chunk_size_prefixed/v1/chat/completions", _body(None), timeout=0.5)
+    assert raw.body.startswith(b"0x")
+    raw = raw_post(port, "/s/deep_json/v1/chat/completions", _body(None), timeout=2.0)
+    assert b"data: " + b"[" * 100_000 + b"]" * 100_000 in raw.data
+    raw = raw_post(port, "/s/code_infinity/v1/chat/completions", _body(None), timeout=2.0)
+    assert b'"code": Infinity' in raw.body
+    raw = raw_post(port, "/s/flood_after_done/v1/chat/completions", _body(None), timeout=5.0, max_bytes=1 << 20)
+    assert b"data: [DONE]" in raw.body and raw.body.endswith(b"x" * 1000)
+
+
+def test_drip_sends_one_byte_per_interval(faulty_server: FaultyServer) -> None:
+    payload = json.dumps(_body(None)).encode()
+    request = (
+        "POST /s/head_drip/v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+        f"Content-Length: {len(payload)}\r\n\r\n"
+    ).encode() + payload
+    got = b""
+    with socket.create_connection(("127.0.0.1", faulty_server.port), timeout=1.0) as sock:
+        sock.sendall(request)
+        end = time.monotonic() + 1.05
+        while (left := end - time.monotonic()) > 0:
+            sock.settimeout(left)
+            try:
+                got += sock.recv(100)
+            except TimeoutError:
+                break
+    assert got == b"HTTP/1.1 200 OK"[: len(got)]
+    assert 6 <= len(got) <= 14  # about one byte per 100 ms
+
+
+def test_mix_cycles_through_every_hostile_case(faulty_server: FaultyServer) -> None:
+    mix = MIXES["mix_hostile"]
+    assert set(HOSTILE) <= set(mix) and mix[0] == "ok"
+    seen = []
+    with httpx.Client(base_url=faulty_server.base_url) as client:
+        for _ in range(len(mix)):
+            r = client.get("/s/mix_hostile/health")
+            seen.append(r.status_code)
+    assert seen == [200] * len(mix)

@@ -1,0 +1,147 @@
+"""One JSON chunk from a server, read without trusting it: decoding, and what it says.
+
+``json.loads`` takes ``Infinity`` and ``NaN`` (not JSON; ``int()`` of them raises), and recurses
+once per nesting level (a chunk nested 100,000 deep raises ``RecursionError``, which no caller
+expected). :func:`loads_chunk` bounds the depth before decoding, rejects the non-standard
+constants, and turns every failure into :class:`ChunkJSONError` (a ``ValueError``), so the
+tracker's one ``except ValueError`` covers all of it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any, NoReturn
+
+from streamslo.stream.caps import MAX_JSON_DEPTH
+
+__all__ = [
+    "ChunkJSONError",
+    "error_message",
+    "error_status",
+    "has_text",
+    "json_depth_exceeds",
+    "loads_chunk",
+]
+
+_CONTENT_KEYS = ("content", "reasoning_content", "reasoning")
+# The characters that matter to nesting: quotes and backslashes (strings), brackets.
+_SPECIAL = re.compile(r'["\\\[\]{}]')
+
+
+class ChunkJSONError(ValueError):
+    """A chunk that is not JSON we accept (syntax, depth, or a non-finite constant)."""
+
+
+def _reject_constant(name: str) -> NoReturn:
+    raise ChunkJSONError(f"non-standard JSON constant {name}")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
+def json_depth_exceeds(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether ``text`` opens more than ``limit`` nested arrays/objects (strings skipped).
+
+    Linear in the text, with no backtracking: it visits only quotes, backslashes and
+    brackets, and stops as soon as the limit is passed.
+    """
+    if text.count("[") + text.count("{") <= limit:
+        return False  # cheap and by far the common case: not enough brackets to be deep
+    depth = 0
+    in_string = False
+    escaped_at = -1  # the position a backslash in a string escapes
+    for m in _SPECIAL.finditer(text):
+        pos = m.start()
+        if pos == escaped_at:
+            continue
+        c = text[pos]
+        if in_string:
+            if c == "\\":
+                escaped_at = pos + 1
+            elif c == '"':
+                in_string = False
+        elif c == '"':
+            in_string = True
+        elif c == "[" or c == "{":
+            depth += 1
+            if depth > limit:
+                return True
+        elif c == "]" or c == "}":
+            depth -= 1
+    return False
+
+
+def loads_chunk(text: str) -> Any:
+    """Decode one chunk's JSON.
+
+    Raises:
+        ChunkJSONError: not JSON, nested deeper than ``MAX_JSON_DEPTH``, or holding
+            ``Infinity``/``NaN``.
+    """
+    # The bracket count first (inline: it runs for every chunk): deep needs many brackets.
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH and json_depth_exceeds(text):
+        raise ChunkJSONError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        return _DECODER.decode(text)
+    except RecursionError:  # a backstop: the depth scan above should have caught it
+        raise ChunkJSONError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels") from None
+    except ChunkJSONError:
+        raise
+    except ValueError as exc:
+        raise ChunkJSONError(str(exc)[:120]) from None
+
+
+def has_text(choice: dict[str, Any]) -> bool:
+    """Whether one choice of a chunk carries text in any field (a content chunk)."""
+    text = choice.get("text")
+    if isinstance(text, str) and text:
+        return True
+    delta = choice.get("delta")
+    if not isinstance(delta, dict):
+        return False
+    for key in _CONTENT_KEYS:
+        v = delta.get(key)
+        if isinstance(v, str) and v:
+            return True
+    calls = delta.get("tool_calls")
+    if isinstance(calls, list):
+        for call in calls:
+            fn = call.get("function") if isinstance(call, dict) else None
+            if isinstance(fn, dict) and (fn.get("arguments") or fn.get("name")):
+                return True
+    return False
+
+
+def error_status(error: Any, default: int) -> int:
+    """The HTTP-like status an error object carries in ``code``, else ``default``.
+
+    Only a whole number from 400 to 599 (an int, an integral finite float, or up to three
+    digits as a string) counts; anything else (``1e400``, a 5,000-digit string) is no status.
+    """
+    if not isinstance(error, dict):
+        return default
+    code = error.get("code")
+    value: int | None = None
+    if isinstance(code, bool):
+        value = None
+    elif isinstance(code, int):
+        value = code
+    elif (isinstance(code, float) and math.isfinite(code) and code.is_integer()) or (isinstance(code, str) and 1 <= len(code) <= 3 and code.isascii() and code.isdigit()):
+        value = int(code)
+    if value is not None and 400 <= value <= 599:
+        return value
+    return default
+
+
+def error_message(error: Any) -> str:
+    """A short message for an error object (never the repr of a big or deep structure)."""
+    if isinstance(error, dict):
+        msg = error.get("message")
+        return msg[:200] if isinstance(msg, str) else ""
+    if isinstance(error, str):
+        return error[:200]
+    if isinstance(error, (int, float)):
+        return str(error)[:200]
+    return f"an error that is a JSON {type(error).__name__}"

@@ -1,0 +1,212 @@
+"""WebSocket streams, Sans-I/O: the handshake answer, then one request's frames.
+
+websockets' :class:`~websockets.client.ClientProtocol` does the RFC 6455 framing (masks,
+control frames, close codes, the size of a message across its fragments); around it:
+
+* :class:`WSHandshake` reads the answer to the opening handshake with our own strict HTTP/1.1
+  reader first, so garbage, a giant status, a head that never ends or a refusal with a huge or
+  dripping body end like any HTTP response (``malformed``, ``stalled``, ``http_4xx``/``5xx``)
+  instead of waiting for websockets to give up. A ``101`` then goes to the protocol, which
+  checks ``Sec-WebSocket-Accept`` and the rest (a wrong one is ``malformed``).
+* :class:`WSReader` turns one request's frames into whole messages for the tracker: text
+  messages must be UTF-8, binary ones are ``malformed``, ping/pong are answered (by the
+  protocol) but are not progress, and more than ``MAX_CONTROL_FRAMES`` of them in a row is a
+  flood (``malformed``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from websockets.client import ClientProtocol
+from websockets.frames import Frame, Opcode
+
+from streamslo.stream.caps import MAX_CONTROL_FRAMES
+from streamslo.stream.exchange import ExchangeState, Expiry, HTTPExchange, Reading
+from streamslo.stream.http1 import ResponseHead
+from streamslo.stream.tracker import StreamTracker
+
+__all__ = ["WSHandshake", "WSReader"]
+
+
+class WSHandshake(HTTPExchange):
+    """The answer to one opening handshake, into the tracker.
+
+    After it is :attr:`done`, :attr:`accepted` says whether the connection is open; frames
+    that arrived with the ``101`` are in :attr:`early_frames`.
+
+    Args:
+        proto: the client protocol, its handshake request already sent.
+        tracker: the request's tracker.
+        stall_timeout: seconds without progress before ``stalled``.
+        request_timeout: the request's deadline in seconds.
+    """
+
+    def __init__(
+        self, proto: ClientProtocol, tracker: StreamTracker, stall_timeout: float, request_timeout: float
+    ) -> None:
+        super().__init__(tracker, stall_timeout, request_timeout)
+        self.proto = proto
+        self.accepted = False
+        self.early_frames: list[Frame] = []
+
+    def _on_head(self, t: float, head: ResponseHead) -> None:
+        self.state = ExchangeState.CLOSED
+        if head.status != 101:
+            self.tracker.on_protocol_error(t, f"WebSocket handshake answered {head.status}, not 101")
+            return
+        proto = self.proto
+        proto.receive_data(head.raw + self.reader.trailing_data)
+        events = proto.events_received()
+        exc = proto.handshake_exc
+        if exc is not None:
+            self.tracker.on_protocol_error(t, f"WebSocket handshake: {type(exc).__name__}: {exc}"[:300])
+            return
+        self.accepted = True
+        self.early_frames = [e for e in events if isinstance(e, Frame)]
+        self.tracker.on_ws_accepted(t)
+
+    def _on_body(self, t: float, payload: bytes) -> None:  # pragma: no cover - closed at the head
+        raise AssertionError("a WebSocket handshake answer has no body")
+
+    def _body_eof(self, t: float) -> None:  # pragma: no cover - closed at the head
+        raise AssertionError("a WebSocket handshake answer has no body")
+
+
+# Opcodes as module constants: the frame loop reads them per message.
+_TEXT, _BINARY, _CONT = Opcode.TEXT, Opcode.BINARY, Opcode.CONT
+_CLOSE, _PING, _PONG = Opcode.CLOSE, Opcode.PING, Opcode.PONG
+_CLOSED = ExchangeState.CLOSED
+
+
+class WSReader(Reading):
+    """One request's answer on an open WebSocket, frame by frame, into the tracker.
+
+    Args:
+        proto: the open client protocol.
+        tracker: the request's tracker.
+        stall_timeout: seconds without a whole message before ``stalled``.
+        request_timeout: the request's deadline in seconds.
+        idle_close_retry: the connection was reused: a normal close (or EOF) before any frame
+            of the answer means the server had closed it while idle, and the request is to be
+            sent again on a new connection (:attr:`idle_closed`), not recorded.
+    """
+
+    def __init__(
+        self,
+        proto: ClientProtocol,
+        tracker: StreamTracker,
+        stall_timeout: float,
+        request_timeout: float,
+        idle_close_retry: bool = False,
+    ) -> None:
+        super().__init__(tracker, stall_timeout, request_timeout, idle_close_retry)
+        self.proto = proto
+        self.state = ExchangeState.STREAM
+        self.dirty = False
+        """Data frames came after ``[DONE]``: the connection must not carry another request."""
+        self._first = True  # no frame of this request's answer yet
+        self._fragments: list[bytes] = []
+        self._frag_text = True
+        self._controls = 0  # control frames in a row
+
+    def receive(self, t: float, data: bytes) -> None:
+        """Bytes just read at ``t`` (``b""``: EOF)."""
+        if self.state is _CLOSED:
+            return
+        proto = self.proto
+        if data:
+            proto.receive_data(data)
+        else:
+            proto.receive_eof()
+        self.frames(t, proto.events_received(), eof=not data)
+
+    def frames(self, t: float, events: Sequence[object], eof: bool = False) -> None:
+        """Frames parsed from one read (also the early frames that came with the 101)."""
+        tracker = self.tracker
+        rec = tracker.rec
+        for frame in events:
+            if not isinstance(frame, Frame):
+                continue
+            op = frame.opcode
+            if rec.outcome is not None:
+                if op is _TEXT or op is _BINARY or op is _CONT:
+                    self.dirty = True
+                continue
+            if op is _TEXT and frame.fin and not self._fragments:
+                # The hot path: one whole text message (a chunk, or [DONE]).
+                self._controls = 0
+                self._first = False
+                tracker.on_ws_message(t, bytes(frame.data), True)
+                continue
+            if op is _CLOSE:
+                self._close(t)
+                return
+            if op is _PING or op is _PONG:
+                self._controls += 1
+                if self._controls > MAX_CONTROL_FRAMES:
+                    tracker.on_protocol_error(
+                        t, f"more than {MAX_CONTROL_FRAMES} WebSocket control frames without a message"
+                    )
+                    self.state = ExchangeState.CLOSED
+                    return
+                continue
+            self._controls = 0
+            self._first = False
+            if op is _CONT:
+                self._fragments.append(bytes(frame.data))
+                if not frame.fin:
+                    continue
+                payload = b"".join(self._fragments)
+                text = self._frag_text
+                self._fragments = []
+            elif not frame.fin:
+                self._fragments = [bytes(frame.data)]
+                self._frag_text = op is _TEXT
+                continue
+            else:
+                payload = bytes(frame.data)
+                text = op is _TEXT
+            tracker.on_ws_message(t, payload, text)
+        if rec.outcome is not None:
+            self.state = _CLOSED
+            return
+        exc = self.proto.parser_exc
+        if exc is None and not eof:
+            return  # the common case: more to read
+        if self._first and self._retry and (isinstance(exc, EOFError) or eof):
+            self.idle_closed = True
+            self.state = ExchangeState.CLOSED
+            return
+        if exc is not None:
+            if isinstance(exc, EOFError):
+                tracker.on_ws_close(t, None, "connection closed without a close frame")
+            else:
+                tracker.on_protocol_error(t, f"{type(exc).__name__}: {exc}"[:300])
+            self.state = ExchangeState.CLOSED
+        elif eof:
+            tracker.on_ws_close(t, None, "connection closed without a close frame")
+            self.state = ExchangeState.CLOSED
+
+    def _close(self, t: float) -> None:
+        rcvd = self.proto.close_rcvd
+        self.state = ExchangeState.CLOSED
+        if self._first and self._retry and (rcvd is None or rcvd.code in (1000, 1001)):
+            self.idle_closed = True
+            return
+        self.tracker.on_ws_close(t, rcvd.code if rcvd else None, rcvd.reason if rcvd else "")
+
+    def expire(self, t: float, why: Expiry) -> None:
+        """A wait ran out (stall or deadline)."""
+        if not self.done:
+            self._timer(t, why)
+
+    def fail(self, t: float, exc: BaseException) -> None:
+        """The connection failed while reading."""
+        if self.done:
+            return
+        self.state = ExchangeState.CLOSED
+        if self._first and self._retry:
+            self.idle_closed = True
+            return
+        self.tracker.on_transport_error(t, exc)
