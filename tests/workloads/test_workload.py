@@ -105,8 +105,8 @@ def test_a_local_tokenizer_sizes_prompts_in_tokens(tokenizer_dir):
 
 
 def test_a_bad_tokenizer_is_bad_input(tmp_path):
-    with pytest.raises(BadInputError, match="no tokenizer.json"):
+    with pytest.raises(BadInputError, match=r"no tokenizer\.json"):
         TextMeasure(tmp_path)
     (tmp_path / "tokenizer.json").write_text("{}")
-    with pytest.raises(BadInputError, match="not a tokenizers tokenizer.json"):
+    with pytest.raises(BadInputError, match=r"not a tokenizers tokenizer\.json"):
         TextMeasure(tmp_path)
