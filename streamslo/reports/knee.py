@@ -1,0 +1,249 @@
+"""Load against latency: one :class:`LoadPoint` per load level, the knee, and the charts.
+
+A *level* is a request rate (``streamslo sweep``: one run per rate) or a concurrency (a staged
+run: the streams that started while a stage held N users; ``streamslo compare`` ramps that
+way). Every figure of a point comes from :mod:`streamslo.metrics` over that level's streams, so
+it matches what ``verify`` and ``summary.json`` would say of the same streams.
+
+The knee (:func:`find_knee`) is the last level before the service turns: the first level
+where the SLO fails, TTFT p99 or ITL p99 more than doubles over the lowest level's, the
+truncation rate rises by more than one point over it, or (rates) the server no longer keeps
+up (achieved below 90 % of the asked rate). Nothing here prints.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from streamslo.metrics import (
+    GoodputBounds,
+    LatencyStats,
+    counted_mask,
+    gauge_value,
+    rate_value,
+    trend_samples,
+)
+from streamslo.results import RunData
+
+__all__ = [
+    "KEEP_UP",
+    "Knee",
+    "LoadPoint",
+    "find_knee",
+    "level_points",
+    "load_point",
+    "stage_levels",
+]
+
+#: Achieved over asked rate below this: the server no longer keeps up.
+KEEP_UP = 0.9
+#: A latency p99 more than this many times the lowest level's: the knee is passed.
+LATENCY_FACTOR = 2.0
+#: A truncation rate more than this above the lowest level's: the knee is passed.
+TRUNCATION_RISE = 0.01
+
+
+@dataclass(frozen=True)
+class LoadPoint:
+    """The figures of one load level."""
+
+    x: float
+    """The level: requests per second asked, or concurrent streams."""
+    label: str
+    """How the level is named in tables (``2 req/s``, ``16 users``, ``synchronous``)."""
+    requests: int
+    duration_s: float | None
+    achieved_rate: float | None
+    """Requests per second that were sent."""
+    tokens_per_s: float | None
+    ttft_ms: LatencyStats
+    itl_ms: LatencyStats
+    tpot_ms: LatencyStats
+    e2e_ms: LatencyStats
+    truncation_rate: float | None
+    error_rate: float | None
+    goodput_per_s: float | None = None
+    goodput_fraction: float | None = None
+    passed: bool | None = None
+    """Every SLO threshold held at this level (None: not checked)."""
+    valid: bool = True
+    failed: tuple[str, ...] = ()
+    """The thresholds that failed (``metric expression``)."""
+    asked: bool = False
+    """``x`` is an asked request rate (achieved can fall short of it)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain data for ``sweep.json`` and ``report.json``."""
+        out: dict[str, Any] = {k: getattr(self, k) for k in (
+            "x", "label", "requests", "duration_s", "achieved_rate", "tokens_per_s",
+            "truncation_rate", "error_rate", "goodput_per_s", "goodput_fraction", "passed", "valid")}
+        for name in ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms"):
+            out[name] = getattr(self, name).as_dict()
+        out["failed"] = list(self.failed)
+        return out
+
+
+def _ratio(counts: tuple[int, int]) -> float | None:
+    return None if counts[1] == 0 else counts[0] / counts[1]
+
+
+def load_point(data: RunData, x: float, label: str, *, duration_s: float | None = None,
+               slo: Any = None, asked: bool = False) -> LoadPoint:
+    """The figures of ``data`` (a whole run, or one level's streams of it).
+
+    Args:
+        data: the streams and gaps of the level.
+        x: the level.
+        label: its name in tables.
+        duration_s: the level's length (default: the run's).
+        slo: an SLO (:mod:`streamslo.thresholds`) to check the level against, or None.
+        asked: ``x`` is an asked request rate.
+    """
+    from streamslo import thresholds
+
+    if duration_s is not None:
+        data = RunData(path=data.path, run={**data.run, "start_epoch": 0.0, "end_epoch": duration_s},
+                       streams=data.streams, gaps=data.gaps)
+    goodput = GoodputBounds.from_run(data.run).any
+    passed: bool | None = None
+    failed: tuple[str, ...] = ()
+    if slo is not None:
+        checks = thresholds.evaluate(slo, data)
+        passed = all(c.passed for c in checks)
+        failed = tuple(f"{c.threshold.metric} {c.threshold.expression}" for c in checks if not c.passed)
+    achieved = gauge_value(data, "requests_per_s")
+    return LoadPoint(
+        x=float(x), label=label, requests=int(counted_mask(data.streams).sum()),
+        duration_s=duration_s if duration_s is not None else _duration(data),
+        achieved_rate=achieved, tokens_per_s=gauge_value(data, "tokens_per_s"),
+        ttft_ms=LatencyStats.of(trend_samples(data, "ttft_ms")),
+        itl_ms=LatencyStats.of(trend_samples(data, "itl_ms")),
+        tpot_ms=LatencyStats.of(trend_samples(data, "tpot_ms")),
+        e2e_ms=LatencyStats.of(trend_samples(data, "e2e_ms")),
+        truncation_rate=_ratio(rate_value(data, "truncation_rate")),
+        error_rate=_ratio(rate_value(data, "error_rate")),
+        goodput_per_s=gauge_value(data, "goodput_per_s") if goodput else None,
+        goodput_fraction=_ratio(rate_value(data, "goodput_fraction")) if goodput else None,
+        passed=passed, valid=data.valid, failed=failed, asked=asked,
+    )
+
+
+def _duration(data: RunData) -> float | None:
+    from streamslo.metrics import run_duration_s
+
+    return run_duration_s(data)
+
+
+# --------------------------------------------------------------------------- staged runs
+def stage_levels(run: dict[str, Any]) -> list[tuple[int, float, float]]:
+    """The levels of a staged run: (users, start s, end s) of each stage that *holds* a user
+    count (k6's ``target`` reached and kept), from run.json's ``stages`` and warm-up."""
+    from streamslo.errors import BadInputError
+    from streamslo.stages import parse_stages
+
+    text = run.get("stages")
+    if not isinstance(text, str) or not text:
+        return []
+    try:
+        stages = parse_stages(text)
+    except BadInputError:
+        return []
+    out: list[tuple[int, float, float]] = []
+    t, prev = 0.0, 0
+    for st in stages:
+        if st.target == prev and st.duration > 0 and st.target > 0:
+            out.append((st.target, t, t + st.duration))
+        t += st.duration
+        prev = st.target
+    return out
+
+
+def level_points(data: RunData, slo: Any = None, settle_s: float = 0.0) -> list[LoadPoint]:
+    """One point per held stage of a staged run: the streams that started while it held.
+
+    Args:
+        data: the whole run (run.json must hold ``stages`` and ``start_epoch``).
+        slo: checked at each level, or None.
+        settle_s: streams that started within this long of a stage's start are left out (the
+            ramp's transient).
+    """
+    start = data.run.get("start_epoch")
+    levels = stage_levels(data.run)
+    if not levels or not isinstance(start, (int, float)):
+        return []
+    s, g = data.streams, data.gaps
+    since = (s["started_at"] - float(start)).to_numpy(dtype=float)
+    points = []
+    for users, lo, hi in levels:
+        mask = (since >= lo + settle_s) & (since < hi)
+        sub = s[mask]
+        gaps = g[g["stream_id"].isin(sub["stream_id"])]
+        part = RunData(path=data.path, run=data.run, streams=sub, gaps=gaps)
+        points.append(load_point(part, users, f"{users} users", duration_s=hi - lo - settle_s, slo=slo))
+    return points
+
+
+# ----------------------------------------------------------------------------- the knee
+@dataclass(frozen=True)
+class Knee:
+    """Where a series turns."""
+
+    x: float | None
+    """The last level before the turn (None: it had turned at the lowest level already)."""
+    label: str | None
+    broke_at: str | None
+    """The first level past the knee (None: the series never turned)."""
+    reason: str
+    """Why that level is past it (or that the series held to the top)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"x": self.x, "label": self.label, "broke_at": self.broke_at, "reason": self.reason}
+
+
+def _worse(p: float | None, base: float | None) -> bool:
+    return p is not None and base is not None and base > 0 and p > LATENCY_FACTOR * base
+
+
+def _turned(p: LoadPoint, base: LoadPoint) -> str | None:
+    if p.passed is False:
+        return "the SLO failed (" + ", ".join(p.failed) + ")"
+    if p.asked and p.achieved_rate is not None and p.achieved_rate < KEEP_UP * p.x:
+        return f"the server kept up with {p.achieved_rate:.2f} of {p.x:g} req/s asked"
+    if _worse(p.ttft_ms.p99, base.ttft_ms.p99):
+        return f"TTFT p99 {p.ttft_ms.p99:.0f} ms, over {LATENCY_FACTOR:g}x the lowest level's"
+    if _worse(p.itl_ms.p99, base.itl_ms.p99):
+        return f"ITL p99 {p.itl_ms.p99:.0f} ms, over {LATENCY_FACTOR:g}x the lowest level's"
+    if p.truncation_rate is not None and p.truncation_rate > (base.truncation_rate or 0.0) + TRUNCATION_RISE:
+        return f"truncation rate {p.truncation_rate:.1%}"
+    return None
+
+
+def find_knee(points: Sequence[LoadPoint]) -> Knee:
+    """The knee of a rising series (sorted by ``x`` here)."""
+    pts = sorted((p for p in points if p.requests > 0), key=lambda p: p.x)
+    if not pts:
+        return Knee(None, None, None, "no level had requests")
+    base = pts[0]
+    if base.passed is False:
+        return Knee(None, None, base.label, "the lowest level already failed the SLO (" + ", ".join(base.failed) + ")")
+    for prev, p in itertools.pairwise(pts):
+        why = _turned(p, base)
+        if why is not None:
+            return Knee(prev.x, prev.label, p.label, why)
+    top = pts[-1]
+    return Knee(top.x, top.label, None, "held to the highest level")
+
+
+def mark_asked(points: Sequence[LoadPoint]) -> list[LoadPoint]:
+    """The points with ``asked`` set (rate sweeps)."""
+    return [replace(p, asked=True) for p in points]
+
+
+def finite(values: Sequence[float | None]) -> np.ndarray:
+    """Values as floats, None as NaN (for the charts)."""
+    return np.array([np.nan if v is None else float(v) for v in values], dtype=float)
