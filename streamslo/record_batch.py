@@ -166,6 +166,14 @@ class GapColumns:
         return g
 
 
+def _cell(value: object) -> object:
+    if value is None:
+        return ""
+    if isinstance(value, str) and ("\n" in value or "\r" in value):
+        return value.replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
+    return value
+
+
 class RecordBatch:
     """Finished streams: their ``streams.csv`` rows, formatted, and their gaps as columns.
 
@@ -188,9 +196,14 @@ class RecordBatch:
         return self._rows
 
     def add(self, rec: StreamRecord) -> None:
-        """Append one finished stream (its text cells already safe to write)."""
+        """Append one finished stream (its text cells already safe to write).
+
+        A line break in a text cell (a server's multi-line error) becomes a space: one row is
+        one line, which is what lets the writer count rows and cut a failed append back to
+        whole rows by looking for newlines.
+        """
         row = rec.row()
-        self._csv.writerow(["" if row[c] is None else row[c] for c in STREAM_COLUMNS])
+        self._csv.writerow([_cell(row[c]) for c in STREAM_COLUMNS])
         self._rows += 1
         self.gaps.add(rec)
 
@@ -221,8 +234,9 @@ class RecordBatch:
         rows, n, gaps = data.get("rows"), data.get("n"), data.get("gaps")
         if not isinstance(rows, (bytes, bytearray)) or not isinstance(n, int) or not isinstance(gaps, Mapping):
             raise ValueError("expected rows (bytes), n (int) and gaps (a mapping)")
-        if n < 0 or (n == 0) != (len(rows) == 0) or (rows and not rows.endswith(b"\n")):
-            raise ValueError(f"{n} rows announced, {len(rows)} bytes of rows came (whole lines expected)")
+        lines = rows.count(b"\n")
+        if lines != n or (rows and not rows.endswith(b"\n")):
+            raise ValueError(f"{n} rows announced, {lines} lines came (one whole line per row expected)")
         try:
             rows.decode()  # a row that is not UTF-8 would make streams.csv unreadable
         except UnicodeDecodeError as exc:

@@ -57,7 +57,10 @@ def test_a_batch_survives_msgpack_and_writes_what_a_local_writer_writes(tmp_path
     assert len(b.gaps) == sum(i % 4 for i in range(6))
     assert b.gaps.loc[b.gaps["open"], "stream_id"].tolist() == ["s-3"]  # only a failed stream's last gap
     assert b.gaps.groupby("stream_id")["index"].apply(list).to_dict() == {"s-1": [1], "s-2": [1, 2], "s-3": [1, 2, 3], "s-5": [1]}
-    assert b.streams.loc[b.streams["stream_id"] == "s-3", "error"].item() == "cut, \"quoted\"\nnext line"
+    # A multi-line error is one line (one row, one line: the writer counts rows by newlines).
+    assert b.streams.loc[b.streams["stream_id"] == "s-3", "error"].item() == "cut, \"quoted\" next line"
+    assert Layout(remote).streams_csv.read_bytes().count(b"\n") == 7
+    assert w.streams_written == m.streams_written == 6 and w.rows_unwritten == m.rows_unwritten == 0
 
 
 def test_gap_times_count_from_the_run_start_of_whoever_writes():
@@ -72,9 +75,10 @@ def test_gap_times_count_from_the_run_start_of_whoever_writes():
 @pytest.mark.parametrize(
     ("damage", "why"),
     [
+        (lambda w: w.update(n=w["n"] + 1), "rows announced"),
         (lambda w: w.update(n=0), "rows announced"),
-        (lambda w: w.update(rows=w["rows"][:-1]), "whole lines"),
-        (lambda w: w.update(rows=b"\xff\xfe,x\n"), "UTF-8"),
+        (lambda w: w.update(rows=w["rows"][:-1]), "rows announced"),
+        (lambda w: w.update(rows=b"\xff\xfe,x\n" * w["n"]), "UTF-8"),
         (lambda w: w["gaps"].update(t=w["gaps"]["t"][:-8]), "times came"),
         (lambda w: w["gaps"].update(count=w["gaps"]["count"][:-1]), "whole number"),
         (lambda w: w["gaps"].update(ids=w["gaps"]["ids"][:-1]), "stream ids"),
@@ -158,7 +162,7 @@ def test_a_batch_sent_again_is_written_once(tmp_path):
 
 
 def test_a_batch_that_cannot_be_read_is_counted_not_written(tmp_path):
-    sender, receiver, master, writer = _pair(tmp_path)
+    _sender, receiver, master, writer = _pair(tmp_path)
     bad = RecordBatch()
     for rec in _records(2):
         bad.add(rec)
@@ -171,3 +175,45 @@ def test_a_batch_that_cannot_be_read_is_counted_not_written(tmp_path):
     relay = json.loads(Layout(tmp_path).relay_json.read_text())
     assert relay["rejected_records"] == 2 and relay["records"] == 0
     assert master.acks == [1]  # acknowledged: sending it again would not make it readable
+
+
+def test_finalize_names_lost_workers_and_saturated_ones(tmp_path):
+    from streamslo.finalize import finalize
+    from streamslo.summary_table import format_summary
+
+    sender, receiver, master, writer = _pair(tmp_path)
+    sender.running = True
+    sender.figures = lambda: {"cpu_busy_fraction": 0.5, "lag_p99_ms": 31.0}
+    for rec in _records(4):
+        sender.add(rec)
+    sender.flush()
+    receiver.workers["host-a_1"].lost_at = RUN_START + 30  # as poll() marks a worker Locust saw missing
+    receiver.save()
+    writer.flush(wait=True)
+    summary, checks = finalize(tmp_path, {"start_epoch": RUN_START})
+    run = json.loads(Layout(tmp_path).run_json.read_text())
+    assert run["lost_workers"] == [{
+        "worker": "host-a_1", "host": sender.host, "tag": "123-abcdef", "at": "2023-11-14T22:13:50.000Z",
+        "last_seen": run["lost_workers"][0]["last_seen"], "streams_in_flight": 2, "records": 4,
+    }]
+    assert run["relay"]["records"] == 4 == summary["requests"]
+    assert run["valid"] is False
+    assert run["invalid_reason"] == (
+        "worker host-a_1 (process 123-abcdef) was above 90% of a core for 50% of the run (limit 10%); "
+        "worker host-a_1 (process 123-abcdef) greenlet lag p99 31.0 ms (limit 20 ms)"
+    )
+    table = format_summary(summary, checks, run).splitlines()
+    assert table[0].startswith("!! INVALID RUN: worker host-a_1")
+    assert table[1].startswith("!! LOST WORKER host-a_1 at 2023-11-14T22:13:50.000Z")
+    assert "the 4 streams it sent are here; its 2 streams in flight then" in table[1]
+
+
+def test_a_run_without_workers_has_no_lost_workers_field(tmp_path):
+    from streamslo.finalize import finalize
+
+    w = ResultsWriter(tmp_path, run_start=RUN_START, flush_interval=3600)
+    w.add(_records(1)[0])
+    w.flush(wait=True)
+    finalize(tmp_path, {})
+    run = json.loads(Layout(tmp_path).run_json.read_text())
+    assert "lost_workers" not in run and "relay" not in run
