@@ -260,6 +260,19 @@ class RunRecorder:
             self.sender.flush(final=True)
         # Stopping already (cleanup): the final batch comes when it has stopped.
 
+    def _report_stats_now(self) -> None:
+        """A worker at the end of a test: send Locust's statistics (and the live figures that
+        ride on them) now, ahead of the final batch. A headless master stops listening half a
+        second after it tells its workers to quit: a worker slower than that (a saturated one)
+        would otherwise leave its last streams out of Locust's own totals."""
+        runner = self.env.runner
+        data: dict[str, Any] = {}
+        try:
+            self.env.events.report_to_master.fire(client_id=runner.client_id, data=data)
+            runner.send_message("stats", data)
+        except Exception as exc:  # Locust's RPC errors: its stats reporter tries again
+            log.warning("streamslo: could not send the last statistics to the master (%s)", exc)
+
     # ---------------------------------------------------------------- start/stop
     def on_test_start(self, generating: bool) -> None:
         """Called at test start on every process; ``generating``: this process runs users."""
@@ -306,6 +319,8 @@ class RunRecorder:
         if wait:
             self.drain()
         if self.sender is not None and wait:
+            if self.sender.running:
+                self._report_stats_now()
             self.sender.flush(final=True)  # the loop sends the rest every second
         if self.receiver is not None:
             self.receiver.poll()

@@ -140,6 +140,7 @@ def test_workers_on_other_hosts_write_nothing_and_every_stream_reaches_the_maste
              "--max-tokens", "10", "--protocol", "mixed", "--results-dir", "run", "--json"],
             cwd=master.cwd, env=master.env(), capture_output=True, text=True, timeout=120,
         )
+        (tmp_path / "master.log").write_text(r.stderr + r.stdout)
         assert r.returncode == 0, r.stderr[-3000:]
     finally:
         stop_workers([healthy, busy])

@@ -181,7 +181,7 @@ def test_finalize_names_lost_workers_and_saturated_ones(tmp_path):
     from streamslo.finalize import finalize
     from streamslo.summary_table import format_summary
 
-    sender, receiver, master, writer = _pair(tmp_path)
+    sender, receiver, _master, writer = _pair(tmp_path)
     sender.running = True
     sender.figures = lambda: {"cpu_busy_fraction": 0.5, "lag_p99_ms": 31.0}
     for rec in _records(4):
