@@ -251,13 +251,13 @@ class RunRecorder:
     def finish_now(self) -> None:
         """A worker, asked by its master for its last streams: stop the users (they get the
         stop timeout; stopping sends the final batch), or, if none run, say so at once."""
-        from locust.runners import STATE_RUNNING, STATE_SPAWNING, STATE_STOPPED
+        from locust.runners import STATE_INIT, STATE_RUNNING, STATE_SPAWNING, STATE_STOPPED
 
         state = self.env.runner.state
         if state in (STATE_SPAWNING, STATE_RUNNING):
             self.env.runner.stop()
-        elif state == STATE_STOPPED and self.sender is not None:
-            self.sender.flush(final=True)
+        elif state in (STATE_INIT, STATE_STOPPED) and self.sender is not None:
+            self.sender.flush(final=True)  # no users run here (or none ever did)
         # Stopping already (cleanup): the final batch comes when it has stopped.
 
     def _report_stats_now(self) -> None:

@@ -276,6 +276,8 @@ class RelayReceiver:
         self.writer = writer
         self.layout = layout
         self._awaited = False
+        for st in self.workers.values():  # a new test (web UI): its final batches are to come
+            st.final = False
 
     def on_connect(self, client_id: str, **_: Any) -> None:
         """A worker connected (Locust's ``worker_connect``)."""
