@@ -224,6 +224,8 @@ class WorkerState:
     lost_at: float | None = None
     """When the master saw it missing (no heartbeat) before its final message."""
     figures: dict[str, Any] | None = None
+    last_seq: int = 0
+    """The newest batch taken in: only it says whether the worker is final, and what is open."""
     seqs: set[int] = field(default_factory=set, repr=False)
     figures_dirty: bool = field(default=False, repr=False)
 
@@ -319,15 +321,17 @@ class RelayReceiver:
             st.records += len(batch)
             st.gaps += len(batch.gaps)
             st.bytes += _wire_size(data.get("batch"))
-        if isinstance(data.get("in_flight"), int):
-            st.in_flight = data["in_flight"]
         if isinstance(data.get("oldest"), (int, float)):
             wait = (now - data["oldest"]) * 1000.0
             st.wait_ms_max = wait if st.wait_ms_max is None else max(st.wait_ms_max, wait)
-        if isinstance(data.get("figures"), dict):
-            st.figures = data["figures"]
-            st.figures_dirty = True
-        st.final = bool(data.get("final"))
+        if seq > st.last_seq:  # not an older batch sent again: it says how the worker is now
+            st.last_seq = seq
+            st.final = bool(data.get("final"))
+            if isinstance(data.get("in_flight"), int):
+                st.in_flight = data["in_flight"]
+            if isinstance(data.get("figures"), dict):
+                st.figures = data["figures"]
+                st.figures_dirty = True
         if st.lost_at is not None:
             log.warning("streamslo: worker %s, marked lost, is sending again", cid)
             st.lost_at = None

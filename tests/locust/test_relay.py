@@ -114,7 +114,7 @@ class _Master:
     def send_message(self, msg_type: str, data: Any = None, client_id: str | None = None) -> None:
         assert msg_type == ACK and client_id is not None
         self.acks.append(data["seq"])
-        if not self.drop_acks:
+        if not self.drop_acks and client_id in self.senders:
             self.senders[client_id].on_ack(msg=_Msg("master", _wire(data)))
 
 
@@ -159,6 +159,44 @@ def test_a_batch_sent_again_is_written_once(tmp_path):
     assert relay["lost_workers"] == []
     procs = json.loads(Layout(tmp_path).proc_json("123-abcdef").read_text())
     assert procs["worker"] == "host-a_1" and procs["lag_p99_ms"] == 1.0
+
+
+def test_a_lost_batch_sent_again_after_the_final_one_is_written_and_the_worker_stays_final(tmp_path):
+    master = _Master()
+    receiver = RelayReceiver(master)
+    writer = ResultsWriter(tmp_path, run_start=RUN_START, flush_interval=3600)
+    receiver.start(writer, Layout(tmp_path))
+    lost_once: set[int] = set()
+
+    def send(msg_type: str, data: dict[str, Any]) -> None:
+        if data["seq"] == 1 and 1 not in lost_once:  # the first try of batch 1 never arrives
+            lost_once.add(1)
+            return
+        receiver.on_records(msg=_Msg("host-a_1", _wire(data)))
+
+    sender = RelaySender(send, "123-abcdef", in_flight=lambda: 0, resend_after=0.0)
+    master.senders["host-a_1"] = sender
+    recs = _records()
+    for rec in recs[:3]:
+        sender.add(rec)
+    sender.flush()
+    for rec in recs[3:]:
+        sender.add(rec)
+    sender.flush(final=True)  # batch 1 again (first), then the final batch 2
+    assert master.acks == [1, 2]
+    sender.flush()  # nothing left to send again
+    writer.flush(wait=True)
+    assert sorted(load_run(tmp_path).streams["stream_id"]) == sorted(r.stream_id for r in recs)
+    assert receiver.workers["host-a_1"].final is True
+
+    # Delivered out of order: the final batch first, then the older one.
+    late = RelayReceiver(master)
+    older, newer = RecordBatch(), RecordBatch()
+    older.add(recs[0])
+    newer.add(recs[1])
+    late.on_records(msg=_Msg("w", {"seq": 2, "batch": newer.to_wire(), "final": True, "in_flight": 0}))
+    late.on_records(msg=_Msg("w", {"seq": 1, "batch": older.to_wire(), "final": False, "in_flight": 5}))
+    assert late.workers["w"].final is True and late.workers["w"].in_flight == 0 and late.workers["w"].records == 2
 
 
 def test_a_batch_that_cannot_be_read_is_counted_not_written(tmp_path):
