@@ -255,3 +255,10 @@ def test_a_run_without_workers_has_no_lost_workers_field(tmp_path):
     finalize(tmp_path, {})
     run = json.loads(Layout(tmp_path).run_json.read_text())
     assert "lost_workers" not in run and "relay" not in run
+
+
+@pytest.mark.parametrize("name", ["streamslo.record_batch", "streamslo.loadgen.relay"])
+def test_the_new_modules_declare_their_api(name):
+    from tests.test_cli import test_all_matches_public_names
+
+    test_all_matches_public_names(name)
