@@ -32,7 +32,7 @@ from streamslo.stream.timing import STREAM_COLUMNS, StreamRecord
 if TYPE_CHECKING:
     from streamslo.results import Layout
 
-__all__ = ["PartialAppend", "ResultsWriter", "WriteFn", "append_lines", "ensure_streams_header", "new_tag"]
+__all__ = ["PartialAppend", "ResultsWriter", "WriteFn", "append_lines", "ensure_streams_header", "new_tag", "warm_pyarrow"]
 
 log = logging.getLogger("streamslo.results")
 
@@ -152,9 +152,10 @@ def _result(p: Any) -> Any:
     return get() if get is not None else p
 
 
-def _warm_pyarrow() -> None:
+def warm_pyarrow() -> None:
     """Import pyarrow and build one table now: the first ``pa.table`` call loads pandas and
-    more (a third of a second), which at the first flush would stall a gevent generator."""
+    more (a third of a second), which at the first flush would stall a gevent generator.
+    Cheap once done; a process that will write can call it before its test starts."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -211,7 +212,7 @@ class ResultsWriter:
         ensure_streams_header(self.directory)
         self.layout.gaps_dir.mkdir(exist_ok=True)
         create_json(self.layout.run_json, new_run_json({"start": iso_utc(run_start), "start_epoch": run_start}))
-        _warm_pyarrow()
+        warm_pyarrow()
         self._offload = offload
         self._write = write
         self._batch = RecordBatch()  # added since the last flush

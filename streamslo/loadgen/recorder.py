@@ -45,7 +45,7 @@ from streamslo.loadgen.monitor import GeneratorMonitor
 from streamslo.loadgen.options import LoadOptions
 from streamslo.redact import Redactor, csv_safe, install_log_redaction
 from streamslo.results import Layout, ResultsWriter, ensure_streams_header
-from streamslo.results_writer import new_tag
+from streamslo.results_writer import new_tag, warm_pyarrow
 from streamslo.run_options import OPTIONS
 from streamslo.stream.timing import StreamRecord
 from streamslo.transport.sync import Target
@@ -173,6 +173,9 @@ class RunRecorder:
         )
         if opts.results_dir is not None and not self._is_worker:
             ensure_streams_header(opts.results_dir)
+            # Now, not at test start: Locust's --run-time clock runs from the start, and this
+            # import took seconds on a busy machine (a master's load started that late).
+            warm_pyarrow()
 
     # ---------------------------------------------------------------- setup
     @property
