@@ -10,14 +10,18 @@ Layout (``docs/results.md`` describes every file and column)::
     DIR/windows.csv        per-window figures (when the run writes them)
     DIR/procs/<tag>.json   each load-generator process's self-measurement (CPU, lag)
     DIR/writers/<tag>.json each writing process's write errors and unwritten rows
+    DIR/relay.json         distributed runs: what the master received from each worker, and
+                           which workers were lost
     DIR/server/            the bundled server's evidence (metrics.jsonl, stalls.json, ...)
     DIR/locust.log         Locust's output under ``streamslo run``
     DIR/.run_start         the run's start (epoch seconds), agreed by every process
 
-Several processes (``--processes N``, Locust master and workers) write into one directory:
-rows are appended whole under an advisory lock, and every process writes its own gap part
-files, so each stream is there exactly once and nothing needs to travel to the master.
-The writer is :class:`streamslo.results_writer.ResultsWriter` (re-exported here).
+One process writes the directory. In a distributed run (``--processes N``, a Locust master
+and its workers, on one host or many) the workers write nothing: they send their finished
+streams to the master in batches (:mod:`streamslo.loadgen.relay`), and the master writes them.
+Rows are still appended whole under an advisory lock, so a directory shared by several runs'
+processes stays readable. The writer is :class:`streamslo.results_writer.ResultsWriter`
+(re-exported here).
 """
 
 from __future__ import annotations
@@ -140,6 +144,11 @@ class Layout:
     def locust_log(self) -> Path:
         """Locust's stdout and stderr under ``streamslo run``."""
         return self.root / "locust.log"
+
+    @property
+    def relay_json(self) -> Path:
+        """Distributed runs: each worker's batches as the master received them, lost workers."""
+        return self.root / "relay.json"
 
     def proc_json(self, tag: str) -> Path:
         """The self-measurement file of the generator process ``tag``."""

@@ -196,6 +196,7 @@ def execute(cfg: RunConfig) -> int:
         "request_timeout": cfg.request_timeout,
         "request_rate": cfg.request_rate or None,
         "processes": cfg.processes,
+        "expect_workers": cfg.expect_workers if cfg.master else None,
         "slo": cfg.slo_source or ("scenario" if cfg.slo is not None else "default"),
         "locust_version": version("locust"),
         "server_mode": server.get("mode") if server else None,

@@ -20,6 +20,7 @@ from locust import events
 from locust.runners import MasterRunner, WorkerRunner
 
 from streamslo.errors import EXIT_BAD_INPUT, BadInputError
+from streamslo.loadgen import relay
 from streamslo.loadgen.live import LiveStats
 from streamslo.loadgen.options import register_arguments
 from streamslo.loadgen.recorder import RunRecorder, get_recorder
@@ -232,6 +233,7 @@ def install() -> None:
     hooks.worker_report.add_listener(_from_worker)
     hooks.init.add_listener(_remember)
     hooks.quitting.add_listener(_quitting)
+    relay.install(hooks)  # distributed runs: workers' streams travel to the master
 
 
 _env_holder: dict[str, Any] = {}
