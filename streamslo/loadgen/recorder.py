@@ -35,7 +35,6 @@ from typing import Any
 import gevent
 import gevent.lock
 
-from streamslo.loadgen.live import LiveStats
 from streamslo.loadgen.monitor import GeneratorMonitor
 from streamslo.loadgen.options import LoadOptions
 from streamslo.redact import Redactor, csv_safe, install_log_redaction
@@ -43,6 +42,7 @@ from streamslo.results import Layout, ResultsWriter, ensure_streams_header
 from streamslo.run_options import OPTIONS
 from streamslo.stream.timing import StreamRecord
 from streamslo.transport.sync import Target
+from streamslo.windows import WindowAggregator
 from streamslo.workload import PromptSource, RequestOptions, first_model_id
 
 __all__ = ["RunRecorder", "StreamFailure", "claim_run_start", "get_recorder"]
@@ -127,8 +127,10 @@ class RunRecorder:
     def __init__(self, environment: Any, opts: LoadOptions) -> None:
         self.env = environment
         self.opts = opts
-        self.live = LiveStats()
-        self.live_delta = LiveStats()  # what a worker has not yet sent to the master
+        self.aggregator: WindowAggregator | None = None
+        """This process's window parts (``windows.csv``), while it generates load."""
+        self.in_flight = 0
+        """Streams started and not yet finished in this process."""
         self.writer: ResultsWriter | None = None
         self.monitor: GeneratorMonitor | None = None
         self.run_start: float = time.time()
@@ -236,7 +238,12 @@ class RunRecorder:
             # every stream. Measured with bench/bench_stream_users.py: lateness p99 at 400
             # streams 22 ms -> 14 ms with these thresholds.
             gc.set_threshold(50_000, 100, 1000)
-            self.monitor = GeneratorMonitor(d, self._tag)
+            import os
+            import socket
+
+            source = f"{socket.gethostname()}:{os.getpid()}:{self._tag}"
+            self.aggregator = WindowAggregator(self.opts.window, source, time.time)
+            self.monitor = GeneratorMonitor(d, self._tag, self.aggregator, lambda: self.in_flight)
             self.monitor.start()
             self._flusher = gevent.spawn(self._flush_loop)
 
@@ -267,6 +274,7 @@ class RunRecorder:
     # -------------------------------------------------------------- streams
     def new_record(self, protocol: str, user_class: str, scheduled_at: float | None = None) -> StreamRecord:
         """A fresh record whose clock starts now."""
+        self.in_flight += 1
         return StreamRecord(
             stream_id=f"{self._tag}-{next(self._seq)}",
             protocol=protocol,
@@ -284,6 +292,7 @@ class RunRecorder:
         once, their bookkeeping interleaves with the reads of the streams still running
         instead of delaying them all in one burst.
         """
+        self.in_flight -= 1
         if rec.outcome is None:  # defensive: a transport bug must not lose the row
             rec.outcome = "cancelled"
             rec.error = rec.error or "ended without an outcome"
@@ -301,6 +310,14 @@ class RunRecorder:
             # a long queue is worked off without pauses so it cannot grow without bound.
             gevent.sleep(0.001 if len(queue) < 100 else 0)
 
+    def backlog_since(self) -> float | None:
+        """When the oldest stream finished but not yet recorded ended (epoch), or None: the
+        window aggregator's watermark stays before it."""
+        if not self._queue:
+            return None
+        rec = self._queue[0]
+        return rec.started_at + (rec.e2e_s or 0.0)
+
     def drain(self) -> None:
         """Record every queued stream now (end of the run)."""
         while self._queue:
@@ -315,8 +332,9 @@ class RunRecorder:
             rec.finish_reason = self.redact(rec.finish_reason)
         if self.writer is not None:
             self.writer.add(_csv_safe_record(rec))
-        # A worker's figures travel to the master, which shows them; a local runner shows its own.
-        (self.live_delta if self._is_worker else self.live).add(rec)
+        # Windows: a worker's parts travel to the master, which writes them (loadgen/windows.py).
+        if self.aggregator is not None:
+            self.aggregator.add(rec)
         self._report(rec)
 
     def _report(self, rec: StreamRecord) -> None:
