@@ -125,10 +125,11 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     window = values.get("window", 10.0)
     if not window > 0:
         raise BadInputError(f"--window must be longer than 0, not {window:g}")
+    source = budget.source if budget is not None else ""
     for a in budget.alerts if budget is not None else ():
         if a.short_s < window:
             raise BadInputError(
-                f"{budget.source}: the alert {a.name}'s short window ({a.short_s:g} s) is shorter than "
+                f"{source}: the alert {a.name}'s short window ({a.short_s:g} s) is shorter than "
                 f"--window ({window:g} s): lower --window, or lower [budget] time_scale")
     return RunConfig(**values, slo=slo, budget=budget)
 

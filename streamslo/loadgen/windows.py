@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import gevent
-from locust.runners import MasterRunner, WorkerRunner
+from locust.runners import STATE_STOPPED, MasterRunner, WorkerRunner
 
 from streamslo.evidence import latest_server_rss
 from streamslo.loadgen.recorder import get_recorder
@@ -145,12 +145,6 @@ def install(events: Any, env_holder: dict[str, Any]) -> None:
     def _start(environment: Any, **_: Any) -> None:
         _channel(environment).start()
 
-    def _stop(environment: Any, **_: Any) -> None:
-        # A local runner has recorded its last stream by now (the recorder drains first); a
-        # master waits for its workers' last reports, which come after its test_stop.
-        if not isinstance(environment.runner, MasterRunner):
-            _channel(environment).stop()
-
     def _to_master(client_id: str, data: dict[str, Any], **_: Any) -> None:
         env = env_holder.get("env")
         rec = get_recorder(env) if env is not None else None
@@ -162,10 +156,22 @@ def install(events: Any, env_holder: dict[str, Any]) -> None:
         if env is not None and REPORT_KEY in data:
             _channel(env).merge(data[REPORT_KEY])
 
+    def _stop(environment: Any, **_: Any) -> None:
+        # A local runner's streams are all recorded by now (the recorder drains first). A
+        # master's workers send their last parts after its test_stop: it closes at quitting.
+        if not isinstance(environment.runner, MasterRunner):
+            get_recorder(environment).drain()
+            _channel(environment).stop()
+
     def _quitting(environment: Any, **_: Any) -> None:
-        # Locust fires quitting in reverse order: this runs after the master's quit has waited
-        # for its workers' final reports, and before the hooks finalize a plain Locust run.
-        _channel(environment).stop()
+        # Locust fires quitting in reverse order: this runs after a master's quit has waited
+        # for its workers' final reports, and before the hooks finalize a plain Locust run. A
+        # local runner stopped by a signal quits *before* it stops its users: its test_stop,
+        # which comes after, closes the windows then.
+        runner = environment.runner
+        if isinstance(runner, MasterRunner) or getattr(runner, "state", None) == STATE_STOPPED:
+            get_recorder(environment).drain()
+            _channel(environment).stop()
 
     events.test_start.add_listener(_start)
     events.test_stop.add_listener(_stop)
