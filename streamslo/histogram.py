@@ -242,7 +242,7 @@ class LogHistogram:
             h.zero = int(data["z"])
             h.count = int(data["n"])
             h.sum = float(data["s"])
-            if h.count:
+            if h.count and data.get("lo") is not None:
                 h.min, h.max = float(data["lo"]), float(data["hi"])
         except (KeyError, TypeError) as exc:
             raise ValueError(f"not a histogram: {exc}") from None
