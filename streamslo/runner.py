@@ -158,7 +158,14 @@ def _locust_command(cfg: RunConfig, locustfile: Path) -> list[str]:
         ]
     elif cfg.processes > 1:
         # Locust's master binds every interface unless told otherwise; its forks are local.
-        cmd += ["--processes", str(cfg.processes), "--master-bind-host", "127.0.0.1"]
+        # A free port of its own: on the default one (5557), two runs on one machine take each
+        # other's workers (seen: "Discarded report from unrecognized worker", windows and
+        # Locust's own statistics lost). Locust needs the port twice, or its forks hang.
+        from streamslo.bundled import free_port
+
+        port = str(free_port())
+        cmd += ["--processes", str(cfg.processes), "--master-bind-host", "127.0.0.1",
+                "--master-bind-port", port, "--master-port", port]
     if cfg.generator_cpus:
         cmd = ["taskset", "-c", cfg.generator_cpus, *cmd]
     return [*cmd, *cfg.extra_locust_args]

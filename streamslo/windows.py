@@ -452,6 +452,11 @@ class WindowBook:
         self.last_row = row
         return row
 
+    def silent_since(self, t: float) -> list[str]:
+        """The processes that have not reported since epoch ``t`` (a master waits for its
+        workers' last reports at the end)."""
+        return [name for name, s in self._sources.items() if s.seen < t]
+
     @property
     def sources(self) -> tuple[str, ...]:
         """The processes that have reported."""

@@ -262,7 +262,8 @@ def reconcile(data: RunData) -> dict[str, Any]:
     """Make ``windows.csv`` agree with ``streams.csv`` (see the module's docstring).
 
     Returns:
-        ``{"window_s", "rows", "rebuilt", "requests"}`` for ``run.json``'s ``windows``.
+        ``{"window_s", "rows", "rebuilt", "rebuilt_windows", "requests"}`` for ``run.json``'s
+        ``windows`` (``rebuilt_windows``: the ``window_start`` of each window rebuilt).
 
     Raises:
         OSError: the file cannot be rewritten.
@@ -278,7 +279,7 @@ def reconcile(data: RunData) -> dict[str, Any]:
     for r in live:
         if r.get("window_start") is not None:
             by_k.setdefault(round(r["window_start"] / w), []).append(r)
-    rebuilt = 0
+    rebuilt: list[float] = []
     rows: dict[int, dict[str, Any]] = {}
     for k in sorted(set(by_k) | set(expected)):
         have = by_k.get(k, [])
@@ -286,8 +287,8 @@ def reconcile(data: RunData) -> dict[str, Any]:
         if len(have) == 1 and (have[0].get("requests") or 0) == want:
             rows[k] = have[0]
             continue
-        rebuilt += 1
         row = row_from_groups(k, w, expected.get(k, {})).values
+        rebuilt.append(row["window_start"])
         if have:  # the generator's own samples are only in the live row
             for c in ("active_streams", "gen_cpu_pct", "gen_lag_ms_p99", "gen_rss_mb", "server_rss_mb"):
                 row[c] = next((h[c] for h in have if h.get(c) is not None), None)
@@ -299,5 +300,5 @@ def reconcile(data: RunData) -> dict[str, Any]:
             os.replace(tmp, layout.windows_csv)
         finally:
             tmp.unlink(missing_ok=True)
-    return {"window_s": w, "rows": len(rows), "rebuilt": rebuilt,
+    return {"window_s": w, "rows": len(rows), "rebuilt": len(rebuilt), "rebuilt_windows": rebuilt,
             "requests": sum(int(r.get("requests") or 0) for r in rows.values())}

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import gevent
-from locust.runners import STATE_STOPPED, MasterRunner, WorkerRunner
+from locust.runners import STATE_STOPPED, WORKER_REPORT_INTERVAL, MasterRunner, WorkerRunner
 
 from streamslo.evidence import latest_server_rss
 from streamslo.loadgen.recorder import get_recorder
@@ -113,6 +113,13 @@ class WindowsChannel:
                 log.warning("streamslo: cannot write %s (%s); finalize will rebuild it", layout.windows_csv, exc)
             self._write_failed = True
 
+    def wait_for_workers(self, since: float, timeout: float = WORKER_REPORT_INTERVAL + 1.5) -> None:
+        """Master: wait (yielding to Locust's message loop) until every worker that reported
+        during the run has reported again after ``since``, at most ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while self.book is not None and self.book.silent_since(since) and time.monotonic() < deadline:
+            gevent.sleep(0.1)
+
     def stop(self) -> None:
         """The end: every window is written (a worker's last parts have come by now)."""
         if self._tick is not None:
@@ -158,8 +165,16 @@ def install(events: Any, env_holder: dict[str, Any]) -> None:
 
     def _stop(environment: Any, **_: Any) -> None:
         # A local runner's streams are all recorded by now (the recorder drains first). A
-        # master's workers send their last parts after its test_stop: it closes at quitting.
-        if not isinstance(environment.runner, MasterRunner):
+        # master closes its windows at quitting. When its workers were told to stop (a web UI
+        # stop, a shape's end), test_stop fires once they say so, before their next report:
+        # wait for one more report from each. When the master quits directly (--run-time),
+        # its workers stop their users only at the quit, and Locust waits 0.5 s for their
+        # last reports: streams of a longer drain reach windows.csv at finalize (rebuilt).
+        runner = environment.runner
+        if isinstance(runner, MasterRunner):
+            if not runner.clients.all:
+                _channel(environment).wait_for_workers(time.time())
+        else:
             get_recorder(environment).drain()
             _channel(environment).stop()
 

@@ -2,7 +2,8 @@
 ``--fail-after`` seconds after the server started, then a share ``--fail-share`` of the streams
 is cut after their first token (``truncated``). Run it with
 ``python -m tests.soak.failing_server --port N --fail-after 6 --fail-share 0.5``; the first
-stdout line is ``listening PORT``.
+stdout line is ``listening PORT EPOCH``, EPOCH the moment it started (failures begin at EPOCH +
+``--fail-after``).
 """
 
 from __future__ import annotations
@@ -61,10 +62,10 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, ar
 
 
 async def serve(args: argparse.Namespace) -> None:
-    started = time.monotonic()
+    started, epoch = time.monotonic(), time.time()
     rng = random.Random(args.seed)
     server = await asyncio.start_server(lambda r, w: _handle(r, w, args, started, rng), "127.0.0.1", args.port)
-    print(f"listening {server.sockets[0].getsockname()[1]}", flush=True)
+    print(f"listening {server.sockets[0].getsockname()[1]} {epoch!r}", flush=True)
     async with server:
         await server.serve_forever()
 
