@@ -83,7 +83,13 @@ def build_report(
     from streamslo.reports.compare import build_model
     from streamslo.reports.load import load_report_runs
     from streamslo.reports.render import render_html, render_json, render_markdown, summary_table
-    from streamslo.reports.soak import soak_charts, soak_html, soak_json, soak_markdown, soak_sections
+    from streamslo.reports.soak import (
+        soak_charts,
+        soak_html,
+        soak_json,
+        soak_markdown,
+        soak_sections,
+    )
     from streamslo.reports.verdicts import evaluate_runs, resolve_slo
 
     if not 0 < confidence < 1:
