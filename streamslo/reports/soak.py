@@ -73,9 +73,11 @@ def _section(run: LoadedRun) -> SoakSection | None:
             spent = None if left is None else 1.0 - left
         except ValueError:
             budget = None
-    alerts = run.run.get("alerts") if isinstance(run.run.get("alerts"), list) else []
-    windows_info = run.run.get("windows") if isinstance(run.run.get("windows"), dict) else {}
-    return SoakSection(run.label, run.name, rows, budget, list(alerts), spent, drift,
+    raw_alerts = run.run.get("alerts")
+    alerts: list[dict[str, Any]] = list(raw_alerts) if isinstance(raw_alerts, list) else []
+    raw_info = run.run.get("windows")
+    windows_info: dict[str, Any] = raw_info if isinstance(raw_info, dict) else {}
+    return SoakSection(run.label, run.name, rows, budget, alerts, spent, drift,
                        list(windows_info.get("rebuilt_windows") or []))
 
 
@@ -85,7 +87,7 @@ def soak_sections(runs: Sequence[LoadedRun]) -> tuple[SoakSection, ...]:
 
 
 def _t(sec: SoakSection, epoch: float) -> float:
-    return epoch - sec.windows[0]["window_start"]
+    return float(epoch) - float(sec.windows[0]["window_start"])
 
 
 def _alert_marks(ax: Any, sec: SoakSection) -> None:
@@ -232,4 +234,5 @@ def soak_markdown(sections: Sequence[SoakSection]) -> str:
 
 def soak_json(sections: Sequence[SoakSection]) -> list[dict[str, Any]]:
     """``report.json``'s ``soak``."""
-    return json.loads(json.dumps([s.as_dict() for s in sections], default=str))
+    out: list[dict[str, Any]] = json.loads(json.dumps([s.as_dict() for s in sections], default=str))
+    return out
