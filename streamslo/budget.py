@@ -46,6 +46,7 @@ __all__ = [
     "FiredAlert",
     "budget_line",
     "burn_down",
+    "describe",
     "parse_budget",
     "read_slo_file",
     "replay",

@@ -28,6 +28,8 @@ __all__ = [
     "rate_from_counts",
     "select_groups",
     "threshold_label",
+    "totals_from_wire",
+    "totals_to_wire",
 ]
 
 #: Metrics that cannot be checked on running totals.

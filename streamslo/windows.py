@@ -38,6 +38,8 @@ __all__ = [
     "WindowAggregator",
     "WindowBook",
     "WindowRow",
+    "add_record",
+    "group_began",
     "merge_groups",
     "row_from_groups",
     "window_index",
