@@ -9,7 +9,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import _emitter  # noqa: E402
+import _emitter
 
 
 class _Discard(list):  # type: ignore[type-arg]
