@@ -22,8 +22,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from streamslo.stream.outcome import OUTCOMES
-from streamslo.windows import Group, GroupAggregate, merge_groups
+from streamslo.windows import Group, GroupAggregate, counts_of, merge_groups
 
 __all__ = ["BUCKETS_S", "ExporterSnapshot", "GeneratorExporter"]
 
@@ -48,9 +47,7 @@ class _Collector(Collector):
     def collect(self) -> Iterator[Any]:
         snap = self.snapshot
         streams = CounterMetricFamily("streamslo_gen_streams", "Streams finished, by outcome", labels=["outcome"])
-        counts = dict.fromkeys(OUTCOMES, 0)
-        for g, agg in snap.totals.items():
-            counts[g[2]] = counts.get(g[2], 0) + agg.requests
+        counts, _ = counts_of(snap.totals)
         for o, n in counts.items():
             streams.add_metric([o], n)
         yield streams

@@ -16,9 +16,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from streamslo.metrics import metric_kind
-from streamslo.stream.outcome import OUTCOMES
 from streamslo.thresholds import SLO, CheckResult, Threshold
-from streamslo.windows import GROUP_KEYS, Group, GroupAggregate, group_began, merge_groups
+from streamslo.windows import GROUP_KEYS, Group, GroupAggregate, counts_of, merge_groups
 
 __all__ = [
     "LIVE_UNSUPPORTED",
@@ -40,17 +39,6 @@ def select_groups(groups: Mapping[Group, GroupAggregate], selector: Iterable[tup
     """The groups matching every ``key: value`` of a threshold selector."""
     sel = [(GROUP_KEYS.index(k), str(v)) for k, v in selector]
     return {g: a for g, a in groups.items() if all(g[i] == v for i, v in sel)}
-
-
-def counts_of(groups: Mapping[Group, GroupAggregate]) -> tuple[dict[str, int], int]:
-    """(requests by outcome, streams that began and were not cancelled)."""
-    outcomes = dict.fromkeys(OUTCOMES, 0)
-    began_n = 0
-    for g, agg in groups.items():
-        outcomes[g[2]] = outcomes.get(g[2], 0) + agg.requests
-        if group_began(g):
-            began_n += agg.requests
-    return outcomes, began_n
 
 
 def rate_from_counts(name: str, outcomes: Mapping[str, int], began: int) -> tuple[int, int]:

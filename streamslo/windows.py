@@ -39,6 +39,7 @@ __all__ = [
     "WindowBook",
     "WindowRow",
     "add_record",
+    "counts_of",
     "group_began",
     "merge_groups",
     "row_from_groups",
@@ -149,6 +150,17 @@ def add_record(agg: GroupAggregate, rec: StreamRecord, group: Group) -> None:
             agg.trend("ttft_sched_ms").add(rec.ttft_s * 1000.0 + lag_ms)
         if rec.e2e_s is not None:
             agg.trend("e2e_sched_ms").add(rec.e2e_s * 1000.0 + lag_ms)
+
+
+def counts_of(groups: Mapping[Group, GroupAggregate]) -> tuple[dict[str, int], int]:
+    """(requests by outcome, streams that began and were not cancelled) of some groups."""
+    outcomes = dict.fromkeys(OUTCOMES, 0)
+    began_n = 0
+    for g, agg in groups.items():
+        outcomes[g[2]] = outcomes.get(g[2], 0) + agg.requests
+        if group_began(g):
+            began_n += agg.requests
+    return outcomes, began_n
 
 
 def merge_groups(groups: Iterable[GroupAggregate]) -> GroupAggregate:
@@ -297,12 +309,7 @@ def row_from_groups(
     server_rss_bytes: float | None = None,
 ) -> WindowRow:
     """The ``windows.csv`` row of window ``k`` from its groups and its processes' samples."""
-    outcomes = dict.fromkeys(OUTCOMES, 0)
-    began_n = 0
-    for key, agg in groups.items():
-        outcomes[key[2]] = outcomes.get(key[2], 0) + agg.requests
-        if group_began(key):
-            began_n += agg.requests
+    outcomes, began_n = counts_of(groups)
     total = merge_groups(groups.values())
     ttft, itl = total.trends.get("ttft_ms"), total.trends.get("itl_ms")
     gens = gens or {}

@@ -19,6 +19,7 @@ from streamslo.loadgen.recorder import get_recorder
 from streamslo.loadgen.windows import live_book
 from streamslo.stream.outcome import OUTCOMES
 from streamslo.thresholds import DEFAULT_SLO, SLO
+from streamslo.windows import counts_of
 
 __all__ = ["active_slo", "live_payload", "live_rows", "slo_rows"]
 
@@ -81,9 +82,7 @@ def live_rows(environment: Any) -> list[dict[str, str]]:
         for col in ("itl_ms_p99", "ttft_ms_p95", "active_streams", "gen_cpu_pct"):
             v = last[col]
             rows.append({"name": f"last window: {col}", "value": "—" if v is None else f"{v:g}", "slo": "", "status": ""})
-    counts = dict.fromkeys(OUTCOMES, 0)
-    for g, agg in totals.items():
-        counts[g[2]] = counts.get(g[2], 0) + agg.requests
+    counts, _ = counts_of(totals)
     rows += [{"name": f"outcome: {o}", "value": str(counts.get(o, 0)), "slo": "", "status": ""} for o in OUTCOMES]
     return rows
 
