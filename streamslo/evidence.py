@@ -180,6 +180,7 @@ class ServerEvidence:
     def _append(self, path: Path, obj: dict[str, Any]) -> None:
         try:
             if not path.exists():
+                path.parent.mkdir(parents=True, exist_ok=True)
                 path.touch()
             # Whole lines only: a full disk or a kill never leaves half a scrape.
             append_lines(path, (json.dumps(obj) + "\n").encode())
