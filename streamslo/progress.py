@@ -86,13 +86,15 @@ class Progress:
             return
         line = progress_line(st)
         if self.mode == "live":
+            from rich.text import Text  # plain text: no markup, no highlighting of numbers
+
             if self._live is None:
                 from rich.console import Console
                 from rich.live import Live
 
-                self._live = Live(line, console=Console(file=self.stream), auto_refresh=False, transient=False)
+                self._live = Live(Text(line), console=Console(file=self.stream), auto_refresh=False, transient=False)
                 self._live.start()
-            self._live.update(line, refresh=True)
+            self._live.update(Text(line), refresh=True)
             return
         if self._last_plain is None or st.elapsed_s - self._last_plain >= self.interval:
             self._last_plain = st.elapsed_s

@@ -17,7 +17,7 @@ from streamslo.results import Layout
 
 def _serve(routes: dict[str, bytes]):
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802
+        def do_GET(self):
             body = routes.get(self.path)
             self.send_response(200 if body is not None else 404)
             self.end_headers()

@@ -150,3 +150,22 @@ def test_the_prometheus_endpoint_serves_the_generators_metrics(faulty_server, tm
     finally:
         proc.wait(timeout=60)
     assert proc.returncode == 0
+
+
+def test_soak_runs_a_constant_load_scenario_with_its_budget_against_a_host(faulty_server, tmp_path):
+    scenario = tmp_path / "soak.toml"
+    scenario.write_text(
+        '[load]\nusers = 4\nduration = "5s"\nmodel = "timed"\nmax_tokens = 4\nwindow = "1s"\ndrain = "3s"\n'
+        'progress = "off"\n\n[thresholds]\nrequests = ["count>0"]\n\n'
+        '[budget]\nobjective = "http_5xx_rate"\ntarget = 0.99\ntime_scale = 300\n'
+    )
+    out = tmp_path / "soak"
+    r = subprocess.run([sys.executable, "-m", "streamslo", "soak", "--scenario", str(scenario), "--host",
+                        faulty_server.base_url, "--out", str(out), "--allow-invalid"],
+                       capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert not (tmp_path / "soak-server.log").exists()  # --host given: no bundled server
+    run = json.loads((out / "run.json").read_text())
+    assert run["target"] == faulty_server.base_url and run["duration_s"] == 5.0 and run["window_s"] == 1.0
+    assert run["budget"]["alerts"][0]["long_s"] == 12.0 and run["alerts"] == []  # 1h / 300, no alert
+    assert _windows(out)["requests"].sum() == len(pd.read_csv(out / "streams.csv")) > 0
