@@ -3,8 +3,8 @@ running totals, and act on them.
 
 Each poll (once a second) costs the same at the first minute and the tenth hour: the rows
 appended to ``windows.csv`` since the last poll feed the budget's burn-rate alerts
-(:class:`streamslo.budget.BurnTracker`), and ``live.json`` (rewritten by Locust once a
-second; merged histograms by group) feeds the live ``abortOnFail`` checks
+(:class:`streamslo.budget.BurnTracker`), and ``live.json`` (rewritten by Locust every
+2 s; merged histograms by group) feeds the live ``abortOnFail`` checks
 (:func:`streamslo.live_eval.live_abort_check`), the progress line and the Prometheus exporter.
 Nothing here loads ``streams.csv`` or the gaps.
 """

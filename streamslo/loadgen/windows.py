@@ -2,7 +2,7 @@
 window parts (:class:`streamslo.windows.WindowAggregator`, owned by the recorder); the process
 that writes the results (a local runner, or the master) merges them in a
 :class:`~streamslo.windows.WindowBook`, appends each closed window to ``windows.csv`` and
-rewrites ``live.json`` once a second.
+rewrites ``live.json`` every 2 s.
 
 Workers send their parts with Locust's own report to the master (``report_to_master`` /
 ``worker_report``, every 3 s and once at the end), under their own key: this channel is
@@ -32,6 +32,8 @@ log = logging.getLogger("streamslo.locust")
 
 #: The key of a worker's report that carries its window parts.
 REPORT_KEY = "streamslo_windows"
+#: Rewrite live.json at least this often (seconds).
+_LIVE_EVERY_S = 2.0
 _ATTR = "_streamslo_windows"
 
 
@@ -45,6 +47,7 @@ class WindowsChannel:
         self._tick: gevent.Greenlet | None = None
         self._warned = False
         self._write_failed = False
+        self._live_at = 0.0
 
     @property
     def _writes(self) -> bool:
@@ -95,17 +98,22 @@ class WindowsChannel:
         rss = latest_server_rss(layout) if layout is not None else None
         rows = self.book.close_all(rss) if final else self.book.close_ready(rss)
         if layout is not None:
-            self._write(layout, rows)
+            self._write(layout, rows, final)
 
-    def _write(self, layout: Layout, rows: list[WindowRow]) -> None:
+    def _write(self, layout: Layout, rows: list[WindowRow], final: bool = False) -> None:
         book = self.book
         assert book is not None
         try:
             if rows:
                 append_rows(layout.windows_csv, rows)
-            write_live(layout.live_json, now=time.time(), window_s=book.window_s, totals=book.totals,
-                       last_window=book.last_row.values if book.last_row else None,
-                       rows_written=book.rows_written, late_parts=book.late_parts)
+            # live.json costs a few ms of this loop per group (JSON of every histogram): every
+            # 2 s, at each window and at the end, not at every tick.
+            now = time.monotonic()
+            if rows or final or now - self._live_at >= _LIVE_EVERY_S:
+                self._live_at = now
+                write_live(layout.live_json, now=time.time(), window_s=book.window_s, totals=book.totals,
+                           last_window=book.last_row.values if book.last_row else None,
+                           rows_written=book.rows_written, late_parts=book.late_parts)
             self._write_failed = False
         except OSError as exc:
             # The rows are lost from windows.csv; finalize rebuilds them from streams.csv.
