@@ -299,6 +299,10 @@ def execute(cfg: RunConfig) -> int:
     failed = [c for c in checks if not c.passed] + list(aborted)
     if not cfg.quiet:
         print(format_summary(summary, list(aborted) + list(checks), data.run))
+        for name, d in (summary.get("drift") or {}).items():
+            if d.get("verdict") in ("leak", "shrinking", "restarts"):
+                slope = "" if d.get("slope_per_h") is None else f": {d['slope_per_h']:+.3g} {d['unit']}/h"
+                print(f"drift: {name} {d['verdict']}{slope} (start {d.get('start')}, end {d.get('end')})")
         for a in watch.alerts:
             print(f"budget alert {a.name} fired at {a.fired_at}: burn rate {a.burn_long:g} (long), "
                   f"{a.burn_short:g} (short) > {a.factor:g}{' (abortOnFail: the run stopped)' if a is alert_abort else ''}")
