@@ -7,7 +7,8 @@ precision: a percentile here is within the histogram's 1 % of the exact one that
 computes at the end (:mod:`streamslo.histogram`). Rates and counts are exact.
 
 Not checked live (they need more than counts and histograms): ``goodput_fraction`` and
-``goodput_per_s``. Such thresholds are checked at the end only.
+``goodput_per_s``, and a selector on a key the groups do not carry. Such thresholds are
+checked at the end only.
 """
 
 from __future__ import annotations
@@ -91,8 +92,8 @@ def evaluate_live(th: Threshold, groups: Mapping[Group, GroupAggregate], elapsed
         The result (``observed`` None and failed when there is no data yet), or None when the
         metric cannot be checked live (:data:`LIVE_UNSUPPORTED`).
     """
-    if th.metric in LIVE_UNSUPPORTED:
-        return None
+    if th.metric in LIVE_UNSUPPORTED or any(k not in GROUP_KEYS for k, _ in th.selector):
+        return None  # a selector the groups do not carry: checked at the end
     sub = select_groups(groups, th.selector)
     kind = metric_kind(th.metric)
     numerator: int | None = None
