@@ -6,9 +6,9 @@ generator pinned to core 1, with 10 s windows. The generator samples its own RSS
 (``windows.csv`` ``gen_rss_mb``); finalize fits a Theil–Sen line with Sen's 95 % interval over
 it, after leaving out the first tenth (warm-up), and gives a verdict (``docs/soak.md``).
 
-Printed: windows, streams, RSS at start and end, the slope (MiB/h) with its interval, the
-growth over the run, the verdict, and the generator's lag p99 and CPU (a saturated generator
-would make the run invalid, not its memory wrong).
+Printed: windows, streams, RSS at start and end, the slope (MiB/h) with its interval, that of
+the later half alone, the growth over the run, the verdict, and the generator's lag p99 and CPU
+(a saturated generator would make the run invalid, not its memory wrong).
 
 Run: ``python bench/bench_soak_memory.py`` (3 minutes at 200 streams) or
 ``python bench/bench_soak_memory.py --long`` (20 minutes at 300 streams).
@@ -40,13 +40,42 @@ def _start_emitter(work: Path) -> tuple[subprocess.Popen[bytes], int]:
     return proc, int(ready.read_text())
 
 
+def table(out: Path, users: int, minutes: float) -> str:
+    """The benchmark's row (Markdown) for a finished results directory."""
+    from streamslo.drift import analyse
+    from streamslo.results import Layout
+    from streamslo.windows_file import read_windows
+
+    summary = json.loads((out / "summary.json").read_text())
+    run = json.loads((out / "run.json").read_text())
+    d = analyse(out, read_windows(Layout(out).windows_csv))["gen_rss_mb"]
+    procs = [json.loads(p.read_text()) for p in sorted(Layout(out).procs_dir.glob("*.json"))]
+    peak = max(p.get("rss_peak_mb") or 0 for p in procs) if procs else 0
+    gen = run.get("generator") or {}
+    return "\n".join([
+        "| streams held | minutes | windows | streams | RSS start → end (peak) MiB | slope MiB/h, 95 % CI | "
+        "later half MiB/h, 95 % CI | growth over the fit | verdict | lag p99 ms | peak CPU % |",
+        "| ---: | ---: | ---: | ---: | --- | --- | --- | ---: | --- | ---: | ---: |",
+        f"| {users} | {minutes:g} | {summary['windows']['rows']} | {summary['requests']:,} | "
+        f"{d['start']:.0f} → {d['end']:.0f} ({peak:.0f}) | {d['slope_per_h']:+.1f} [{d['ci_low_per_h']:+.1f}, "
+        f"{d['ci_high_per_h']:+.1f}] | {d['late_slope_per_h']:+.1f} [{d['late_ci_low_per_h']:+.1f}, "
+        f"{d['late_ci_high_per_h']:+.1f}] | {d['growth_pct']:+.1f} % | {d['verdict']} | "
+        f"{gen.get('lag_p99_ms') or 0:.0f} | {gen.get('peak_cpu_percent') or 0:.0f} |",
+    ])
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--minutes", type=float, default=3.0)
     p.add_argument("--users", type=int, default=200)
     p.add_argument("--long", action="store_true", help="20 minutes at 300 streams")
     p.add_argument("--out", type=Path, default=None, help="keep the results directory here")
+    p.add_argument("--table", type=Path, default=None, metavar="DIR",
+                   help="only print the row of a finished run's directory (with --minutes, --users)")
     args = p.parse_args()
+    if args.table is not None:
+        print(table(args.table, args.users, args.minutes))
+        return
     if args.long:
         args.minutes, args.users = 20.0, 300
     work = Path(tempfile.mkdtemp(prefix="soak-bench-"))
@@ -66,17 +95,8 @@ def main() -> None:
     finally:
         emitter.terminate()
         emitter.wait(timeout=20)
-    summary = json.loads((out / "summary.json").read_text())
-    run = json.loads((out / "run.json").read_text())
-    d = summary["drift"]["gen_rss_mb"]
-    gen = run.get("generator") or {}
     print(f"\nexit {r.returncode}, {wall:.0f} s wall, results in {out}")
-    print("| streams held | minutes | windows | streams | RSS start MiB | RSS end MiB | slope MiB/h | 95 % CI MiB/h "
-          "| growth over the fit | verdict | lag p99 ms | peak CPU % |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- | ---: | ---: |")
-    print(f"| {args.users} | {args.minutes:g} | {summary['windows']['rows']} | {summary['requests']:,} | {d['start']:.1f} | "
-          f"{d['end']:.1f} | {d['slope_per_h']:+.2f} | [{d['ci_low_per_h']:+.2f}, {d['ci_high_per_h']:+.2f}] | "
-          f"{d['growth_pct']:+.2f} % | {d['verdict']} | {gen.get('lag_p99_ms') or 0:.1f} | {gen.get('peak_cpu_percent') or 0:.0f} |")
+    print(table(out, args.users, args.minutes))
 
 
 if __name__ == "__main__":

@@ -14,10 +14,14 @@ spikes of a garbage collection or a burst of traffic. The first :data:`SETTLE_FR
 series is left out (memory grows while caches and pools fill), and a long series is thinned to
 :data:`MAX_POINTS` medians of equal slices (pairs grow with the square).
 
-Verdicts: ``leak`` when the interval lies above 0 *and* the fitted growth over the series is
-more than :data:`TOLERANCE` of its level (a real but tiny slope is not a leak worth a
-verdict); ``shrinking`` for the mirror case; ``flat`` otherwise; ``too short`` under
-:data:`MIN_POINTS` points. Restarts: ``restarts`` when the count grew, else ``flat``.
+Verdicts: ``leak`` when the interval lies above 0, the fitted growth over the series is more
+than :data:`TOLERANCE` of its level (a real but tiny slope is not a leak worth a verdict),
+*and* the later half of the series still grows (its own interval above 0): a leak keeps
+growing, while memory that fills pools and caches levels off. Measured: a 20-minute run at
+300 streams grew 161 → 195 MiB over its first 5 minutes, then held 195–215 MiB; over the
+whole it fits +56 MiB/h, its later half −27 MiB/h: ``flat``. ``shrinking`` is the mirror
+case; ``flat`` otherwise; ``too short`` under :data:`MIN_POINTS` points. Restarts:
+``restarts`` when the count grew, else ``flat``.
 """
 
 from __future__ import annotations
@@ -72,6 +76,10 @@ class Trend:
     ci_high_per_h: float | None
     growth_pct: float | None
     """Fitted growth over the span, as a share of the level (%)."""
+    late_slope_per_h: float | None
+    late_ci_low_per_h: float | None
+    late_ci_high_per_h: float | None
+    """The slope and interval of the later half alone (a leak keeps growing there)."""
     verdict: str
     """``leak``, ``flat``, ``shrinking``, ``restarts``, ``too short``."""
 
@@ -142,28 +150,31 @@ def judge(series: str, unit: str, t: Sequence[float], y: Sequence[float], *, cou
     if counter:
         grew = bool(v.size and v[-1] > v[0])
         return Trend(series, unit, int(v.size), span, float(v[0]) if v.size else None,
-                     float(v[-1]) if v.size else None, None, None, None, None,
+                     float(v[-1]) if v.size else None, None, None, None, None, None, None, None,
                      "restarts" if grew else ("flat" if v.size else "too short"))
     skip = math.floor(x.size * SETTLE_FRACTION)
     x, v = x[skip:], v[skip:]
     if x.size < MIN_POINTS or x[-1] == x[0]:
-        return Trend(series, unit, int(x.size), span, None, None, None, None, None, None, "too short")
+        return Trend(series, unit, int(x.size), span, None, None, None, None, None, None, None, None, None,
+                     "too short")
     xt, vt = _thin(x, v)
     slope, _, lo, hi = theil_sen(xt, vt)
+    half = xt.size // 2
+    late, _, late_lo, late_hi = theil_sen(xt[half:], vt[half:]) if xt.size - half >= 3 else (slope, 0.0, lo, hi)
     tenth = max(1, x.size // 10)
     start, end = float(np.median(v[:tenth])), float(np.median(v[-tenth:]))
     fit_span = float(x[-1] - x[0])
     level = abs(start) if start else abs(float(np.median(v))) or 1.0
     growth = slope * fit_span / level
-    if lo > 0 and growth > TOLERANCE:
+    if lo > 0 and growth > TOLERANCE and late_lo > 0:
         verdict = "leak"
-    elif hi < 0 and growth < -TOLERANCE:
+    elif hi < 0 and growth < -TOLERANCE and late_hi < 0:
         verdict = "shrinking"
     else:
         verdict = "flat"
     h = 3600.0
     return Trend(series, unit, int(x.size), span, round(start, 4), round(end, 4), slope * h, lo * h, hi * h,
-                 round(growth * 100.0, 3), verdict)
+                 round(growth * 100.0, 3), late * h, late_lo * h, late_hi * h, verdict)
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:

@@ -42,6 +42,18 @@ def test_a_growing_series_is_a_leak_and_noise_is_flat():
     assert tiny.ci_low_per_h > 0 and tiny.verdict == "flat"  # real, but under 5 % over the run
 
 
+def test_memory_that_fills_then_levels_off_is_not_a_leak():
+    # The shape measured by bench/bench_soak_memory.py: +34 MiB over the first quarter, then
+    # flat with noise; fitted over the whole it grows, its later half does not.
+    rng = np.random.default_rng(2)
+    t = np.arange(0.0, 1200.0, 10.0)
+    y = 161.0 + np.minimum(t, 300.0) / 300.0 * 34.0 + rng.normal(0, 4, t.size)
+    trend = judge("gen_rss_mb", "MiB", t, y)
+    assert trend.ci_low_per_h > 0  # the whole series does slope up...
+    assert trend.late_ci_low_per_h < 0 < trend.late_ci_high_per_h  # ...its later half does not
+    assert trend.verdict == "flat"
+
+
 def test_short_series_and_restart_counters():
     assert judge("x", "MiB", [0, 1, 2], [1, 2, 3]).verdict == "too short"
     assert judge("r", "restarts", [0, 10, 20], [0, 0, 2], counter=True).verdict == "restarts"
