@@ -175,6 +175,11 @@ class LogHistogram:
         """The ``p``-th percentile (``p`` in [0, 100]); see :meth:`quantile`."""
         return self.quantile(p / 100.0)
 
+    def value_at_rank(self, i: int) -> float | None:
+        """The ``i``-th smallest value (0-based, clamped), within :attr:`alpha`; None when empty."""
+        self._fold()
+        return self._order_stat(min(max(i, 0), self.count - 1)) if self.count else None
+
     def _order_stat(self, i: int) -> float:
         """The ``i``-th smallest value (0-based), estimated; exact at both ends."""
         if i <= 0:

@@ -266,12 +266,14 @@ class WindowAggregator:
             g.active_sum += active
             g.active_n += 1
 
-    def take(self, backlog_since: float | None = None) -> dict[str, Any]:
-        """Every part gathered since the last call, as a message (msgpack-safe), and forget them.
+    def take(self, backlog_since: float | None = None, *, wire: bool = True) -> dict[str, Any]:
+        """Every part gathered since the last call, as a message, and forget them.
 
         Args:
             backlog_since: the end time of the oldest stream finished but not yet added (a queue
                 of them), or None: the watermark stays before it.
+            wire: parts as plain lists (msgpack-safe, for a master); False: as objects, for a
+                book in the same process (no round trip through lists: ~3 ms a second saved).
 
         Returns:
             ``{"src", "w", "wm", "parts"}``: ``wm`` is the watermark, the epoch second before
@@ -280,8 +282,8 @@ class WindowAggregator:
         now = self.clock()
         wm = now if backlog_since is None else min(now, backlog_since)
         parts, self._parts = self._parts, {}
-        return {"src": self.source, "w": self.window_s, "wm": wm - 0.25,
-                "parts": [p.to_wire(k) for k, p in sorted(parts.items())]}
+        out: list[Any] = [p.to_wire(k) if wire else (k, p) for k, p in sorted(parts.items())]
+        return {"src": self.source, "w": self.window_s, "wm": wm - 0.25, "parts": out}
 
 
 @dataclass(frozen=True)
@@ -407,18 +409,23 @@ class WindowBook:
         else:
             s.watermark, s.seen = max(s.watermark, wm), now
         for part in parts:
-            k = int(part["k"])
+            if isinstance(part, tuple):  # objects from this process (take(wire=False))
+                k, obj = int(part[0]), part[1]
+                groups: list[tuple[Group, GroupAggregate]] = list(obj.groups.items())
+                gen = obj.gen
+            else:
+                k = int(part["k"])
+                groups = [(tuple(str(x) for x in key), GroupAggregate.from_wire(w))  # type: ignore[misc]
+                          for key, w in part["g"]]
+                gen = GeneratorSample.from_wire(part["gen"])
             if self._next is None or (self.rows_written == 0 and k < self._next):
                 self._next = k
             late = k < self._next
             target = self._late if late else self._open.setdefault(k, _Open())
             self.late_parts += late
-            for key, wire in part["g"]:
-                group: Group = tuple(str(x) for x in key)  # type: ignore[assignment]
-                agg = GroupAggregate.from_wire(wire)
+            for group, agg in groups:
                 target.groups.setdefault(group, GroupAggregate()).merge(agg)
                 self.totals.setdefault(group, GroupAggregate()).merge(agg)
-            gen = GeneratorSample.from_wire(part["gen"])
             target.gens.setdefault(src, GeneratorSample()).merge(gen)
 
     def _closable_before(self, now: float) -> float:

@@ -75,7 +75,7 @@ class WindowsChannel:
     def _take_local(self) -> None:
         rec = get_recorder(self.env)
         if self.book is not None and rec.aggregator is not None and not isinstance(self.env.runner, MasterRunner):
-            self.book.merge(rec.aggregator.take(rec.backlog_since()))
+            self.book.merge(rec.aggregator.take(rec.backlog_since(), wire=False))
 
     def merge(self, message: Any) -> None:
         """A worker's parts (master)."""

@@ -131,3 +131,17 @@ def test_a_report_with_another_window_length_is_refused():
     clock = Clock()
     with pytest.raises(ValueError, match="5 s windows"):
         WindowBook(W, clock).merge(WindowAggregator(5.0, "x", clock).take())
+
+
+def test_parts_handed_over_as_objects_give_the_same_rows_as_wire_parts():
+    recs = _records(500, 1_000_000.0, 30.0, seed=9)
+    rows = {}
+    for wire in (True, False):
+        clock = Clock()
+        book, agg = WindowBook(W, clock), WindowAggregator(W, "p", clock)
+        for rec in recs:
+            agg.add(rec)
+        clock.t += 100
+        book.merge(agg.take(wire=wire))
+        rows[wire] = [r.values for r in book.close_all()]
+    assert rows[True] == rows[False] and sum(r["requests"] for r in rows[True]) == 500
