@@ -179,6 +179,11 @@ def finalize(
     data = load_run(layout.root)
     run["skipped_rows"] = data.skipped_rows
     summary = summarize(data)
+    from streamslo.soak_results import finalize_extras  # windows, budget, drift (docs/soak.md)
+
+    run_extra, summary_extra = finalize_extras(layout.root, run, data)
+    run.update(run_extra)
+    summary.update(summary_extra)
     write_json(layout.summary_json, summary)
     checks = thresholds.evaluate(slo if slo is not None else thresholds.DEFAULT_SLO, data)
     thresholds.write_slo_json(layout.root, list(extra_checks or []) + list(checks))

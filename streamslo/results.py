@@ -7,12 +7,13 @@ Layout (``docs/results.md`` describes every file and column)::
     DIR/gaps.parquet/      part files, one per flush per process, merged at the end
     DIR/summary.json       the headline numbers (recomputed by verify and report)
     DIR/slo.json           every threshold checked
-    DIR/windows.csv        per-window figures (when the run writes them)
+    DIR/windows.csv        per-window figures, written as the run goes
+    DIR/live.json          the running totals (merged histograms), rewritten as the run goes
     DIR/procs/<tag>.json   each load-generator process's self-measurement (CPU, lag)
     DIR/writers/<tag>.json each writing process's write errors and unwritten rows
     DIR/relay.json         distributed runs: what the master received from each worker, and
                            which workers were lost
-    DIR/server/            the bundled server's evidence (metrics.jsonl, stalls.json, ...)
+    DIR/server/            the target's evidence (metrics.jsonl, resources.jsonl, stalls.json...)
     DIR/locust.log         Locust's output under ``streamslo run``
     DIR/.run_start         the run's start (epoch seconds), agreed by every process
 
@@ -106,6 +107,12 @@ class Layout:
         return self.root / "windows.csv"
 
     @property
+    def live_json(self) -> Path:
+        """The running totals of the run so far (merged histograms by group), rewritten at
+        every window: what ``streamslo run`` reads to abort, alert and show progress."""
+        return self.root / "live.json"
+
+    @property
     def procs_dir(self) -> Path:
         """One JSON file per load-generator process: CPU and greenlet lag."""
         return self.root / "procs"
@@ -124,6 +131,12 @@ class Layout:
     def server_metrics(self) -> Path:
         """``/metrics`` scrapes, one JSON line each."""
         return self.server_dir / "metrics.jsonl"
+
+    @property
+    def server_resources(self) -> Path:
+        """The server's processes over time (RSS, open files, threads, restarts), one JSON line
+        per sample."""
+        return self.server_dir / "resources.jsonl"
 
     @property
     def server_stalls(self) -> Path:

@@ -49,7 +49,7 @@ def test_one_row_per_field_and_no_name_twice():
 
 def test_secrets_and_local_paths_stay_out_of_the_web_ui():
     hidden = {o.locust_dest for o in OPTIONS if o.locust_flag and not o.in_web_ui}
-    assert hidden == {"results_dir", "prompt_file", "api_key_env", "header", "header_file", "processes_hint"}
+    assert hidden == {"results_dir", "prompt_file", "api_key_env", "header", "header_file", "processes_hint", "slo"}
     for o in OPTIONS:
         if o.secret:
             assert not o.in_web_ui and not o.forwarded, o.name
@@ -188,7 +188,7 @@ def _non_default(o: run_options.RunOption) -> object:
     special = {
         "out": Path("/tmp/r"), "protocol": "mixed", "endpoint": "completions", "model": "m1",
         "stages": "1s:2,2s:0", "shape": "spike", "itl_events": "per-gap", "prompt_file": "p.txt",
-        "slow_readers": 0.25,
+        "slow_readers": 0.25, "slo_source": "slo.toml",
     }
     if o.name in special:
         return special[o.name]

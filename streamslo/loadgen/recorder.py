@@ -39,7 +39,6 @@ import gevent
 import gevent.lock
 
 from streamslo.errors import ProtocolError
-from streamslo.loadgen.live import LiveStats
 from streamslo.loadgen.monitor import GeneratorMonitor
 from streamslo.loadgen.options import LoadOptions
 from streamslo.redact import Redactor, csv_safe, install_log_redaction
@@ -50,6 +49,7 @@ from streamslo.stream.chunkjson import loads_chunk
 from streamslo.stream.timing import StreamRecord
 from streamslo.transport.fetch import fetch
 from streamslo.transport.sync import Target
+from streamslo.windows import WindowAggregator
 from streamslo.workload import PromptSource, RequestOptions, first_model_id
 
 if TYPE_CHECKING:
@@ -130,8 +130,10 @@ class RunRecorder:
     def __init__(self, environment: Any, opts: LoadOptions) -> None:
         self.env = environment
         self.opts = opts
-        self.live = LiveStats()
-        self.live_delta = LiveStats()  # what a worker has not yet sent to the master
+        self.aggregator: WindowAggregator | None = None
+        """This process's window parts (``windows.csv``), while it generates load."""
+        self.in_flight = 0
+        """Streams started and not yet finished in this process."""
         self.writer: ResultsWriter | None = None
         self.monitor: GeneratorMonitor | None = None
         self.run_start: float = time.time()
@@ -147,8 +149,6 @@ class RunRecorder:
         """A worker's channel to its master (set at init by the relay)."""
         self.receiver: RelayReceiver | None = None
         """A master's intake of its workers' streams (set at init by the relay)."""
-        self._started = 0  # streams begun, and finished: the difference is in flight
-        self._finished = 0
         from locust.runners import WorkerRunner
 
         self._is_worker = isinstance(environment.runner, WorkerRunner)
@@ -234,7 +234,7 @@ class RunRecorder:
         self.sender = RelaySender(
             runner.send_message, self._tag,
             figures=lambda: self.monitor.figures() if self.monitor is not None else {},
-            in_flight=lambda: self._started - self._finished,
+            in_flight=lambda: self.in_flight,
         )
         return self.sender
 
@@ -296,7 +296,12 @@ class RunRecorder:
             # every stream. Measured with bench/bench_stream_users.py: lateness p99 at 400
             # streams 22 ms -> 14 ms with these thresholds.
             gc.set_threshold(50_000, 100, 1000)
-            self.monitor = GeneratorMonitor(d, self._tag)
+            import os
+            import socket
+
+            source = f"{socket.gethostname()}:{os.getpid()}:{self._tag}"
+            self.aggregator = WindowAggregator(self.opts.window, source, time.time)
+            self.monitor = GeneratorMonitor(d, self._tag, self.aggregator, lambda: self.in_flight)
             self.monitor.start()
         if self.sender is not None:
             self.sender.start()
@@ -343,7 +348,7 @@ class RunRecorder:
     # -------------------------------------------------------------- streams
     def new_record(self, protocol: str, user_class: str, scheduled_at: float | None = None) -> StreamRecord:
         """A fresh record whose clock starts now."""
-        self._started += 1
+        self.in_flight += 1
         return StreamRecord(
             stream_id=f"{self._tag}-{next(self._seq)}",
             protocol=protocol,
@@ -361,7 +366,7 @@ class RunRecorder:
         once, their bookkeeping interleaves with the reads of the streams still running
         instead of delaying them all in one burst.
         """
-        self._finished += 1
+        self.in_flight -= 1
         if rec.outcome is None:  # defensive: a transport bug must not lose the row
             rec.outcome = "cancelled"
             rec.error = rec.error or "ended without an outcome"
@@ -379,6 +384,14 @@ class RunRecorder:
             # a long queue is worked off without pauses so it cannot grow without bound.
             gevent.sleep(0.001 if len(queue) < 100 else 0)
 
+    def backlog_since(self) -> float | None:
+        """When the oldest stream finished but not yet recorded ended (epoch), or None: the
+        window aggregator's watermark stays before it."""
+        if not self._queue:
+            return None
+        rec = self._queue[0]
+        return rec.started_at + (rec.e2e_s or 0.0)
+
     def drain(self) -> None:
         """Record every queued stream now (end of the run)."""
         while self._queue:
@@ -395,8 +408,9 @@ class RunRecorder:
             self.sender.add(_csv_safe_record(rec))
         elif self.writer is not None:
             self.writer.add(_csv_safe_record(rec))
-        # A worker's figures travel to the master, which shows them; a local runner shows its own.
-        (self.live_delta if self._is_worker else self.live).add(rec)
+        # Windows: a worker's parts travel to the master, which writes them (loadgen/windows.py).
+        if self.aggregator is not None:
+            self.aggregator.add(rec)
         self._report(rec)
 
     def _report(self, rec: StreamRecord) -> None:
