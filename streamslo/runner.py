@@ -202,6 +202,7 @@ def execute(cfg: RunConfig) -> int:
         raise BadInputError(f"{out}: the results directory is not empty (choose a new --out)")
     out.mkdir(parents=True, exist_ok=True)
     slo = cfg.slo if cfg.slo is not None else thresholds.DEFAULT_SLO
+    workload = _describe_workload(cfg)  # a bad dataset or tokenizer: exit 2 before any load
     evidence = ServerEvidence(cfg.host, out, insecure=cfg.insecure, metrics_url=cfg.metrics_url)
     server = evidence.probe()
     start = time.time()
@@ -232,7 +233,12 @@ def execute(cfg: RunConfig) -> int:
         "locust_version": version("locust"),
         "server_mode": server.get("mode") if server else None,
         "server": server,
+        "workload": workload,
     }
+    if cfg.goodput:
+        from streamslo.metrics import GoodputBounds
+
+        info["goodput"] = GoodputBounds.parse(cfg.goodput).as_dict()
     write_json(layout.run_json, new_run_json(info))
     locustfile = Path(__file__).resolve().parent / "loadgen" / "locustfile.py"
     env = dict(os.environ, STREAMSLO_RUNNER="1", PYTHONUNBUFFERED="1", **cfg.locust_environment())
@@ -320,6 +326,26 @@ def execute(cfg: RunConfig) -> int:
         print(f"streamslo run: the run is invalid: {data.run.get('invalid_reason')}", file=sys.stderr)
         return EXIT_THRESHOLD
     return EXIT_OK
+
+
+def _describe_workload(cfg: RunConfig) -> dict[str, Any]:
+    """What ``run.json`` keeps about the prompts (``workload``: source, dataset name and
+    sha256, lengths, turns); reading the inputs here rejects a bad one before Locust starts.
+
+    Raises:
+        BadInputError: an unreadable dataset, prompt file, tokenizer, system prompt file or
+            WebSocket request template.
+    """
+    from streamslo.stream.envelope import WSEnvelope
+    from streamslo.workload import Workload, resolve_system_prompt
+
+    resolve_system_prompt(cfg.system_prompt)
+    envelope = WSEnvelope.from_options(cfg.ws_request_template, cfg.ws_chunk_path, cfg.ws_done_message)
+    out = Workload(cfg).describe()
+    if not envelope.plain:
+        out["ws_envelope"] = {"request_template": cfg.ws_request_template,
+                              "chunk_path": cfg.ws_chunk_path, "done_message": cfg.ws_done_message}
+    return out
 
 
 def _signal_name(exc: KeyboardInterrupt | None) -> str | None:

@@ -5,6 +5,7 @@ does, and so hide latency (coordinated omission). Here one arrival greenlet per 
 process draws gaps from a gamma distribution (shape = ``--burstiness``; 1 is Poisson, as in
 vLLM's benchmark) and starts each request in its own greenlet. Each request records the time it
 was *scheduled* for as well as when it really started, so a late generator cannot hide latency.
+With ``--turns N`` an arrival starts a conversation, whose turns follow one another.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from gevent.pool import Group
 from locust import task
 from locust.user.users import LOCUST_STATE_STOPPING
 
-from streamslo.loadgen.base import StreamUser, run_one_stream
+from streamslo.loadgen.base import StreamUser, run_conversation
 
 __all__ = ["OpenLoopStreamUser", "arrival_gaps"]
 
@@ -74,7 +75,7 @@ class OpenLoopStreamUser(StreamUser):
         group.kill(block=True)
 
     def _one(self, protocol: str, scheduled_at: float) -> None:
-        run_one_stream(self.recorder, protocol, type(self).__name__, self.limits, None, scheduled_at)
+        run_conversation(self.recorder, protocol, type(self).__name__, self.limits, None, scheduled_at)
 
 
 # Locust also inherits the base class's closed-loop task; an open-loop user runs only its

@@ -50,7 +50,7 @@ from streamslo.stream.timing import StreamRecord
 from streamslo.transport.fetch import fetch
 from streamslo.transport.sync import Target
 from streamslo.windows import WindowAggregator
-from streamslo.workload import PromptSource, RequestOptions, first_model_id
+from streamslo.workload import RequestOptions, Workload, first_model_id
 
 if TYPE_CHECKING:
     from streamslo.loadgen.relay import RelayReceiver, RelaySender
@@ -109,7 +109,7 @@ def _first_model(target: Target) -> str | None:
 
 
 #: The ``StreamRecord`` fields that are text columns of ``streams.csv`` (the others are numbers).
-_TEXT_FIELDS = ("stream_id", "protocol", "user_class", "outcome", "finish_reason", "error")
+_TEXT_FIELDS = ("stream_id", "protocol", "user_class", "outcome", "finish_reason", "error", "conversation_id")
 
 
 def _csv_safe_record(rec: StreamRecord) -> StreamRecord:
@@ -160,11 +160,8 @@ class RunRecorder:
         }
         self.redact: Redactor = opts.redactor()
         install_log_redaction(self.redact)
-        self.prompts = (
-            PromptSource.from_file(opts.prompt_file, opts.seed)
-            if opts.prompt_file
-            else PromptSource.synthetic(opts.prompt_tokens, opts.seed)
-        )
+        self.workload = Workload(opts)
+        self._conversations = itertools.count(1)
         if opts.results_dir is not None and not self._is_worker:
             ensure_streams_header(opts.results_dir)
             # Now, not at test start: Locust's --run-time clock runs from the start, and this
@@ -219,11 +216,7 @@ class RunRecorder:
             install_log_redaction(self.redact)
             self._target = None
             self._request = None
-            self.prompts = (
-                PromptSource.from_file(opts.prompt_file, opts.seed)
-                if opts.prompt_file
-                else PromptSource.synthetic(opts.prompt_tokens, opts.seed)
-            )
+            self.workload = Workload(opts)
 
     # ------------------------------------------------------------ distributed
     def attach_sender(self, runner: Any) -> RelaySender:
@@ -357,6 +350,10 @@ class RunRecorder:
             t0=time.perf_counter(),
             scheduled_at=scheduled_at,
         )
+
+    def new_conversation_id(self) -> str:
+        """A conversation id unique across processes (multi-turn runs)."""
+        return f"{self._tag}-c{next(self._conversations)}"
 
     def finish(self, rec: StreamRecord) -> None:
         """Record a finished stream everywhere it belongs.
