@@ -50,6 +50,7 @@ __all__ = [
     "BEGIN",
     "DEFAULTS",
     "END",
+    "GoodputSpec",
     "OPTIONS",
     "RunOption",
     "RunOptions",
