@@ -50,6 +50,7 @@ __all__ = [
     "BEGIN",
     "DEFAULTS",
     "END",
+    "GoodputSpec",
     "OPTIONS",
     "RunOption",
     "RunOptions",
@@ -108,7 +109,7 @@ class RunOptions:
         scenario=False, locust=False))
     slo_source: str | None = field(default=None, metadata=option(
         Text(name="FILE"), "an SLO TOML file (default: the scenario's [thresholds], else the incidents' SLO)",
-        flag="--slo", scenario=False, locust=False))
+        flag="--slo", scenario=False, web_ui=False))
     # --- what each request asks for
     protocol: str = field(default="sse", metadata=option(
         Choice(("sse", "ws", "mixed")), "transport: SSE, WebSocket, or half each"))
@@ -197,6 +198,21 @@ class RunOptions:
     itl_events: str = field(default="per-stream", metadata=option(
         Choice(("per-stream", "per-gap", "off")),
         "ITL in Locust's statistics: each stream's mean and max gap, every gap, or none"))
+    # --- long runs: windows, progress, the target's metrics
+    window: float = field(default=10.0, metadata=option(
+        Duration(), "length of a windows.csv window (live figures, budget burn rates)"))
+    metrics_url: str | None = field(default=None, metadata=option(
+        Text(name="URL"), "the target's Prometheus metrics to scrape during the run, e.g. "
+        "http://127.0.0.1:8000/metrics (the bundled server's are found by themselves)", locust=False))
+    prometheus_port: int = field(default=0, metadata=option(
+        Integer(0), "serve the load generator's own metrics for Prometheus on 127.0.0.1:PORT (0: off)",
+        locust=False))
+    progress: str = field(default="auto", metadata=option(
+        Choice(("auto", "live", "plain", "off")),
+        "progress output on stderr: a live line (a terminal), a plain line every --progress-interval (CI logs), or none",
+        locust=False))
+    progress_interval: float = field(default=30.0, metadata=option(
+        Duration(), "seconds between plain progress lines", locust=False))
     # --- the load generator
     processes: int = field(default=1, metadata=option(
         Integer(1), "Locust processes generating load", locust="--processes-hint", web_ui=False,

@@ -50,7 +50,7 @@ def test_one_row_per_field_and_no_name_twice():
 
 def test_secrets_and_local_paths_stay_out_of_the_web_ui():
     hidden = {o.locust_dest for o in OPTIONS if o.locust_flag and not o.in_web_ui}
-    assert hidden == {"results_dir", "prompt_file", "api_key_env", "header", "header_file", "processes_hint",
+    assert hidden == {"results_dir", "prompt_file", "api_key_env", "header", "header_file", "processes_hint", "slo",
                       # local files to read: a dataset, a tokenizer, a system prompt's @FILE, a template
                       "dataset", "tokenizer", "system_prompt", "ws_request_template"}
     for o in OPTIONS:
@@ -192,7 +192,7 @@ def _non_default(o: run_options.RunOption) -> object:
     special = {
         "out": Path("/tmp/r"), "protocol": "mixed", "endpoint": "completions", "model": "m1",
         "stages": "1s:2,2s:0", "shape": "spike", "itl_events": "per-gap", "prompt_file": "p.txt",
-        "slow_readers": 0.25, "dataset": "d.jsonl", "dataset_format": "jsonl",
+        "slow_readers": 0.25, "slo_source": "slo.toml", "dataset": "d.jsonl", "dataset_format": "jsonl",
         "prompt_tokens": LengthDist.parse("uniform:3,9"), "output_tokens": LengthDist.parse("normal:20,5,1,40"),
         "tokenizer": "tok.json", "system_prompt": "be brief", "ws_request_template": "t.json",
         "ws_chunk_path": "data.chunk", "ws_done_message": '{"type": "done"}',

@@ -49,10 +49,12 @@ class OpenLoopStreamUser(StreamUser):
         rate = opts.request_rate / n
         cap = opts.max_concurrency // n if opts.max_concurrency else 0
         sem = BoundedSemaphore(max(1, cap)) if cap else None
-        rng = random.Random(opts.seed + 7919 * id(self) % 1000)
+        # Seeded per process (worker index under distributed runs), so a run repeats exactly.
+        index = int(getattr(self.environment.runner, "worker_index", 0) or 0)
+        rng = random.Random(opts.seed + 7919 * (index + 1))
         ws_share = {"sse": 0.0, "ws": 1.0, "mixed": 0.5}[opts.protocol]
         group = Group()
-        gaps = arrival_gaps(rate, opts.burstiness, opts.seed + id(self) % 1000)
+        gaps = arrival_gaps(rate, opts.burstiness, opts.seed + index)
         t_next = time.perf_counter()
         epoch0 = time.time() - t_next
         while self._state != LOCUST_STATE_STOPPING:

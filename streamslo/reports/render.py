@@ -253,8 +253,9 @@ def figures_html(charts: Iterable[Chart]) -> str:
     ) + "</div>"
 
 
-def render_html(report: Report, charts: Sequence[Chart]) -> str:
-    """The whole report as one self-contained HTML page."""
+def render_html(report: Report, charts: Sequence[Chart], extra_sections: Sequence[tuple[str, str]] = ()) -> str:
+    """The whole report as one self-contained HTML page; ``extra_sections`` (title, HTML)
+    come after the charts (the long-run section, :mod:`streamslo.reports.soak`)."""
     t = _rows(report)
     two = report.before is not None
     title = ("streamslo report: " + " vs ".join(
@@ -280,6 +281,7 @@ def render_html(report: Report, charts: Sequence[Chart]) -> str:
         "<h2>Latency (ms)</h2>", html_table(t["latency"], change_col=6 if two else None),
         "<h2>Outcomes</h2>", html_table(t["outcomes"]),
         "<h2>Charts</h2>", figures_html(charts),
+        *[part for title, body in extra_sections for part in (f"<h2>{html.escape(title)}</h2>", body)],
         "<h2>Server-side evidence</h2>", _server_html(report),
         f'<p class="note">{method}</p>',
     ]
@@ -304,8 +306,9 @@ def md_table(rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
-def render_markdown(report: Report) -> str:
-    """A Markdown summary for a CI comment: banners, verdicts, rates, headline latency."""
+def render_markdown(report: Report, extra: str = "") -> str:
+    """A Markdown summary for a CI comment: banners, verdicts, rates, headline latency, then
+    ``extra`` (the long-run section)."""
     t = _rows(report)
     out = ["## streamslo report", ""]
     out += [f"> :warning: **{m}**" for m in report.invalid]
@@ -317,6 +320,7 @@ def render_markdown(report: Report) -> str:
             "### Latency (ms)", "", md_table(t["latency"]), "",
             "### Throughput", "", md_table(t["throughput"]), "",
             "### Outcomes", "", md_table(t["outcomes"]), "",
+            *([extra] if extra else []),
             f"_SLO: {report.slo_source}; CIs: {int(report.bootstrap.confidence * 100)} % "
             f"bootstrap over whole streams, seed {report.bootstrap.seed}._", ""]
     return "\n".join(out)
@@ -363,6 +367,7 @@ def json_safe(obj: Any) -> Any:
     return obj
 
 
-def render_json(report: Report) -> str:
-    """``report.json``: the report model as strict JSON (NaN becomes null)."""
-    return json.dumps(json_safe(report.to_dict()), indent=2, allow_nan=False, default=str) + "\n"
+def render_json(report: Report, extra: dict[str, Any] | None = None) -> str:
+    """``report.json``: the report model as strict JSON (NaN becomes null), plus ``extra``
+    top-level keys (``soak``)."""
+    return json.dumps(json_safe({**report.to_dict(), **(extra or {})}), indent=2, allow_nan=False, default=str) + "\n"
