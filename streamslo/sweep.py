@@ -77,34 +77,60 @@ def _run(base: Any, out: Path, label: str, **changes: Any) -> tuple[int, Any]:
     return rc, load_run(out)
 
 
-def main(args: argparse.Namespace) -> int:
-    """``streamslo sweep``.
-
-    Raises:
-        BadInputError: bad options, or a non-empty ``--out``.
-        KeyboardInterrupt: a stop signal (the run under way is finalized first).
-    """
-    from streamslo import __version__, thresholds
-    from streamslo.reports.knee import find_knee, load_point
+def _write(root: Path, entries: list[Any], info: dict[str, Any], slo: Any) -> dict[str, Any]:
+    """``sweep.json``, ``sweep.html``, ``sweep.md`` from the runs so far; the document."""
+    from streamslo.reports.knee import find_knee
     from streamslo.reports.knee_charts import knee_chart, slo_bounds
     from streamslo.reports.sweep_report import (
-        SweepEntry,
         dump,
         render_sweep_html,
         render_sweep_markdown,
         sweep_document,
     )
+
+    doc = sweep_document(entries, info)
+    rate_points = [e.point for e in entries if e.kind == "rate"]
+    chart = knee_chart({"sweep": rate_points}, key="sweep", title="Latency, failures and throughput against the request rate",
+                       xlabel="asked rate (req/s)", knees={"sweep": find_knee(rate_points)}, bounds=slo_bounds(slo),
+                       throughput=True)
+    (root / "sweep.json").write_text(dump(doc), encoding="utf-8")
+    (root / "sweep.html").write_text(render_sweep_html(doc, [chart] if chart else []), encoding="utf-8")
+    (root / "sweep.md").write_text(render_sweep_markdown(doc), encoding="utf-8")
+    return doc
+
+
+def main(args: argparse.Namespace) -> int:
+    """``streamslo sweep``.
+
+    Raises:
+        BadInputError: bad options, or a non-empty ``--out``.
+        KeyboardInterrupt: a stop signal: the run under way is finalized, the sweep's files
+            are written from the runs so far (``complete: false``), and no further run starts.
+    """
+    from streamslo import __version__, thresholds
+    from streamslo.reports.knee import load_point
+    from streamslo.reports.render import text_table
+    from streamslo.reports.sweep_report import SweepEntry, sweep_rows
     from streamslo.runner import config_from_args
 
     base = config_from_args(args)
-    if base.request_rate:
-        raise BadInputError("sweep sets --request-rate itself: give --rates, or --find-max")
+    if base.request_rate or base.stages or base.shape:
+        raise BadInputError("sweep sets the load itself: give --rates or --find-max, not --request-rate, --stages or --shape")
     root = Path(base.out)
     if root.exists() and any(root.iterdir()):
         raise BadInputError(f"{root}: the sweep's folder is not empty (choose a new --out)")
     root.mkdir(parents=True, exist_ok=True)
     slo = base.slo if base.slo is not None else thresholds.DEFAULT_SLO
     entries: list[SweepEntry] = []
+    info: dict[str, Any] = {
+        "tool_version": __version__,
+        "generated_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "target": base.host,
+        "slo": base.slo_source or "default",
+        "mode": "rates" if args.rates else "find-max",
+        "duration_s": base.duration,
+        "complete": False,
+    }
 
     def record(kind: str, asked: float | None, name: str, rc: int, data: Any, label: str, x: float) -> None:
         point = load_point(data, x, label, slo=slo, asked=asked is not None)
@@ -112,43 +138,31 @@ def main(args: argparse.Namespace) -> int:
             point = replace(point, passed=False, failed=(*point.failed, "the run is invalid (saturated generator)"))
         entries.append(SweepEntry(kind, asked, name, rc, point))
 
-    rates: tuple[float, ...] = args.rates or ()
-    if not rates:
-        rc, data = _run(base, root / "synchronous", "synchronous run (one request at a time)", users=1, spawn_rate=0.0)
-        record("synchronous", None, "synchronous", rc, data, "synchronous", 0.0)
-        rc, data = _run(base, root / "throughput", f"saturating run ({base.users} streams)")
-        record("throughput", None, "throughput", rc, data, f"saturating ({base.users} users)", 0.0)
-        low = entries[0].point.achieved_rate or 0.0
-        high = entries[1].point.achieved_rate or 0.0
-        if high <= 0:
-            raise BadInputError("the saturating run completed no request: no rate to sweep (is the server up?)")
-        rates = even_rates(low, high, args.steps)
-        print(f"[sweep] synchronous {low:.3g} req/s, saturating {high:.3g} req/s: rates {', '.join(f'{r:g}' for r in rates)}", flush=True)
-    for rate in rates:
-        name = f"rate-{rate:g}"
-        rc, data = _run(base, root / name, f"{rate:g} req/s", request_rate=rate)
-        record("rate", rate, name, rc, data, f"{rate:g} req/s", rate)
-
-    info = {
-        "tool_version": __version__,
-        "generated_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "target": base.host,
-        "slo": base.slo_source or "default",
-        "mode": "rates" if args.rates else "find-max",
-        "duration_s": base.duration,
-    }
-    doc = sweep_document(entries, info)
-    rate_points = [e.point for e in entries if e.kind == "rate"]
-    bounds = slo_bounds(slo)
-    chart = knee_chart({"sweep": rate_points}, key="sweep", title="Latency and failures against the request rate",
-                       xlabel="asked rate (req/s)", knees={"sweep": find_knee(rate_points)}, bounds=bounds,
-                       throughput=True)
-    (root / "sweep.json").write_text(dump(doc), encoding="utf-8")
-    (root / "sweep.html").write_text(render_sweep_html(doc, [chart] if chart else []), encoding="utf-8")
-    (root / "sweep.md").write_text(render_sweep_markdown(doc), encoding="utf-8")
-    from streamslo.reports.render import text_table
-    from streamslo.reports.sweep_report import sweep_rows
-
+    try:
+        rates: tuple[float, ...] = args.rates or ()
+        if not rates:
+            rc, data = _run(base, root / "synchronous", "synchronous run (one request at a time)", users=1, spawn_rate=0.0)
+            record("synchronous", None, "synchronous", rc, data, "synchronous", 0.0)
+            rc, data = _run(base, root / "throughput", f"saturating run ({base.users} streams)")
+            record("throughput", None, "throughput", rc, data, f"saturating ({base.users} users)", 0.0)
+            low = entries[0].point.achieved_rate or 0.0
+            high = entries[1].point.achieved_rate or 0.0
+            if high <= 0:
+                raise BadInputError("the saturating run sent fewer than two requests: no rate to sweep (is the server up?)")
+            rates = even_rates(low, high, args.steps)
+            info["rates"] = list(rates)
+            print(f"[sweep] synchronous {low:.3g} req/s, saturating {high:.3g} req/s: rates "
+                  f"{', '.join(f'{r:g}' for r in rates)}", flush=True)
+        for rate in rates:
+            name = f"rate-{rate:g}"
+            rc, data = _run(base, root / name, f"{rate:g} req/s", request_rate=rate)
+            record("rate", rate, name, rc, data, f"{rate:g} req/s", rate)
+    except KeyboardInterrupt:
+        _write(root, entries, info, slo)
+        print(f"sweep: interrupted; the runs so far are in {root / 'sweep.json'}", file=sys.stderr, flush=True)
+        raise
+    info["complete"] = True
+    doc = _write(root, entries, info, slo)
     print(text_table(sweep_rows(doc)))
     best = doc["max_passing_rate"]
     print(f"\nsweep: {root / 'sweep.html'}\n       {root / 'sweep.json'}")
@@ -157,4 +171,3 @@ def main(args: argparse.Namespace) -> int:
         return EXIT_THRESHOLD
     print(f"sweep: the highest rate that met the SLO: {best:g} req/s")
     return EXIT_OK
-

@@ -7,15 +7,17 @@ it matches what ``verify`` and ``summary.json`` would say of the same streams.
 
 The knee (:func:`find_knee`) is the last level before the service turns: the first level
 where the SLO fails, TTFT p99 or ITL p99 more than doubles over the lowest level's, the
-truncation rate rises by more than one point over it, or (rates) the server no longer keeps
-up (achieved below 90 % of the asked rate). Nothing here prints.
+truncation rate rises by more than one point over it, or (rates) the asked rate was not
+kept up (fewer sent than :func:`keep_up_floor` allows: the open-loop generator fell behind,
+e.g. ``--max-concurrency`` reached). Nothing here prints.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -35,8 +37,10 @@ __all__ = [
     "Knee",
     "LoadPoint",
     "find_knee",
+    "keep_up_floor",
     "level_points",
     "load_point",
+    "sent_rate",
     "stage_levels",
 ]
 
@@ -59,7 +63,8 @@ class LoadPoint:
     requests: int
     duration_s: float | None
     achieved_rate: float | None
-    """Requests per second that were sent."""
+    """Requests per second that were sent: the streams started, over the span of their
+    starts (start-up and drain do not dilute it, so a short run is judged fairly)."""
     tokens_per_s: float | None
     ttft_ms: LatencyStats
     itl_ms: LatencyStats
@@ -116,7 +121,7 @@ def load_point(data: RunData, x: float, label: str, *, duration_s: float | None 
         checks = thresholds.evaluate(slo, data)
         passed = all(c.passed for c in checks)
         failed = tuple(f"{c.threshold.metric} {c.threshold.expression}" for c in checks if not c.passed)
-    achieved = gauge_value(data, "requests_per_s")
+    achieved = sent_rate(data.streams["started_at"].to_numpy(dtype=float))
     return LoadPoint(
         x=float(x), label=label, requests=int(counted_mask(data.streams).sum()),
         duration_s=duration_s if duration_s is not None else _duration(data),
@@ -131,6 +136,15 @@ def load_point(data: RunData, x: float, label: str, *, duration_s: float | None 
         goodput_fraction=_ratio(rate_value(data, "goodput_fraction")) if goodput else None,
         passed=passed, valid=data.valid, failed=failed, asked=asked,
     )
+
+
+def sent_rate(started_at: np.ndarray) -> float | None:
+    """Requests per second sent: ``n - 1`` gaps over the span from the first start to the
+    last (None with fewer than two starts, or all at once)."""
+    t = np.sort(started_at[np.isfinite(started_at)])
+    if len(t) < 2 or t[-1] <= t[0]:
+        return None
+    return float((len(t) - 1) / (t[-1] - t[0]))
 
 
 def _duration(data: RunData) -> float | None:
@@ -212,8 +226,8 @@ def _worse(p: float | None, base: float | None) -> bool:
 def _turned(p: LoadPoint, base: LoadPoint) -> str | None:
     if p.passed is False:
         return "the SLO failed (" + ", ".join(p.failed) + ")"
-    if p.asked and p.achieved_rate is not None and p.achieved_rate < KEEP_UP * p.x:
-        return f"the server kept up with {p.achieved_rate:.2f} of {p.x:g} req/s asked"
+    if p.asked and p.achieved_rate is not None and p.achieved_rate < keep_up_floor(p.x, p.requests):
+        return f"only {p.achieved_rate:.2f} of {p.x:g} req/s asked were sent"
     if _worse(p.ttft_ms.p99, base.ttft_ms.p99):
         return f"TTFT p99 {p.ttft_ms.p99:.0f} ms, over {LATENCY_FACTOR:g}x the lowest level's"
     if _worse(p.itl_ms.p99, base.itl_ms.p99):
@@ -221,6 +235,13 @@ def _turned(p: LoadPoint, base: LoadPoint) -> str | None:
     if p.truncation_rate is not None and p.truncation_rate > (base.truncation_rate or 0.0) + TRUNCATION_RISE:
         return f"truncation rate {p.truncation_rate:.1%}"
     return None
+
+
+def keep_up_floor(asked: float, n: int) -> float:
+    """The lowest sent rate that still counts as keeping up with ``asked``: :data:`KEEP_UP` of
+    it, lower for few requests (Poisson arrivals: three standard errors, ``3/sqrt(n)``)."""
+    slack = max(1.0 - KEEP_UP, 3.0 / math.sqrt(max(n, 1)))
+    return asked * max(0.0, 1.0 - slack)
 
 
 def find_knee(points: Sequence[LoadPoint]) -> Knee:
@@ -237,11 +258,6 @@ def find_knee(points: Sequence[LoadPoint]) -> Knee:
             return Knee(prev.x, prev.label, p.label, why)
     top = pts[-1]
     return Knee(top.x, top.label, None, "held to the highest level")
-
-
-def mark_asked(points: Sequence[LoadPoint]) -> list[LoadPoint]:
-    """The points with ``asked`` set (rate sweeps)."""
-    return [replace(p, asked=True) for p in points]
 
 
 def finite(values: Sequence[float | None]) -> np.ndarray:

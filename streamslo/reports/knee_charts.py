@@ -20,7 +20,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullForma
 from streamslo.reports.charts import Chart, png_base64
 from streamslo.reports.knee import Knee, LoadPoint, finite
 
-__all__ = ["SERIES_COLORS", "knee_chart", "level_ticks", "log_ticks", "slo_bounds"]
+__all__ = ["SERIES_COLORS", "knee_chart", "knee_figure", "level_ticks", "log_ticks", "slo_bounds"]
 
 #: Line colour by series name (others cycle through the rest).
 SERIES_COLORS = {"naive": "#c0392b", "before": "#c0392b", "fixed": "#1f77b4", "after": "#1f77b4",
@@ -56,6 +56,22 @@ def level_ticks(levels: Sequence[float], log: bool, min_gap: float) -> list[floa
     return [xs[i] for i in keep]
 
 
+#: A panel's plot width in pixels (3.6 in at 100 dpi, less the y labels), and a tick digit's.
+_PANEL_PX = 250.0
+_CHAR_PX = 7.0
+
+
+def _min_gap(levels: Sequence[float], log: bool) -> float:
+    """The distance (axis units; log10 units on a log axis) two labelled levels keep: the
+    widest label and a margin, as a share of the axis's span."""
+    lo, hi = levels[0], levels[-1]
+    span = (math.log10(hi / lo) if lo > 0 else 1.0) if log else hi - lo
+    if span <= 0:
+        return 1.0
+    widest = max(len(f"{v:g}") for v in levels)
+    return span * (widest * _CHAR_PX + 12.0) / _PANEL_PX
+
+
 def _color(name: str, i: int) -> str:
     return SERIES_COLORS.get(name, _CYCLE[i % len(_CYCLE)])
 
@@ -89,12 +105,31 @@ def knee_chart(
     log_x: bool = False,
     throughput: bool = False,
 ) -> Chart | None:
+    """:func:`knee_figure` as a report chart (None without points); ``key`` names it."""
+    fig = knee_figure(series, title=title, xlabel=xlabel, knees=knees, bounds=bounds, log_x=log_x,
+                      throughput=throughput)
+    if fig is None:
+        return None
+    caption = ("Each point: the streams of one load level. Dashed: the SLO's bound; dotted: the knee "
+               "(the last level before the service turned).")
+    return Chart(key, title, caption, png_base64(fig), wide=True)
+
+
+def knee_figure(
+    series: Mapping[str, Sequence[LoadPoint]],
+    *,
+    title: str,
+    xlabel: str,
+    knees: Mapping[str, Knee] | None = None,
+    bounds: Mapping[str, float] | None = None,
+    log_x: bool = False,
+    throughput: bool = False,
+) -> Figure | None:
     """Truncation rate, ITL p99 and TTFT p99 against load (and, with ``throughput``, achieved
     requests/s and goodput/s), one line per series.
 
     Args:
         series: series name (``naive``, ``fixed``, ``sweep``) -> its points.
-        key: the chart's key in the report.
         title: shown above the panels.
         xlabel: the load axis's name.
         knees: series name -> its knee, marked with a dotted line.
@@ -134,7 +169,7 @@ def knee_chart(
     for ax in axes:
         if log_x:
             ax.set_xscale("log", base=2)
-        ax.xaxis.set_major_locator(FixedLocator(level_ticks(levels, log_x, 0.12 if log_x else (levels[-1] - levels[0]) / 7)))
+        ax.xaxis.set_major_locator(FixedLocator(level_ticks(levels, log_x, _min_gap(levels, log_x))))
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
         ax.xaxis.set_minor_locator(NullLocator())
         ax.set_xlabel(xlabel)
@@ -145,9 +180,8 @@ def knee_chart(
     trunc.legend(loc="upper left", fontsize=7)
     itl.legend(loc="upper left", fontsize=7)
     fig.suptitle(title, fontsize=11)
-    caption = ("Each point: the streams of one load level. Dashed: the SLO's bound; dotted: the knee "
-               "(the last level before the service turned).")
-    return Chart(key, title, caption, png_base64(fig), wide=True)
+    fig.tight_layout()
+    return fig
 
 
 def slo_bounds(slo: Any) -> dict[str, float]:

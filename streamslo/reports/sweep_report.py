@@ -18,7 +18,7 @@ from streamslo.reports.charts import Chart
 from streamslo.reports.knee import Knee, LoadPoint, find_knee
 from streamslo.reports.render import CSS, figures_html, fmt, html_table, json_safe, md_table
 
-__all__ = ["SweepEntry", "dump", "render_sweep_html", "render_sweep_markdown", "sweep_document", "sweep_rows"]
+__all__ = ["SweepEntry", "dump", "max_passing_rate", "render_sweep_html", "render_sweep_markdown", "sweep_document", "sweep_rows"]
 
 
 @dataclass(frozen=True)
@@ -35,16 +35,21 @@ class SweepEntry:
     point: LoadPoint
 
 
-def _max_passing(entries: Sequence[SweepEntry]) -> float | None:
-    passing = [e.asked_rate for e in entries
-               if e.kind == "rate" and e.asked_rate is not None and e.point.passed]
-    return max(passing) if passing else None
+def max_passing_rate(entries: Sequence[SweepEntry]) -> float | None:
+    """The highest asked rate whose run met every threshold, every lower rate having met them
+    too (a lucky pass above a failing rate does not count); None when the lowest rate failed."""
+    best = None
+    for e in sorted((e for e in entries if e.kind == "rate" and e.asked_rate is not None),
+                    key=lambda e: e.asked_rate or 0.0):
+        if not e.point.passed:
+            break
+        best = e.asked_rate
+    return best
 
 
 def sweep_document(entries: Sequence[SweepEntry], info: Mapping[str, Any]) -> dict[str, Any]:
     """``sweep.json``: ``info`` (target, SLO, mode...), one entry per run, the knee of the
-    rate runs, ``max_passing_rate`` (the highest asked rate whose run met every threshold;
-    null when none did), and the synchronous and saturating rates when measured."""
+    rate runs, ``max_passing_rate`` (:func:`max_passing_rate`; null when none passed), and the synchronous and saturating rates when measured."""
     rate_points = [e.point for e in entries if e.kind == "rate"]
     knee: Knee = find_knee(rate_points)
     by_kind = {e.kind: e for e in entries if e.kind != "rate"}
@@ -57,7 +62,7 @@ def sweep_document(entries: Sequence[SweepEntry], info: Mapping[str, Any]) -> di
     doc["synchronous_rate"] = by_kind["synchronous"].point.achieved_rate if "synchronous" in by_kind else None
     doc["max_throughput_rate"] = by_kind["throughput"].point.achieved_rate if "throughput" in by_kind else None
     doc["knee"] = knee.as_dict()
-    doc["max_passing_rate"] = _max_passing(entries)
+    doc["max_passing_rate"] = max_passing_rate(entries)
     return doc
 
 
