@@ -70,6 +70,8 @@ def test_the_knee_is_the_last_level_before_the_service_turns() -> None:
     ttft = [*held, _point(8, ttft=101)]  # over twice the lowest level's 50 ms
     knee = find_knee(ttft)
     assert (knee.x, knee.broke_at) == (4, "8 req/s") and "TTFT p99" in knee.reason
+    small = [_point(1, ttft=10), _point(2, ttft=45)]  # 4.5x, but only 35 ms more: noise
+    assert find_knee(small).broke_at is None
     trunc = [_point(1), _point(2, trunc=0.02)]
     assert find_knee(trunc).x == 1 and "truncation" in find_knee(trunc).reason
     behind = [_point(1), _point(2, achieved=1.5)]  # 1000 requests: 1.5 < 90 % of 2

@@ -6,7 +6,8 @@ way). Every figure of a point comes from :mod:`streamslo.metrics` over that leve
 it matches what ``verify`` and ``summary.json`` would say of the same streams.
 
 The knee (:func:`find_knee`) is the last level before the service turns: the first level
-where the SLO fails, TTFT p99 or ITL p99 more than doubles over the lowest level's, the
+where the SLO fails, TTFT p99 or ITL p99 more than doubles over the lowest level's (and grows
+by more than :data:`LATENCY_FLOOR_MS`), the
 truncation rate rises by more than one point over it, or (rates) the asked rate was not
 kept up (fewer sent than :func:`keep_up_floor` allows: the open-loop generator fell behind,
 e.g. ``--max-concurrency`` reached). Nothing here prints.
@@ -48,6 +49,8 @@ __all__ = [
 KEEP_UP = 0.9
 #: A latency p99 more than this many times the lowest level's: the knee is passed.
 LATENCY_FACTOR = 2.0
+#: ... and more than this many ms above it (a doubling of a few ms is not a turn).
+LATENCY_FLOOR_MS = 50.0
 #: A truncation rate more than this above the lowest level's: the knee is passed.
 TRUNCATION_RISE = 0.01
 
@@ -154,22 +157,21 @@ def _duration(data: RunData) -> float | None:
 
 
 # --------------------------------------------------------------------------- staged runs
-def stage_levels(run: dict[str, Any]) -> list[tuple[int, float, float]]:
+def stage_levels(stages: str) -> list[tuple[int, float, float]]:
     """The levels of a staged run: (users, start s, end s) of each stage that *holds* a user
-    count (k6's ``target`` reached and kept), from run.json's ``stages`` and warm-up."""
+    count (k6's ``target`` reached and kept), from its ``--stages`` text ("" or bad: none)."""
     from streamslo.errors import BadInputError
     from streamslo.stages import parse_stages
 
-    text = run.get("stages")
-    if not isinstance(text, str) or not text:
+    if not stages:
         return []
     try:
-        stages = parse_stages(text)
+        parsed = parse_stages(stages)
     except BadInputError:
         return []
     out: list[tuple[int, float, float]] = []
     t, prev = 0.0, 0
-    for st in stages:
+    for st in parsed:
         if st.target == prev and st.duration > 0 and st.target > 0:
             out.append((st.target, t, t + st.duration))
         t += st.duration
@@ -177,21 +179,25 @@ def stage_levels(run: dict[str, Any]) -> list[tuple[int, float, float]]:
     return out
 
 
-def level_points(data: RunData, slo: Any = None, settle_s: float = 0.0) -> list[LoadPoint]:
+def level_points(data: RunData, stages: str, slo: Any = None, settle_s: float = 0.0) -> list[LoadPoint]:
     """One point per held stage of a staged run: the streams that started while it held.
 
+    The stages' clock starts at the run's first stream (Locust's start-up is not part of the
+    first stage); a run without streams has no points.
+
     Args:
-        data: the whole run (run.json must hold ``stages`` and ``start_epoch``).
+        data: the whole run.
+        stages: the run's ``--stages`` text.
         slo: checked at each level, or None.
         settle_s: streams that started within this long of a stage's start are left out (the
             ramp's transient).
     """
-    start = data.run.get("start_epoch")
-    levels = stage_levels(data.run)
-    if not levels or not isinstance(start, (int, float)):
-        return []
     s, g = data.streams, data.gaps
-    since = (s["started_at"] - float(start)).to_numpy(dtype=float)
+    levels = stage_levels(stages)
+    if not levels or s.empty:
+        return []
+    started = s["started_at"].to_numpy(dtype=float)
+    since = started - np.nanmin(started)
     points = []
     for users, lo, hi in levels:
         mask = (since >= lo + settle_s) & (since < hi)
@@ -220,7 +226,8 @@ class Knee:
 
 
 def _worse(p: float | None, base: float | None) -> bool:
-    return p is not None and base is not None and base > 0 and p > LATENCY_FACTOR * base
+    return (p is not None and base is not None and base > 0
+            and p > LATENCY_FACTOR * base and p > base + LATENCY_FLOOR_MS)
 
 
 def _turned(p: LoadPoint, base: LoadPoint) -> str | None:
