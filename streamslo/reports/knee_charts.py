@@ -84,7 +84,7 @@ def _panel_latency(ax: object, series: Mapping[str, Sequence[LoadPoint]], metric
         ax.plot(xs, ys, marker="o", color=_color(name, i), label=name)  # type: ignore[attr-defined]
         values += [v for v in ys if np.isfinite(v) and v > 0]
     if bound:
-        ax.axhline(bound, color="#555", ls="--", lw=1, label=f"SLO bound {bound:g} ms")  # type: ignore[attr-defined]
+        ax.axhline(bound, color="#555", ls="--", lw=1, label="SLO bound")  # type: ignore[attr-defined]
         values.append(bound)
     if values:
         lo, hi = min(values) / 1.3, max(values) * 1.3
@@ -164,7 +164,6 @@ def knee_figure(
                 tp.plot(xs, finite([p.goodput_per_s for p in pts]), marker="s", ls="--", color=_color(name, i + 1),
                         label=f"{name} goodput")
         tp.set_ylabel("requests / s")
-        tp.legend(loc="upper left", fontsize=7)
     levels = sorted({p.x for pts in series.values() for p in pts})
     for ax in axes:
         if log_x:
@@ -177,10 +176,15 @@ def knee_figure(
         for i, (name, knee) in enumerate((knees or {}).items()):
             if knee.x is not None and knee.broke_at is not None:
                 ax.axvline(knee.x, color=_color(name, i), ls=":", lw=1.2)
-    trunc.legend(loc="upper left", fontsize=7)
-    itl.legend(loc="upper left", fontsize=7)
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
+    # One legend for every panel, below them: inside a panel it hid the points it names.
+    handles: dict[str, Any] = {}
+    for ax in axes:
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            handles.setdefault(lab, h)
+    fig.legend(list(handles.values()), list(handles), loc="upper center", bbox_to_anchor=(0.5, 0.0),
+               ncol=min(len(handles), 6), fontsize=8, frameon=False)
     return fig
 
 
