@@ -156,7 +156,7 @@ def _sweep(url: str, out: Path, *args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.load
 def test_a_sweep_of_given_rates_writes_one_directory_per_rate(bundled_url: str, tmp_path: Path) -> None:
     out = tmp_path / "sweep"
-    r = _sweep(bundled_url, out, "--rates", "9,3")
+    r = _sweep(bundled_url, out, "--rates", "9,3", "--goodput", "e2el:60000")
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     doc = json.loads((out / "sweep.json").read_text())
     assert [e["asked_rate"] for e in doc["entries"]] == [3.0, 9.0]
@@ -166,6 +166,9 @@ def test_a_sweep_of_given_rates_writes_one_directory_per_rate(bundled_url: str, 
         assert e["requests"] == int((s["outcome"] != "cancelled").sum()) > 0
         assert json.loads((out / e["dir"] / "run.json").read_text())["request_rate"] == e["asked_rate"]
         assert e["passed"] is True and e["truncation_rate"] == 0.0 and e["ttft_ms"]["p99"] > 0
+        summary = json.loads((out / e["dir"] / "summary.json").read_text())
+        assert e["goodput_fraction"] == summary["goodput_fraction"] == 1.0  # every stream within a minute
+        assert e["goodput_per_s"] == pytest.approx(summary["goodput_per_s"]) and e["goodput_per_s"] > 0
     # Open loop: the higher rate sent more requests (about 3x; Poisson over 5 s).
     assert doc["entries"][1]["requests"] > doc["entries"][0]["requests"]
     html = (out / "sweep.html").read_text()
