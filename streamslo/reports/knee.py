@@ -38,6 +38,7 @@ __all__ = [
     "Knee",
     "LoadPoint",
     "find_knee",
+    "first_user_s",
     "keep_up_floor",
     "level_points",
     "load_point",
@@ -179,11 +180,27 @@ def stage_levels(stages: str) -> list[tuple[int, float, float]]:
     return out
 
 
+def first_user_s(stages: str) -> float:
+    """When a staged run's first user starts, in seconds of its stages: the first whole second
+    (the load shape is asked once a second) at which the first stage's linear ramp from 0
+    rounds to at least one user."""
+    from streamslo.stages import parse_stages
+
+    first = parse_stages(stages)[0]
+    if first.target < 1 or first.duration <= 0:
+        return 0.0
+    k = 0
+    while k < first.duration and round(first.target * k / first.duration) < 1:
+        k += 1
+    return float(min(k, first.duration))
+
+
 def level_points(data: RunData, stages: str, slo: Any = None, settle_s: float = 0.0) -> list[LoadPoint]:
     """One point per held stage of a staged run: the streams that started while it held.
 
-    The stages' clock starts at the run's first stream (Locust's start-up is not part of the
-    first stage); a run without streams has no points.
+    The stages' clock is set by the run's first stream, which started when the first stage
+    reached one user (:func:`first_user_s`); Locust's start-up is not part of any stage. A run
+    without streams has no points.
 
     Args:
         data: the whole run.
@@ -197,7 +214,7 @@ def level_points(data: RunData, stages: str, slo: Any = None, settle_s: float = 
     if not levels or s.empty:
         return []
     started = s["started_at"].to_numpy(dtype=float)
-    since = started - np.nanmin(started)
+    since = started - np.nanmin(started) + first_user_s(stages)
     points = []
     for users, lo, hi in levels:
         mask = (since >= lo + settle_s) & (since < hi)

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from streamslo.reports import build_report
-from streamslo.reports.knee import level_points, stage_levels
+from streamslo.reports.knee import first_user_s, level_points, stage_levels
 from streamslo.reports.load import load_report_runs
 from streamslo.reports.turns import turns_json
 from streamslo.results import load_run
@@ -30,12 +30,21 @@ def test_stage_levels_are_the_held_stages() -> None:
     assert stage_levels("") == [] and stage_levels("nonsense") == []
 
 
+def test_the_first_user_starts_when_the_ramp_rounds_to_one() -> None:
+    # The shape is asked once a second; a linear ramp from 0 rounds to 1 user at that second.
+    assert first_user_s(STAGES) == 1.0  # 0 users at 0 s, 2 at 1 s
+    assert first_user_s("10s:4,5s:4") == 2.0  # 0.4 rounds to 0 at 1 s, 0.8 to 1 at 2 s
+    assert first_user_s("0.5s:1,5s:1") == 0.5
+
+
 def test_level_points_take_the_streams_each_level_held(tmp_path: Path) -> None:
     rows = _ramped(tmp_path)
     pts = level_points(load_run(tmp_path / "run"), STAGES, settle_s=1.0)
     assert [p.x for p in pts] == [2, 4]
-    # Level 2 holds from 1 s: streams starting in [2 s, 10 s) = i 8..39; level 4: [12, 20) = 48..79.
-    for p, (lo, hi) in zip(pts, [(8, 40), (48, 80)], strict=True):
+    # The first stream started when the ramp reached one user, 1 s into the stages, so stream i
+    # starts 1 + 0.25 i s in. Level 2 holds from 1 s, settled from 2 s: [2, 10) = i 4..35; level
+    # 4: [12, 20) = i 44..75.
+    for p, (lo, hi) in zip(pts, [(4, 36), (44, 76)], strict=True):
         ttft = np.array([rows[i]["ttft_ms"] for i in range(lo, hi)], dtype=float)
         assert p.requests == hi - lo
         assert p.ttft_ms.p99 == np.percentile(ttft, 99)
