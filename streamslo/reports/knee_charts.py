@@ -152,17 +152,20 @@ def knee_figure(
     if "truncation_rate" in bounds:
         trunc.axhline(100 * bounds["truncation_rate"], color="#555", ls="--", lw=1, label="SLO bound")
     trunc.set_ylabel("truncation rate (%)")
-    trunc.set_ylim(bottom=-2)
+    highest = [100 * (p.truncation_rate or 0.0) for pts in series.values() for p in pts]
+    # At least 0-5 %: a flat zero line must not get an axis of its own rounding noise.
+    trunc.set_ylim(-2, max(5.0, *highest, 100 * bounds.get("truncation_rate", 0.0)) * 1.08)
     _panel_latency(itl, series, "itl_ms", bounds.get("itl_ms"))
     _panel_latency(ttft, series, "ttft_ms", bounds.get("ttft_ms"))
     if throughput:
         tp = axes[3]
         for i, (name, pts) in enumerate(series.items()):
             xs = [p.x for p in pts]
-            tp.plot(xs, finite([p.achieved_rate for p in pts]), marker="o", color=_color(name, i), label=f"{name} achieved")
+            tp.plot(xs, finite([p.achieved_rate for p in pts]), marker="o", color=_color(name, i),
+                    label=f"{name} sent/s")
             if any(p.goodput_per_s is not None for p in pts):
-                tp.plot(xs, finite([p.goodput_per_s for p in pts]), marker="s", ls="--", color=_color(name, i + 1),
-                        label=f"{name} goodput")
+                tp.plot(xs, finite([p.goodput_per_s for p in pts]), marker="s", ls="--", color=_CYCLE[i % len(_CYCLE)],
+                        label=f"{name} goodput/s")
         tp.set_ylabel("requests / s")
     levels = sorted({p.x for pts in series.values() for p in pts})
     for ax in axes:
