@@ -398,7 +398,7 @@ def run_duration_s(data: RunData) -> float | None:
 
 
 def summarize(data: RunData) -> dict[str, Any]:
-    """The ``summary.json`` of a run (SPEC §5)."""
+    """The ``summary.json`` of a run (docs/results.md)."""
     s = data.streams
     counts = {o: int((s["outcome"] == o).sum()) for o in OUTCOMES}
     out: dict[str, Any] = {

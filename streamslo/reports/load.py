@@ -1,4 +1,4 @@
-"""Results directories (SPEC §5) turned into tidy pandas frames for the report.
+"""Results directories (docs/results.md) turned into tidy pandas frames for the report.
 
 A :class:`LoadedRun` wraps :func:`streamslo.results.load_run` (the same loader ``verify`` uses,
 so the report and ``verify`` see the same rows) with a label (``before``, ``after`` or ``run``),

@@ -1,4 +1,4 @@
-"""The timing record of one stream (SPEC §4), and the request expectations it is judged by.
+"""The timing record of one stream (docs/timing.md), and the request expectations it is judged by.
 
 Durations are kept in seconds from :func:`time.perf_counter`; only ``started_at`` (and
 ``scheduled_at``) are wall-clock epoch seconds. Milliseconds appear only at the edges
