@@ -51,6 +51,7 @@ from streamslo.reports.model import (
     ServerSummary,
     VerdictRow,
 )
+from streamslo.result_schema import SummaryJson
 from streamslo.stream.outcome import OUTCOMES
 from streamslo.summary_table import integrity_warnings
 
@@ -191,7 +192,7 @@ def rate_comparison(
     return RateComparison(metric, before, after, before_counts, after_counts, diff)
 
 
-def run_info(run: LoadedRun, summary: dict[str, Any]) -> RunInfo:
+def run_info(run: LoadedRun, summary: SummaryJson) -> RunInfo:
     """What ran, whether it is valid, and its throughput."""
     r = run.run
     protocol = r.get("protocol")
