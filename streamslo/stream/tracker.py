@@ -155,7 +155,7 @@ class StreamTracker:
         if rec.outcome is not None:
             return
         self.state = TrackerState.FINISHED
-        rec.outcome = outcome.value
+        rec.outcome = outcome
         if error and not rec.error:
             rec.error = error
         if not self._done:
@@ -174,7 +174,7 @@ class StreamTracker:
     def _after_done_malformed(self, detail: str) -> None:
         """Data after [DONE] overrides what [DONE] decided (the client reads to the body's end)."""
         self.state = TrackerState.FINISHED
-        self.rec.outcome = Outcome.MALFORMED.value
+        self.rec.outcome = Outcome.MALFORMED
         self.rec.error = detail
 
     def stop_reading(self) -> None:
