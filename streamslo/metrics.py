@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from streamslo.result_schema import LatencySummary, SummaryJson
 from streamslo.results import RunData
 from streamslo.stream.outcome import BEGUN_STATUSES_WS, NOT_BEGUN_OUTCOMES, OUTCOMES
 
@@ -211,8 +212,9 @@ class LatencyStats:
         p50, p90, p95, p99 = (float(v) for v in np.percentile(samples, PERCENTILES))
         return cls(p50, p90, p95, p99, float(samples.max()), float(samples.mean()), int(samples.size))
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def as_dict(self) -> LatencySummary:
+        return LatencySummary(p50=self.p50, p90=self.p90, p95=self.p95, p99=self.p99, max=self.max,
+                              mean=self.mean, count=self.count)
 
 
 def began_mask(streams: Any) -> Any:
@@ -397,22 +399,24 @@ def run_duration_s(data: RunData) -> float | None:
     return span if span > 0 else None
 
 
-def summarize(data: RunData) -> dict[str, Any]:
-    """The ``summary.json`` of a run (SPEC §5)."""
+def summarize(data: RunData) -> SummaryJson:
+    """The ``summary.json`` of a run (docs/results.md)."""
     s = data.streams
     counts = {o: int((s["outcome"] == o).sum()) for o in OUTCOMES}
-    out: dict[str, Any] = {
+    out: SummaryJson = {
         "requests": len(s),
         "outcomes": counts,
         "truncation_rate": _ratio(*rate_value(data, "truncation_rate")),
         "http_5xx_rate": _ratio(*rate_value(data, "http_5xx_rate")),
         "error_rate": _ratio(*rate_value(data, "error_rate")),
     }
-    for name in ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms"):
-        out[name] = LatencyStats.of(trend_samples(data, name)).as_dict()
+    out["ttft_ms"] = LatencyStats.of(trend_samples(data, "ttft_ms")).as_dict()
+    out["itl_ms"] = LatencyStats.of(trend_samples(data, "itl_ms")).as_dict()
+    out["tpot_ms"] = LatencyStats.of(trend_samples(data, "tpot_ms")).as_dict()
+    out["e2e_ms"] = LatencyStats.of(trend_samples(data, "e2e_ms")).as_dict()
     if s["scheduled_at"].notna().any():
-        for name in ("ttft_sched_ms", "e2e_sched_ms"):
-            out[name] = LatencyStats.of(trend_samples(data, name)).as_dict()
+        out["ttft_sched_ms"] = LatencyStats.of(trend_samples(data, "ttft_sched_ms")).as_dict()
+        out["e2e_sched_ms"] = LatencyStats.of(trend_samples(data, "e2e_sched_ms")).as_dict()
     duration = run_duration_s(data)
     out["duration_s"] = duration
     out["requests_per_s"] = gauge_value(data, "requests_per_s")

@@ -45,6 +45,7 @@ from streamslo.option_types import (
     ValueType,
     option,
 )
+from streamslo.transport.common import ClientLimits  # the client's own defaults, stated once
 
 __all__ = [
     "BEGIN",
@@ -169,9 +170,9 @@ class RunOptions:
     # --- how clients read and give up
     slow_readers: float = field(default=0.0, metadata=option(Fraction(), "fraction of users that read slowly"))
     slow_read_pause: float = field(default=0.05, metadata=option(Duration(), "slow readers: pause between reads"))
-    stall_timeout: float = field(default=10.0, metadata=option(
+    stall_timeout: float = field(default=ClientLimits.stall_timeout, metadata=option(
         Duration(), "no complete line or message for this long: stalled"))
-    request_timeout: float = field(default=300.0, metadata=option(Duration(), "whole-request deadline: timeout"))
+    request_timeout: float = field(default=ClientLimits.request_timeout, metadata=option(Duration(), "whole-request deadline: timeout"))
     # --- how much load, and when
     users: int = field(default=50, metadata=option(
         Integer(1), "concurrent users (streams)", locust=False, native="-u"))

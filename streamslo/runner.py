@@ -1,4 +1,4 @@
-"""``streamslo run``: a headless Locust run that writes a results directory (SPEC §5, §7).
+"""``streamslo run``: a headless Locust run that writes a results directory (docs/results.md, docs/cli.md).
 
 Locust runs as a subprocess (it monkey-patches the interpreter with gevent); this process
 watches it: it scrapes the target's evidence, reads the windows and running totals as they

@@ -135,7 +135,7 @@ class StreamUser(User):
         self._ws: WSConnection | None = None
         self._sse: SSEConnection | None = None
 
-    def wait_time(self) -> float:  # type: ignore[override]
+    def wait_time(self) -> float:
         return self._think
 
     @task

@@ -1,4 +1,4 @@
-"""The timing record of one stream (SPEC §4), and the request expectations it is judged by.
+"""The timing record of one stream (docs/timing.md), and the request expectations it is judged by.
 
 Durations are kept in seconds from :func:`time.perf_counter`; only ``started_at`` (and
 ``scheduled_at``) are wall-clock epoch seconds. Milliseconds appear only at the edges
@@ -8,6 +8,7 @@ Durations are kept in seconds from :func:`time.perf_counter`; only ``started_at`
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from streamslo.stream.outcome import Outcome
 
 __all__ = ["STREAM_COLUMNS", "WORKLOAD_COLUMNS", "StreamExpectations", "StreamRecord"]
 
@@ -72,7 +73,7 @@ class StreamRecord:
     scheduled_at: float | None = None
     """Open-loop runs: the epoch second the arrival process scheduled this request for."""
     status: int | None = None
-    outcome: str | None = None
+    outcome: Outcome | None = None
     connect_s: float | None = None
     ttft_s: float | None = None
     e2e_s: float | None = None

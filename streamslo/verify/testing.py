@@ -1,4 +1,4 @@
-"""Build results directories by hand (SPEC §5), to test SLO files and checks without a load run.
+"""Build results directories by hand (docs/results.md), to test SLO files and checks without a load run.
 
 ::
 
@@ -25,7 +25,7 @@ def stream_row(stream_id: str, **fields: Any) -> dict[str, Any]:
 
     Args:
         stream_id: the stream's id.
-        **fields: any column of ``streams.csv`` (SPEC §5).
+        **fields: any column of ``streams.csv`` (docs/results.md).
 
     Returns:
         The row, every column present.

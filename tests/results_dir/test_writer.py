@@ -14,7 +14,14 @@ from pathlib import Path
 import pytest
 
 from streamslo.finalize import writer_totals
-from streamslo.results import SCHEMA_VERSION, Layout, ResultsWriter, is_complete, load_run, read_json
+from streamslo.results import (
+    SCHEMA_VERSION,
+    Layout,
+    ResultsWriter,
+    is_complete,
+    load_run,
+    read_json,
+)
 from streamslo.results_writer import PartialAppend, append_lines
 from tests.results_dir.helpers import lines, record
 
