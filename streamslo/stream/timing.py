@@ -8,6 +8,7 @@ Durations are kept in seconds from :func:`time.perf_counter`; only ``started_at`
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
 from streamslo.stream.outcome import Outcome
 
 __all__ = ["STREAM_COLUMNS", "WORKLOAD_COLUMNS", "StreamExpectations", "StreamRecord"]
