@@ -94,20 +94,10 @@ def _panel_latency(ax: object, series: Mapping[str, Sequence[LoadPoint]], metric
     ax.set_ylabel(f"{metric.removesuffix('_ms').upper()} p99 (ms, log)")  # type: ignore[attr-defined]
 
 
-def knee_chart(
-    series: Mapping[str, Sequence[LoadPoint]],
-    *,
-    key: str,
-    title: str,
-    xlabel: str,
-    knees: Mapping[str, Knee] | None = None,
-    bounds: Mapping[str, float] | None = None,
-    log_x: bool = False,
-    throughput: bool = False,
-) -> Chart | None:
-    """:func:`knee_figure` as a report chart (None without points); ``key`` names it."""
-    fig = knee_figure(series, title=title, xlabel=xlabel, knees=knees, bounds=bounds, log_x=log_x,
-                      throughput=throughput)
+def knee_chart(series: Mapping[str, Sequence[LoadPoint]], *, key: str, title: str, **options: Any) -> Chart | None:
+    """:func:`knee_figure` as a report chart (None without points); ``key`` names it, ``title``
+    and ``options`` go to :func:`knee_figure`."""
+    fig = knee_figure(series, title=title, **options)
     if fig is None:
         return None
     caption = ("Each point: the streams of one load level. Dashed: the SLO's bound; dotted: the knee "
