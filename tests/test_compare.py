@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
 def test_compare_naive_breaks_fixed_meets_slo(tmp_path):
     out = tmp_path / "cmp"
     r = subprocess.run(
-        [sys.executable, "-m", "streamslo", "compare", "--out", str(out), "--users", "10", "--duration", "12", "--drain", "5", "--allow-invalid"],
+        [sys.executable, "-m", "streamslo", "compare", "--out", str(out), "--users", "10", "--duration", "16", "--drain", "5", "--allow-invalid"],
         capture_output=True, text=True, timeout=400, cwd=REPO,
     )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
@@ -36,7 +36,7 @@ def test_compare_naive_breaks_fixed_meets_slo(tmp_path):
     assert json.loads((out / "naive" / "run.json").read_text())["server_mode"] == "naive"
     assert json.loads((out / "fixed" / "run.json").read_text())["server_mode"] == "fixed"
     assert "verdict: the fixed server met the SLO" in r.stdout
-    # Each server ramped through 1, 2, 5 and 10 streams (3 s each); the report shows every
+    # Each server ramped through 1, 2, 5 and 10 streams (4 s each); the report shows every
     # level of both runs and where each turned.
     assert "ramping through 1, 2, 5, 10 streams" in r.stdout
     levels = {s["name"]: s for s in json.loads((out / "report.json").read_text())["levels"]}

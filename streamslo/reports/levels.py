@@ -29,8 +29,9 @@ __all__ = [
     "levels_markdown",
 ]
 
-#: Streams that start within this long of a level's start belong to the ramp, not the level.
-SETTLE_S = 1.0
+#: Streams that start within this long of a level's hold are left out. The ramp to the level is
+#: already left out; a slow server's streams take seconds, so a short level would keep none.
+SETTLE_S = 0.0
 
 
 @dataclass(frozen=True)
@@ -94,8 +95,8 @@ def levels_html(series: Sequence[LevelSeries]) -> str:
     """The section's HTML body (the chart goes with the report's charts)."""
     knees = "".join(f"<li>{html.escape(_knee_line(s))}</li>" for s in series)
     return (f"<ul>{knees}</ul>" + html_table(_rows(series))
-            + f'<p class="note">Each level: the streams that started while it held, the first '
-              f"{SETTLE_S:g} s after each ramp left out.</p>")
+            + '<p class="note">Each level: the streams that started while it held (after the '
+              "ramp to it).</p>")
 
 
 def levels_markdown(series: Sequence[LevelSeries]) -> str:
