@@ -46,7 +46,7 @@ class LevelSeries:
 
 def level_series(runs: Sequence[LoadedRun], stages: str | None, slo: Any = None,
                  settle_s: float = SETTLE_S) -> tuple[LevelSeries, ...]:
-    """The series of every run that held at least two levels (none without ``stages``).
+    """The series of every run with requests in at least one level (none without ``stages``).
 
     Args:
         runs: the report's runs.
@@ -59,7 +59,7 @@ def level_series(runs: Sequence[LoadedRun], stages: str | None, slo: Any = None,
     out = []
     for r in runs:
         pts = tuple(p for p in level_points(r.data, stages, slo=slo, settle_s=settle_s) if p.requests > 0)
-        if len(pts) >= 2:
+        if pts:
             out.append(LevelSeries(r.name, pts, find_knee(pts)))
     return tuple(out)
 
