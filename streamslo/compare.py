@@ -10,9 +10,10 @@ bound. Server and load
 generator are pinned to different cores when the machine has two.
 
 Each run ramps through rising concurrency: ``--levels`` held levels, halving down from
-``--users`` (40: 1, 2, 5, 10, 20, 40), each ``--duration / --levels`` long (a one-second ramp, then
-held), so that the report shows where each server turns (its "Load levels" section and chart:
-truncation rate, ITL p99 and TTFT p99 against concurrency). The verdicts are the whole runs'.
+``--users`` (40: 1, 2, 5, 10, 20, 40); the top level holds half of ``--duration``, the lower
+ones share the other half (each a one-second ramp, then held). The report shows where each
+server turns (its "Load levels" section and chart: truncation rate, ITL p99 and TTFT p99
+against concurrency); the verdicts are the whole runs'.
 
 Any two server commands (``--before-cmd``/``--after-cmd``) or two running servers
 (``--before-url``/``--after-url``) can be compared the same way.
@@ -41,7 +42,7 @@ class CompareDefaults:
     """The embedded defaults of the main job."""
 
     users: int = 40
-    duration: float = 30.0
+    duration: float = 40.0
     max_tokens: int = 24
     protocol: str = "mixed"
     drain: float = 15.0
@@ -85,18 +86,27 @@ def level_counts(top: int, levels: int) -> tuple[int, ...]:
 
 
 def ramp_stages(top: int, levels: int, duration: float, ramp_s: float = DEFAULTS.ramp_s) -> str:
-    """``--stages`` for a ramp through :func:`level_counts`: each level gets an equal share of
-    ``duration``, ``ramp_s`` of it to reach the level (at most half the share), the rest held.
+    """``--stages`` for a ramp through :func:`level_counts`: the top level holds half of
+    ``duration``, the lower levels share the other half equally; each level spends ``ramp_s``
+    (at most half its share) reaching its count, then holds it.
+
+    The top level keeps most of the samples so that the whole run's verdicts rest on as many
+    high-load gaps as a constant load would give: one machine-wide pause then stays under 1 %
+    of them.
 
     Raises:
         BadInputError: a level's share is shorter than a second.
     """
     counts = level_counts(top, levels)
-    share = duration / len(counts)
-    if share < 1.0:
+    lower = len(counts) - 1
+    shares = [duration / (2 * lower)] * lower + [duration / 2] if lower else [duration]
+    if min(shares) < 1.0:
         raise BadInputError(f"--duration {duration:g}s is too short for {len(counts)} levels (at least 1s each)")
-    ramp = min(ramp_s, share / 2)
-    return ",".join(f"{ramp:g}s:{n},{share - ramp:g}s:{n}" for n in counts)
+    parts = []
+    for n, share in zip(counts, shares, strict=True):
+        ramp = min(ramp_s, share / 2)
+        parts.append(f"{ramp:.3g}s:{n},{share - ramp:.3g}s:{n}")
+    return ",".join(parts)
 
 
 def split_cpus() -> tuple[str | None, str | None]:
