@@ -43,7 +43,7 @@ class CompareDefaults:
 
     users: int = 40
     duration: float = 40.0
-    max_tokens: int = 24
+    max_tokens: int = 48
     protocol: str = "mixed"
     drain: float = 15.0
     levels: int = 6
