@@ -8,9 +8,10 @@ rates evenly spaced from the first to the second, top included. Each rate runs o
 results directory under ``--out DIR``; then ``DIR/sweep.json``, ``DIR/sweep.html`` and
 ``DIR/sweep.md`` (``docs/workloads.md``).
 
-Exit codes: 0 when at least one rate met every threshold (``max_passing_rate`` is set), 99 when
-none did, 2 for bad input, 1 for an internal error; a stop signal stops the sweep after the run
-under way is finalized.
+Exit codes: 0 when ``max_passing_rate`` is set (the lowest rate, and every rate up to it, met
+every threshold), 99 when it is not, 2 for bad input, 1 for an internal error; a stop signal
+(128 + its number) stops the sweep once the run under way is finalized, with ``sweep.json``
+written from the runs so far (``complete: false``).
 """
 
 from __future__ import annotations
