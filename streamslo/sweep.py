@@ -17,13 +17,14 @@ written from the runs so far (``complete: false``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from streamslo.errors import EXIT_OK, EXIT_THRESHOLD, BadInputError
+from streamslo.errors import EXIT_OK, EXIT_THRESHOLD, BadInputError, StreamSLOError
 from streamslo.run_options import add_cli_arguments
 from streamslo.units import positive_int_arg
 
@@ -133,6 +134,14 @@ def main(args: argparse.Namespace) -> int:
         "complete": False,
     }
 
+    under_way: list[tuple[str, float | None, str, str, float]] = []
+
+    def step(kind: str, asked: float | None, name: str, label: str, x: float, **changes: Any) -> None:
+        under_way[:] = [(kind, asked, name, label, x)]
+        rc, data = _run(base, root / name, label, **changes)
+        record(kind, asked, name, rc, data, label, x)
+        under_way.clear()
+
     def record(kind: str, asked: float | None, name: str, rc: int, data: Any, label: str, x: float) -> None:
         point = load_point(data, x, label, slo=slo, asked=asked is not None)
         if not (data.valid or base.allow_invalid):
@@ -142,10 +151,8 @@ def main(args: argparse.Namespace) -> int:
     try:
         rates: tuple[float, ...] = args.rates or ()
         if not rates:
-            rc, data = _run(base, root / "synchronous", "synchronous run (one request at a time)", users=1, spawn_rate=0.0)
-            record("synchronous", None, "synchronous", rc, data, "synchronous", 0.0)
-            rc, data = _run(base, root / "throughput", f"saturating run ({base.users} streams)")
-            record("throughput", None, "throughput", rc, data, f"saturating ({base.users} users)", 0.0)
+            step("synchronous", None, "synchronous", "synchronous", 0.0, users=1, spawn_rate=0.0)
+            step("throughput", None, "throughput", f"saturating ({base.users} users)", 0.0)
             low = entries[0].point.achieved_rate or 0.0
             high = entries[1].point.achieved_rate or 0.0
             if high <= 0:
@@ -155,10 +162,14 @@ def main(args: argparse.Namespace) -> int:
             print(f"[sweep] synchronous {low:.3g} req/s, saturating {high:.3g} req/s: rates "
                   f"{', '.join(f'{r:g}' for r in rates)}", flush=True)
         for rate in rates:
-            name = f"rate-{rate:g}"
-            rc, data = _run(base, root / name, f"{rate:g} req/s", request_rate=rate)
-            record("rate", rate, name, rc, data, f"{rate:g} req/s", rate)
-    except KeyboardInterrupt:
+            step("rate", rate, f"rate-{rate:g}", f"{rate:g} req/s", rate, request_rate=rate)
+    except KeyboardInterrupt as exc:
+        from streamslo.results import load_run
+        from streamslo.signals import exit_code_of
+
+        for kind, asked, name, label, x in under_way:  # the interrupted run, finalized: keep it
+            with contextlib.suppress(StreamSLOError, OSError, ValueError):
+                record(kind, asked, name, exit_code_of(exc), load_run(root / name), label, x)
         _write(root, entries, info, slo)
         print(f"sweep: interrupted; the runs so far are in {root / 'sweep.json'}", file=sys.stderr, flush=True)
         raise

@@ -216,3 +216,29 @@ def test_sweep_rejects_a_set_request_rate_and_a_non_empty_out(tmp_path: Path) ->
     r = subprocess.run([sys.executable, "-m", "streamslo", "sweep", "--host", "http://127.0.0.1:9", "--out",
                         str(tmp_path / "b"), "--rates", "1"], capture_output=True, text=True, timeout=60, cwd=REPO)
     assert r.returncode == 2 and "not empty" in r.stderr
+
+
+@pytest.mark.load
+def test_a_stop_signal_ends_the_sweep_with_the_runs_so_far(bundled_url: str, tmp_path: Path) -> None:
+    import signal
+    import time
+
+    out = tmp_path / "sweep"
+    cmd = [sys.executable, "-m", "streamslo", "sweep", "--host", bundled_url, "--out", str(out), "--rates", "4,8",
+           "--duration", "60", "--max-tokens", "8", "--drain", "5", "--allow-invalid"]
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    csv = out / "rate-4" / "streams.csv"
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and proc.poll() is None:
+        if csv.exists() and len(csv.read_text().splitlines()) > 2:
+            break
+        time.sleep(0.3)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err
+    assert "sweep: interrupted" in err
+    doc = json.loads((out / "sweep.json").read_text())
+    assert doc["complete"] is False and [e["asked_rate"] for e in doc["entries"]] == [4.0]
+    assert doc["entries"][0]["requests"] > 0
+    assert json.loads((out / "rate-4" / "run.json").read_text())["interrupted"] is True
+    assert not (out / "rate-8").exists()  # no further run started
