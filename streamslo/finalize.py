@@ -30,6 +30,7 @@ from streamslo.results import (
     read_run_start,
     write_json,
 )
+from streamslo.scenarios import dropped_totals
 
 __all__ = [
     "BUSY_FRACTION_LIMIT",
@@ -173,12 +174,15 @@ def finalize(
     run.update(judge_validity(layout.root))
     run.update(writer_totals(layout.root))
     run.update(relay_totals(layout.root))
+    dropped = dropped_totals(_json_files(layout.procs_dir))  # k6's dropped_iterations
+    run.update(dropped)
     run["schema_version"] = SCHEMA_VERSION
     run["complete"] = False
     write_json(layout.run_json, run)
     data = load_run(layout.root)
     run["skipped_rows"] = data.skipped_rows
     summary = summarize(data)
+    summary.update(dropped)
     from streamslo.soak_results import finalize_extras  # windows, budget, drift (docs/soak.md)
 
     run_extra, summary_extra = finalize_extras(layout.root, run, data)

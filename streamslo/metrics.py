@@ -176,7 +176,7 @@ class GoodputBounds:
         fields = {"ttft_ms", "tpot_ms", "e2e_ms"}
         return cls(**{k: float(v) for k, v in raw.items() if k in fields and isinstance(v, (int, float))})
 #: Columns of streams.csv a threshold selector may filter on (k6 tags style).
-SELECTOR_KEYS = ("protocol", "user_class", "outcome", "status")
+SELECTOR_KEYS = ("protocol", "user_class", "outcome", "status", "scenario")
 
 
 def metric_kind(name: str) -> MetricKind | None:

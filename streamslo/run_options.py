@@ -50,8 +50,8 @@ __all__ = [
     "BEGIN",
     "DEFAULTS",
     "END",
-    "GoodputSpec",
     "OPTIONS",
+    "GoodputSpec",
     "RunOption",
     "RunOptions",
     "add_cli_arguments",
@@ -193,6 +193,9 @@ class RunOptions:
         Integer(0), "open loop: streams in flight at most (0: no cap)"))
     stages: str = field(default="", metadata=option(
         Stages(), 'k6-style stages "30s:50,1m:50,10s:0" (duration:users)'))
+    scenarios: str = field(default="", metadata=option(
+        Text(name="JSON"), "the scenario file's [scenarios.*] tables as JSON (set by streamslo run)",
+        cli=False, scenario=False, locust="--scenarios-json", web_ui=False, hidden=True))
     shape: str = field(default="", metadata=option(
         Choice(("ramp", "steps", "spike"), empty=True), "a built-in load shape over --users and --duration"))
     itl_events: str = field(default="per-stream", metadata=option(

@@ -64,7 +64,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def load_scenario(path: str) -> tuple[dict[str, Any], Any]:
-    """A scenario file: ``[load]`` options (and k6 ``stages``), optional ``[thresholds]``.
+    """A scenario file: ``[scenarios.NAME]`` k6 executors (``docs/scenarios.md``) and/or
+    ``[load]`` options (and k6 ``stages``), optional ``[thresholds]``.
 
     Returns:
         The options it sets (field name -> typed value) and its SLO (None without thresholds).
@@ -86,12 +87,40 @@ def load_scenario(path: str) -> tuple[dict[str, Any], Any]:
     except tomllib.TOMLDecodeError as exc:
         raise BadInputError(f"{path}: {exc}") from None
     values = scenario_values(doc.get("load", {}), path)
+    if "scenarios" in doc:
+        from streamslo.scenarios import parse_scenarios, to_wire
+
+        parse_scenarios(doc["scenarios"], path, text)  # every mistake now, with its line
+        values["scenarios"] = to_wire(doc["scenarios"])
     slo = (
         thresholds.parse_thresholds_table(doc["thresholds"], source=path, text=text)
         if "thresholds" in doc
         else None
     )
     return values, slo
+
+
+def _scenario_run(values: dict[str, Any], cli: dict[str, Any]) -> dict[str, Any]:
+    """What ``[scenarios.*]`` decide for the Locust run: its length (the last scenario's end),
+    one :class:`~streamslo.loadgen.executors.ScenarioUser` per generator process, and the stop
+    timeout (the longest ``gracefulStop``, unless ``--drain`` is given).
+
+    Raises:
+        BadInputError: a whole-run load option (``stages``, ``shape``, ``request_rate``) as well.
+    """
+    from streamslo.scenarios import from_wire
+
+    clash = [k for k in ("stages", "shape", "request_rate") if values.get(k)]
+    if clash:
+        raise BadInputError(
+            f"{values.get('scenario')}: [scenarios.*] set the load; remove {', '.join(clash)} "
+            "(a [load] or command-line option), or move it into a scenario")
+    scenarios = from_wire(values["scenarios"])
+    generators = values.get("expect_workers", 1) if values.get("master") else values.get("processes", 1)
+    out: dict[str, Any] = {"duration": max(sc.end for sc in scenarios), "users": max(1, generators)}
+    if "drain" not in cli:
+        out["drain"] = max(sc.graceful_stop for sc in scenarios)
+    return out
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
@@ -116,6 +145,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
 
             raise SLOFileError(values["slo_source"], None, "no [thresholds] table: expected e.g. [thresholds] then itl_ms = [\"p(99)<200\"]")
         budget = own_budget or budget
+    if values.get("scenarios"):
+        values.update(_scenario_run(values, cli))
     if not values.get("host"):
         raise BadInputError("--host is required (or 'host' in the scenario's [load])")
     if not values.get("out"):
@@ -132,6 +163,20 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
                 f"{source}: the alert {a.name}'s short window ({a.short_s:g} s) is shorter than "
                 f"--window ({window:g} s): lower --window, or lower [budget] time_scale")
     return RunConfig(**values, slo=slo, budget=budget)
+
+
+def _describe_scenarios(wire: str) -> list[dict[str, Any]] | None:
+    """run.json's ``scenarios``: each one's name, executor and schedule (None without)."""
+    if not wire:
+        return None
+    from streamslo.scenarios import from_wire
+
+    return [
+        {"name": sc.name, "executor": sc.executor, "start_s": sc.start_time, "duration_s": sc.duration,
+         "graceful_stop_s": sc.graceful_stop, "peak_vus": sc.peak_vus(),
+         "protocol": dict(sc.protocol) if sc.protocol is not None else None}
+        for sc in from_wire(wire)
+    ]
 
 
 def _locust_command(cfg: RunConfig, locustfile: Path) -> list[str]:
@@ -224,6 +269,7 @@ def execute(cfg: RunConfig) -> int:
         "stall_timeout": cfg.stall_timeout,
         "request_timeout": cfg.request_timeout,
         "request_rate": cfg.request_rate or None,
+        "scenarios": _describe_scenarios(cfg.scenarios),
         "processes": cfg.processes,
         "expect_workers": cfg.expect_workers if cfg.master else None,
         "slo": cfg.slo_source or ("scenario" if cfg.slo is not None else "default"),

@@ -42,6 +42,13 @@ def _apply_mix(environment: Any) -> None:
     if getattr(environment.parsed_options, "user_classes", None):
         return  # the user picked classes on the command line: respect that
     by_name = {cls.__name__: cls for cls in environment.user_classes}
+    if opts.scenarios:
+        cls = by_name.get("ScenarioUser")
+        if cls is None:
+            raise BadInputError("[scenarios.*] need ScenarioUser in the locustfile")
+        cls.fixed_count = opts.generators
+        environment.user_classes = [cls]
+        return
     if opts.request_rate > 0:
         cls = by_name.get("OpenLoopStreamUser")
         if cls is None:
@@ -64,6 +71,8 @@ def _apply_mix(environment: Any) -> None:
 
 def _apply_shape(environment: Any) -> None:
     opts = get_recorder(environment).opts
+    if opts.scenarios:
+        return  # each scenario keeps its own schedule (streamslo.loadgen.executors)
     if opts.stages:
         stages = parse_stages(opts.stages)
     elif opts.shape:
