@@ -165,6 +165,11 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     return RunConfig(**values, slo=slo, budget=budget)
 
 
+#: ``[scenarios.*]`` runs: how long after the last scenario's end Locust's ``--run-time``
+#: stops a run whose scenarios did not end it (a lost worker).
+SCENARIO_SLACK_S = 30.0
+
+
 def _describe_scenarios(wire: str) -> list[dict[str, Any]] | None:
     """run.json's ``scenarios``: each one's name, executor and schedule (None without)."""
     if not wire:
@@ -183,6 +188,10 @@ def _locust_command(cfg: RunConfig, locustfile: Path) -> list[str]:
     """Locust's command line: its own options translated, then every stream-user option that
     differs from its default (never a secret: see :meth:`RunConfig.locust_environment`)."""
     run_time = cfg.warmup + cfg.duration
+    if cfg.scenarios:
+        # The scenarios end the run themselves (Locust's clock starts before they do): its
+        # run time is only a safety net.
+        run_time += SCENARIO_SLACK_S
     spawn = cfg.spawn_rate if cfg.spawn_rate > 0 else float(cfg.users)
     # The open loop splits --request-rate over the generating processes: a master's workers.
     forwarded = replace(cfg, processes=cfg.expect_workers) if cfg.master else cfg

@@ -15,7 +15,8 @@ user, from its ``startTime``:
   schedule keeps its times: no catch-up burst.
 
 Each stream carries its scenario's name (the ``scenario`` column). At a scenario's end its
-iterations in flight get ``gracefulStop``; at the run's end, Locust's stop timeout.
+iterations in flight get ``gracefulStop``; once every scenario of every process ended, the run
+ends (:func:`scenarios_done`).
 """
 
 from __future__ import annotations
@@ -37,7 +38,15 @@ from streamslo.scenarios import Scenario, arrival_offsets, from_wire, process_sh
 from streamslo.transport.sync import ClientLimits, SSEConnection, WSConnection
 from streamslo.workload import WS_PATH, Workload
 
-__all__ = ["ScenarioUser", "count_dropped", "process_index", "run_mix"]
+__all__ = [
+    "DONE_MESSAGE",
+    "ScenarioUser",
+    "count_dropped",
+    "install_done_listener",
+    "process_index",
+    "run_mix",
+    "scenarios_done",
+]
 
 #: How often a VU executor looks at its target (k6 adjusts VUs continuously; 10 Hz is plenty).
 _VU_TICK = 0.1
@@ -230,7 +239,37 @@ class ScenarioUser(User):
         for sc in from_wire(opts.scenarios):
             group.spawn(run_scenario, _Context(recorder, sc, index, opts.generators, stopping, drain))
         group.join()
-        # Every scenario ended: idle until Locust's run time ends (the runner sets it to the
-        # last scenario's end) rather than start them again.
+        if not stopping():
+            scenarios_done(self.environment)
+        # Idle until the run stops rather than start the scenarios again.
         while not stopping():
             gevent.sleep(0.5)
+
+
+#: The message a worker sends its master once its scenarios all ended.
+DONE_MESSAGE = "streamslo_scenarios_done"
+
+
+def scenarios_done(environment: Any) -> None:
+    """This process's scenarios all ended: end the run (a worker tells its master, which ends
+    it once every worker has said so). Locust's ``--run-time`` is only a safety net: its clock
+    starts before the test-start listeners run, seconds before the first scenario does."""
+    from locust.runners import WorkerRunner
+
+    runner = environment.runner
+    if isinstance(runner, WorkerRunner):
+        runner.send_message(DONE_MESSAGE, runner.client_id)
+    else:
+        gevent.spawn(runner.quit)
+
+
+def install_done_listener(runner: Any) -> None:
+    """A master: quit once every worker's scenarios ended."""
+    done: set[str] = set()
+
+    def on_done(environment: Any = None, msg: Any = None, **_: Any) -> None:
+        done.add(str(getattr(msg, "node_id", None) or getattr(msg, "data", "")))
+        if len(done) >= max(1, runner.worker_count):
+            gevent.spawn(runner.quit)
+
+    runner.register_message(DONE_MESSAGE, on_done)

@@ -22,6 +22,7 @@ from locust.runners import MasterRunner, WorkerRunner
 from streamslo.errors import EXIT_BAD_INPUT, BadInputError
 from streamslo.loadgen import relay
 from streamslo.loadgen import windows as live_windows
+from streamslo.loadgen.executors import install_done_listener
 from streamslo.loadgen.live import live_payload, live_rows
 from streamslo.loadgen.options import register_arguments
 from streamslo.loadgen.recorder import RunRecorder, get_recorder
@@ -190,6 +191,8 @@ def install() -> None:
                 # worker must keep every class so it can spawn whatever it is told.
                 _apply_mix(environment)
                 _apply_shape(environment)
+            if isinstance(runner, MasterRunner):
+                install_done_listener(runner)  # [scenarios.*]: workers say when they are done
         except BadInputError as exc:
             log.error("streamslo: %s", exc)
             environment.process_exit_code = EXIT_BAD_INPUT
