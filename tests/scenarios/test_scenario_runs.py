@@ -1,0 +1,137 @@
+"""Scenario runs against the faulty test server: the arrival rate along a ramp, dropped
+iterations when ``maxVUs`` is too small (no catch-up burst), and two scenarios told apart."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.locust.helpers import streams, streamslo_run
+
+pytestmark = pytest.mark.load
+
+
+def _scenario(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "scenario.toml"
+    path.write_text(text)
+    return str(path)
+
+
+def _owed(t: float) -> float:
+    """The ramp below: arrivals owed by ``t`` (the integral of its rate)."""
+    if t <= 4.0:
+        return 20 * t + 5 * t * t  # 20/s rising to 60/s over 4 s
+    return 160 + 60 * (t - 4.0)
+
+
+def test_ramping_arrival_rate_within_3_percent_along_the_ramp(faulty_server, tmp_path):
+    scenario = _scenario(tmp_path, """
+[load]
+max_tokens = 4
+
+[scenarios.ramp]
+executor = "ramping-arrival-rate"
+startRate = 20
+timeUnit = "1s"
+preAllocatedVUs = 20
+maxVUs = 200
+stages = [{ duration = "4s", target = 60 }, { duration = "2s", target = 60 }]
+gracefulStop = "5s"
+""")
+    out = tmp_path / "run"
+    r = streamslo_run(faulty_server.base_url, out, "--scenario", scenario, "--model", "ok", "--seed", "5")
+    assert r.returncode == 0, r.stdout + r.stderr
+    s = streams(out)
+    run = json.loads((out / "run.json").read_text())
+    assert set(s["scenario"]) == {"ramp"} and run["dropped_iterations"] == 0
+    t = np.sort(s["scheduled_at"].to_numpy() - s["scheduled_at"].min())
+    assert len(t) == pytest.approx(_owed(6.0), rel=0.03)
+    # Along the ramp: the rate achieved in each second against the integral of the asked rate.
+    for a in range(6):
+        got = ((t >= a) & (t < a + 1)).sum()
+        asked = _owed(a + 1) - _owed(a)
+        assert got == pytest.approx(asked, rel=0.03, abs=1), (a, got, asked)
+    # The generator kept its schedule, or the run says it is not to be trusted.
+    late = (s["started_at"] - s["scheduled_at"]).to_numpy()
+    assert (late > -0.01).all()
+    assert np.percentile(late, 99) < 0.1 or run["valid"] is False, np.percentile(late, 99)
+
+
+def test_arrivals_dropped_when_max_vus_is_too_small(faulty_server, tmp_path):
+    # 'timed' streams of 8 tokens last ~0.65 s; 20 arrivals a second need ~13 VUs, 2 are allowed.
+    scenario = _scenario(tmp_path, """
+[load]
+max_tokens = 8
+
+[scenarios.tight]
+executor = "constant-arrival-rate"
+rate = 20
+duration = "3s"
+preAllocatedVUs = 2
+maxVUs = 2
+gracefulStop = "3s"
+""")
+    out = tmp_path / "run"
+    r = streamslo_run(faulty_server.base_url, out, "--scenario", scenario, "--model", "timed")
+    assert r.returncode in (0, 99), r.stdout + r.stderr
+    s = streams(out)
+    run = json.loads((out / "run.json").read_text())
+    summary = json.loads((out / "summary.json").read_text())
+    dropped = run["dropped_iterations"]
+    assert len(s) + dropped == 60  # every scheduled arrival is either sent or counted
+    assert dropped >= 30 and summary["dropped_iterations_by_scenario"] == {"tight": dropped}
+    assert summary["dropped_iterations"] == dropped
+    # No catch-up burst: nothing is sent late, and never more than maxVUs at once.
+    late = (s["started_at"] - s["scheduled_at"]).to_numpy()
+    assert late.max() < 0.2, late.max()
+    starts = s["started_at"].to_numpy()
+    ends = starts + s["e2e_ms"].to_numpy() / 1000.0
+    in_flight = max(((starts <= x) & (ends > x)).sum() for x in starts)
+    assert in_flight <= 2, in_flight
+
+
+def test_two_scenarios_told_apart_in_results_and_thresholds(faulty_server, tmp_path):
+    scenario = _scenario(tmp_path, """
+[scenarios.chat]
+executor = "constant-vus"
+vus = 2
+duration = "3s"
+protocol = "sse"
+outputTokens = 4
+
+[scenarios.bulk]
+executor = "constant-arrival-rate"
+rate = 4
+duration = "3s"
+preAllocatedVUs = 8
+protocol = "ws"
+outputTokens = 16
+startTime = "500ms"
+
+[thresholds]
+"e2e_ms{scenario:chat}" = ["max<900"]
+"e2e_ms{scenario:bulk}" = ["min>900"]
+"itl_ms{scenario:chat,protocol:sse}" = ["count>0"]
+"e2e_ms" = ["max<900"]
+""")
+    out = tmp_path / "run"
+    r = streamslo_run(faulty_server.base_url, out, "--scenario", scenario, "--model", "timed")
+    assert r.returncode == 99, r.stdout + r.stderr  # the unselected e2e_ms threshold fails
+    s = streams(out)
+    chat, bulk = s[s["scenario"] == "chat"], s[s["scenario"] == "bulk"]
+    assert len(chat) + len(bulk) == len(s) and len(chat) >= 4 and len(bulk) == 12
+    assert set(chat["protocol"]) == {"sse"} and set(bulk["protocol"]) == {"ws"}
+    assert set(chat["tokens"]) == {4} and set(bulk["tokens"]) == {16}
+    assert chat["scheduled_at"].isna().all() and bulk["scheduled_at"].notna().all()
+    slo = {c["metric"] + " " + c["expression"]: c for c in json.loads((out / "slo.json").read_text())["thresholds"]}
+    assert slo["e2e_ms{scenario:chat} max<900"]["passed"]
+    assert slo["e2e_ms{scenario:chat} max<900"]["observed"] == pytest.approx(chat["e2e_ms"].max(), abs=0.01)
+    assert slo["e2e_ms{scenario:bulk} min>900"]["passed"]
+    assert slo["e2e_ms{scenario:bulk} min>900"]["observed"] == pytest.approx(bulk["e2e_ms"].min(), abs=0.01)
+    assert slo["itl_ms{scenario:chat,protocol:sse} count>0"]["passed"]
+    assert not slo["e2e_ms max<900"]["passed"]
+    run = json.loads((out / "run.json").read_text())
+    assert [sc["name"] for sc in run["scenarios"]] == ["chat", "bulk"] and run["schema_version"] == 4
