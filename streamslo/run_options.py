@@ -105,7 +105,8 @@ class RunOptions:
         PathValue(), "the results directory to write (new or empty)",
         scenario=False, locust="--results-dir", web_ui=False))
     scenario: str | None = field(default=None, metadata=option(
-        Text(name="FILE"), "a scenario TOML file: [load] options (keys are these options' names, e.g. max_tokens) and [thresholds]",
+        Text(name="FILE"), "a scenario TOML file: [scenarios.NAME] k6 executors (docs/scenarios.md), [load] options "
+        "(keys are these options' names, e.g. max_tokens) and [thresholds]",
         scenario=False, locust=False))
     slo_source: str | None = field(default=None, metadata=option(
         Text(name="FILE"), "an SLO TOML file (default: the scenario's [thresholds], else the incidents' SLO)",

@@ -153,3 +153,14 @@ def test_process_shares_add_up():
 def test_dropped_totals_sum_processes():
     procs = [{"dropped_iterations": {"a": 2, "b": 1}}, {"dropped_iterations": {"a": 3}}, {}]
     assert dropped_totals(procs) == {"dropped_iterations": 6, "dropped_iterations_by_scenario": {"a": 5, "b": 1}}
+
+
+def test_shipped_scenario_files_use_scenarios():
+    from streamslo.runner import load_scenario
+    from tests.locust.helpers import REPO
+
+    for name, minutes in (("nightly.toml", 60.0), ("soak-short.toml", 70 / 60)):
+        values, slo = load_scenario(str(REPO / "locustfiles" / "scenarios" / name))
+        (sc,) = from_wire(values["scenarios"])
+        assert sc.executor == "ramping-vus" and sc.duration == pytest.approx(minutes * 60)
+        assert sc.protocol == (("sse", 0.5), ("ws", 0.5)) and "stages" not in values and slo is not None

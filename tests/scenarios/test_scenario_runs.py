@@ -135,3 +135,57 @@ startTime = "500ms"
     assert not slo["e2e_ms max<900"]["passed"]
     run = json.loads((out / "run.json").read_text())
     assert [sc["name"] for sc in run["scenarios"]] == ["chat", "bulk"] and run["schema_version"] == 4
+
+
+def test_soak_runs_a_constant_rate_scenario_without_stages(faulty_server, tmp_path):
+    import subprocess
+    import sys
+
+    from tests.locust.helpers import REPO
+
+    scenario = _scenario(tmp_path, """
+[load]
+max_tokens = 4
+model = "timed"
+
+[scenarios.steady]
+executor = "constant-arrival-rate"
+rate = 5
+duration = "3s"
+preAllocatedVUs = 4
+gracefulStop = "2s"
+
+[thresholds]
+"itl_ms{scenario:steady}" = ["p(99)<500"]
+""")
+    out = tmp_path / "soak"
+    r = subprocess.run(
+        [sys.executable, "-m", "streamslo", "soak", "--scenario", scenario, "--host", faulty_server.base_url,
+         "--out", str(out), "--allow-invalid"],
+        capture_output=True, text=True, timeout=90, cwd=REPO,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    s = streams(out)
+    assert len(s) == 15 and set(s["scenario"]) == {"steady"} and set(s["outcome"]) == {"ok"}
+    run = json.loads((out / "run.json").read_text())
+    assert run["duration_s"] == 3.0 and run["end_epoch"] - run["start_epoch"] < 15
+
+
+def test_a_whole_run_load_option_beside_scenarios_is_refused(faulty_server, tmp_path):
+    scenario = _scenario(tmp_path, """
+[load]
+stages = "2s:3"
+
+[scenarios.a]
+executor = "constant-vus"
+duration = "2s"
+""")
+    r = streamslo_run(faulty_server.base_url, tmp_path / "run", "--scenario", scenario, timeout=30)
+    assert r.returncode == 2 and "remove stages" in r.stderr, r.stderr
+
+
+def test_a_bad_scenario_names_its_line_before_any_load(faulty_server, tmp_path):
+    scenario = _scenario(tmp_path, '[scenarios.a]\nexecutor = "constant-vus"\nduration = "2s"\nrate = 3\n')
+    r = streamslo_run(faulty_server.base_url, tmp_path / "run", "--scenario", scenario, timeout=30)
+    assert r.returncode == 2 and f"{scenario}:4: [scenarios.a] rate" in r.stderr, r.stderr
+    assert not (tmp_path / "run").exists()
