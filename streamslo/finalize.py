@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from streamslo import __version__
-from streamslo.metrics import summarize
+from streamslo.metrics import scenario_figures, summarize
 from streamslo.results import (
     SCHEMA_VERSION,
     Layout,
@@ -183,6 +183,9 @@ def finalize(
     run["skipped_rows"] = data.skipped_rows
     summary = summarize(data)
     summary.update(dropped)
+    per_scenario = scenario_figures(data)
+    if per_scenario:
+        summary["scenarios"] = per_scenario
     from streamslo.soak_results import finalize_extras  # windows, budget, drift (docs/soak.md)
 
     run_extra, summary_extra = finalize_extras(layout.root, run, data)

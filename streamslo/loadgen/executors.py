@@ -43,6 +43,7 @@ __all__ = [
     "ScenarioUser",
     "count_dropped",
     "install_done_listener",
+    "is_stopping",
     "process_index",
     "run_mix",
     "scenarios_done",
@@ -55,6 +56,11 @@ _VU_TICK = 0.1
 _STOPPING = "stopping"
 
 _RUN_MIX = {"sse": (("sse", 1.0),), "ws": (("ws", 1.0),), "mixed": (("sse", 0.5), ("ws", 0.5))}
+
+
+def is_stopping(user: User) -> bool:
+    """Locust is stopping ``user`` (the run ends): start nothing new."""
+    return bool(getattr(user, "_state", None) == _STOPPING)
 
 
 def run_mix(protocol: str) -> tuple[tuple[str, float], ...]:
@@ -233,7 +239,7 @@ class ScenarioUser(User):
         index = process_index(self.environment)
 
         def stopping() -> bool:
-            return bool(self._state == _STOPPING)
+            return is_stopping(self)
 
         group = Group()
         for sc in from_wire(opts.scenarios):
@@ -258,7 +264,7 @@ def scenarios_done(environment: Any) -> None:
 
     runner = environment.runner
     if isinstance(runner, WorkerRunner):
-        runner.send_message(DONE_MESSAGE, runner.client_id)
+        runner.send_message(DONE_MESSAGE, {"worker": runner.client_id})
     else:
         gevent.spawn(runner.quit)
 
@@ -268,7 +274,7 @@ def install_done_listener(runner: Any) -> None:
     done: set[str] = set()
 
     def on_done(environment: Any = None, msg: Any = None, **_: Any) -> None:
-        done.add(str(getattr(msg, "node_id", None) or getattr(msg, "data", "")))
+        done.add(str(getattr(msg, "node_id", None) or (msg.data or {}).get("worker")))
         if len(done) >= max(1, runner.worker_count):
             gevent.spawn(runner.quit)
 

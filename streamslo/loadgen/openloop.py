@@ -19,10 +19,9 @@ from typing import Any
 import gevent
 from gevent.pool import Group
 from locust import task
-from locust.user.users import LOCUST_STATE_STOPPING
 
 from streamslo.loadgen.base import StreamUser, run_conversation
-from streamslo.loadgen.executors import count_dropped
+from streamslo.loadgen.executors import count_dropped, is_stopping
 
 __all__ = ["DEFAULT_SCENARIO", "OpenLoopStreamUser", "arrival_gaps"]
 
@@ -45,7 +44,7 @@ class OpenLoopStreamUser(StreamUser):
     fixed_count = 1
     """One arrival generator per Locust process (``--processes-hint``; set at init)."""
 
-    def wait_time(self) -> float:  # type: ignore[override]
+    def wait_time(self) -> float:
         return 0.0
 
     @task
@@ -63,12 +62,12 @@ class OpenLoopStreamUser(StreamUser):
         gaps = arrival_gaps(rate, opts.burstiness, opts.seed + index)
         t_next = time.perf_counter()
         epoch0 = time.time() - t_next
-        while self._state != LOCUST_STATE_STOPPING:
+        while not is_stopping(self):
             t_next += next(gaps)
             delay = t_next - time.perf_counter()
             if delay > 0:
                 gevent.sleep(delay)
-            if self._state == LOCUST_STATE_STOPPING:
+            if is_stopping(self):
                 break
             protocol = "ws" if rng.random() < ws_share else "sse"
             if cap and busy[0] >= cap:
