@@ -135,6 +135,17 @@ startTime = "500ms"
     assert not slo["e2e_ms max<900"]["passed"]
     run = json.loads((out / "run.json").read_text())
     assert [sc["name"] for sc in run["scenarios"]] == ["chat", "bulk"] and run["schema_version"] == 4
+    # Per-scenario figures: summary.json and the report's scenario table.
+    figures = json.loads((out / "summary.json").read_text())["scenarios"]
+    assert figures["chat"]["requests"] == len(chat) and figures["bulk"]["requests"] == 12
+    assert figures["bulk"]["e2e_ms"]["p50"] == pytest.approx(bulk["e2e_ms"].median(), abs=0.01)
+    from streamslo.reports.build import build_report
+
+    result = build_report(None, out, tmp_path / "report" / "report.html")
+    md = result.markdown.read_text()
+    assert "### Scenarios: run" in md
+    assert f"| chat | {len(chat)} | {len(chat)} | 0 |" in md and "| bulk | 12 | 12 | 0 |" in md
+    assert json.loads(result.json.read_text())["scenarios"]["run"]["bulk"]["requests"] == 12
 
 
 def test_soak_runs_a_constant_rate_scenario_without_stages(faulty_server, tmp_path):
