@@ -200,3 +200,40 @@ def test_a_bad_scenario_names_its_line_before_any_load(faulty_server, tmp_path):
     r = streamslo_run(faulty_server.base_url, tmp_path / "run", "--scenario", scenario, timeout=30)
     assert r.returncode == 2 and f"{scenario}:4: [scenarios.a] rate" in r.stderr, r.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_scenarios_split_over_processes_and_drops_add_up(faulty_server, tmp_path):
+    # Two generator processes (Locust's master and two workers): each takes every other
+    # arrival and half of maxVUs; their drops reach the master and add up.
+    scenario = _scenario(tmp_path, """
+[load]
+max_tokens = 8
+
+[scenarios.tight]
+executor = "constant-arrival-rate"
+rate = 20
+duration = "3s"
+preAllocatedVUs = 2
+maxVUs = 2
+gracefulStop = "3s"
+
+[scenarios.vus]
+executor = "constant-vus"
+vus = 3
+duration = "3s"
+gracefulStop = "3s"
+""")
+    out = tmp_path / "run"
+    r = streamslo_run(faulty_server.base_url, out, "--scenario", scenario, "--model", "timed", "--processes", "2")
+    assert r.returncode in (0, 99), r.stdout + r.stderr
+    s = streams(out)
+    run = json.loads((out / "run.json").read_text())
+    procs = run["generator"]["per_process"]
+    assert len(procs) == 2 and all(p["dropped_iterations"].get("tight", 0) > 0 for p in procs)
+    tight = s[s["scenario"] == "tight"]
+    assert len(tight) + run["dropped_iterations_by_scenario"]["tight"] == 60
+    assert len(set(tight["scheduled_at"].round(3))) == len(tight)  # no arrival sent twice
+    # Three VUs over two processes: never more than three streams of the scenario at once.
+    v = s[s["scenario"] == "vus"]
+    starts, ends = v["started_at"].to_numpy(), (v["started_at"] + v["e2e_ms"] / 1000.0).to_numpy()
+    assert max(((starts <= x) & (ends > x)).sum() for x in starts) == 3
