@@ -20,7 +20,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from streamslo.errors import BadInputError
+from streamslo.errors import SLOFileError
 from streamslo.lengths import LengthDist
 from streamslo.stages import Stage
 from streamslo.units import parse_duration
@@ -52,20 +52,9 @@ _PROTOCOLS = ("sse", "ws")
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
-class ScenarioFileError(BadInputError):
-    """A ``[scenarios.*]`` table that does not parse; the message names the file and line.
-
-    Attributes:
-        path: the file.
-        line: 1-based line number, or None when the error is not tied to a line.
-    """
-
-    def __init__(self, path: str, line: int | None, message: str) -> None:
-        self.path = path
-        self.line = line
-        self.detail = message
-        where = f"{path}:{line}" if line is not None else path
-        super().__init__(f"{where}: {message}")
+class ScenarioFileError(SLOFileError):
+    """A ``[scenarios.*]`` table that does not parse; the message names the file and line
+    (``path``, ``line``, as for the SLO the same file may hold)."""
 
 
 @dataclass(frozen=True)

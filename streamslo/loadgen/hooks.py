@@ -43,20 +43,16 @@ def _apply_mix(environment: Any) -> None:
     if getattr(environment.parsed_options, "user_classes", None):
         return  # the user picked classes on the command line: respect that
     by_name = {cls.__name__: cls for cls in environment.user_classes}
-    if opts.scenarios:
-        cls = by_name.get("ScenarioUser")
-        if cls is None:
-            raise BadInputError("[scenarios.*] need ScenarioUser in the locustfile")
-        cls.fixed_count = opts.generators
-        environment.user_classes = [cls]
-        return
-    if opts.request_rate > 0:
-        cls = by_name.get("OpenLoopStreamUser")
-        if cls is None:
-            raise BadInputError("--request-rate needs OpenLoopStreamUser in the locustfile")
-        cls.fixed_count = opts.generators
-        environment.user_classes = [cls]
-        return
+    # Scenarios and the open loop: one generating user per process, which runs the schedule.
+    for wanted, name, what in ((opts.scenarios, "ScenarioUser", "[scenarios.*]"),
+                               (opts.request_rate > 0, "OpenLoopStreamUser", "--request-rate")):
+        if wanted:
+            cls = by_name.get(name)
+            if cls is None:
+                raise BadInputError(f"{what} needs {name} in the locustfile")
+            cls.fixed_count = opts.generators
+            environment.user_classes = [cls]
+            return
     weights = user_weights(opts.protocol, opts.slow_readers)
     if not any(name in by_name for name in weights):
         # A locustfile with one transport only (ws_locustfile.py): its classes, same rules.

@@ -20,6 +20,22 @@ def _scenario(tmp_path: Path, text: str) -> str:
     return str(path)
 
 
+#: 20 arrivals a second for 3 s with 2 VUs at most: 'timed' streams of 8 tokens last ~0.65 s,
+#: so about 13 VUs would be needed.
+TIGHT = """
+[load]
+max_tokens = 8
+
+[scenarios.tight]
+executor = "constant-arrival-rate"
+rate = 20
+duration = "3s"
+preAllocatedVUs = 2
+maxVUs = 2
+gracefulStop = "3s"
+"""
+
+
 def _owed(t: float) -> float:
     """The ramp below: arrivals owed by ``t`` (the integral of its rate)."""
     if t <= 4.0:
@@ -62,18 +78,7 @@ gracefulStop = "5s"
 
 def test_arrivals_dropped_when_max_vus_is_too_small(faulty_server, tmp_path):
     # 'timed' streams of 8 tokens last ~0.65 s; 20 arrivals a second need ~13 VUs, 2 are allowed.
-    scenario = _scenario(tmp_path, """
-[load]
-max_tokens = 8
-
-[scenarios.tight]
-executor = "constant-arrival-rate"
-rate = 20
-duration = "3s"
-preAllocatedVUs = 2
-maxVUs = 2
-gracefulStop = "3s"
-""")
+    scenario = _scenario(tmp_path, TIGHT)
     out = tmp_path / "run"
     r = streamslo_run(faulty_server.base_url, out, "--scenario", scenario, "--model", "timed")
     assert r.returncode in (0, 99), r.stdout + r.stderr
@@ -205,18 +210,7 @@ def test_a_bad_scenario_names_its_line_before_any_load(faulty_server, tmp_path):
 def test_scenarios_split_over_processes_and_drops_add_up(faulty_server, tmp_path):
     # Two generator processes (Locust's master and two workers): each takes every other
     # arrival and half of maxVUs; their drops reach the master and add up.
-    scenario = _scenario(tmp_path, """
-[load]
-max_tokens = 8
-
-[scenarios.tight]
-executor = "constant-arrival-rate"
-rate = 20
-duration = "3s"
-preAllocatedVUs = 2
-maxVUs = 2
-gracefulStop = "3s"
-
+    scenario = _scenario(tmp_path, TIGHT + """
 [scenarios.vus]
 executor = "constant-vus"
 vus = 3
