@@ -266,7 +266,15 @@ def scenarios_done(environment: Any) -> None:
     if isinstance(runner, WorkerRunner):
         runner.send_message(DONE_MESSAGE, {"worker": runner.client_id})
     else:
-        gevent.spawn(runner.quit)
+        gevent.spawn(_end, runner)
+
+
+def _end(runner: Any) -> None:
+    # Headless: quit, as the run time would. With the web UI: stop the test, keep the UI.
+    if getattr(runner.environment.parsed_options, "headless", True):
+        runner.quit()
+    else:
+        runner.stop()
 
 
 def install_done_listener(runner: Any) -> None:
@@ -276,6 +284,6 @@ def install_done_listener(runner: Any) -> None:
     def on_done(environment: Any = None, msg: Any = None, **_: Any) -> None:
         done.add(str(getattr(msg, "node_id", None) or (msg.data or {}).get("worker")))
         if len(done) >= max(1, runner.worker_count):
-            gevent.spawn(runner.quit)
+            gevent.spawn(_end, runner)
 
     runner.register_message(DONE_MESSAGE, on_done)

@@ -231,3 +231,36 @@ gracefulStop = "3s"
     v = s[s["scenario"] == "vus"]
     starts, ends = v["started_at"].to_numpy(), (v["started_at"] + v["e2e_ms"] / 1000.0).to_numpy()
     assert max(((starts <= x) & (ends > x)).sum() for x in starts) == 3
+
+
+def test_protocol_mix_and_slow_reader_share_per_scenario(faulty_server, tmp_path):
+    scenario = _scenario(tmp_path, """
+[load]
+max_tokens = 4
+
+[scenarios.mix]
+executor = "constant-arrival-rate"
+rate = 30
+duration = "2s"
+preAllocatedVUs = 30
+protocol = { sse = 3, ws = 1 }
+slowReaders = 0.5
+
+[scenarios.plain]
+executor = "constant-vus"
+vus = 1
+duration = "2s"
+protocol = "ws"
+""")
+    out = tmp_path / "run"
+    r = streamslo_run(faulty_server.base_url, out, "--scenario", scenario, "--model", "ok", "--seed", "11")
+    assert r.returncode == 0, r.stdout + r.stderr
+    s = streams(out)
+    mix, plain = s[s["scenario"] == "mix"], s[s["scenario"] == "plain"]
+    assert len(mix) == 60 and len(plain) > 0
+    ws_share = (mix["protocol"] == "ws").mean()
+    slow_share = mix["user_class"].str.startswith("Slow").mean()
+    # Seeded draws: a quarter WebSocket, half slow readers, give or take a binomial spread.
+    assert 0.1 <= ws_share <= 0.4 and 0.3 <= slow_share <= 0.7, (ws_share, slow_share)
+    assert set(mix["user_class"]) == {"SSEStreamUser", "SlowSSEStreamUser", "WebSocketStreamUser", "SlowWebSocketStreamUser"}
+    assert set(plain["protocol"]) == {"ws"} and set(plain["user_class"]) == {"WebSocketStreamUser"}
