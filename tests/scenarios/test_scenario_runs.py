@@ -89,6 +89,7 @@ def test_arrivals_dropped_when_max_vus_is_too_small(faulty_server, tmp_path):
     assert len(s) + dropped == 60  # every scheduled arrival is either sent or counted
     assert dropped >= 30 and summary["dropped_iterations_by_scenario"] == {"tight": dropped}
     assert summary["dropped_iterations"] == dropped
+    assert f"!! DROPPED ITERATIONS: {dropped} arrivals found no free VU and were not sent (tight {dropped})" in r.stdout
     # No catch-up burst: nothing is sent late, and never more than maxVUs at once.
     late = (s["started_at"] - s["scheduled_at"]).to_numpy()
     assert late.max() < 0.2, late.max()
