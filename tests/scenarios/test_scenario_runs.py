@@ -107,6 +107,7 @@ vus = 2
 duration = "3s"
 protocol = "sse"
 outputTokens = 4
+promptTokens = 5
 
 [scenarios.bulk]
 executor = "constant-arrival-rate"
@@ -115,6 +116,7 @@ duration = "3s"
 preAllocatedVUs = 8
 protocol = "ws"
 outputTokens = 16
+promptTokens = "uniform:30,40"
 startTime = "500ms"
 
 [thresholds]
@@ -131,6 +133,9 @@ startTime = "500ms"
     assert len(chat) + len(bulk) == len(s) and len(chat) >= 4 and len(bulk) == 12
     assert set(chat["protocol"]) == {"sse"} and set(bulk["protocol"]) == {"ws"}
     assert set(chat["tokens"]) == {4} and set(bulk["tokens"]) == {16}
+    # Each scenario's prompt lengths (the faulty server counts the prompt's words).
+    assert set(chat["usage_prompt_tokens"]) == {5}
+    assert bulk["usage_prompt_tokens"].between(30, 40).all() and bulk["usage_prompt_tokens"].nunique() > 1
     assert chat["scheduled_at"].isna().all() and bulk["scheduled_at"].notna().all()
     slo = {c["metric"] + " " + c["expression"]: c for c in json.loads((out / "slo.json").read_text())["thresholds"]}
     assert slo["e2e_ms{scenario:chat} max<900"]["passed"]
