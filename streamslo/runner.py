@@ -106,11 +106,13 @@ def _scenario_run(values: dict[str, Any], cli: dict[str, Any]) -> dict[str, Any]
     timeout (the longest ``gracefulStop``, unless ``--drain`` is given).
 
     Raises:
-        BadInputError: a whole-run load option (``stages``, ``shape``, ``request_rate``) as well.
+        BadInputError: a whole-run load option as well (``stages``, ``shape``, ``request_rate``;
+            ``--users``, ``--duration``: the scenarios say how many and how long).
     """
     from streamslo.scenarios import from_wire
 
     clash = [k for k in ("stages", "shape", "request_rate") if values.get(k)]
+    clash += [k for k in ("users", "duration") if k in values]
     if clash:
         raise BadInputError(
             f"{values.get('scenario')}: [scenarios.*] set the load; remove {', '.join(clash)} "

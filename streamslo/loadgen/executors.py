@@ -171,12 +171,20 @@ def _run_vus(ctx: _Context) -> None:
             for s in sse_conns.values():
                 s.close()
 
+    surplus_since: dict[int, float] = {}
     t0 = time.perf_counter()
     while not ctx.stopping():
-        want = sc.vus_at(time.perf_counter() - t0)
+        now = time.perf_counter()
+        want = sc.vus_at(now - t0)
         if want is None:
             break
         target[0] = process_share(want, ctx.index, ctx.n)
+        for i, g in vus.items():
+            # A VU above a falling target finishes its iteration, within gracefulRampDown.
+            if i < target[0] or g.dead:
+                surplus_since.pop(i, None)
+            elif now - surplus_since.setdefault(i, now) > sc.graceful_ramp_down:
+                g.kill(block=False)
         for i in range(target[0]):
             g = vus.get(i)
             if g is None or g.dead:

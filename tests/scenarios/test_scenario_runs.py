@@ -204,6 +204,9 @@ duration = "2s"
 """)
     r = streamslo_run(faulty_server.base_url, tmp_path / "run", "--scenario", scenario, timeout=30)
     assert r.returncode == 2 and "remove stages" in r.stderr, r.stderr
+    scenario = _scenario(tmp_path, '[scenarios.a]\nexecutor = "constant-vus"\nduration = "2s"\n')
+    r = streamslo_run(faulty_server.base_url, tmp_path / "run", "--scenario", scenario, "--duration", "9", timeout=30)
+    assert r.returncode == 2 and "remove duration" in r.stderr, r.stderr
 
 
 def test_a_bad_scenario_names_its_line_before_any_load(faulty_server, tmp_path):
@@ -270,3 +273,24 @@ protocol = "ws"
     assert 0.1 <= ws_share <= 0.4 and 0.3 <= slow_share <= 0.7, (ws_share, slow_share)
     assert set(mix["user_class"]) == {"SSEStreamUser", "SlowSSEStreamUser", "WebSocketStreamUser", "SlowWebSocketStreamUser"}
     assert set(plain["protocol"]) == {"ws"} and set(plain["user_class"]) == {"WebSocketStreamUser"}
+
+
+def test_ramping_down_stops_a_vu_after_graceful_ramp_down(faulty_server, tmp_path):
+    # Streams of 100 'timed' tokens last ~5.3 s; the target falls to 0 at 2 s: each VU's
+    # stream is stopped 0.5 s later (recorded, cancelled), not left to run to its end.
+    scenario = _scenario(tmp_path, """
+[load]
+max_tokens = 100
+
+[scenarios.down]
+executor = "ramping-vus"
+startVUs = 2
+stages = [{ duration = "2s", target = 2 }, { duration = "100ms", target = 0 }, { duration = "3s", target = 0 }]
+gracefulRampDown = "500ms"
+""")
+    out = tmp_path / "run"
+    r = streamslo_run(faulty_server.base_url, out, "--scenario", scenario, "--model", "timed")
+    assert r.returncode in (0, 99), r.stdout + r.stderr
+    s = streams(out)
+    assert len(s) == 2 and set(s["outcome"]) == {"cancelled"}, s[["outcome", "e2e_ms"]]
+    assert (s["e2e_ms"] < 4000).all() and (s["e2e_ms"] > 2000).all(), s["e2e_ms"]
