@@ -292,6 +292,7 @@ def install_done_listener(runner: Any) -> None:
     def on_done(environment: Any = None, msg: Any = None, **_: Any) -> None:
         done.add(str(getattr(msg, "node_id", None) or (msg.data or {}).get("worker")))
         if len(done) >= max(1, runner.worker_count):
+            done.clear()  # a web UI may start another test
             gevent.spawn(_end, runner)
 
     runner.register_message(DONE_MESSAGE, on_done)
