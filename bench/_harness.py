@@ -30,12 +30,14 @@ __all__ = [
     "REPO",
     "RESULTS",
     "Sampler",
+    "SchedWatch",
     "fmt",
     "locust_cmd",
     "match_streamslo",
     "md_table",
     "pct",
     "pinned",
+    "run_against_emitter",
     "start_emitter",
     "stop",
     "workdir",
@@ -115,6 +117,61 @@ def emitter_log(work: Path) -> dict[str, Any]:
     return json.loads(path.read_text()) if path.exists() else {"streams": []}
 
 
+@dataclass
+class EmitterRun:
+    """What :func:`run_against_emitter` saw: the client's exit code, the samples of both
+    processes, the emitter's write log and the run's start."""
+
+    rc: int | None
+    sampler: Sampler
+    emitted: list[dict[str, Any]]
+    t_start: float
+    log: dict[str, Any]
+    sched: SchedWatch | None = None
+    """The client's run-queue wait (``sched=True``)."""
+    sched_emitter: SchedWatch | None = None
+    """The emitter's run-queue wait (``sched=True``)."""
+
+
+def run_against_emitter(
+    work: Path,
+    cmd: Sequence[str],
+    seconds: float,
+    *,
+    env: dict[str, str] | None = None,
+    nice: int = 0,
+    client_core: str | None = "1",
+    children: bool = False,
+    sched: bool = False,
+    **emitter: Any,
+) -> EmitterRun:
+    """Start the emitter (core 0), run ``cmd`` against it (``{url}`` in ``cmd`` is replaced by
+    its base URL) pinned to ``client_core``, sample both every 0.5 s, stop both, and read the
+    emitter's log. The client's output goes to ``work/client.log``."""
+    proc_e, port = start_emitter(work, nice=nice, **emitter)
+    url = f"http://127.0.0.1:{port}"
+    full = [c.replace("{url}", url) for c in cmd]
+    t_start = time.time()
+    try:
+        with open(work / "client.log", "w") as log:
+            proc = subprocess.Popen(pinned(client_core, full, nice), cwd=REPO, env=env, stdout=log,
+                                    stderr=subprocess.STDOUT)
+            sampler = Sampler({"client": proc.pid, "emitter": proc_e.pid}, children=children)
+            watch = SchedWatch(proc.pid) if sched else None
+            watch_e = SchedWatch(proc_e.pid) if sched else None
+            try:
+                sampler.run_until(proc, t_start + seconds + 60)
+            finally:
+                stop(proc)
+                for w in (watch, watch_e):
+                    if w is not None:
+                        w.stop()
+    finally:
+        stop(proc_e)
+    elog = emitter_log(work)
+    return EmitterRun(proc.returncode, sampler, elog["streams"], t_start, elog, watch, watch_e)
+
+
 def locust_cmd(url: str, users: int, seconds: float, *extra: str) -> list[str]:
     """A headless Locust run: every user spawned at once, a short stop timeout."""
     return [
@@ -187,6 +244,76 @@ class Sampler:
 
     def peak_rss(self, name: str) -> int | None:
         return max((v for _, v in self.rss[name]), default=None)
+
+
+class SchedWatch:
+    """Watches how long a process's main thread waited for a CPU while runnable (the kernel's
+    run-queue delay, ``/proc/PID/task/PID/schedstat``), sampled every ``period`` seconds in a
+    thread of this process.
+
+    A gap that the generator measured too long while its thread sat in the run queue was the
+    machine's doing (other processes on the core), not the generator's: :meth:`waited` says how
+    much of a window that was.
+    """
+
+    def __init__(self, pid: int, period: float = 0.002) -> None:
+        import threading
+
+        self.path = Path(f"/proc/{pid}/task/{pid}/schedstat")
+        self.t_run: list[float] = []  # seconds on a CPU, the same samples
+        self.period = period
+        self.t: list[float] = []
+        self.delay: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.period):
+            try:
+                fields = self.path.read_text().split()
+            except OSError:
+                return
+            self.t.append(time.time())
+            self.delay.append(int(fields[1]) / 1e9)
+            self.t_run.append(int(fields[0]) / 1e9)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(1)
+
+    def waited(self, t0: float, t1: float) -> float | None:
+        """Seconds of run-queue wait between epochs ``t0`` and ``t1`` (to the samples around
+        them; None when the window is outside the samples)."""
+        from bisect import bisect_left, bisect_right
+
+        i, j = bisect_right(self.t, t0) - 1, bisect_left(self.t, t1)
+        if i < 0 or j >= len(self.t):
+            return None
+        return self.delay[j] - self.delay[i]
+
+    def ran(self, t0: float, t1: float) -> float | None:
+        """Seconds the thread ran on a CPU between epochs ``t0`` and ``t1``."""
+        from bisect import bisect_left, bisect_right
+
+        i, j = bisect_right(self.t, t0) - 1, bisect_left(self.t, t1)
+        if i < 0 or j >= len(self.t):
+            return None
+        return self.t_run[j] - self.t_run[i]
+
+    def waits(self, t0: Any, t1: Any) -> Any:
+        """:meth:`waited` for arrays of windows (numpy), seconds."""
+        import numpy as np
+
+        st, sd = np.asarray(self.t), np.asarray(self.delay)
+        if len(st) < 2:
+            return np.zeros(len(t0))
+        i = np.clip(np.searchsorted(st, t0, "right") - 1, 0, len(st) - 1)
+        j = np.clip(np.searchsorted(st, t1, "left"), 0, len(st) - 1)
+        return sd[j] - sd[i]
+
+    def total(self) -> float:
+        return self.delay[-1] - self.delay[0] if len(self.delay) > 1 else 0.0
 
 
 def pct(values: Any, q: float) -> float | None:

@@ -86,7 +86,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -97,16 +96,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _clients import locustfile
 from _harness import (
     BENCH,
-    REPO,
-    Sampler,
-    emitter_log,
     fmt,
     locust_cmd,
     match_streamslo,
     pct,
-    pinned,
-    start_emitter,
-    stop,
+    run_against_emitter,
     workdir,
     write_result,
 )
@@ -204,20 +198,9 @@ def analyse(streams: list[dict[str, Any]], emitted: list[dict[str, Any]], warmup
 def run_cell(client: str, users: int, seconds: int, warmup: float, keep: bool, nice: int = 0) -> dict[str, Any]:
     """One client at one concurrency against a fresh emitter; its lateness, CPU and counts."""
     with workdir(client.split()[0][:8] + f"-{users}", keep) as work:
-        emitter, port = start_emitter(work, nice=nice)
-        cmd, env = _client_cmd(client, f"http://127.0.0.1:{port}", users, seconds, work)
-        t_start = time.time()
-        with open(work / "client.log", "w") as log:
-            proc = subprocess.Popen(pinned("1", cmd, nice), cwd=REPO, env=env, stdout=log,
-                                    stderr=subprocess.STDOUT)
-            sampler = Sampler({"client": proc.pid, "emitter": emitter.pid})
-            try:
-                sampler.run_until(proc, t_start + seconds + 60)
-            finally:
-                stop(proc)
-                stop(emitter)
-        rc = proc.returncode
-        emitted = emitter_log(work)["streams"]
+        cmd, env = _client_cmd(client, "{url}", users, seconds, work)
+        run = run_against_emitter(work, cmd, seconds, env=env, nice=nice)
+        rc, sampler, emitted, t_start = run.rc, run.sampler, run.emitted, run.t_start
         unmatched = 0
         if client.startswith("streamslo"):
             results = work / "results"
