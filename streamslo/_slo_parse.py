@@ -395,11 +395,12 @@ def parse_slo(text: str, path: str = "<string>") -> SLO:
         elif _TOML_END.search(msg):
             line, msg = max(1, len(text.splitlines())), _TOML_END.sub("", msg)
         raise SLOFileError(path, line, f"not valid TOML: {msg}") from None
-    unknown = [k for k in doc if k != "thresholds"]
+    # [budget] (error budget and burn-rate alerts) is read by streamslo.budget.
+    unknown = [k for k in doc if k not in ("thresholds", "budget")]
     if unknown:
         raise SLOFileError(
             path, _line_of(text, unknown[0]) or _table_line(text, unknown[0]),
-            f"unknown top-level key {unknown[0]!r}: an SLO file holds one [thresholds] table",
+            f"unknown top-level key {unknown[0]!r}: an SLO file holds a [thresholds] table (and an optional [budget])",
         )
     if "thresholds" not in doc:
         raise SLOFileError(

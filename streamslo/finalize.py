@@ -42,6 +42,7 @@ __all__ = [
     "judge_validity",
     "last_record_epoch",
     "main",
+    "relay_totals",
     "writer_totals",
 ]
 
@@ -74,12 +75,12 @@ def judge_validity(directory: Path) -> dict[str, Any]:
     for p in procs:
         busy = float(p.get("cpu_busy_fraction") or 0.0)
         lag = p.get("lag_p99_ms")
+        # A worker's figures came to the master: name the worker (Locust's id holds its host).
+        name = f"worker {p['worker']} (process {p.get('tag')})" if p.get("worker") else f"generator process {p.get('tag')}"
         if busy > BUSY_FRACTION_LIMIT:
-            reasons.append(
-                f"generator process {p.get('tag')} was above 90% of a core for {busy:.0%} of the run (limit 10%)"
-            )
+            reasons.append(f"{name} was above 90% of a core for {busy:.0%} of the run (limit 10%)")
         if isinstance(lag, (int, float)) and lag > LAG_P99_LIMIT_MS:
-            reasons.append(f"generator process {p.get('tag')} greenlet lag p99 {lag:.1f} ms (limit 20 ms)")
+            reasons.append(f"{name} greenlet lag p99 {lag:.1f} ms (limit 20 ms)")
     peaks = [p["peak_cpu_percent"] for p in procs if isinstance(p.get("peak_cpu_percent"), (int, float))]
     lags = [p["lag_p99_ms"] for p in procs if isinstance(p.get("lag_p99_ms"), (int, float))]
     busy_fracs = [float(p.get("cpu_busy_fraction") or 0.0) for p in procs]
@@ -119,6 +120,32 @@ def writer_totals(directory: Path) -> dict[str, Any]:
     }
 
 
+#: The ``relay.json`` totals that run.json keeps under ``relay``.
+_RELAY_TOTALS = ("workers", "batches", "records", "bytes", "duplicates", "rejected_records", "master_ingest_us_per_record")
+
+
+def relay_totals(directory: Path) -> dict[str, Any]:
+    """A distributed run's ``relay.json``, for run.json: ``lost_workers`` and ``relay`` (what
+    the master received). Empty for a run without workers.
+
+    Returns:
+        ``{"lost_workers": [...], "relay": {...}}``, or ``{}`` when there is no ``relay.json``.
+    """
+    from streamslo.errors import ResultsError
+
+    path = Layout(directory).relay_json
+    if not path.exists():
+        return {}
+    try:
+        relay = read_json(path)
+    except ResultsError as exc:  # say so rather than claim no worker was lost
+        return {"lost_workers": None, "relay": {"error": str(exc)}}
+    return {
+        "lost_workers": list(relay.get("lost_workers") or []),
+        "relay": {k: relay.get(k) for k in _RELAY_TOTALS},
+    }
+
+
 def finalize(
     directory: Path,
     run_info: dict[str, Any],
@@ -145,12 +172,18 @@ def finalize(
     run.update(run_info)
     run.update(judge_validity(layout.root))
     run.update(writer_totals(layout.root))
+    run.update(relay_totals(layout.root))
     run["schema_version"] = SCHEMA_VERSION
     run["complete"] = False
     write_json(layout.run_json, run)
     data = load_run(layout.root)
     run["skipped_rows"] = data.skipped_rows
     summary = summarize(data)
+    from streamslo.soak_results import finalize_extras  # windows, budget, drift (docs/soak.md)
+
+    run_extra, summary_extra = finalize_extras(layout.root, run, data)
+    run.update(run_extra)
+    summary.update(summary_extra)
     write_json(layout.summary_json, summary)
     checks = thresholds.evaluate(slo if slo is not None else thresholds.DEFAULT_SLO, data)
     thresholds.write_slo_json(layout.root, list(extra_checks or []) + list(checks))

@@ -7,17 +7,22 @@ Layout (``docs/results.md`` describes every file and column)::
     DIR/gaps.parquet/      part files, one per flush per process, merged at the end
     DIR/summary.json       the headline numbers (recomputed by verify and report)
     DIR/slo.json           every threshold checked
-    DIR/windows.csv        per-window figures (when the run writes them)
+    DIR/windows.csv        per-window figures, written as the run goes
+    DIR/live.json          the running totals (merged histograms), rewritten as the run goes
     DIR/procs/<tag>.json   each load-generator process's self-measurement (CPU, lag)
     DIR/writers/<tag>.json each writing process's write errors and unwritten rows
-    DIR/server/            the bundled server's evidence (metrics.jsonl, stalls.json, ...)
+    DIR/relay.json         distributed runs: what the master received from each worker, and
+                           which workers were lost
+    DIR/server/            the target's evidence (metrics.jsonl, resources.jsonl, stalls.json...)
     DIR/locust.log         Locust's output under ``streamslo run``
     DIR/.run_start         the run's start (epoch seconds), agreed by every process
 
-Several processes (``--processes N``, Locust master and workers) write into one directory:
-rows are appended whole under an advisory lock, and every process writes its own gap part
-files, so each stream is there exactly once and nothing needs to travel to the master.
-The writer is :class:`streamslo.results_writer.ResultsWriter` (re-exported here).
+One process writes the directory. In a distributed run (``--processes N``, a Locust master
+and its workers, on one host or many) the workers write nothing: they send their finished
+streams to the master in batches (:mod:`streamslo.loadgen.relay`), and the master writes them.
+Rows are still appended whole under an advisory lock, so a directory shared by several runs'
+processes stays readable. The writer is :class:`streamslo.results_writer.ResultsWriter`
+(re-exported here).
 """
 
 from __future__ import annotations
@@ -52,8 +57,10 @@ __all__ = [
 ]
 
 #: The version of the results directory's format, in ``run.json``. 1: before ``run.json``
-#: carried it (no ``complete`` flag); 2: ``schema_version``, ``complete``, ``killed``, write errors.
-SCHEMA_VERSION = 2
+#: carried it (no ``complete`` flag); 2: ``schema_version``, ``complete``, ``killed``, write errors;
+#: 3: ``streams.csv`` columns ``usage_prompt_tokens``, ``conversation_id``, ``turn``, and ``run.json``
+#: ``workload`` and ``goodput`` (a reader takes the columns as empty in older directories).
+SCHEMA_VERSION = 3
 
 GAP_COLUMNS: tuple[str, ...] = ("stream_id", "index", "gap_ms", "t", "open")
 
@@ -102,6 +109,12 @@ class Layout:
         return self.root / "windows.csv"
 
     @property
+    def live_json(self) -> Path:
+        """The running totals of the run so far (merged histograms by group), rewritten at
+        every window: what ``streamslo run`` reads to abort, alert and show progress."""
+        return self.root / "live.json"
+
+    @property
     def procs_dir(self) -> Path:
         """One JSON file per load-generator process: CPU and greenlet lag."""
         return self.root / "procs"
@@ -122,6 +135,12 @@ class Layout:
         return self.server_dir / "metrics.jsonl"
 
     @property
+    def server_resources(self) -> Path:
+        """The server's processes over time (RSS, open files, threads, restarts), one JSON line
+        per sample."""
+        return self.server_dir / "resources.jsonl"
+
+    @property
     def server_stalls(self) -> Path:
         """``/debug/stalls`` at the end of the run."""
         return self.server_dir / "stalls.json"
@@ -140,6 +159,11 @@ class Layout:
     def locust_log(self) -> Path:
         """Locust's stdout and stderr under ``streamslo run``."""
         return self.root / "locust.log"
+
+    @property
+    def relay_json(self) -> Path:
+        """Distributed runs: each worker's batches as the master received them, lost workers."""
+        return self.root / "relay.json"
 
     def proc_json(self, tag: str) -> Path:
         """The self-measurement file of the generator process ``tag``."""

@@ -15,26 +15,24 @@ Several processes append to one ``streams.csv``: each append takes an advisory l
 from __future__ import annotations
 
 import contextlib
-import csv
 import errno
 import fcntl
 import functools
-import io
 import logging
 import os
 import secrets
 import time
-from array import array
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from streamslo.record_batch import GapColumns, RecordBatch
 from streamslo.stream.timing import STREAM_COLUMNS, StreamRecord
 
 if TYPE_CHECKING:
     from streamslo.results import Layout
 
-__all__ = ["PartialAppend", "ResultsWriter", "WriteFn", "append_lines", "ensure_streams_header"]
+__all__ = ["PartialAppend", "ResultsWriter", "WriteFn", "append_lines", "ensure_streams_header", "new_tag", "warm_pyarrow"]
 
 log = logging.getLogger("streamslo.results")
 
@@ -43,6 +41,12 @@ WriteFn = Callable[[int, "bytes | memoryview"], int]
 
 #: Log a persisting write failure again at most this often (seconds).
 _LOG_EVERY_S = 30.0
+
+
+def new_tag() -> str:
+    """A tag for one process of a run (``<pid>-<6 hex digits>``): it names the process's files
+    and starts its stream ids, so those are unique across processes and hosts."""
+    return f"{os.getpid()}-{secrets.token_hex(3)}"
 
 
 def ensure_streams_header(directory: Path) -> None:
@@ -123,63 +127,13 @@ def append_lines(path: Path, data: bytes, write: WriteFn = os.write) -> int:
     return done
 
 
-class _GapBatch:
-    """Gaps of the streams added since the last flush, kept in flat C arrays so that adding a
-    stream costs microseconds and a flush has almost nothing left to do in Python."""
-
-    __slots__ = ("code", "gap_s", "ids", "index", "open", "shift", "t")
-
-    def __init__(self) -> None:
-        self.ids: list[str] = []
-        self.shift = array("d")  # per stream: perf_counter -> seconds since the run's start
-        self.code = array("i")  # per gap: which stream
-        self.index = array("i")
-        self.gap_s = array("d")
-        self.t = array("d")
-        self.open = bytearray()
-
-    def __len__(self) -> int:
-        return len(self.index)
-
-    def add(self, rec: StreamRecord, run_start: float) -> None:
-        n = len(rec.gap_s)
-        if not n:
-            return
-        code = len(self.ids)
-        self.ids.append(rec.stream_id)
-        self.shift.append(rec.started_at - rec.t0 - run_start)
-        self.code.extend(array("i", [code]) * n)
-        self.index.extend(range(1, n + 1))
-        self.gap_s.extend(rec.gap_s)
-        self.t.extend(rec.gap_t)
-        self.open.extend(bytes(n - 1))
-        self.open.append(1 if rec.open_gap else 0)
-
-    def table(self) -> Any:
-        import numpy as np
-        import pyarrow as pa
-
-        code = np.frombuffer(self.code, dtype=np.int32)
-        t = np.frombuffer(self.t, dtype=np.float64) + np.frombuffer(self.shift, dtype=np.float64)[code]
-        return pa.table(
-            {
-                # A plain string column (not dictionary-encoded): readers get ordinary strings.
-                "stream_id": pa.array(self.ids, pa.string()).take(pa.array(code)),
-                "index": pa.array(np.frombuffer(self.index, dtype=np.int32)),
-                "gap_ms": pa.array(np.frombuffer(self.gap_s, dtype=np.float64) * 1000.0),
-                "t": pa.array(t),
-                "open": pa.array(np.frombuffer(bytes(self.open), dtype=np.bool_)),
-            }
-        )
-
-
-def _write_parquet(batch: _GapBatch, final: Path) -> BaseException | None:
+def _write_parquet(gaps: GapColumns, run_start: float, final: Path) -> BaseException | None:
     """Write one part file; returns the error instead of raising (it runs on a pool thread)."""
     import pyarrow.parquet as pq
 
     tmp = final.with_name("." + final.name + ".tmp")
     try:
-        pq.write_table(batch.table(), tmp)
+        pq.write_table(gaps.table(run_start), tmp)
         os.replace(tmp, final)
     except Exception as exc:  # pyarrow wraps I/O errors in its own types
         with contextlib.suppress(OSError):
@@ -198,9 +152,10 @@ def _result(p: Any) -> Any:
     return get() if get is not None else p
 
 
-def _warm_pyarrow() -> None:
+def warm_pyarrow() -> None:
     """Import pyarrow and build one table now: the first ``pa.table`` call loads pandas and
-    more (a third of a second), which at the first flush would stall a gevent generator."""
+    more (a third of a second), which at the first flush would stall a gevent generator.
+    Cheap once done; a process that will write can call it before its test starts."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -253,21 +208,18 @@ class ResultsWriter:
         self.run_start = run_start
         self.flush_interval = flush_interval
         self.final_retry_s = final_retry_s
-        self.tag = f"{os.getpid()}-{secrets.token_hex(3)}"
+        self.tag = new_tag()
         ensure_streams_header(self.directory)
         self.layout.gaps_dir.mkdir(exist_ok=True)
         create_json(self.layout.run_json, new_run_json({"start": iso_utc(run_start), "start_epoch": run_start}))
-        _warm_pyarrow()
+        warm_pyarrow()
         self._offload = offload
         self._write = write
-        self._csv = io.StringIO()
-        self._csv_writer = csv.writer(self._csv, lineterminator="\n")
-        self._rows = 0
+        self._batch = RecordBatch()  # added since the last flush
         self._unwritten = bytearray()  # whole rows only
         self._unwritten_rows = 0
-        self._gaps = _GapBatch()
-        self._failed_gaps: list[tuple[_GapBatch, Path]] = []
-        self._pending: list[tuple[Any, _GapBatch, Path]] = []
+        self._failed_gaps: list[tuple[GapColumns, Path]] = []
+        self._pending: list[tuple[Any, GapColumns, Path]] = []
         self._seq = 0
         self._last_flush = time.monotonic()
         self._last_log = -_LOG_EVERY_S
@@ -281,22 +233,26 @@ class ResultsWriter:
     # ------------------------------------------------------------------ adding
     def add(self, record: StreamRecord) -> None:
         """Queue one finished stream; flushes when the interval has passed."""
-        row = record.row()
-        self._csv_writer.writerow(["" if row[c] is None else row[c] for c in STREAM_COLUMNS])
-        self._rows += 1
-        self._gaps.add(record, self.run_start)
+        self._batch.add(record)
+        if time.monotonic() - self._last_flush >= self.flush_interval:
+            self.flush()
+
+    def ingest(self, batch: RecordBatch) -> None:
+        """Queue finished streams that another process recorded (a Locust worker's batch);
+        flushes when the interval has passed. Costs an append of bytes and arrays."""
+        self._batch.extend(batch)
         if time.monotonic() - self._last_flush >= self.flush_interval:
             self.flush()
 
     @property
     def rows_unwritten(self) -> int:
         """Rows added but not yet on disk."""
-        return self._rows + self._unwritten_rows
+        return len(self._batch) + self._unwritten_rows
 
     @property
     def gaps_unwritten(self) -> int:
         """Gaps added but not yet on disk (queued, being written, or refused)."""
-        return len(self._gaps) + sum(len(b) for b, _ in self._failed_gaps) + sum(len(b) for _, b, _ in self._pending)
+        return len(self._batch.gaps) + sum(len(b) for b, _ in self._failed_gaps) + sum(len(b) for _, b, _ in self._pending)
 
     # ---------------------------------------------------------------- flushing
     def flush(self, wait: bool = False) -> None:
@@ -309,17 +265,14 @@ class ResultsWriter:
                 what failed for up to ``final_retry_s`` before reporting it lost.
         """
         self._last_flush = time.monotonic()
-        if self._rows:
-            self._unwritten += self._csv.getvalue().encode()
-            self._csv.seek(0)
-            self._csv.truncate()
-            self._unwritten_rows += self._rows
-            self._rows = 0
+        batch, self._batch = self._batch, RecordBatch()
+        if len(batch):
+            self._unwritten += batch.rows_bytes()
+            self._unwritten_rows += len(batch)
         self._write_rows()
-        batch, self._gaps = self._gaps, _GapBatch()
-        if batch.ids:
+        if batch.gaps.streams:
             self._seq += 1
-            self._submit(batch, self.layout.gap_part(self.tag, self._seq))
+            self._submit(batch.gaps, self.layout.gap_part(self.tag, self._seq))
         self._collect(wait=False)
         if self._failed_gaps:
             retry, self._failed_gaps = self._failed_gaps, []
@@ -331,14 +284,14 @@ class ResultsWriter:
         if self._status_dirty:
             self._save_status()
 
-    def _submit(self, batch: _GapBatch, final: Path) -> None:
-        job = functools.partial(_write_parquet, batch, final)
+    def _submit(self, batch: GapColumns, final: Path) -> None:
+        job = functools.partial(_write_parquet, batch, self.run_start, final)
         future = job() if self._offload is None else self._offload(job)
         self._pending.append((future, batch, final))
 
     def _collect(self, wait: bool) -> None:
         """Take the outcome of finished gap writes; a failed one is kept for a retry."""
-        still: list[tuple[Any, _GapBatch, Path]] = []
+        still: list[tuple[Any, GapColumns, Path]] = []
         for future, batch, final in self._pending:
             if not wait and not _done(future):
                 still.append((future, batch, final))

@@ -25,9 +25,10 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from streamslo.errors import BadInputError
+from streamslo.lengths import LengthDist, LengthSpec
 from streamslo.option_types import (
     OPTION_KEY,
     Choice,
@@ -41,6 +42,7 @@ from streamslo.option_types import (
     Switch,
     Text,
     TextList,
+    ValueType,
     option,
 )
 
@@ -48,6 +50,7 @@ __all__ = [
     "BEGIN",
     "DEFAULTS",
     "END",
+    "GoodputSpec",
     "OPTIONS",
     "RunOption",
     "RunOptions",
@@ -66,6 +69,30 @@ __all__ = [
 _ENDPOINTS = ("chat", "completions", "stream")
 
 
+@dataclass(frozen=True)
+class GoodputSpec(ValueType):
+    """vLLM's goodput bounds, ``ttft:500 tpot:50 e2el:2000`` (milliseconds): several words on
+    a command line (``nargs``), one string or a list in a scenario. Kept as canonical text
+    (``ttft_ms:500 tpot_ms:50``); empty: no goodput."""
+
+    nargs: ClassVar[str] = "+"
+    _metavar: ClassVar[str] = "KEY:MS"
+
+    def parse(self, raw: object) -> str:
+        if isinstance(raw, (list, tuple)):
+            raw = " ".join(str(r) for r in raw)
+        text: str = super().parse(raw)
+        if not text:
+            return ""
+        from streamslo.metrics import GoodputBounds  # numpy: only when goodput is given
+
+        bounds = GoodputBounds.parse(text)
+        return " ".join(f"{k}:{v:g}" for k, v in bounds.as_dict().items())
+
+    def describe(self) -> str:
+        return "`KEY:MS` words (`ttft`, `tpot`, `e2el`)"
+
+
 @dataclass(frozen=True, kw_only=True)
 class RunOptions:
     """Every option of a load run, typed, with its one default. Each field is a table row."""
@@ -82,7 +109,7 @@ class RunOptions:
         scenario=False, locust=False))
     slo_source: str | None = field(default=None, metadata=option(
         Text(name="FILE"), "an SLO TOML file (default: the scenario's [thresholds], else the incidents' SLO)",
-        flag="--slo", scenario=False, locust=False))
+        flag="--slo", scenario=False, web_ui=False))
     # --- what each request asks for
     protocol: str = field(default="sse", metadata=option(
         Choice(("sse", "ws", "mixed")), "transport: SSE, WebSocket, or half each"))
@@ -93,8 +120,22 @@ class RunOptions:
     max_tokens: int = field(default=64, metadata=option(Integer(1), "max_tokens per request"))
     prompt_file: str | None = field(default=None, metadata=option(
         Text(name="FILE"), "prompts: one per line, or JSON Lines with 'prompt'", web_ui=False))
-    prompt_tokens: int = field(default=16, metadata=option(
-        Integer(1), "words per synthetic prompt (when no --prompt-file)"))
+    dataset: str | None = field(default=None, metadata=option(
+        Text(name="PATH"), "prompts from a dataset: ShareGPT JSON, JSON Lines, or a local Hugging Face dataset folder",
+        web_ui=False))
+    dataset_format: str = field(default="auto", metadata=option(
+        Choice(("auto", "sharegpt", "jsonl", "hf")), "--dataset's format (auto: detected)"))
+    prompt_tokens: LengthDist = field(default=LengthDist.fixed(16), metadata=option(
+        LengthSpec(), "synthetic prompt length (words, or tokens with --tokenizer): N, uniform:MIN,MAX or normal:MEAN,STDEV[,MIN[,MAX]]"))
+    output_tokens: LengthDist | None = field(default=None, metadata=option(
+        LengthSpec(optional=True), "per-request max_tokens drawn from a length distribution (default: the dataset's reply length, else --max-tokens)"))
+    tokenizer: str | None = field(default=None, metadata=option(
+        Text(name="PATH"), "a local tokenizer.json (or a folder holding one): lengths in tokens, not words",
+        web_ui=False))
+    turns: int = field(default=1, metadata=option(
+        Integer(1), "requests per conversation; each carries the history (the answers as they streamed)"))
+    system_prompt: str | None = field(default=None, metadata=option(
+        Text(name="TEXT|@FILE"), "a system message first in every chat request", web_ui=False))
     temperature: float = field(default=0.0, metadata=option(Number(0), "sampling temperature"))
     seed: int = field(default=0, metadata=option(Integer(), "seed for prompts and arrivals"))
     ignore_eos: bool = field(default=True, metadata=option(
@@ -106,6 +147,16 @@ class RunOptions:
         Switch(), "streams end with the body, not with [DONE]", flag="--no-done-marker", inverted=True))
     coalesced_chunks: bool = field(default=False, metadata=option(
         Switch(), "the server may pack several tokens into one chunk"))
+    ws_request_template: str | None = field(default=None, metadata=option(
+        Text(name="FILE"), 'WebSocket: a JSON file whose string "{{request}}" is replaced by each request body',
+        web_ui=False))
+    ws_chunk_path: str | None = field(default=None, metadata=option(
+        Text(name="PATH"), "WebSocket: where the OpenAI chunk sits in each message, dotted (e.g. data.chunk)"))
+    ws_done_message: str = field(default="[DONE]", metadata=option(
+        Text(optional=False, name="TEXT"), "WebSocket: the message that ends a request: text, or a JSON object the message contains"))
+    goodput: str = field(default="", metadata=option(
+        GoodputSpec(), "per-request SLOs for goodput, vLLM's syntax in ms: ttft:500 tpot:50 e2el:2000",
+        locust=False))
     # --- credentials and transport
     api_key_env: str | None = field(default=None, metadata=option(
         Text(name="VAR"), "environment variable holding a bearer API key", secret=True))
@@ -147,6 +198,21 @@ class RunOptions:
     itl_events: str = field(default="per-stream", metadata=option(
         Choice(("per-stream", "per-gap", "off")),
         "ITL in Locust's statistics: each stream's mean and max gap, every gap, or none"))
+    # --- long runs: windows, progress, the target's metrics
+    window: float = field(default=10.0, metadata=option(
+        Duration(), "length of a windows.csv window (live figures, budget burn rates)"))
+    metrics_url: str | None = field(default=None, metadata=option(
+        Text(name="URL"), "the target's Prometheus metrics to scrape during the run, e.g. "
+        "http://127.0.0.1:8000/metrics (the bundled server's are found by themselves)", locust=False))
+    prometheus_port: int = field(default=0, metadata=option(
+        Integer(0), "serve the load generator's own metrics for Prometheus on 127.0.0.1:PORT (0: off)",
+        locust=False))
+    progress: str = field(default="auto", metadata=option(
+        Choice(("auto", "live", "plain", "off")),
+        "progress output on stderr: a live line (a terminal), a plain line every --progress-interval (CI logs), or none",
+        locust=False))
+    progress_interval: float = field(default=30.0, metadata=option(
+        Duration(), "seconds between plain progress lines", locust=False))
     # --- the load generator
     processes: int = field(default=1, metadata=option(
         Integer(1), "Locust processes generating load", locust="--processes-hint", web_ui=False,
@@ -237,6 +303,9 @@ def add_cli_arguments(
             kw.update(action="append", metavar=opt.type.metavar)
         elif isinstance(opt.type, Choice):
             kw.update(choices=list(opt.type.choices))
+        elif getattr(opt.type, "nargs", None):
+            # several words, parsed together by cli_values
+            kw.update(nargs=getattr(opt.type, "nargs"), metavar=opt.type.metavar)  # noqa: B009
         else:
             kw.update(type=_arg_type(opt), metavar=opt.type.metavar)
         if opt.name in must:
@@ -246,10 +315,19 @@ def add_cli_arguments(
 
 def cli_values(args: argparse.Namespace) -> dict[str, Any]:
     """The options the command line set (those :func:`add_cli_arguments` left at None are
-    left out); lists become tuples."""
+    left out); lists become tuples, and the words of a multi-word option are parsed together.
+
+    Raises:
+        BadInputError: a multi-word option with a bad value (the message names the flag).
+    """
     out: dict[str, Any] = {}
     for opt in OPTIONS:
         value = getattr(args, opt.name, None) if opt.cli else None
+        if value is not None and getattr(opt.type, "nargs", None):
+            try:
+                value = opt.type.parse(value)
+            except ValueError as exc:
+                raise BadInputError(f"{opt.flag}: {exc}") from None
         if value is not None:
             out[opt.name] = tuple(value) if isinstance(value, list) else value
     return out

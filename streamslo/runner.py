@@ -1,8 +1,9 @@
 """``streamslo run``: a headless Locust run that writes a results directory (SPEC §5, §7).
 
 Locust runs as a subprocess (it monkey-patches the interpreter with gevent); this process
-watches it: it scrapes the bundled server's evidence, evaluates ``abortOnFail`` thresholds as
-the results grow, finalizes the directory, prints the summary and returns the exit code.
+watches it: it scrapes the target's evidence, reads the windows and running totals as they
+come (:mod:`streamslo.watch`: live ``abortOnFail``, burn-rate alerts, progress, the Prometheus
+exporter), finalizes the directory, prints the summary and returns the exit code.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ class RunConfig(RunOptions):
     out: Path
     slo: Any = None
     """A parsed SLO (streamslo.thresholds); None: the incidents' default."""
+    budget: Any = None
+    """The error budget (:class:`streamslo.budget.Budget`) of the SLO file or scenario, or None."""
     extra_locust_args: tuple[str, ...] = field(default_factory=tuple)
     headers: Headers = field(init=False, repr=False, compare=False)
     """``--header-file``, ``--header`` and ``--api-key-env`` resolved (validated at once)."""
@@ -97,23 +100,38 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     Raises:
         BadInputError: a missing or bad value.
     """
-    from streamslo import thresholds
+    from streamslo.budget import read_slo_file
 
     values: dict[str, Any] = {}
-    slo = None
+    slo = budget = None
     cli = cli_values(args)
     if cli.get("scenario"):
         values, slo = load_scenario(cli["scenario"])
+        _, budget = read_slo_file(cli["scenario"])
     values.update(cli)
     if values.get("slo_source"):
-        slo = thresholds.load_slo(values["slo_source"])
+        slo, own_budget = read_slo_file(values["slo_source"])
+        if slo is None:
+            from streamslo.errors import SLOFileError
+
+            raise SLOFileError(values["slo_source"], None, "no [thresholds] table: expected e.g. [thresholds] then itl_ms = [\"p(99)<200\"]")
+        budget = own_budget or budget
     if not values.get("host"):
         raise BadInputError("--host is required (or 'host' in the scenario's [load])")
     if not values.get("out"):
         raise BadInputError("--out DIR is required")
     if values.get("master") and values.get("processes", 1) > 1:
         raise BadInputError("--master takes its load from workers: give --expect-workers, not --processes")
-    return RunConfig(**values, slo=slo)
+    window = values.get("window", 10.0)
+    if not window > 0:
+        raise BadInputError(f"--window must be longer than 0, not {window:g}")
+    source = budget.source if budget is not None else ""
+    for a in budget.alerts if budget is not None else ():
+        if a.short_s < window:
+            raise BadInputError(
+                f"{source}: the alert {a.name}'s short window ({a.short_s:g} s) is shorter than "
+                f"--window ({window:g} s): lower --window, or lower [budget] time_scale")
+    return RunConfig(**values, slo=slo, budget=budget)
 
 
 def _locust_command(cfg: RunConfig, locustfile: Path) -> list[str]:
@@ -123,6 +141,9 @@ def _locust_command(cfg: RunConfig, locustfile: Path) -> list[str]:
     spawn = cfg.spawn_rate if cfg.spawn_rate > 0 else float(cfg.users)
     # The open loop splits --request-rate over the generating processes: a master's workers.
     forwarded = replace(cfg, processes=cfg.expect_workers) if cfg.master else cfg
+    # The web UI tab checks the run's SLO: its file, or the scenario holding the thresholds.
+    if not cfg.slo_source and cfg.slo is not None and cfg.scenario:
+        forwarded = replace(forwarded, slo_source=cfg.scenario)
     cmd = [
         sys.executable, "-m", "locust", "-f", str(locustfile), "--headless",
         "--host", cfg.host, "-u", str(cfg.users), "-r", f"{spawn:g}",
@@ -137,7 +158,14 @@ def _locust_command(cfg: RunConfig, locustfile: Path) -> list[str]:
         ]
     elif cfg.processes > 1:
         # Locust's master binds every interface unless told otherwise; its forks are local.
-        cmd += ["--processes", str(cfg.processes), "--master-bind-host", "127.0.0.1"]
+        # A free port of its own: on the default one (5557), two runs on one machine take each
+        # other's workers (seen: "Discarded report from unrecognized worker", windows and
+        # Locust's own statistics lost). Locust needs the port twice, or its forks hang.
+        from streamslo.bundled import free_port
+
+        port = str(free_port())
+        cmd += ["--processes", str(cfg.processes), "--master-bind-host", "127.0.0.1",
+                "--master-bind-port", port, "--master-port", port]
     if cfg.generator_cpus:
         cmd = ["taskset", "-c", cfg.generator_cpus, *cmd]
     return [*cmd, *cfg.extra_locust_args]
@@ -174,7 +202,8 @@ def execute(cfg: RunConfig) -> int:
         raise BadInputError(f"{out}: the results directory is not empty (choose a new --out)")
     out.mkdir(parents=True, exist_ok=True)
     slo = cfg.slo if cfg.slo is not None else thresholds.DEFAULT_SLO
-    evidence = ServerEvidence(cfg.host, out, insecure=cfg.insecure)
+    workload = _describe_workload(cfg)  # a bad dataset or tokenizer: exit 2 before any load
+    evidence = ServerEvidence(cfg.host, out, insecure=cfg.insecure, metrics_url=cfg.metrics_url)
     server = evidence.probe()
     start = time.time()
     info: dict[str, Any] = {
@@ -196,15 +225,26 @@ def execute(cfg: RunConfig) -> int:
         "request_timeout": cfg.request_timeout,
         "request_rate": cfg.request_rate or None,
         "processes": cfg.processes,
+        "expect_workers": cfg.expect_workers if cfg.master else None,
         "slo": cfg.slo_source or ("scenario" if cfg.slo is not None else "default"),
+        "window_s": cfg.window,
+        "budget": cfg.budget.as_dict() if cfg.budget is not None else None,
+        "metrics_url": evidence.metrics_url,
         "locust_version": version("locust"),
         "server_mode": server.get("mode") if server else None,
         "server": server,
+        "workload": workload,
     }
+    if cfg.goodput:
+        from streamslo.metrics import GoodputBounds
+
+        info["goodput"] = GoodputBounds.parse(cfg.goodput).as_dict()
     write_json(layout.run_json, new_run_json(info))
     locustfile = Path(__file__).resolve().parent / "loadgen" / "locustfile.py"
     env = dict(os.environ, STREAMSLO_RUNNER="1", PYTHONUNBUFFERED="1", **cfg.locust_environment())
     aborted: list[Any] = []
+    alert_abort: Any = None
+    watch = _new_watch(cfg, slo, out)
     overran = False
     interrupted: KeyboardInterrupt | None = None
     proc: subprocess.Popen[bytes] | None = None
@@ -215,7 +255,7 @@ def execute(cfg: RunConfig) -> int:
                 start_new_session=True, preexec_fn=_die_with_parent,
             )
             evidence.start()
-            aborted, overran = _watch(proc, cfg, slo, out)
+            aborted, alert_abort, overran = _watch(proc, cfg, watch)
         except KeyboardInterrupt as exc:
             # Ctrl-C, SIGTERM, SIGHUP: stop Locust as at the end of a run (streams in flight
             # get the drain), then finalize what was measured.
@@ -230,8 +270,11 @@ def execute(cfg: RunConfig) -> int:
             raise
         finally:
             evidence.stop()
+            watch.finish(time.time() - start)
+            if watch.exporter is not None:
+                watch.exporter.stop()
     rc = proc.returncode if proc is not None else None
-    died = rc not in (0, None) and not aborted and interrupted is None and not overran
+    died = rc not in (0, None) and not aborted and alert_abort is None and interrupted is None and not overran
     tail = layout.locust_log.read_text(errors="replace")[-2000:] if died else ""
     if died and (rc == EXIT_BAD_INPUT or ("error:" in tail and "usage:" in tail)):
         raise BadInputError(f"locust rejected the options:\n{tail}")
@@ -248,6 +291,8 @@ def execute(cfg: RunConfig) -> int:
             "end": iso_utc(end),
             "end_epoch": end,
             "aborted": [c.as_dict() for c in aborted] or None,
+            "aborted_by_alert": alert_abort.as_dict() if alert_abort is not None else None,
+            "alerts": [a.as_dict() for a in watch.alerts] if cfg.budget is not None else None,
             "interrupted": interrupted is not None,
             "stop_signal": _signal_name(interrupted),
             "killed": died,
@@ -261,6 +306,13 @@ def execute(cfg: RunConfig) -> int:
     failed = [c for c in checks if not c.passed] + list(aborted)
     if not cfg.quiet:
         print(format_summary(summary, list(aborted) + list(checks), data.run))
+        for name, d in (summary.get("drift") or {}).items():
+            if d.get("verdict") in ("leak", "shrinking", "restarts"):
+                slope = "" if d.get("slope_per_h") is None else f": {d['slope_per_h']:+.3g} {d['unit']}/h"
+                print(f"drift: {name} {d['verdict']}{slope} (start {d.get('start')}, end {d.get('end')})")
+        for a in watch.alerts:
+            print(f"budget alert {a.name} fired at {a.fired_at}: burn rate {a.burn_long:g} (long), "
+                  f"{a.burn_short:g} (short) > {a.factor:g}{' (abortOnFail: the run stopped)' if a is alert_abort else ''}")
     if interrupted is not None:
         raise interrupted
     if died:
@@ -268,12 +320,32 @@ def execute(cfg: RunConfig) -> int:
               f"what it had written is finalized in {out} (run.json killed: true). "
               f"See {layout.locust_log}:\n{tail}", file=sys.stderr)
         return EXIT_INTERNAL
-    if failed:
+    if failed or alert_abort is not None:
         return EXIT_THRESHOLD
     if not data.valid and not cfg.allow_invalid:
         print(f"streamslo run: the run is invalid: {data.run.get('invalid_reason')}", file=sys.stderr)
         return EXIT_THRESHOLD
     return EXIT_OK
+
+
+def _describe_workload(cfg: RunConfig) -> dict[str, Any]:
+    """What ``run.json`` keeps about the prompts (``workload``: source, dataset name and
+    sha256, lengths, turns); reading the inputs here rejects a bad one before Locust starts.
+
+    Raises:
+        BadInputError: an unreadable dataset, prompt file, tokenizer, system prompt file or
+            WebSocket request template.
+    """
+    from streamslo.stream.envelope import WSEnvelope
+    from streamslo.workload import Workload, resolve_system_prompt
+
+    resolve_system_prompt(cfg.system_prompt)
+    envelope = WSEnvelope.from_options(cfg.ws_request_template, cfg.ws_chunk_path, cfg.ws_done_message)
+    out = Workload(cfg).describe()
+    if not envelope.plain:
+        out["ws_envelope"] = {"request_template": cfg.ws_request_template,
+                              "chunk_path": cfg.ws_chunk_path, "done_message": cfg.ws_done_message}
+    return out
 
 
 def _signal_name(exc: KeyboardInterrupt | None) -> str | None:
@@ -307,37 +379,50 @@ def _mix(cfg: RunConfig) -> dict[str, float]:
     return {cfg.protocol: 1.0, "slow_readers": f}
 
 
-def _watch(proc: subprocess.Popen[bytes], cfg: RunConfig, slo: Any, out: Path) -> tuple[list[Any], bool]:
-    """Wait for Locust; stop it early when an abortOnFail threshold fails, or when it runs far
-    past its end (a hung generator).
+def _new_watch(cfg: RunConfig, slo: Any, out: Path) -> Any:
+    """The watch of this run, with its progress line and its Prometheus endpoint."""
+    from streamslo.exporter import GeneratorExporter
+    from streamslo.progress import Progress
+    from streamslo.watch import RunWatch
+
+    mode = "off" if cfg.quiet and cfg.progress == "auto" else cfg.progress
+    exporter = None
+    if cfg.prometheus_port:
+        exporter = GeneratorExporter(cfg.prometheus_port)
+        try:
+            exporter.start()
+        except OSError as exc:
+            raise BadInputError(f"--prometheus-port {cfg.prometheus_port}: cannot listen ({exc.strerror})") from None
+    progress = Progress(mode, cfg.progress_interval)
+    return RunWatch(out, slo, cfg.budget, cfg.warmup + cfg.duration, progress, exporter)
+
+
+def _watch(proc: subprocess.Popen[bytes], cfg: RunConfig, watch: Any) -> tuple[list[Any], Any, bool]:
+    """Wait for Locust; stop it early when an abortOnFail threshold fails or an abortOnFail
+    alert fires (read from the windows and the running totals, see :mod:`streamslo.watch`),
+    or when it runs far past its end (a hung generator).
 
     Returns:
-        (the abortOnFail checks that stopped it, whether it ran past its end and was stopped).
+        (the abortOnFail checks that stopped it, the alert that stopped it or None, whether it
+        ran past its end and was stopped).
     """
-    from streamslo import thresholds
-    from streamslo.results import Layout, load_run
-
     start = time.monotonic()
-    has_abort = any(getattr(t, "abort_on_fail", False) for t in getattr(slo, "thresholds", ()))
     limit = cfg.warmup + cfg.duration + cfg.drain + 120.0
-    streams_csv = Layout(out).streams_csv
     while proc.poll() is None:
         time.sleep(1.0)
         elapsed = time.monotonic() - start
         if elapsed > limit:
             print(f"streamslo run: locust still runs {elapsed:.0f}s after the start; stopping it", file=sys.stderr)
             _stop(proc, 5.0)
-            return [], True
-        if has_abort and int(elapsed) % 5 == 0 and streams_csv.exists():
-            try:
-                data = load_run(out)
-            except BadInputError:
-                continue
-            failed = thresholds.abort_check(slo, data, elapsed)
-            if failed:
-                _stop(proc, cfg.drain)
-                return list(failed), False
-    return [], False
+            return [], None, True
+        verdict = watch.poll(elapsed)
+        if verdict:
+            if verdict.alert is not None:
+                print(f"streamslo run: budget alert {verdict.alert.name} fired (abortOnFail); stopping the run",
+                      file=sys.stderr, flush=True)
+            _stop(proc, cfg.drain)
+            return list(verdict.failed), verdict.alert, False
+    return [], None, False
 
 
 def _stop(proc: subprocess.Popen[bytes], drain: float) -> None:

@@ -1,8 +1,12 @@
-"""``streamslo soak``: a staged long run (k6-style ``stages``) with thresholds that can abort.
+"""``streamslo soak``: a long run of a scenario, with windows, an error budget, drift verdicts
+and thresholds that can abort (``docs/soak.md``).
 
-The scenario file gives the load (``[load]``, with ``stages``) and the thresholds
-(``[thresholds]``, usually with ``abortOnFail``). Without ``--host`` (and no ``host`` in the
-scenario) the bundled server is started in fixed mode for the length of the soak.
+The scenario file gives the load (``[load]``: k6-style ``stages``, or a constant load for
+``duration``: ``users``, or ``request_rate`` for an open loop), the thresholds
+(``[thresholds]``, usually with ``abortOnFail``) and the budget (``[budget]``). Every option of
+``streamslo run`` applies (``--host``, ``--out``, ``--max-tokens``, ``--window``,
+``--metrics-url``...). Without ``--host`` (and no ``host`` in the scenario) the bundled server is
+started in fixed mode for the length of the soak, and its processes are watched for leaks.
 """
 
 from __future__ import annotations
@@ -12,7 +16,6 @@ import datetime as dt
 from dataclasses import replace
 from pathlib import Path
 
-from streamslo.errors import BadInputError
 from streamslo.run_options import add_cli_arguments
 
 __all__ = ["add_arguments", "main"]
@@ -24,7 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         p,
         required=("scenario",),
         help={
-            "scenario": "scenario TOML ([load] with stages, [thresholds])",
+            "scenario": "scenario TOML ([load], [thresholds], [budget])",
             "host": "server base URL (default: the scenario's, else the bundled server)",
             "out": "results directory (default results/soak-<timestamp>)",
             "slo_source": "an SLO file instead of the scenario's thresholds",
@@ -43,8 +46,6 @@ def main(args: argparse.Namespace) -> int:
     from streamslo.stages import parse_stages, total_duration
 
     values, _ = load_scenario(args.scenario)
-    if not (args.stages or values.get("stages")):
-        raise BadInputError(f"{args.scenario}: a soak scenario needs [load] stages")
     out = args.out or Path("results") / f"soak-{dt.datetime.now():%Y%m%d-%H%M%S}"
     host = args.host or values.get("host")
     server = None
@@ -59,9 +60,9 @@ def main(args: argparse.Namespace) -> int:
         if args.generator_cpus is None:
             args.generator_cpus = gen_cpus
         cfg = config_from_args(args)
-        # A stages run lasts as long as its stages.
-        stages = parse_stages(cfg.stages)
-        cfg = replace(cfg, duration=total_duration(stages), users=max(1, max(st.target for st in stages)))
+        if cfg.stages:  # a stages run lasts as long as its stages; else --duration
+            stages = parse_stages(cfg.stages)
+            cfg = replace(cfg, duration=total_duration(stages), users=max(1, max(st.target for st in stages)))
         return execute(cfg)
     finally:
         if server is not None:

@@ -20,7 +20,7 @@ def _rate(v: Any) -> str:
 
 def integrity_warnings(run: Mapping[str, Any], skipped_rows: int | None = None) -> list[str]:
     """What a reader must know about the results themselves before any figure: a run that was
-    not finalized, was killed, lost rows to write errors, or has damaged rows.
+    not finalized, was killed, lost a worker, lost rows to write errors, or has damaged rows.
 
     Args:
         run: run.json.
@@ -42,9 +42,30 @@ def integrity_warnings(run: Mapping[str, Any], skipped_rows: int | None = None) 
             f"WRITE ERRORS: {run.get('write_errors') or 0} failed writes, each retried "
             f"(last: {(run.get('writers') or {}).get('last_error')}); {lost} rows never written"
         )
+    out.extend(_relay_warnings(run))
     skipped = run.get("skipped_rows") if skipped_rows is None else skipped_rows
     if skipped:
         out.append(f"DAMAGED ROWS: {skipped} rows of streams.csv were skipped")
+    return out
+
+
+def _relay_warnings(run: Mapping[str, Any]) -> list[str]:
+    """Lost workers, and worker records the master could not read (distributed runs)."""
+    out = []
+    for w in run.get("lost_workers") or ():
+        n = w.get("streams_in_flight")
+        in_flight = "its streams in flight" if n is None else f"its {n} streams in flight"
+        out.append(
+            f"LOST WORKER {w.get('worker')} at {w.get('at')} (last heard from {w.get('last_seen') or 'never'}): "
+            f"the {w.get('records', 0)} streams it sent are here; {in_flight} then, and any that "
+            "ended in its last second, are not"
+        )
+    relay = run.get("relay") or {}
+    if run.get("lost_workers") is None and relay.get("error"):
+        out.append(f"UNKNOWN WORKERS: {relay['error']}: whether a worker was lost is not known")
+    rejected = relay.get("rejected_records")
+    if rejected:
+        out.append(f"UNREADABLE BATCHES: {rejected} records sent by workers could not be read (see locust.log)")
     return out
 
 

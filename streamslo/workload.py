@@ -1,7 +1,11 @@
-"""What the load sends: request options, prompts, and request bodies (SPEC §2, §7).
+"""What the load sends: request options, prompts, conversations and request bodies.
 
 Pure and deterministic for a seed, so the Locust users, the pytest probes and the tests build
-the very same requests.
+the very same requests. Where the prompts come from (``docs/workloads.md``): a dataset
+(:mod:`streamslo.datasets`), a prompt file, or synthetic text whose length is drawn from a
+distribution (:mod:`streamslo.lengths`), in words or in tokens of a local tokenizer
+(:mod:`streamslo.prompts`). A :class:`Workload` hands out :class:`ConversationPlan` objects: one
+turn each, or ``--turns N``, every turn with its own ``max_tokens``.
 """
 
 from __future__ import annotations
@@ -11,18 +15,25 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from streamslo.datasets import Conversation, Dataset, load_dataset
 from streamslo.errors import BadInputError
-from streamslo.run_options import DEFAULTS
+from streamslo.prompts import TextMeasure
+from streamslo.run_options import DEFAULTS, RunOptions
 from streamslo.stream.timing import StreamExpectations
 
 __all__ = [
     "ENDPOINT_PATHS",
     "WS_PATH",
+    "ConversationPlan",
     "PromptSource",
     "RequestOptions",
+    "Turn",
+    "Workload",
     "build_body",
     "first_model_id",
+    "resolve_system_prompt",
     "user_weights",
 ]
 
@@ -34,8 +45,6 @@ ENDPOINT_PATHS = {
 }
 WS_PATH = "/v1/ws"
 
-_WORDS = ["explain", "quantum", "entanglement", "stream", "token", "latency", "server", "client", "batch", "queue", "socket", "buffer", "kernel", "worker", "timeout", "event", "loop", "model", "layer", "cache", "attention", "prompt", "answer", "question", "history", "science", "river", "mountain", "engine", "signal", "vector", "matrix", "gradient"]
-
 
 @dataclass(frozen=True)
 class RequestOptions:
@@ -46,6 +55,7 @@ class RequestOptions:
     model: str | None = DEFAULTS.model
     """The model name; None leaves the field out."""
     max_tokens: int = DEFAULTS.max_tokens
+    """``max_tokens`` of a request whose turn sets none."""
     temperature: float = DEFAULTS.temperature
     seed: int | None = DEFAULTS.seed
     ignore_eos: bool = DEFAULTS.ignore_eos
@@ -56,6 +66,8 @@ class RequestOptions:
     """Expect ``[DONE]``; False for servers that end with the body."""
     coalesced_chunks: bool = DEFAULTS.coalesced_chunks
     """The server may pack several tokens in one chunk."""
+    system_prompt: str | None = None
+    """A system message first in every chat request (the text, already read from a file)."""
     extra: dict[str, object] = field(default_factory=dict)
     """Further body fields."""
 
@@ -71,26 +83,49 @@ class RequestOptions:
     def path(self) -> str:
         return ENDPOINT_PATHS[self.endpoint]
 
-    def expectations(self) -> StreamExpectations:
+    def expectations(self, max_tokens: int | None = None) -> StreamExpectations:
+        """What a complete answer looks like; ``max_tokens``: the request's own, if it set one."""
         return StreamExpectations(
-            max_tokens=self.max_tokens,
+            max_tokens=max_tokens or self.max_tokens,
             ignore_eos=self.ignore_eos,
             coalesced_chunks=self.coalesced_chunks,
             done_marker=self.done_marker,
         )
 
 
-def build_body(opts: RequestOptions, prompt: str) -> bytes:
-    """The JSON body of one request (the WebSocket request frame is the same JSON)."""
+def build_body(
+    opts: RequestOptions,
+    prompt: str,
+    *,
+    history: Sequence[tuple[str, str]] = (),
+    max_tokens: int | None = None,
+) -> bytes:
+    """The JSON body of one request (the WebSocket request frame is the same JSON).
+
+    Args:
+        opts: the run's request options.
+        prompt: this request's user message.
+        history: earlier (user, assistant) exchanges of the conversation, oldest first.
+        max_tokens: this request's ``max_tokens`` (default: ``opts.max_tokens``).
+    """
     body: dict[str, object] = {}
     if opts.model is not None:
         body["model"] = opts.model
     if opts.endpoint == "chat":
-        body["messages"] = [{"role": "user", "content": prompt}]
+        messages: list[dict[str, str]] = []
+        if opts.system_prompt:
+            messages.append({"role": "system", "content": opts.system_prompt})
+        for user, assistant in history:
+            messages += [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]
+        messages.append({"role": "user", "content": prompt})
+        body["messages"] = messages
     else:
-        body["prompt"] = prompt
+        # No roles on a completions endpoint: the conversation so far as one text.
+        parts = [opts.system_prompt] if opts.system_prompt else []
+        parts += [text for pair in history for text in pair]
+        body["prompt"] = "\n\n".join([*parts, prompt]) if parts else prompt
     body["stream"] = True
-    body["max_tokens"] = opts.max_tokens
+    body["max_tokens"] = max_tokens or opts.max_tokens
     body["temperature"] = opts.temperature
     if opts.seed is not None:
         body["seed"] = opts.seed
@@ -100,6 +135,23 @@ def build_body(opts: RequestOptions, prompt: str) -> bytes:
         body["stream_options"] = {"include_usage": True}
     body.update(opts.extra)
     return json.dumps(body, separators=(",", ":")).encode()
+
+
+def resolve_system_prompt(value: str | None) -> str | None:
+    """``--system-prompt``: the text itself, or ``@FILE`` for a file's content.
+
+    Raises:
+        BadInputError: the file cannot be read.
+    """
+    if not value:
+        return None
+    if not value.startswith("@"):
+        return value
+    path = Path(value[1:])
+    try:
+        return path.read_text(encoding="utf-8").strip() or None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInputError(f"--system-prompt: cannot read {path} ({exc})") from None
 
 
 class PromptSource:
@@ -117,6 +169,11 @@ class PromptSource:
         self._rng = random.Random(seed)
         self._rng.shuffle(self._prompts)
         self._i = 0
+
+    @property
+    def prompts(self) -> list[str]:
+        """The prompts in the order they are sent."""
+        return list(self._prompts)
 
     @classmethod
     def from_file(cls, path: str | Path, seed: int = 0) -> PromptSource:
@@ -152,17 +209,127 @@ class PromptSource:
         return cls(prompts, seed)
 
     @classmethod
-    def synthetic(cls, words: int = DEFAULTS.prompt_tokens, seed: int = 0, count: int = 64) -> PromptSource:
+    def synthetic(cls, words: int = 16, seed: int = 0, count: int = 64) -> PromptSource:
         """``count`` seeded prompts of about ``words`` words each."""
         rng = random.Random(seed)
-        return cls(
-            [" ".join(rng.choice(_WORDS) for _ in range(max(1, words))) for _ in range(count)], seed
-        )
+        measure = TextMeasure()
+        return cls([measure.make(words, rng) for _ in range(count)], seed)
 
     def next(self) -> str:
         prompt = self._prompts[self._i % len(self._prompts)]
         self._i += 1
         return prompt
+
+
+# ---------------------------------------------------------------------------- conversations
+@dataclass(frozen=True)
+class Turn:
+    """One request of a conversation."""
+
+    prompt: str
+    """The user message."""
+    max_tokens: int
+    """This request's ``max_tokens``."""
+
+
+@dataclass(frozen=True)
+class ConversationPlan:
+    """The user turns of one conversation (one turn unless ``--turns``); the answers are what
+    streams back, so the plan holds only the user side."""
+
+    turns: tuple[Turn, ...]
+
+
+#: Synthetic conversations made up front and cycled (enough variety; made in milliseconds).
+SYNTHETIC_POOL = 256
+
+
+class Workload:
+    """Where each conversation's prompts and lengths come from, for one load process.
+
+    Precedence: a dataset, else a prompt file, else synthetic prompts of ``prompt_tokens``
+    length. Each turn's ``max_tokens``: drawn from ``output_tokens`` when given, else the
+    dataset's reply length, else ``max_tokens``.
+
+    Args:
+        opts: the run options (``dataset``, ``dataset_format``, ``prompt_file``,
+            ``prompt_tokens``, ``output_tokens``, ``tokenizer``, ``turns``, ``max_tokens``, ``seed``).
+
+    Raises:
+        BadInputError: an unreadable dataset, prompt file or tokenizer; both a dataset and a
+            prompt file.
+    """
+
+    def __init__(self, opts: RunOptions) -> None:
+        if opts.dataset and opts.prompt_file:
+            raise BadInputError("give --dataset or --prompt-file, not both")
+        self.opts = opts
+        self.measure = TextMeasure(opts.tokenizer)
+        self.dataset: Dataset | None = None
+        self._rng = random.Random(opts.seed)
+        self._i = 0
+        if opts.dataset:
+            self.dataset = load_dataset(opts.dataset, opts.dataset_format, self.measure.count)
+            entries = list(self.dataset.conversations)
+            self.source = "dataset"
+        elif opts.prompt_file:
+            prompts = PromptSource.from_file(opts.prompt_file).prompts
+            entries = [Conversation((p,), (None,)) for p in prompts]
+            self.source = "prompt_file"
+        else:
+            rng = random.Random(opts.seed)
+            entries = [
+                Conversation(
+                    tuple(self.measure.make(opts.prompt_tokens.sample(rng), rng) for _ in range(opts.turns)),
+                    (None,) * opts.turns,
+                )
+                for _ in range(SYNTHETIC_POOL)
+            ]
+            self.source = "synthetic"
+        random.Random(opts.seed).shuffle(entries)
+        self._entries = entries
+
+    def _max_tokens(self, hint: int | None) -> int:
+        out = self.opts.output_tokens
+        if out is not None:
+            return out.sample(self._rng)
+        return hint if hint is not None else self.opts.max_tokens
+
+    def next(self) -> ConversationPlan:
+        """The next conversation: ``turns`` user turns, from one entry and, when it has fewer,
+        the first turns of the entries after it."""
+        entries, want = self._entries, self.opts.turns
+        turns: list[Turn] = []
+        j = self._i
+        while len(turns) < want:
+            entry = entries[j % len(entries)]
+            pairs = list(zip(entry.turns, entry.output_hints, strict=True))
+            if j != self._i:
+                pairs = pairs[:1]  # a continuation takes only the opening turn
+            for prompt, hint in pairs[: want - len(turns)]:
+                turns.append(Turn(prompt, self._max_tokens(hint)))
+            j += 1
+        self._i += 1
+        return ConversationPlan(tuple(turns))
+
+    def describe(self) -> dict[str, Any]:
+        """What ``run.json`` keeps (``workload``): the source, lengths, unit and turns."""
+        o = self.opts
+        out: dict[str, Any] = {
+            "source": self.source,
+            "unit": self.measure.unit,
+            "tokenizer": o.tokenizer,
+            "turns": o.turns,
+            "output_tokens": None if o.output_tokens is None else o.output_tokens.as_dict(),
+            "system_prompt": bool(o.system_prompt),
+        }
+        if self.source == "synthetic":
+            out["prompt_tokens"] = o.prompt_tokens.as_dict()
+        if self.dataset is not None:
+            out["dataset"] = self.dataset.info.as_dict()
+        if self.source == "prompt_file":
+            out["prompt_file"] = o.prompt_file
+        return out
 
 
 def user_weights(protocol: str, slow_fraction: float) -> dict[str, int]:

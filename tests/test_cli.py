@@ -54,7 +54,9 @@ PUBLIC = [
     "streamslo.stream.timing", "streamslo.stream.outcome", "streamslo.stream.http1", "streamslo.transport.sync",
     "streamslo.transport.common", "streamslo.transport.sse", "streamslo.transport.ws", "streamslo.transport.watchdog",
     "streamslo.bundled", "streamslo._slo_parse", "streamslo.run_options", "streamslo.option_types",
-    "streamslo.redact",
+    "streamslo.redact", "streamslo.histogram", "streamslo.windows", "streamslo.windows_file",
+    "streamslo.live_eval", "streamslo.budget", "streamslo.drift", "streamslo.progress", "streamslo.exporter",
+    "streamslo.watch", "streamslo.soak_results", "streamslo.reports.soak",
 ]
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from streamslo import run_options, runner, soak
 from streamslo.errors import BadInputError
+from streamslo.lengths import LengthDist
 from streamslo.option_types import Duration, Switch, TextList
 from streamslo.redact import HEADERS_ENV, Headers
 from streamslo.run_options import (
@@ -49,7 +50,9 @@ def test_one_row_per_field_and_no_name_twice():
 
 def test_secrets_and_local_paths_stay_out_of_the_web_ui():
     hidden = {o.locust_dest for o in OPTIONS if o.locust_flag and not o.in_web_ui}
-    assert hidden == {"results_dir", "prompt_file", "api_key_env", "header", "header_file", "processes_hint"}
+    assert hidden == {"results_dir", "prompt_file", "api_key_env", "header", "header_file", "processes_hint", "slo",
+                      # local files to read: a dataset, a tokenizer, a system prompt's @FILE, a template
+                      "dataset", "tokenizer", "system_prompt", "ws_request_template"}
     for o in OPTIONS:
         if o.secret:
             assert not o.in_web_ui and not o.forwarded, o.name
@@ -176,7 +179,8 @@ parser = argument_parser.get_empty_argument_parser()
 argument_parser.setup_parser_arguments(parser)
 register_locust_arguments(parser)
 values = from_locust(parser.parse_args(sys.argv[1:]))
-print(json.dumps({k: (list(v) if isinstance(v, tuple) else str(v) if k == "out" else v) for k, v in values.items()}))
+print(json.dumps({k: (list(v) if isinstance(v, tuple) else str(v) if k == "out" else v) for k, v in values.items()},
+                 default=lambda v: v.spec()))  # a length distribution: its text form
 """
 
 
@@ -188,7 +192,10 @@ def _non_default(o: run_options.RunOption) -> object:
     special = {
         "out": Path("/tmp/r"), "protocol": "mixed", "endpoint": "completions", "model": "m1",
         "stages": "1s:2,2s:0", "shape": "spike", "itl_events": "per-gap", "prompt_file": "p.txt",
-        "slow_readers": 0.25,
+        "slow_readers": 0.25, "slo_source": "slo.toml", "dataset": "d.jsonl", "dataset_format": "jsonl",
+        "prompt_tokens": LengthDist.parse("uniform:3,9"), "output_tokens": LengthDist.parse("normal:20,5,1,40"),
+        "tokenizer": "tok.json", "system_prompt": "be brief", "ws_request_template": "t.json",
+        "ws_chunk_path": "data.chunk", "ws_done_message": '{"type": "done"}',
     }
     if o.name in special:
         return special[o.name]
@@ -211,4 +218,5 @@ def test_what_streamslo_run_passes_is_what_locust_reads_back():
     for o in forwarded:
         want = getattr(cfg, o.name)
         want = str(want) if isinstance(want, Path) else list(want) if isinstance(want, tuple) else want
+        want = want.spec() if isinstance(want, LengthDist) else want
         assert back[o.name] == want, o.name

@@ -141,3 +141,12 @@ def test_log_records_of_child_loggers_and_tracebacks_are_redacted():
     finally:
         root.removeHandler(handler)
         f.redactor = Redactor()
+
+
+def test_a_target_never_shows_its_header_values() -> None:
+    """A Target in a log line or a traceback (its repr) holds no credential."""
+    from streamslo.transport.common import Target
+
+    target = Target.from_url("http://127.0.0.1:8000", {"Authorization": "Bearer sk-very-secret"})
+    assert "sk-very-secret" not in repr(target)
+    assert target.headers["Authorization"] == "Bearer sk-very-secret"

@@ -1,11 +1,13 @@
 """The stream user base class: one task, one stream at a time, measured by the shared core.
 
 A user holds one stream open at a time (closed loop); hundreds of users hold hundreds of
-streams. Subclasses only say which transport and whether they read slowly.
+streams. With ``--turns N`` each task is a conversation of N streams, one after another.
+Subclasses only say which transport and whether they read slowly.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from locust import User, task
@@ -14,9 +16,9 @@ from streamslo.loadgen.recorder import RunRecorder, get_recorder
 from streamslo.stream.timing import StreamRecord
 from streamslo.stream.tracker import StreamTracker
 from streamslo.transport.sync import ClientLimits, SSEConnection, WSConnection, stream_sse
-from streamslo.workload import WS_PATH, build_body
+from streamslo.workload import WS_PATH, Turn, build_body
 
-__all__ = ["StreamUser", "run_one_stream"]
+__all__ = ["StreamUser", "run_conversation", "run_one_stream"]
 
 
 def run_one_stream(
@@ -27,7 +29,11 @@ def run_one_stream(
     ws: WSConnection | None = None,
     scheduled_at: float | None = None,
     sse: SSEConnection | None = None,
-) -> StreamRecord:
+    turn: Turn | None = None,
+    history: Sequence[tuple[str, str]] = (),
+    conversation: tuple[str, int] | None = None,
+    collect_text: bool = False,
+) -> tuple[StreamRecord, str]:
     """Run one request to its end and record it (also when the run cancels it).
 
     Args:
@@ -38,16 +44,32 @@ def run_one_stream(
         ws: the WebSocket connection to use (``ws`` only; reused between requests).
         scheduled_at: open loop: when the arrival process scheduled this request.
         sse: the HTTP connection to use (``sse`` only; kept alive between requests).
+        turn: the user message and ``max_tokens`` (default: the workload's next single turn).
+        history: the conversation's earlier (user, assistant) exchanges.
+        conversation: (conversation id, turn number) of a multi-turn run.
+        collect_text: keep the answer's text (the next turn sends it back).
+
+    Returns:
+        The record, and the answer's text (empty unless ``collect_text``).
     """
     req = recorder.request
-    body = build_body(req, recorder.prompts.next())
+    if turn is None:
+        turn = recorder.workload.next().turns[0]
+    body = build_body(req, turn.prompt, history=history, max_tokens=turn.max_tokens)
     rec = recorder.new_record(protocol, user_class, scheduled_at)
-    tracker = StreamTracker(rec, req.expectations(), limits.max_event_bytes)
+    if conversation is not None:
+        rec.conversation_id, rec.turn = conversation
+    expect = req.expectations(turn.max_tokens)
+    envelope = recorder.opts.envelope
+    if protocol == "ws":
+        tracker = envelope.tracker(rec, expect, limits.max_event_bytes, collect_text)
+    else:
+        tracker = StreamTracker(rec, expect, limits.max_event_bytes, collect_text)
     try:
         if protocol == "ws":
             conn = ws if ws is not None else WSConnection(recorder.target, WS_PATH, limits)
             try:
-                conn.request(body, tracker)
+                conn.request(envelope.wrap(body), tracker)
             finally:
                 if ws is None:
                     conn.close()
@@ -57,7 +79,42 @@ def run_one_stream(
             stream_sse(recorder.target, req.path, body, tracker, limits)
     finally:
         recorder.finish(rec)
-    return rec
+    return rec, "".join(tracker.text or ())
+
+
+def run_conversation(
+    recorder: RunRecorder,
+    protocol: str,
+    user_class: str,
+    limits: ClientLimits,
+    ws: WSConnection | None = None,
+    scheduled_at: float | None = None,
+    sse: SSEConnection | None = None,
+) -> list[StreamRecord]:
+    """Run the workload's next conversation: one request, or ``--turns`` requests one after
+    another, each carrying the earlier turns and the answers as they streamed. A turn that
+    does not end ``ok`` ends the conversation (its history would be wrong).
+
+    Returns:
+        The record of each turn sent.
+    """
+    plan = recorder.workload.next()
+    if len(plan.turns) == 1:
+        return [run_one_stream(recorder, protocol, user_class, limits, ws, scheduled_at, sse, plan.turns[0])[0]]
+    cid = recorder.new_conversation_id()
+    history: list[tuple[str, str]] = []
+    records: list[StreamRecord] = []
+    last = len(plan.turns)
+    for i, turn in enumerate(plan.turns, 1):
+        rec, answer = run_one_stream(
+            recorder, protocol, user_class, limits, ws, scheduled_at if i == 1 else None, sse,
+            turn, history, (cid, i), collect_text=i < last,
+        )
+        records.append(rec)
+        if rec.outcome != "ok":
+            break
+        history.append((turn.prompt, answer))
+    return records
 
 
 class StreamUser(User):
@@ -87,7 +144,7 @@ class StreamUser(User):
             self._ws = WSConnection(self.recorder.target, WS_PATH, self.limits)
         if self.protocol == "sse" and self._sse is None:
             self._sse = SSEConnection(self.recorder.target, self.limits)
-        run_one_stream(self.recorder, self.protocol, type(self).__name__, self.limits, self._ws, sse=self._sse)
+        run_conversation(self.recorder, self.protocol, type(self).__name__, self.limits, self._ws, sse=self._sse)
 
     def on_stop(self) -> None:
         for conn in (self._ws, self._sse):

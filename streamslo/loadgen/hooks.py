@@ -20,7 +20,9 @@ from locust import events
 from locust.runners import MasterRunner, WorkerRunner
 
 from streamslo.errors import EXIT_BAD_INPUT, BadInputError
-from streamslo.loadgen.live import LiveStats
+from streamslo.loadgen import relay
+from streamslo.loadgen import windows as live_windows
+from streamslo.loadgen.live import live_payload, live_rows
 from streamslo.loadgen.options import register_arguments
 from streamslo.loadgen.prewarm import prewarm
 from streamslo.loadgen.recorder import RunRecorder, get_recorder
@@ -143,12 +145,12 @@ def _install_web_ui(environment: Any, web_ui: Any) -> None:
         if request.path != "/stats/requests" or not response.is_json:
             return response
         data = response.get_json()
-        data["extended_stats"] = [{"key": _TAB_KEY, "data": recorder.live.rows()}]
+        data["extended_stats"] = [{"key": _TAB_KEY, "data": live_rows(environment)}]
         response.set_data(json.dumps(data))
         return response
 
     def _live() -> Any:
-        return {"rows": recorder.live.rows(), "raw": recorder.live.to_wire()}
+        return live_payload(environment)
 
     web_ui.app.before_request(_guard_swarm)
     web_ui.app.after_request(_add_slo_rows)
@@ -196,19 +198,6 @@ def install() -> None:
     def _stop(environment: Any, **_: Any) -> None:
         get_recorder(environment).on_test_stop()
 
-    def _to_master(client_id: str, data: dict[str, Any], **_: Any) -> None:
-        env = _env_holder.get("env")
-        if env is None:
-            return
-        rec = get_recorder(env)
-        data["streamslo"] = rec.live_delta.to_wire()
-        rec.live_delta = LiveStats()
-
-    def _from_worker(client_id: str, data: dict[str, Any], **_: Any) -> None:
-        env = _env_holder.get("env")
-        if env is not None and "streamslo" in data:
-            get_recorder(env).live.merge_wire(data["streamslo"])
-
     def _remember(environment: Any, **_: Any) -> None:
         _env_holder["env"] = environment
 
@@ -230,10 +219,10 @@ def install() -> None:
     hooks.init.add_listener(_init)
     hooks.test_start.add_listener(_start)
     hooks.test_stop.add_listener(_stop)
-    hooks.report_to_master.add_listener(_to_master)
-    hooks.worker_report.add_listener(_from_worker)
     hooks.init.add_listener(_remember)
     hooks.quitting.add_listener(_quitting)
+    relay.install(hooks)  # distributed runs: workers' streams travel to the master
+    live_windows.install(hooks, _env_holder)  # last: its quitting listener runs first (reverse order)
 
 
 _env_holder: dict[str, Any] = {}

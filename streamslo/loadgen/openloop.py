@@ -5,6 +5,7 @@ does, and so hide latency (coordinated omission). Here one arrival greenlet per 
 process draws gaps from a gamma distribution (shape = ``--burstiness``; 1 is Poisson, as in
 vLLM's benchmark) and starts each request in its own greenlet. Each request records the time it
 was *scheduled* for as well as when it really started, so a late generator cannot hide latency.
+With ``--turns N`` an arrival starts a conversation, whose turns follow one another.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from gevent.pool import Group
 from locust import task
 from locust.user.users import LOCUST_STATE_STOPPING
 
-from streamslo.loadgen.base import StreamUser, run_one_stream
+from streamslo.loadgen.base import StreamUser, run_conversation
 
 __all__ = ["OpenLoopStreamUser", "arrival_gaps"]
 
@@ -48,10 +49,12 @@ class OpenLoopStreamUser(StreamUser):
         rate = opts.request_rate / n
         cap = opts.max_concurrency // n if opts.max_concurrency else 0
         sem = BoundedSemaphore(max(1, cap)) if cap else None
-        rng = random.Random(opts.seed + 7919 * id(self) % 1000)
+        # Seeded per process (worker index under distributed runs), so a run repeats exactly.
+        index = int(getattr(self.environment.runner, "worker_index", 0) or 0)
+        rng = random.Random(opts.seed + 7919 * (index + 1))
         ws_share = {"sse": 0.0, "ws": 1.0, "mixed": 0.5}[opts.protocol]
         group = Group()
-        gaps = arrival_gaps(rate, opts.burstiness, opts.seed + id(self) % 1000)
+        gaps = arrival_gaps(rate, opts.burstiness, opts.seed + index)
         t_next = time.perf_counter()
         epoch0 = time.time() - t_next
         while self._state != LOCUST_STATE_STOPPING:
@@ -72,7 +75,7 @@ class OpenLoopStreamUser(StreamUser):
         group.kill(block=True)
 
     def _one(self, protocol: str, scheduled_at: float) -> None:
-        run_one_stream(self.recorder, protocol, type(self).__name__, self.limits, None, scheduled_at)
+        run_conversation(self.recorder, protocol, type(self).__name__, self.limits, None, scheduled_at)
 
 
 # Locust also inherits the base class's closed-loop task; an open-loop user runs only its

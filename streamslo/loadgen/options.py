@@ -13,8 +13,9 @@ from typing import Any
 
 from streamslo.redact import Headers, Redactor, resolve_headers, take_inherited_headers
 from streamslo.run_options import RunOptions, from_locust, register_locust_arguments
+from streamslo.stream.envelope import WSEnvelope
 from streamslo.transport.sync import ClientLimits
-from streamslo.workload import RequestOptions
+from streamslo.workload import RequestOptions, resolve_system_prompt
 
 __all__ = ["LoadOptions", "register_arguments"]
 
@@ -37,6 +38,8 @@ class LoadOptions(RunOptions):
     request: RequestOptions
     limits: ClientLimits
     slow_limits: ClientLimits
+    envelope: WSEnvelope = field(default_factory=WSEnvelope)
+    """The WebSocket message envelope (``--ws-request-template`` ...); plain by default."""
     headers: Headers = field(default_factory=Headers, repr=False)
     """Extra request headers: those ``streamslo run`` passed by environment, then
     ``--header-file``, ``--header`` and ``--api-key-env``."""
@@ -76,6 +79,10 @@ class LoadOptions(RunOptions):
             include_usage=values["usage"],
             done_marker=values["done_marker"],
             coalesced_chunks=values["coalesced_chunks"],
+            system_prompt=resolve_system_prompt(values["system_prompt"]),
+        )
+        envelope = WSEnvelope.from_options(
+            values["ws_request_template"], values["ws_chunk_path"], values["ws_done_message"]
         )
         limits = ClientLimits(stall_timeout=values["stall_timeout"], request_timeout=values["request_timeout"])
         slow = ClientLimits(
@@ -85,4 +92,4 @@ class LoadOptions(RunOptions):
             read_pause=values["slow_read_pause"],
             rcvbuf=4096,
         )
-        return cls(**values, request=request, limits=limits, slow_limits=slow, headers=headers)
+        return cls(**values, request=request, limits=limits, slow_limits=slow, envelope=envelope, headers=headers)

@@ -1,5 +1,10 @@
-"""Per-process run state shared by every stream user: options, target, prompts, the results
-writer, the live figures, and the reporting of each finished stream to Locust's statistics.
+"""Per-process run state shared by every stream user: options, target, prompts, where finished
+streams go, the live figures, and the reporting of each finished stream to Locust's statistics.
+
+Where finished streams go depends on the process (``docs/distributed.md``): a local runner writes
+the results directory itself; a Locust worker writes nothing and sends them to its master
+(:mod:`streamslo.loadgen.relay`), on this host or another; the master writes what its workers
+send.
 
 Each stream is reported to Locust with named entries per protocol (``SSE``/``WS``):
 
@@ -28,23 +33,27 @@ import time
 from collections import deque
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gevent
 import gevent.lock
 
 from streamslo.errors import ProtocolError
-from streamslo.loadgen.live import LiveStats
 from streamslo.loadgen.monitor import GeneratorMonitor
 from streamslo.loadgen.options import LoadOptions
 from streamslo.redact import Redactor, csv_safe, install_log_redaction
 from streamslo.results import Layout, ResultsWriter, ensure_streams_header
+from streamslo.results_writer import new_tag, warm_pyarrow
 from streamslo.run_options import OPTIONS
 from streamslo.stream.chunkjson import loads_chunk
 from streamslo.stream.timing import StreamRecord
 from streamslo.transport.fetch import fetch
 from streamslo.transport.sync import Target
-from streamslo.workload import PromptSource, RequestOptions, first_model_id
+from streamslo.windows import WindowAggregator
+from streamslo.workload import RequestOptions, Workload, first_model_id
+
+if TYPE_CHECKING:
+    from streamslo.loadgen.relay import RelayReceiver, RelaySender
 
 __all__ = ["RunRecorder", "StreamFailure", "claim_run_start", "get_recorder"]
 
@@ -100,7 +109,7 @@ def _first_model(target: Target) -> str | None:
 
 
 #: The ``StreamRecord`` fields that are text columns of ``streams.csv`` (the others are numbers).
-_TEXT_FIELDS = ("stream_id", "protocol", "user_class", "outcome", "finish_reason", "error")
+_TEXT_FIELDS = ("stream_id", "protocol", "user_class", "outcome", "finish_reason", "error", "conversation_id")
 
 
 def _csv_safe_record(rec: StreamRecord) -> StreamRecord:
@@ -121,8 +130,10 @@ class RunRecorder:
     def __init__(self, environment: Any, opts: LoadOptions) -> None:
         self.env = environment
         self.opts = opts
-        self.live = LiveStats()
-        self.live_delta = LiveStats()  # what a worker has not yet sent to the master
+        self.aggregator: WindowAggregator | None = None
+        """This process's window parts (``windows.csv``), while it generates load."""
+        self.in_flight = 0
+        """Streams started and not yet finished in this process."""
         self.writer: ResultsWriter | None = None
         self.monitor: GeneratorMonitor | None = None
         self.run_start: float = time.time()
@@ -134,6 +145,10 @@ class RunRecorder:
         self._queue: deque[StreamRecord] = deque()
         self._request_lock = gevent.lock.Semaphore()
         self._drainer: gevent.Greenlet | None = None
+        self.sender: RelaySender | None = None
+        """A worker's channel to its master (set at init by the relay)."""
+        self.receiver: RelayReceiver | None = None
+        """A master's intake of its workers' streams (set at init by the relay)."""
         from locust.runners import WorkerRunner
 
         self._is_worker = isinstance(environment.runner, WorkerRunner)
@@ -145,13 +160,13 @@ class RunRecorder:
         }
         self.redact: Redactor = opts.redactor()
         install_log_redaction(self.redact)
-        self.prompts = (
-            PromptSource.from_file(opts.prompt_file, opts.seed)
-            if opts.prompt_file
-            else PromptSource.synthetic(opts.prompt_tokens, opts.seed)
-        )
-        if opts.results_dir is not None:
+        self.workload = Workload(opts)
+        self._conversations = itertools.count(1)
+        if opts.results_dir is not None and not self._is_worker:
             ensure_streams_header(opts.results_dir)
+            # Now, not at test start: Locust's --run-time clock runs from the start, and this
+            # import took seconds on a busy machine (a master's load started that late).
+            warm_pyarrow()
 
     # ---------------------------------------------------------------- setup
     @property
@@ -201,25 +216,69 @@ class RunRecorder:
             install_log_redaction(self.redact)
             self._target = None
             self._request = None
-            self.prompts = (
-                PromptSource.from_file(opts.prompt_file, opts.seed)
-                if opts.prompt_file
-                else PromptSource.synthetic(opts.prompt_tokens, opts.seed)
-            )
+            self.workload = Workload(opts)
 
+    # ------------------------------------------------------------ distributed
+    def attach_sender(self, runner: Any) -> RelaySender:
+        """This process is a Locust worker: its streams go to the master through ``runner``."""
+        from streamslo.loadgen.relay import RelaySender
+
+        self._tag = new_tag()
+        self.sender = RelaySender(
+            runner.send_message, self._tag,
+            figures=lambda: self.monitor.figures() if self.monitor is not None else {},
+            in_flight=lambda: self.in_flight,
+        )
+        return self.sender
+
+    def attach_receiver(self, runner: Any) -> RelayReceiver:
+        """This process is a Locust master: it writes what its workers send."""
+        from streamslo.loadgen.relay import RelayReceiver
+
+        self.receiver = RelayReceiver(runner)
+        return self.receiver
+
+    def finish_now(self) -> None:
+        """A worker, asked by its master for its last streams: stop the users (they get the
+        stop timeout; stopping sends the final batch), or, if none run, say so at once."""
+        from locust.runners import STATE_INIT, STATE_RUNNING, STATE_SPAWNING, STATE_STOPPED
+
+        state = self.env.runner.state
+        if state in (STATE_SPAWNING, STATE_RUNNING):
+            self.env.runner.stop()
+        elif state in (STATE_INIT, STATE_STOPPED) and self.sender is not None:
+            self.sender.flush(final=True)  # no users run here (or none ever did)
+        # Stopping already (cleanup): the final batch comes when it has stopped.
+
+    def _report_stats_now(self) -> None:
+        """A worker at the end of a test: send Locust's statistics (and the live figures that
+        ride on them) now, ahead of the final batch. A headless master stops listening half a
+        second after it tells its workers to quit: a worker slower than that (a saturated one)
+        would otherwise leave its last streams out of Locust's own totals."""
+        runner = self.env.runner
+        data: dict[str, Any] = {}
+        try:
+            self.env.events.report_to_master.fire(client_id=runner.client_id, data=data)
+            runner.send_message("stats", data)
+        except Exception as exc:  # Locust's RPC errors: its stats reporter tries again
+            log.warning("streamslo: could not send the last statistics to the master (%s)", exc)
+
+    # ---------------------------------------------------------------- start/stop
     def on_test_start(self, generating: bool) -> None:
         """Called at test start on every process; ``generating``: this process runs users."""
         self.refresh_options()
-        d = self.opts.results_dir
-        if d is not None:
-            self.run_start = claim_run_start(d)
-            if generating and self.writer is None:
-                # Parquet writes go to a real OS thread (gevent's threadpool): pyarrow releases
-                # the GIL while it writes, so the streams' greenlets keep running.
-                self.writer = ResultsWriter(d, self.run_start, offload=gevent.get_hub().threadpool.spawn)
+        # A worker writes nothing, even when its master sent it a --results-dir: the master
+        # writes the directory, on its own disk.
+        d = None if self._is_worker else self.opts.results_dir
+        self.run_start = claim_run_start(d) if d is not None else time.time()
+        if d is not None and self.writer is None and (generating or self.receiver is not None):
+            # Parquet writes go to a real OS thread (gevent's threadpool): pyarrow releases
+            # the GIL while it writes, so the streams' greenlets keep running.
+            self.writer = ResultsWriter(d, self.run_start, offload=gevent.get_hub().threadpool.spawn)
+            if generating:
                 self._tag = self.writer.tag
-        else:
-            self.run_start = time.time()
+        if self.receiver is not None:
+            self.receiver.start(self.writer, Layout(d) if d is not None else None)
         if generating:
             # Everything imported so far (locust, pandas, pyarrow...) is long-lived: move it out
             # of the collector's reach so a full collection mid-run does not pause every stream.
@@ -230,8 +289,16 @@ class RunRecorder:
             # every stream. Measured with bench/bench_stream_users.py: lateness p99 at 400
             # streams 22 ms -> 14 ms with these thresholds.
             gc.set_threshold(50_000, 100, 1000)
-            self.monitor = GeneratorMonitor(d, self._tag)
+            import os
+            import socket
+
+            source = f"{socket.gethostname()}:{os.getpid()}:{self._tag}"
+            self.aggregator = WindowAggregator(self.opts.window, source, time.time)
+            self.monitor = GeneratorMonitor(d, self._tag, self.aggregator, lambda: self.in_flight)
             self.monitor.start()
+        if self.sender is not None:
+            self.sender.start()
+        if self._flusher is None and (self.writer is not None or self.monitor is not None or self.receiver is not None):
             self._flusher = gevent.spawn(self._flush_loop)
 
     def _flush_loop(self) -> None:
@@ -243,24 +310,38 @@ class RunRecorder:
                 log.exception("streamslo: flush failed; retrying in 2 s")
 
     def flush(self, wait: bool = False) -> None:
+        """Write (or, on a worker, send) what finished; ``wait``: the end of a test."""
         if wait:
             self.drain()
+        if self.sender is not None and wait:
+            if self.sender.running:
+                self._report_stats_now()
+            self.sender.flush(final=True)  # the loop sends the rest every second
+        if self.receiver is not None:
+            self.receiver.poll()
         if self.writer is not None:
             self.writer.flush(wait=wait)
         if self.monitor is not None:
             self.monitor.save()
 
     def on_test_stop(self) -> None:
+        """The end of a test: record every stream; a worker sends its final batch, a master
+        waits for its workers' final batches, then everything is written."""
         if self._flusher is not None:
             self._flusher.kill(block=False)
             self._flusher = None
         if self.monitor is not None:
             self.monitor.stop()
+        if self.receiver is not None:
+            from streamslo.loadgen.relay import FINISH_GRACE_S
+
+            self.receiver.await_final(float(getattr(self.env, "stop_timeout", 0) or 0) + FINISH_GRACE_S)
         self.flush(wait=True)
 
     # -------------------------------------------------------------- streams
     def new_record(self, protocol: str, user_class: str, scheduled_at: float | None = None) -> StreamRecord:
         """A fresh record whose clock starts now."""
+        self.in_flight += 1
         return StreamRecord(
             stream_id=f"{self._tag}-{next(self._seq)}",
             protocol=protocol,
@@ -270,6 +351,10 @@ class RunRecorder:
             scheduled_at=scheduled_at,
         )
 
+    def new_conversation_id(self) -> str:
+        """A conversation id unique across processes (multi-turn runs)."""
+        return f"{self._tag}-c{next(self._conversations)}"
+
     def finish(self, rec: StreamRecord) -> None:
         """Record a finished stream everywhere it belongs.
 
@@ -278,6 +363,7 @@ class RunRecorder:
         once, their bookkeeping interleaves with the reads of the streams still running
         instead of delaying them all in one burst.
         """
+        self.in_flight -= 1
         if rec.outcome is None:  # defensive: a transport bug must not lose the row
             rec.outcome = "cancelled"
             rec.error = rec.error or "ended without an outcome"
@@ -295,6 +381,14 @@ class RunRecorder:
             # a long queue is worked off without pauses so it cannot grow without bound.
             gevent.sleep(0.001 if len(queue) < 100 else 0)
 
+    def backlog_since(self) -> float | None:
+        """When the oldest stream finished but not yet recorded ended (epoch), or None: the
+        window aggregator's watermark stays before it."""
+        if not self._queue:
+            return None
+        rec = self._queue[0]
+        return rec.started_at + (rec.e2e_s or 0.0)
+
     def drain(self) -> None:
         """Record every queued stream now (end of the run)."""
         while self._queue:
@@ -307,10 +401,13 @@ class RunRecorder:
             rec.error = self.redact(rec.error)
         if rec.finish_reason:
             rec.finish_reason = self.redact(rec.finish_reason)
-        if self.writer is not None:
+        if self.sender is not None:
+            self.sender.add(_csv_safe_record(rec))
+        elif self.writer is not None:
             self.writer.add(_csv_safe_record(rec))
-        # A worker's figures travel to the master, which shows them; a local runner shows its own.
-        (self.live_delta if self._is_worker else self.live).add(rec)
+        # Windows: a worker's parts travel to the master, which writes them (loadgen/windows.py).
+        if self.aggregator is not None:
+            self.aggregator.add(rec)
         self._report(rec)
 
     def _report(self, rec: StreamRecord) -> None:

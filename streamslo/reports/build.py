@@ -83,6 +83,13 @@ def build_report(
     from streamslo.reports.compare import build_model
     from streamslo.reports.load import load_report_runs
     from streamslo.reports.render import render_html, render_json, render_markdown, summary_table
+    from streamslo.reports.soak import (
+        soak_charts,
+        soak_html,
+        soak_json,
+        soak_markdown,
+        soak_sections,
+    )
     from streamslo.reports.verdicts import evaluate_runs, resolve_slo
 
     if not 0 < confidence < 1:
@@ -97,14 +104,17 @@ def build_report(
     settings = BootstrapSettings("stream", resamples, confidence, seed)
     report = build_model(runs, verdicts, slo_source, settings)
     charts = make_charts(runs, report)
+    soak = soak_sections(runs)  # windows, budget, alerts, drift: long runs (docs/soak.md)
+    charts += soak_charts(runs, soak)
+    extra_html = [("Long run: windows, error budget, drift", soak_html(soak))] if soak else []
 
     html_path = Path(out_html)
     html_path.parent.mkdir(parents=True, exist_ok=True)
     md_path = html_path.with_suffix(".md")
     json_path = html_path.with_suffix(".json")
-    _write(html_path, render_html(report, charts))
-    _write(md_path, render_markdown(report))
-    _write(json_path, render_json(report))
+    _write(html_path, render_html(report, charts, extra_html))
+    _write(md_path, render_markdown(report, soak_markdown(soak)))
+    _write(json_path, render_json(report, {"soak": soak_json(soak)}))
     return ReportResult(
         html=html_path,
         markdown=md_path,

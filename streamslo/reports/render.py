@@ -241,8 +241,9 @@ def _figures(charts: Iterable[Chart]) -> str:
     ) + "</div>"
 
 
-def render_html(report: Report, charts: Sequence[Chart]) -> str:
-    """The whole report as one self-contained HTML page."""
+def render_html(report: Report, charts: Sequence[Chart], extra_sections: Sequence[tuple[str, str]] = ()) -> str:
+    """The whole report as one self-contained HTML page; ``extra_sections`` (title, HTML)
+    come after the charts (the long-run section, :mod:`streamslo.reports.soak`)."""
     t = _rows(report)
     two = report.before is not None
     title = ("streamslo report: " + " vs ".join(
@@ -268,6 +269,7 @@ def render_html(report: Report, charts: Sequence[Chart]) -> str:
         "<h2>Latency (ms)</h2>", _table(t["latency"], change_col=6 if two else None),
         "<h2>Outcomes</h2>", _table(t["outcomes"]),
         "<h2>Charts</h2>", _figures(charts),
+        *[part for title, body in extra_sections for part in (f"<h2>{html.escape(title)}</h2>", body)],
         "<h2>Server-side evidence</h2>", _server_html(report),
         f'<p class="note">{method}</p>',
     ]
@@ -292,8 +294,9 @@ def _md_table(rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
-def render_markdown(report: Report) -> str:
-    """A Markdown summary for a CI comment: banners, verdicts, rates, headline latency."""
+def render_markdown(report: Report, extra: str = "") -> str:
+    """A Markdown summary for a CI comment: banners, verdicts, rates, headline latency, then
+    ``extra`` (the long-run section)."""
     t = _rows(report)
     out = ["## streamslo report", ""]
     out += [f"> :warning: **{m}**" for m in report.invalid]
@@ -305,6 +308,7 @@ def render_markdown(report: Report) -> str:
             "### Latency (ms)", "", _md_table(t["latency"]), "",
             "### Throughput", "", _md_table(t["throughput"]), "",
             "### Outcomes", "", _md_table(t["outcomes"]), "",
+            *([extra] if extra else []),
             f"_SLO: {report.slo_source}; CIs: {int(report.bootstrap.confidence * 100)} % "
             f"bootstrap over whole streams, seed {report.bootstrap.seed}._", ""]
     return "\n".join(out)
@@ -350,6 +354,7 @@ def _clean(obj: Any) -> Any:
     return obj
 
 
-def render_json(report: Report) -> str:
-    """``report.json``: the report model as strict JSON (NaN becomes null)."""
-    return json.dumps(_clean(report.to_dict()), indent=2, allow_nan=False, default=str) + "\n"
+def render_json(report: Report, extra: dict[str, Any] | None = None) -> str:
+    """``report.json``: the report model as strict JSON (NaN becomes null), plus ``extra``
+    top-level keys (``soak``)."""
+    return json.dumps(_clean({**report.to_dict(), **(extra or {})}), indent=2, allow_nan=False, default=str) + "\n"

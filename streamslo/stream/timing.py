@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["STREAM_COLUMNS", "StreamExpectations", "StreamRecord"]
+__all__ = ["STREAM_COLUMNS", "WORKLOAD_COLUMNS", "StreamExpectations", "StreamRecord"]
 
-#: The columns of ``streams.csv``, in order (SPEC §5).
+#: The columns of ``streams.csv``, in order (``docs/results.md``).
 STREAM_COLUMNS: tuple[str, ...] = (
     "stream_id",
     "protocol",
@@ -30,7 +30,14 @@ STREAM_COLUMNS: tuple[str, ...] = (
     "max_gap_ms",
     "bytes",
     "error",
+    "usage_prompt_tokens",
+    "conversation_id",
+    "turn",
 )
+
+#: The columns added by results schema 3 (token counts, multi-turn conversations): a reader
+#: of an older directory finds them missing and takes them as empty.
+WORKLOAD_COLUMNS: tuple[str, ...] = ("usage_prompt_tokens", "conversation_id", "turn")
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +80,12 @@ class StreamRecord:
     """Content chunks received."""
     expected_tokens: int | None = None
     usage_completion_tokens: int | None = None
+    usage_prompt_tokens: int | None = None
+    """The server's ``usage.prompt_tokens`` (the prompt as the server counted it)."""
+    conversation_id: str | None = None
+    """Multi-turn runs: the conversation this request belongs to."""
+    turn: int | None = None
+    """Multi-turn runs: 1 for a conversation's first request, 2 for the next..."""
     finish_reason: str | None = None
     bytes: int = 0
     error: str = ""
@@ -116,4 +129,7 @@ class StreamRecord:
             "max_gap_ms": _ms(self.max_gap_s),
             "bytes": self.bytes,
             "error": self.error,
+            "usage_prompt_tokens": self.usage_prompt_tokens,
+            "conversation_id": self.conversation_id,
+            "turn": self.turn,
         }

@@ -42,6 +42,18 @@ WS_CLOSE_5XX = frozenset({1011})
 _DONE = "[DONE]"
 
 
+def _content_text(choices: list[object]) -> str:
+    """The answer text of a content chunk (``delta.content`` or ``text``; reasoning and tool
+    calls are not part of the message a conversation sends back)."""
+    for choice in choices:
+        if isinstance(choice, dict):
+            delta = choice.get("delta")
+            text = delta.get("content") if isinstance(delta, dict) else choice.get("text")
+            if isinstance(text, str) and text:
+                return text
+    return ""
+
+
 class TrackerState(Enum):
     """Where one request is (the outcome, once decided, is in the record)."""
 
@@ -67,6 +79,8 @@ class StreamTracker:
         record: the record to fill in (holds the start time and identity).
         expect: what the request asked for.
         max_event_bytes: the largest SSE event / WS message accepted.
+        collect_text: keep the content's text in :attr:`text` (a multi-turn conversation
+            sends it back as the assistant's message).
     """
 
     __slots__ = (
@@ -78,6 +92,7 @@ class StreamTracker:
         "progress_t",
         "rec",
         "state",
+        "text",
     )
 
     def __init__(
@@ -85,8 +100,11 @@ class StreamTracker:
         record: StreamRecord,
         expect: StreamExpectations,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        collect_text: bool = False,
     ) -> None:
         self.rec = record
+        self.text: list[str] | None = [] if collect_text else None
+        """With ``collect_text``: the content text of each content chunk, in order."""
         self._expect = expect
         self._decoder = SSEDecoder(max_event_bytes=max_event_bytes)
         self.state = TrackerState.WAITING
@@ -386,6 +404,9 @@ class StreamTracker:
             ct = usage.get("completion_tokens")
             if isinstance(ct, int) and not isinstance(ct, bool):
                 rec.usage_completion_tokens = ct
+            pt = usage.get("prompt_tokens")
+            if isinstance(pt, int) and not isinstance(pt, bool):
+                rec.usage_prompt_tokens = pt
         elif usage is not None:
             self._finish(t, Outcome.MALFORMED, "usage is not an object")
             return
@@ -408,6 +429,8 @@ class StreamTracker:
             if not content and has_text(choice):
                 content = True
         if content:
+            if self.text is not None:
+                self.text.append(_content_text(choices))
             self._token(t)
 
     def _token(self, t: float) -> None:

@@ -66,7 +66,7 @@ class Target:
     host: str
     port: int
     prefix: str = ""
-    headers: dict[str, str] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict, repr=False)
     """Extra request headers (auth, ``--header``)."""
     ssl_context: ssl.SSLContext | None = None
 

@@ -2,7 +2,9 @@
 
 Each probe sends one streaming request and feeds the bytes, with a ``perf_counter()`` taken as
 they are read, into :class:`streamslo.stream.tracker.StreamTracker`: the same state machine the
-Locust users use, so a probe's outcome means what it means in a load run (SPEC §3).
+Locust users use, so a probe's outcome means what it means in a load run (docs/outcomes.md),
+under the same caps (:mod:`streamslo.stream.caps`): a bounded error body, a bounded read after
+``[DONE]``, a depth-bounded ``/v1/models`` answer.
 :func:`health_check` is the third incident's health check: a short streaming request that must
 end ``ok`` (a cancelled generation, a cut stream or ``finish_reason: stop`` before
 ``max_tokens`` all fail it).
@@ -17,6 +19,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from streamslo.stream import caps
+from streamslo.stream.chunkjson import loads_chunk
 from streamslo.stream.timing import StreamExpectations, StreamRecord
 from streamslo.stream.tracker import StreamTracker
 from streamslo.workload import ENDPOINT_PATHS, RequestOptions, build_body, first_model_id
@@ -34,7 +38,7 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class ProbeRequest:
-    """What a probe asks for (SPEC §2)."""
+    """What a probe asks for (docs/protocol.md)."""
 
     endpoint: str = "chat"
     """``chat`` (/v1/chat/completions), ``completions`` (/v1/completions) or ``stream`` (/v1/stream)."""
@@ -81,13 +85,22 @@ async def _model(client: Any, base_url: str, req: ProbeRequest) -> str:
     import httpx
 
     try:
-        resp = await client.get(base_url.rstrip("/") + "/v1/models", headers=dict(req.headers))
-        model = first_model_id(resp.json()) if resp.status_code == 200 else None
+        async with client.stream("GET", base_url.rstrip("/") + "/v1/models", headers=dict(req.headers)) as resp:
+            body = bytearray()
+            async for part in resp.aiter_raw():
+                body += part
+                if len(body) > _MODELS_MAX_BYTES:
+                    return "default"
+            model = first_model_id(loads_chunk(body.decode("utf-8", "replace"))) if resp.status_code == 200 else None
         if model is not None:
             return model
     except (httpx.HTTPError, ValueError):
         pass
     return "default"
+
+
+#: The most of a ``/v1/models`` answer a probe reads.
+_MODELS_MAX_BYTES = 1 << 20
 
 
 def _record(protocol: str) -> StreamRecord:
@@ -132,12 +145,7 @@ async def probe_sse(base_url: str, req: ProbeRequest | None = None) -> StreamRec
                 ) as resp:
                     t = time.perf_counter()
                     if not 200 <= resp.status_code < 300:
-                        body = b""
-                        async for part in resp.aiter_raw():
-                            body += part
-                            if len(body) > 4096:
-                                break
-                        tracker.on_http_error(t, resp.status_code, body[:4096])
+                        tracker.on_http_error(t, resp.status_code, await _error_body(resp))
                         return rec
                     tracker.on_response(t, resp.status_code, resp.headers.get("content-type"))
                     await _read_sse(resp, tracker)
@@ -160,14 +168,44 @@ async def probe_sse(base_url: str, req: ProbeRequest | None = None) -> StreamRec
     return rec
 
 
+async def _error_body(resp: Any) -> bytes:
+    """At most :data:`caps.MAX_ERROR_BODY_BYTES` of a non-2xx body, read for at most
+    :data:`caps.ERROR_BODY_WAIT_S`: enough for the error message, never a whole flood."""
+    body = bytearray()
+    try:
+        async with asyncio.timeout(caps.ERROR_BODY_WAIT_S):
+            async for part in resp.aiter_raw():
+                body += part
+                if len(body) >= caps.MAX_ERROR_BODY_BYTES:
+                    break
+    except TimeoutError:
+        pass
+    return bytes(body[: caps.MAX_ERROR_BODY_BYTES])
+
+
 async def _read_sse(resp: Any, tracker: StreamTracker) -> None:
     if tracker.finished:
         return
-    async for data in resp.aiter_raw():
+    chunks = resp.aiter_raw()
+    async for data in chunks:
         tracker.on_sse_bytes(time.perf_counter(), data)
-        if tracker.finished and not tracker.done_seen:
-            return  # ended before [DONE]: nothing more to read
-    # After [DONE] the body was read to its end (data there is malformed).
+        if not tracker.wants_bytes:
+            return  # ended before [DONE], or too much after it: nothing more to read
+        if tracker.reading_after_done:
+            break
+    else:
+        tracker.on_eof(time.perf_counter(), body_complete=True)
+        return
+    # After [DONE]: a short, bounded read to the body's end (more data there is malformed).
+    try:
+        async with asyncio.timeout(caps.AFTER_DONE_WAIT_S):
+            async for data in chunks:
+                tracker.on_sse_bytes(time.perf_counter(), data)
+                if not tracker.wants_bytes:
+                    return
+    except TimeoutError:
+        tracker.stop_reading()
+        return
     tracker.on_eof(time.perf_counter(), body_complete=True)
 
 
@@ -203,7 +241,10 @@ async def probe_ws(base_url: str, req: ProbeRequest | None = None) -> StreamReco
         async with asyncio.timeout(req.request_timeout_s):
             async with connect(
                 _ws_url(base_url), open_timeout=req.stall_timeout_s, ping_interval=None,
-                additional_headers=dict(req.headers), max_size=2**24,
+                additional_headers=dict(req.headers), max_size=caps.DEFAULT_MAX_EVENT_BYTES,
+                # The stream ends at its [DONE]; closing then waits only briefly for the
+                # server's close (a server flooding frames must not hold the probe).
+                close_timeout=caps.AFTER_DONE_WAIT_S,
             ) as ws:
                 t = time.perf_counter()
                 tracker.on_connected(t)
@@ -223,7 +264,8 @@ async def probe_ws(base_url: str, req: ProbeRequest | None = None) -> StreamReco
     except TimeoutError:
         tracker.on_deadline(time.perf_counter(), req.request_timeout_s)
     except InvalidStatus as exc:
-        tracker.on_http_error(time.perf_counter(), exc.response.status_code, exc.response.body or b"")
+        body = (exc.response.body or b"")[: caps.MAX_ERROR_BODY_BYTES]
+        tracker.on_http_error(time.perf_counter(), exc.response.status_code, body)
     except ConnectionClosed as exc:
         rcvd = exc.rcvd
         tracker.on_ws_close(time.perf_counter(), rcvd.code if rcvd else None, rcvd.reason if rcvd else "")

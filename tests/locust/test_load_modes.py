@@ -20,9 +20,12 @@ def test_open_loop_rate_and_scheduled_latency(faulty_server, tmp_path):
     )
     assert r.returncode == 0, r.stdout + r.stderr
     s = streams(out)
-    # Poisson arrivals at 10/s for 5 s: about 50, whatever the server does.
-    assert 25 <= len(s) <= 80, len(s)
+    # Poisson arrivals at 10/s for 5 s: about 50, whatever the server does (a slow machine may
+    # start the arrival loop late, so the rate is judged over the span the arrivals cover).
     assert s["scheduled_at"].notna().all()
+    assert 20 <= len(s) <= 80, len(s)
+    span = s["scheduled_at"].max() - s["scheduled_at"].min()
+    assert 5 <= (len(s) - 1) / span <= 20, (len(s), span)
     lag = s["started_at"] - s["scheduled_at"]
     assert (lag > -0.01).all() and lag.median() < 0.05
     assert set(s["user_class"]) == {"OpenLoopStreamUser"}

@@ -109,6 +109,7 @@ def test_two_processes_write_every_stream_once(faulty_server, tmp_path):
     assert len(g) == 3 * len(s)
     run = json.loads((out / "run.json").read_text())
     assert run["generator"]["processes"] == 2
+    assert run["relay"]["workers"] == 2 and run["relay"]["records"] == len(s)  # the master wrote them
 
 
 def test_bad_input_exits_2(tmp_path):

@@ -142,3 +142,32 @@ def test_unknown_protocol_and_endpoint() -> None:
         asyncio.run(health_check("http://x", protocol="grpc"))
     with pytest.raises(ValueError, match="unknown endpoint"):
         _ = ProbeRequest(endpoint="nope").path
+
+
+# --------------------------------------------------------------- hostile servers, same caps
+from tests.faulty.fixtures import faulty_server  # noqa: E402, F401
+
+HOSTILE = [
+    ("ok", "sse", "ok"),
+    ("ok", "ws", "ok"),
+    ("flood_after_done", "sse", "malformed"),  # 30 MiB after [DONE]: stops at the cap
+    ("flood_after_done", "ws", "ok"),  # a WS stream ends at its [DONE]
+    ("error_body_flood", "sse", "http_5xx"),  # a flood of an error body is not read whole
+    ("deep_json", "sse", "malformed"),
+    ("deep_json", "ws", "malformed"),
+    ("code_infinity", "sse", "malformed"),
+]
+
+
+@pytest.mark.parametrize(("scenario", "protocol", "outcome"), HOSTILE)
+def test_probes_end_hostile_streams_fast_and_classified(faulty_server, scenario, protocol, outcome) -> None:  # noqa: F811
+    """The probes read under the load users' caps: a flood after [DONE] or in an error body
+    ends the probe in bounded time with the same outcome a load run gives."""
+    import time
+
+    req = ProbeRequest(model=scenario, max_tokens=8, request_timeout_s=20.0, stall_timeout_s=5.0)
+    probe = probe_sse if protocol == "sse" else probe_ws
+    t0 = time.monotonic()
+    rec = asyncio.run(probe(faulty_server.base_url, req))
+    assert rec.outcome == outcome, rec.error
+    assert time.monotonic() - t0 < 10.0

@@ -1,0 +1,238 @@
+"""The report's long-run sections: the windows timeline with alert marks, the error budget's
+burn-down, the alerts, and the drift verdicts (``docs/soak.md``).
+
+:func:`soak_sections` reads each run's ``windows.csv``, ``run.json`` (``budget``, ``alerts``)
+and ``summary.json`` (``drift``; computed here for a directory finalized before it existed);
+:func:`soak_charts` draws them; :func:`soak_html` / :func:`soak_markdown` render the tables.
+A run without windows gets no section. Nothing here prints.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from matplotlib.figure import Figure
+
+from streamslo.budget import Budget, burn_down
+from streamslo.drift import analyse, collect_series, theil_sen
+from streamslo.reports.charts import COLORS, Chart, _png
+from streamslo.reports.load import LoadedRun
+from streamslo.results import Layout, read_json
+from streamslo.windows_file import read_windows
+
+__all__ = ["SoakSection", "soak_charts", "soak_html", "soak_json", "soak_markdown", "soak_sections"]
+
+
+@dataclass(frozen=True)
+class SoakSection:
+    """One run's long-run figures."""
+
+    label: str
+    name: str
+    windows: list[dict[str, Any]] = field(repr=False)
+    budget: dict[str, Any] | None
+    """run.json's budget (objective, target, alerts), or None."""
+    alerts: list[dict[str, Any]]
+    """Every alert that fired (run.json ``alerts``)."""
+    spent: float | None
+    """The share of the budget spent over the run (1.0: all of it)."""
+    drift: dict[str, dict[str, Any]]
+    """summary.json's ``drift``: a trend and verdict per series."""
+    rebuilt: list[float]
+    """window_start of the windows finalize rebuilt from streams.csv."""
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out.pop("windows")
+        out["window_count"] = len(self.windows)
+        return out
+
+
+def _section(run: LoadedRun) -> SoakSection | None:
+    layout = Layout(run.path)
+    try:
+        rows = read_windows(layout.windows_csv)
+    except ValueError:
+        rows = []
+    if not rows:
+        return None
+    summary = read_json(layout.summary_json) if layout.summary_json.exists() else {}
+    drift = summary.get("drift")
+    if not isinstance(drift, dict):
+        drift = analyse(run.path, rows)
+    budget = run.run.get("budget") if isinstance(run.run.get("budget"), dict) else None
+    spent = None
+    if budget is not None:
+        try:
+            down = burn_down(Budget.from_dict(budget), rows)
+            left = next((v for _, v in reversed(down) if v is not None), None)
+            spent = None if left is None else 1.0 - left
+        except ValueError:
+            budget = None
+    raw_alerts = run.run.get("alerts")
+    alerts: list[dict[str, Any]] = list(raw_alerts) if isinstance(raw_alerts, list) else []
+    raw_info = run.run.get("windows")
+    windows_info: dict[str, Any] = raw_info if isinstance(raw_info, dict) else {}
+    return SoakSection(run.label, run.name, rows, budget, alerts, spent, drift,
+                       list(windows_info.get("rebuilt_windows") or []))
+
+
+def soak_sections(runs: Sequence[LoadedRun]) -> tuple[SoakSection, ...]:
+    """The long-run section of every run that has windows."""
+    return tuple(s for s in (_section(r) for r in runs) if s is not None)
+
+
+def _t(sec: SoakSection, epoch: float) -> float:
+    return float(epoch) - float(sec.windows[0]["window_start"])
+
+
+def _alert_marks(ax: Any, sec: SoakSection) -> None:
+    for a in sec.alerts:
+        ax.axvline(_t(sec, a["fired_at_epoch"]), color="#c0392b" if a.get("abort_on_fail") else "#e0a800",
+                   ls="--", lw=1.2)
+
+
+def _timeline(runs: Sequence[LoadedRun], sections: Sequence[SoakSection]) -> Chart:
+    fig = Figure(figsize=(11.0, 5.2))
+    ax1, ax2, ax3 = fig.subplots(3, 1, sharex=True)
+    for sec in sections:
+        c = COLORS.get(sec.label, "#1f77b4")
+        t = [_t(sec, r["window_start"]) for r in sec.windows]
+        rate = [r["requests"] / r["window_s"] for r in sec.windows]
+        trunc = [((r["began"] - r["ok"]) / r["began"] * 100.0) if r["began"] else None for r in sec.windows]
+        itl = [r["itl_ms_p99"] for r in sec.windows]
+        ax1.plot(t, rate, drawstyle="steps-post", color=c, label=f"{sec.label} ({sec.name})")
+        ax2.plot(t, [v if v is not None else float("nan") for v in trunc], drawstyle="steps-post", color=c)
+        ax3.plot(t, [v if v is not None else float("nan") for v in itl], drawstyle="steps-post", color=c)
+        for ax in (ax1, ax2, ax3):
+            _alert_marks(ax, sec)
+    ax1.set_ylabel("streams / s")
+    ax2.set_ylabel("truncation %")
+    ax3.set_ylabel("ITL p99 (ms)")
+    ax3.set_xlabel("seconds since the first window")
+    for ax in (ax1, ax2, ax3):
+        ax.grid(True, alpha=0.3)
+    ax1.legend(loc="upper right", fontsize=8)
+    title = "Windows: throughput, truncation and ITL p99 per window"
+    ax1.set_title(title)
+    caption = ("From windows.csv (streams counted in the window they ended in). Dashed lines: "
+               "burn-rate alerts (red: abortOnFail).")
+    return Chart("soak_timeline", title, caption, _png(fig), wide=True)
+
+
+def _burn_down(sections: Sequence[SoakSection]) -> Chart | None:
+    with_budget = [s for s in sections if s.budget is not None]
+    if not with_budget:
+        return None
+    fig = Figure(figsize=(6.4, 3.4))
+    ax = fig.add_subplot()
+    for sec in with_budget:
+        assert sec.budget is not None
+        down = burn_down(Budget.from_dict(sec.budget), sec.windows)
+        ax.plot([_t(sec, e) for e, _ in down], [float("nan") if v is None else v * 100.0 for _, v in down],
+                color=COLORS.get(sec.label, "#1f77b4"), label=f"{sec.label} ({sec.name})")
+        _alert_marks(ax, sec)
+    ax.axhline(0.0, color="#555", lw=1)
+    ax.set_ylabel("budget left (%)")
+    ax.set_xlabel("seconds since the first window")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    b = with_budget[-1].budget or {}
+    title = f"Error budget burn-down: {b.get('objective')} target {b.get('target')}"
+    ax.set_title(title, fontsize=10)
+    return Chart("budget", title, "100 % minus the share of the budget spent so far; below 0: overspent. "
+                 "Dashed lines: alerts.", _png(fig))
+
+
+def _drift(runs: Sequence[LoadedRun], sections: Sequence[SoakSection]) -> Chart | None:
+    by_label = {r.label: r for r in runs}
+    series = []
+    for sec in sections:
+        for name, (unit, t, y, counter) in collect_series(by_label[sec.label].path, sec.windows).items():
+            if not counter and len(t) >= 3:
+                series.append((sec, name, unit, t, y))
+    if not series:
+        return None
+    fig = Figure(figsize=(6.4, 1.0 + 1.6 * len(series)))
+    axes = fig.subplots(len(series), 1, squeeze=False)[:, 0]
+    for ax, (sec, name, unit, t, y) in zip(axes, series, strict=True):
+        t0 = t[0]
+        x = [v - t0 for v in t]
+        ax.plot(x, y, ".", ms=3, color=COLORS.get(sec.label, "#1f77b4"))
+        slope, icpt, _, _ = theil_sen(x, y)
+        ax.plot([x[0], x[-1]], [icpt + slope * x[0], icpt + slope * x[-1]], color="#555", lw=1)
+        verdict = sec.drift.get(name, {}).get("verdict", "")
+        ax.set_ylabel(unit, fontsize=8)
+        ax.set_title(f"{sec.label}: {name} — {verdict}", fontsize=9)
+        ax.grid(True, alpha=0.3)
+    axes[-1].set_xlabel("seconds")
+    return Chart("drift", "Resources over time", "Each series with its Theil–Sen line (verdicts in the drift table).",
+                 _png(fig))
+
+
+def soak_charts(runs: Sequence[LoadedRun], sections: Sequence[SoakSection]) -> tuple[Chart, ...]:
+    """The timeline (with alert marks), the burn-down and the drift charts that have data."""
+    if not sections:
+        return ()
+    charts = [_timeline(runs, sections), _burn_down(sections), _drift(runs, sections)]
+    return tuple(c for c in charts if c is not None)
+
+
+def _f(v: Any, digits: int = 2) -> str:
+    return "—" if v is None else (f"{v:,.{digits}f}" if isinstance(v, (int, float)) else str(v))
+
+
+def _tables(sec: SoakSection) -> list[tuple[str, list[list[str]]]]:
+    out: list[tuple[str, list[list[str]]]] = []
+    if sec.budget is not None:
+        spent = "—" if sec.spent is None else f"{sec.spent * 100:.1f} %"
+        rows = [["objective", "target", "budget spent", "alerts fired"],
+                [str(sec.budget.get("objective")), str(sec.budget.get("target")), spent, str(len(sec.alerts))]]
+        out.append(("Error budget", rows))
+        if sec.alerts:
+            out.append(("Alerts fired", [["alert", "fired at (UTC)", "burn long", "burn short", "factor", "abortOnFail"]] + [
+                [a["name"], a["fired_at"], _f(a["burn_long"]), _f(a["burn_short"]), _f(a["factor"], 1),
+                 "yes" if a.get("abort_on_fail") else "no"] for a in sec.alerts]))
+    if sec.drift:
+        out.append(("Drift and leaks", [["series", "verdict", "slope / h", "95 % CI / h", "growth", "points"]] + [
+            [name, d["verdict"], _f(d.get("slope_per_h"), 3),
+             "—" if d.get("ci_low_per_h") is None else f"[{_f(d['ci_low_per_h'], 3)}, {_f(d['ci_high_per_h'], 3)}]",
+             "—" if d.get("growth_pct") is None else f"{d['growth_pct']:.1f} %", str(d.get("points"))]
+            for name, d in sec.drift.items()]))
+    return out
+
+
+def soak_html(sections: Sequence[SoakSection]) -> str:
+    """The long-run tables as HTML (empty without sections)."""
+    parts = []
+    for sec in sections:
+        parts.append(f"<h3>{html.escape(sec.label)} ({html.escape(sec.name)}): {len(sec.windows)} windows</h3>")
+        if sec.rebuilt:
+            parts.append(f'<p class="note">{len(sec.rebuilt)} window(s) rebuilt from streams.csv at finalize.</p>')
+        for title, rows in _tables(sec):
+            head = "".join(f"<th>{html.escape(c)}</th>" for c in rows[0])
+            body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows[1:])
+            parts.append(f"<h4>{html.escape(title)}</h4><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+    return "\n".join(parts)
+
+
+def soak_markdown(sections: Sequence[SoakSection]) -> str:
+    """The long-run tables as Markdown (empty without sections)."""
+    out = []
+    for sec in sections:
+        out += [f"### Long run: {sec.label} ({sec.name}), {len(sec.windows)} windows", ""]
+        for title, rows in _tables(sec):
+            out += [f"**{title}**", "", "| " + " | ".join(rows[0]) + " |", "|" + "|".join(" --- " for _ in rows[0]) + "|"]
+            out += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows[1:]]
+            out.append("")
+    return "\n".join(out)
+
+
+def soak_json(sections: Sequence[SoakSection]) -> list[dict[str, Any]]:
+    """``report.json``'s ``soak``."""
+    out: list[dict[str, Any]] = json.loads(json.dumps([s.as_dict() for s in sections], default=str))
+    return out
