@@ -178,6 +178,8 @@ def run_cell(protocol: str, users: int, seconds: int, period_ms: float, ttft_ms:
 
 
 def _verdict(c: dict[str, Any]) -> str:
+    if not c["itl_vs_writes"]["n"]:
+        return "nothing measured"
     ok = all((c[k]["p50"] or 0) < GOAL_P50_MS and (c[k]["p99"] or 0) < GOAL_P99_MS
              for k in ("ttft_vs_writes", "itl_vs_writes"))
     return "✓" if ok else "✗"
