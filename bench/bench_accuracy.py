@@ -48,6 +48,7 @@ from _harness import (
     match_streamslo,
     md_table,
     pct,
+    prioritise,
     run_against_emitter,
     workdir,
     write_result,
@@ -261,4 +262,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    prioritise()
     sys.exit(main())

@@ -19,7 +19,10 @@ Compared: ITL p50/p99 and TTFT p50/p99 and the ratio suite / independent (the lo
 over the burst's wall time) against the raw batched forward pass of the same model with no HTTP
 (``GPT.decode`` on N slots, one sampled token per slot per step, ``token_interval_ms = 0``
 and unpaced: the limit), and against the pacing limit (N x 1000 / ``token_interval_ms``).
-Serving overhead = raw forward tokens/s / served tokens/s at the same pacing; goal < 2x.
+Serving overhead = raw forward tokens/s / served tokens/s at the same pacing; goal < 2x. The
+served rate is the independent SSE client's while every stream decodes (from the last stream's
+first token to the first stream's last: prefill and the tail are left out, as the raw pass has
+neither).
 
 Run::
 
@@ -50,6 +53,8 @@ from _harness import (
     md_table,
     pct,
     pinned,
+    prioritise,
+    priority_note,
     stop,
     workdir,
     write_result,
@@ -200,15 +205,36 @@ def run_independent(protocol: str, port: int, streams: int, tokens: int) -> dict
     import os
 
     watch = SchedWatch(os.getpid())
+    cpu0 = time.process_time()
     try:
         recs, wall = asyncio.run(independent_burst(protocol, port, streams, suite_body(tokens)))
     finally:
         watch.stop()
+    cpu = time.process_time() - cpu0
     ok = [r for r in recs if r["ok"]]
     fig = _figures([r["ttft"] for r in ok if r["ttft"] is not None], [g for r in ok for g in r["gaps"]],
                    len(ok), len(recs), sum(r["tokens"] for r in recs), wall)
     fig["client_runqueue_wait_s"] = watch.total()
+    fig["client_cpu_s"] = cpu
+    fig["decode_tokens_per_s"] = decode_rate(ok)
     return fig
+
+
+def decode_rate(recs: list[dict[str, Any]]) -> float | None:
+    """Tokens/s while every stream decodes: the tokens received between the last stream's
+    first token and the first stream's last token, over that window (prefill and the tail,
+    when fewer streams are left, are outside it)."""
+    import numpy as np
+
+    times = [rec["t0"] + rec["ttft"] + np.concatenate([[0.0], np.cumsum(rec["gaps"])])
+             for rec in recs if rec["ttft"] is not None and rec["gaps"]]
+    if not times:
+        return None
+    lo, hi = max(t[0] for t in times), min(t[-1] for t in times)
+    if hi <= lo:
+        return None
+    n = sum(int(((t > lo) & (t <= hi)).sum()) for t in times)
+    return float(n / (hi - lo))
 
 
 # --------------------------------------------------------------------------- the suite
@@ -248,6 +274,7 @@ def run_suite(protocol: str, port: int, streams: int, tokens: int, work: Path, s
         return {"error": (work / "suite.log").read_text()[-1500:]}
     fig = suite_figures(work / "results", streams)
     fig["client_peak_cpu_pct"] = max((c for _, c in sampler.cpu["client"]), default=None)
+    fig["client_cpu_s"] = sampler.cpu_s.get("client")  # the whole run, Locust's start included
     fig["client_runqueue_wait_s"] = watch.total()
     return fig
 
@@ -356,14 +383,16 @@ def render(data: dict[str, Any]) -> str:
                          fmt(f.get("itl_p50_ms")), fmt(f.get("itl_p99_ms")), fmt(f.get("itl_max_ms")),
                          fmt(f.get("ttft_p50_ms"), 0), fmt(f.get("ttft_p99_ms"), 0),
                          fmt(f.get("start_spread_ms"), 0) if side == "suite" else "0",
-                         "-" if b is None else f"{b:.0%}", fmt(f.get("client_runqueue_wait_s"), 1)])
+                         "-" if b is None else f"{b:.0%}", fmt(f.get("client_runqueue_wait_s"), 1),
+                         fmt(f.get("client_cpu_s"), 1)])
     out = [f"Command: `{data['command']}`\n",
            f"{data['streams']} streams x {data['tokens']} tokens opened in the same instant against the bundled "
            "server in fixed mode (core 0); client on core 1; a fresh server per row. Agreement: within "
-           f"{AGREE_RATIO:g}x + {AGREE_SLACK_MS:g} ms.\n",
+           f"{AGREE_RATIO:g}x + {AGREE_SLACK_MS:g} ms. Priority: {data.get('priority', 'default')}. "
+           "Client CPU s: the suite's includes Locust's start (about 1.5 s).\n",
            md_table(["protocol", "repeat", "client", "ok", "ITL p50 ms", "ITL p99 ms", "ITL max ms", "TTFT p50 ms",
-                     "TTFT p99 ms", "start spread ms", "gaps < 1 ms", "client run-queue wait s"], rows,
-                    "lrlrrrrrrrrr"),
+                     "TTFT p99 ms", "start spread ms", "gaps < 1 ms", "client run-queue wait s", "client CPU s"], rows,
+                    "lrlrrrrrrrrrr"),
            "\nSuite / independent, per transport (median over repeats of each pair's ratio):\n",
            md_table(["protocol", "ITL p50 ratio", "ITL p99 ratio", "TTFT p99 ratio", "pairs agreeing (ITL p99, TTFT p99)"],
                     summary_rows(data.get("pairs", [])), "lrrrl")]
@@ -371,7 +400,7 @@ def render(data: dict[str, Any]) -> str:
     if ov:
         out.append("\nServing overhead (fixed engine, same pacing):\n")
         out.append(md_table(
-            ["streams", "served tokens/s (HTTP, SSE)", "pacing limit tokens/s", "raw forward step ms",
+            ["streams", "served tokens/s (HTTP, SSE, every stream decoding)", "pacing limit tokens/s", "raw forward step ms",
              "raw forward tokens/s (unpaced)", "paced raw limit tokens/s", "overhead (paced raw / served)"],
             [[ov["streams"], fmt(ov["served_tokens_per_s"], 0), fmt(ov["pacing_limit"], 0),
               fmt(ov["raw"]["step_ms"], 2), fmt(ov["raw"]["tokens_per_s"], 0), fmt(ov["paced_raw_limit"], 0),
@@ -402,7 +431,7 @@ def main(argv: list[str] | None = None) -> int:
             pairs.append(pair)
             print(json.dumps(pair, default=str)[:600], file=sys.stderr, flush=True)
     data: dict[str, Any] = {"command": ("python bench/bench_burst.py " + " ".join(argv)).strip(), "pairs": pairs,
-                            "streams": args.streams, "tokens": args.tokens}
+                            "streams": args.streams, "tokens": args.tokens, "priority": priority_note()}
     if args.overhead:
         data["overhead"] = overhead(pairs, args.streams)
     print(render(data))
@@ -415,7 +444,7 @@ def overhead(pairs: list[dict[str, Any]], streams: int) -> dict[str, Any]:
 
     interval = ServerConfig().token_interval_ms
     sse = next((p for p in pairs if p["protocol"] == "sse"), None)
-    served = sse["independent"]["tokens_per_s"] if sse else None
+    served = (sse["independent"].get("decode_tokens_per_s") or sse["independent"]["tokens_per_s"]) if sse else None
     raw = raw_forward(streams)
     pacing = streams * 1000.0 / interval if interval else float("inf")
     paced_raw = min(raw["tokens_per_s"], pacing)
@@ -425,4 +454,5 @@ def overhead(pairs: list[dict[str, Any]], streams: int) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
+    prioritise()
     sys.exit(main())

@@ -32,7 +32,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _harness import Sampler, fmt, locust_cmd, md_table, run_against_emitter, workdir, write_result
+from _harness import (
+    Sampler,
+    fmt,
+    locust_cmd,
+    md_table,
+    prioritise,
+    run_against_emitter,
+    workdir,
+    write_result,
+)
 from bench_burst import start_server, stop_server, suite_body
 
 
@@ -193,4 +202,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    prioritise()
     sys.exit(main())

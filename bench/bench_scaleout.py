@@ -40,6 +40,7 @@ from _harness import (
     fmt,
     match_streamslo,
     md_table,
+    prioritise,
     stop,
     workdir,
     write_result,
@@ -196,4 +197,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    prioritise()
     sys.exit(main())

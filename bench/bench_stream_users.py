@@ -100,6 +100,7 @@ from _harness import (
     locust_cmd,
     match_streamslo,
     pct,
+    prioritise,
     run_against_emitter,
     workdir,
     write_result,
@@ -412,4 +413,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    prioritise()
     sys.exit(main())
