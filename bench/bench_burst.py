@@ -66,15 +66,11 @@ AGREE_SLACK_MS = 15.0
 
 
 # --------------------------------------------------------------------------- the server
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def start_server(mode: str = "fixed", core: str | None = "0", extra: list[str] | None = None,
                  log: Path | None = None) -> tuple[subprocess.Popen[Any], int]:
     """The bundled server (``python -m streamslo.server``) on ``core``, ready; (process, port)."""
+    from streamslo.bundled import free_port
+
     port = free_port()
     cmd = pinned(core, [sys.executable, "-m", "streamslo.server", "--mode", mode, "--port", str(port),
                         *(extra or [])])
@@ -111,6 +107,16 @@ def suite_body(max_tokens: int, model: str = "streamslo-tiny") -> bytes:
 
 
 # --------------------------------------------------------------------------- independent client
+def _token(rec: dict[str, Any], t: float, t0: float, last: float | None) -> float:
+    """Count one content token read at ``t``: its TTFT or its gap; the new ``last``."""
+    rec["tokens"] += 1
+    if last is None:
+        rec["ttft"] = t - t0
+    else:
+        rec["gaps"].append(t - last)
+    return t
+
+
 async def _sse_one(port: int, body: bytes, t_open: float, out: list[dict[str, Any]]) -> None:
     rec: dict[str, Any] = {"ok": False, "ttft": None, "gaps": [], "tokens": 0}
     out.append(rec)
@@ -132,14 +138,8 @@ async def _sse_one(port: int, body: bytes, t_open: float, out: list[dict[str, An
             if line.startswith(b"data: [DONE]"):
                 rec["ok"] = True
                 break
-            if b'"content"' not in line:
-                continue
-            rec["tokens"] += 1
-            if last is None:
-                rec["ttft"] = t - t0
-            else:
-                rec["gaps"].append(t - last)
-            last = t
+            if b'"content"' in line:
+                last = _token(rec, t, t0, last)
     except OSError as exc:
         rec["error"] = type(exc).__name__
     finally:
@@ -165,14 +165,8 @@ async def _ws_one(port: int, body: bytes, t_open: float, out: list[dict[str, Any
                 if msg == "[DONE]":
                     rec["ok"] = True
                     break
-                if '"content"' not in msg:
-                    continue
-                rec["tokens"] += 1
-                if last is None:
-                    rec["ttft"] = t - t0
-                else:
-                    rec["gaps"].append(t - last)
-                last = t
+                if '"content"' in msg:
+                    last = _token(rec, t, t0, last)
     except Exception as exc:  # a failed stream is recorded as not ok
         rec["error"] = type(exc).__name__
     finally:

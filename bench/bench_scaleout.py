@@ -5,8 +5,8 @@ stream record.
 Per cell (processes x streams): ``bench/_emitter.py`` on core 0 (50 tokens/s, 100-token streams
 back to back, as in ``bench_stream_users.py``) and ``streamslo run --processes P --users N``:
 
-- ``P = 1``: the master and its one worker pinned to core 1;
-- ``P = 2``: the master and both workers on cores 0 and 1 — **this machine has two cores, so
+- ``P = 1``: one Locust process (``--processes 1`` runs no master), pinned to core 1;
+- ``P = 2``: a master and two workers on cores 0 and 1 — **this machine has two cores, so
   the emitter shares a core with the load generator**: a second worker here buys at most the
   part of core 0 the emitter leaves idle, and the emitter's own lateness is shown beside each
   cell. On a machine with a core per worker the second process would add a whole core.
@@ -126,14 +126,18 @@ def run_cell(processes: int, users: int, seconds: int, warmup: float, keep: bool
         master = tree.seconds("master")
         workers = tree.seconds("worker")
         records = sum(1 for _ in streams) + unmatched
+        distributed = bool(workers)
         res.update(
+            distributed=distributed,
             records=records, unmatched=unmatched, tokens=tokens, streams_measured=len(late),
             lateness_p50_ms=float(np.percentile(lat, 50)) if len(lat) else None,
             lateness_p99_ms=float(np.percentile(lat, 99)) if len(lat) else None,
             emitter_write_late_p99_ms=float(np.percentile(ewl, 99)) if len(ewl) else None,
             emitter_cpu_pct=emit.mean_cpu("emitter", t_start, time.time()),
             master_cpu_s=sum(master), worker_cpu_s=workers, workers_seen=len(workers),
-            master_ms_per_record=sum(master) / records * 1000.0 if records else None,
+            # --processes 1 is one plain Locust process (no master, no relay): its CPU is the
+            # generator's, not a master's.
+            master_ms_per_record=sum(master) / records * 1000.0 if records and distributed else None,
             tokens_per_s=tokens / seconds,
         )
         return res
@@ -155,15 +159,17 @@ def render(data: dict[str, Any]) -> str:
         flag = "" if p99 is not None and p99 < BOUND_MS else " ✗"
         rows.append([c["processes"], c["users"], c.get("records", "-"), fmt(c.get("lateness_p50_ms"), 2),
                      fmt(p99, 1) + flag, fmt(c.get("tokens_per_s"), 0), fmt(c.get("emitter_write_late_p99_ms"), 2),
-                     fmt(c.get("emitter_cpu_pct"), 0), fmt(c.get("master_cpu_s"), 1),
-                     ", ".join(fmt(s, 1) for s in c.get("worker_cpu_s", [])) or "-",
+                     fmt(c.get("emitter_cpu_pct"), 0),
+                     fmt(c.get("master_cpu_s"), 1) if c.get("distributed") else "-",
+                     ", ".join(fmt(s, 1) for s in c.get("worker_cpu_s", [])) or fmt(c.get("master_cpu_s"), 1),
                      fmt(c.get("master_ms_per_record"), 2)])
     out = [f"Command: `{data['command']}`\n",
            "50 tokens/s, 100-token streams back to back; emitter on core 0; `--processes 1` pinned to core 1, "
-           "`--processes 2` on cores 0-1 (**the emitter shares a core with the generator**: two cores only). "
+           "`--processes 2` (a master and two workers) on cores 0-1 (**the emitter shares a core with the generator**: "
+           "two cores only). `--processes 1` is one Locust process with no master: its CPU is under the workers' column. "
            "Lateness from the master's merged results (every worker's records relayed to it).\n",
            md_table(["processes", "streams", "records", "lateness p50 ms", "lateness p99 ms", "tokens/s",
-                     "emitter write-late p99 ms", "emitter CPU %", "master CPU s", "worker CPU s",
+                     "emitter write-late p99 ms", "emitter CPU %", "master CPU s", "generating process(es) CPU s",
                      "master CPU ms / record"], rows, "rrrrrrrrrlr")]
     if data.get("relay_ingest_us") is not None:
         out.append(f"\nThe relay's own ingest per record (decode, queue, `streams.csv` row, gaps parquet; "
