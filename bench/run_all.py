@@ -49,7 +49,7 @@ class Bench:
 BENCHES: tuple[Bench, ...] = (
     Bench("stream_users", "bench_stream_users", "Stream users on one client core",
           ("--levels", "100,250,500", "--seconds", "12"),
-          ("--levels", "250,500", "--seconds", "8",
+          ("--levels", "100,250", "--seconds", "8",
            "--clients", "streamslo per-stream,streamslo WS,HttpUser+requests,FastHttpUser readline,"
                         "asyncio aiohttp,asyncio websockets")),
     Bench("accuracy", "bench_accuracy", "Accuracy against a known schedule",
