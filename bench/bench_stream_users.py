@@ -345,7 +345,8 @@ def report(cells: list[dict[str, Any]], clients: list[str]) -> tuple[str, dict[s
         cap = caps["streamslo per-stream"]
         bound = " (a lower bound: every level passed)" if cap["crossing"] is None and cap["level"] else ""
         verdict = "meets goal" if got is not None and got >= GOAL_STREAMS else "below goal"
-        lines.append(f"- streamslo per-stream: ~{fmt(got, 0)} streams per process at p99 < {BOUND_MS:g} ms{bound} "
+        held = f"~{fmt(got, 0)}" if got is not None else cap["text"]
+        lines.append(f"- streamslo per-stream: {held} streams per process at p99 < {BOUND_MS:g} ms{bound} "
                      f"(goal >= {GOAL_STREAMS}) — {verdict}")
     return "\n".join(lines), {"capacities": caps, "ratios": ratios, "best_real_asyncio": best_real}
 
