@@ -448,4 +448,4 @@ DEFAULT_SLO: SLO = SLO(
     ),
     source="<default>",
 )
-"""The incidents' SLO, used when no SLO file is given (SPEC §6)."""
+"""The incidents' SLO, used when no SLO file is given (docs/thresholds.md)."""

@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 
 from streamslo.results import Layout
 from streamslo.results_writer import append_lines
+from streamslo.transport.common import make_ssl_context
 
 __all__ = ["ServerEvidence", "latest_server_rss", "parse_prometheus", "process_resources"]
 
@@ -136,11 +137,7 @@ class ServerEvidence:
         self.interval = interval
         self.metrics_url = metrics_url
         self.bundled = False
-        self._ctx: ssl.SSLContext | None = None
-        if insecure:
-            self._ctx = ssl.create_default_context()
-            self._ctx.check_hostname = False
-            self._ctx.verify_mode = ssl.CERT_NONE
+        self._ctx: ssl.SSLContext | None = make_ssl_context(insecure=True) if insecure else None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._t0 = time.time()

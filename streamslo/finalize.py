@@ -15,10 +15,11 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from streamslo import __version__
-from streamslo.metrics import summarize
+from streamslo.metrics import scenario_figures, summarize
+from streamslo.result_schema import RunJson, SummaryJson
 from streamslo.results import (
     SCHEMA_VERSION,
     Layout,
@@ -30,6 +31,7 @@ from streamslo.results import (
     read_run_start,
     write_json,
 )
+from streamslo.scenarios import dropped_totals
 
 __all__ = [
     "BUSY_FRACTION_LIMIT",
@@ -151,7 +153,7 @@ def finalize(
     run_info: dict[str, Any],
     slo: Any = None,
     extra_checks: list[Any] | None = None,
-) -> tuple[dict[str, Any], list[Any]]:
+) -> tuple[SummaryJson, list[Any]]:
     """Complete a results directory: ``complete: true`` once everything else is written.
 
     Args:
@@ -173,17 +175,24 @@ def finalize(
     run.update(judge_validity(layout.root))
     run.update(writer_totals(layout.root))
     run.update(relay_totals(layout.root))
+    dropped = dropped_totals(_json_files(layout.procs_dir))  # k6's dropped_iterations
+    run.update(dropped)
     run["schema_version"] = SCHEMA_VERSION
     run["complete"] = False
     write_json(layout.run_json, run)
     data = load_run(layout.root)
     run["skipped_rows"] = data.skipped_rows
     summary = summarize(data)
+    summary["dropped_iterations"] = dropped["dropped_iterations"]
+    summary["dropped_iterations_by_scenario"] = dropped["dropped_iterations_by_scenario"]
+    per_scenario = scenario_figures(data)
+    if per_scenario:
+        summary["scenarios"] = per_scenario
     from streamslo.soak_results import finalize_extras  # windows, budget, drift (docs/soak.md)
 
     run_extra, summary_extra = finalize_extras(layout.root, run, data)
     run.update(run_extra)
-    summary.update(summary_extra)
+    summary.update(cast(SummaryJson, summary_extra))
     write_json(layout.summary_json, summary)
     checks = thresholds.evaluate(slo if slo is not None else thresholds.DEFAULT_SLO, data)
     thresholds.write_slo_json(layout.root, list(extra_checks or []) + list(checks))
@@ -212,7 +221,7 @@ def last_record_epoch(data: RunData) -> float | None:
     return max(times) if times else None
 
 
-def _recorded_slo(layout: Layout, run: dict[str, Any]) -> Any:
+def _recorded_slo(layout: Layout, run: RunJson) -> Any:
     """The SLO the run was checked against, when run.json names a file that still exists."""
     import tomllib
 
@@ -230,7 +239,7 @@ def _recorded_slo(layout: Layout, run: dict[str, Any]) -> Any:
     return None
 
 
-def finalize_killed(directory: Path, slo: Any = None) -> tuple[dict[str, Any], list[Any], bool]:
+def finalize_killed(directory: Path, slo: Any = None) -> tuple[SummaryJson, list[Any], bool]:
     """Finalize a directory whose run was killed before it could (``streamslo finalize``).
 
     Its end is its last record (:func:`last_record_epoch`), not now; ``killed: true``. A
@@ -252,7 +261,8 @@ def finalize_killed(directory: Path, slo: Any = None) -> tuple[dict[str, Any], l
     layout = Layout(Path(directory))
     data = load_run(layout.root)  # raises ResultsError for what is not a results directory
     if data.complete:
-        summary = read_json(layout.summary_json) if layout.summary_json.exists() else summarize(data)
+        summary = (cast(SummaryJson, read_json(layout.summary_json)) if layout.summary_json.exists()
+                   else summarize(data))
         return summary, thresholds.evaluate(slo or _recorded_slo(layout, data.run) or thresholds.DEFAULT_SLO, data), False
     run = data.run
     start = run.get("start_epoch")
@@ -319,7 +329,7 @@ def main(args: argparse.Namespace) -> int:
 
     slo = thresholds.load_slo(args.slo) if args.slo else None
     summary, checks, done = finalize_killed(Path(args.run_dir), slo)
-    run = read_json(Layout(Path(args.run_dir)).run_json)
+    run = cast(RunJson, read_json(Layout(Path(args.run_dir)).run_json))
     print(format_summary(summary, checks, run))
     if done:
         print(f"\nstreamslo finalize: {args.run_dir} finalized (complete: true, killed: true; "

@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from streamslo.result_schema import LatencySummary, SummaryJson
 from streamslo.results import RunData
 from streamslo.stream.outcome import BEGUN_STATUSES_WS, NOT_BEGUN_OUTCOMES, OUTCOMES
 
@@ -59,6 +60,7 @@ __all__ = [
     "percentile",
     "rate_value",
     "run_duration_s",
+    "scenario_figures",
     "select",
     "summarize",
     "trend_samples",
@@ -176,7 +178,7 @@ class GoodputBounds:
         fields = {"ttft_ms", "tpot_ms", "e2e_ms"}
         return cls(**{k: float(v) for k, v in raw.items() if k in fields and isinstance(v, (int, float))})
 #: Columns of streams.csv a threshold selector may filter on (k6 tags style).
-SELECTOR_KEYS = ("protocol", "user_class", "outcome", "status")
+SELECTOR_KEYS = ("protocol", "user_class", "outcome", "status", "scenario")
 
 
 def metric_kind(name: str) -> MetricKind | None:
@@ -211,8 +213,9 @@ class LatencyStats:
         p50, p90, p95, p99 = (float(v) for v in np.percentile(samples, PERCENTILES))
         return cls(p50, p90, p95, p99, float(samples.max()), float(samples.mean()), int(samples.size))
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def as_dict(self) -> LatencySummary:
+        return LatencySummary(p50=self.p50, p90=self.p90, p95=self.p95, p99=self.p99, max=self.max,
+                              mean=self.mean, count=self.count)
 
 
 def began_mask(streams: Any) -> Any:
@@ -397,22 +400,24 @@ def run_duration_s(data: RunData) -> float | None:
     return span if span > 0 else None
 
 
-def summarize(data: RunData) -> dict[str, Any]:
-    """The ``summary.json`` of a run (SPEC §5)."""
+def summarize(data: RunData) -> SummaryJson:
+    """The ``summary.json`` of a run (docs/results.md)."""
     s = data.streams
     counts = {o: int((s["outcome"] == o).sum()) for o in OUTCOMES}
-    out: dict[str, Any] = {
+    out: SummaryJson = {
         "requests": len(s),
         "outcomes": counts,
         "truncation_rate": _ratio(*rate_value(data, "truncation_rate")),
         "http_5xx_rate": _ratio(*rate_value(data, "http_5xx_rate")),
         "error_rate": _ratio(*rate_value(data, "error_rate")),
     }
-    for name in ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms"):
-        out[name] = LatencyStats.of(trend_samples(data, name)).as_dict()
+    out["ttft_ms"] = LatencyStats.of(trend_samples(data, "ttft_ms")).as_dict()
+    out["itl_ms"] = LatencyStats.of(trend_samples(data, "itl_ms")).as_dict()
+    out["tpot_ms"] = LatencyStats.of(trend_samples(data, "tpot_ms")).as_dict()
+    out["e2e_ms"] = LatencyStats.of(trend_samples(data, "e2e_ms")).as_dict()
     if s["scheduled_at"].notna().any():
-        for name in ("ttft_sched_ms", "e2e_sched_ms"):
-            out[name] = LatencyStats.of(trend_samples(data, name)).as_dict()
+        out["ttft_sched_ms"] = LatencyStats.of(trend_samples(data, "ttft_sched_ms")).as_dict()
+        out["e2e_sched_ms"] = LatencyStats.of(trend_samples(data, "e2e_sched_ms")).as_dict()
     duration = run_duration_s(data)
     out["duration_s"] = duration
     out["requests_per_s"] = gauge_value(data, "requests_per_s")
@@ -425,4 +430,28 @@ def summarize(data: RunData) -> dict[str, Any]:
     out["valid"] = data.valid
     if not data.valid:
         out["invalid_reason"] = data.run.get("invalid_reason")
+    return out
+
+
+def scenario_figures(data: RunData) -> dict[str, dict[str, Any]]:
+    """Each ``[scenarios.NAME]``'s headline figures (``summary.json`` ``scenarios``, the
+    report's scenario table), in the order the scenarios first appear; empty for a run
+    without scenarios. ``dropped_iterations`` comes from ``run.json``.
+    """
+    if "scenario" not in data.streams.columns:
+        return {}
+    names = [str(n) for n in data.streams["scenario"].dropna().unique()]
+    dropped: dict[str, int] = data.run.get("dropped_iterations_by_scenario") or {}
+    out: dict[str, dict[str, Any]] = {}
+    for name in names:
+        sub = select(data, {"scenario": name})
+        out[name] = {
+            "requests": len(sub.streams),
+            "ok": int((sub.streams["outcome"] == "ok").sum()),
+            "dropped_iterations": int(dropped.get(name, 0)),
+            "truncation_rate": _ratio(*rate_value(sub, "truncation_rate")),
+            "error_rate": _ratio(*rate_value(sub, "error_rate")),
+            "requests_per_s": gauge_value(sub, "requests_per_s"),
+            **{m: LatencyStats.of(trend_samples(sub, m)).as_dict() for m in ("ttft_ms", "itl_ms", "e2e_ms")},
+        }
     return out

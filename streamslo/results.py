@@ -33,9 +33,10 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from streamslo.errors import ResultsError
+from streamslo.result_schema import RunJson
 from streamslo.results_writer import ResultsWriter, ensure_streams_header
 
 __all__ = [
@@ -60,7 +61,7 @@ __all__ = [
 #: carried it (no ``complete`` flag); 2: ``schema_version``, ``complete``, ``killed``, write errors;
 #: 3: ``streams.csv`` columns ``usage_prompt_tokens``, ``conversation_id``, ``turn``, and ``run.json``
 #: ``workload`` and ``goodput`` (a reader takes the columns as empty in older directories).
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 GAP_COLUMNS: tuple[str, ...] = ("stream_id", "index", "gap_ms", "t", "open")
 
@@ -266,7 +267,7 @@ class RunData:
     """One loaded results directory."""
 
     path: Path
-    run: dict[str, Any]
+    run: RunJson
     """run.json (empty when absent)."""
     streams: Any
     """pandas DataFrame of streams.csv."""
@@ -317,7 +318,7 @@ def load_run(directory: str | os.PathLike[str]) -> RunData:
     parsed = read_streams(streams_file)
     gaps = _load_gaps(layout.gaps_dir)
     return RunData(
-        path=path, run=run, streams=parsed.frame, gaps=gaps, skipped_rows=parsed.skipped,
+        path=path, run=cast(RunJson, run), streams=parsed.frame, gaps=gaps, skipped_rows=parsed.skipped,
         skipped_at=parsed.skipped_at, duplicate_rows=parsed.duplicates,
     )
 

@@ -45,13 +45,14 @@ from streamslo.option_types import (
     ValueType,
     option,
 )
+from streamslo.transport.common import ClientLimits  # the client's own defaults, stated once
 
 __all__ = [
     "BEGIN",
     "DEFAULTS",
     "END",
-    "GoodputSpec",
     "OPTIONS",
+    "GoodputSpec",
     "RunOption",
     "RunOptions",
     "add_cli_arguments",
@@ -105,7 +106,8 @@ class RunOptions:
         PathValue(), "the results directory to write (new or empty)",
         scenario=False, locust="--results-dir", web_ui=False))
     scenario: str | None = field(default=None, metadata=option(
-        Text(name="FILE"), "a scenario TOML file: [load] options (keys are these options' names, e.g. max_tokens) and [thresholds]",
+        Text(name="FILE"), "a scenario TOML file: [scenarios.NAME] k6 executors (docs/scenarios.md), [load] options "
+        "(keys are these options' names, e.g. max_tokens) and [thresholds]",
         scenario=False, locust=False))
     slo_source: str | None = field(default=None, metadata=option(
         Text(name="FILE"), "an SLO TOML file (default: the scenario's [thresholds], else the incidents' SLO)",
@@ -169,9 +171,9 @@ class RunOptions:
     # --- how clients read and give up
     slow_readers: float = field(default=0.0, metadata=option(Fraction(), "fraction of users that read slowly"))
     slow_read_pause: float = field(default=0.05, metadata=option(Duration(), "slow readers: pause between reads"))
-    stall_timeout: float = field(default=10.0, metadata=option(
+    stall_timeout: float = field(default=ClientLimits.stall_timeout, metadata=option(
         Duration(), "no complete line or message for this long: stalled"))
-    request_timeout: float = field(default=300.0, metadata=option(Duration(), "whole-request deadline: timeout"))
+    request_timeout: float = field(default=ClientLimits.request_timeout, metadata=option(Duration(), "whole-request deadline: timeout"))
     # --- how much load, and when
     users: int = field(default=50, metadata=option(
         Integer(1), "concurrent users (streams)", locust=False, native="-u"))
@@ -193,6 +195,9 @@ class RunOptions:
         Integer(0), "open loop: streams in flight at most (0: no cap)"))
     stages: str = field(default="", metadata=option(
         Stages(), 'k6-style stages "30s:50,1m:50,10s:0" (duration:users)'))
+    scenarios: str = field(default="", metadata=option(
+        Text(name="JSON"), "the scenario file's [scenarios.*] tables as JSON (set by streamslo run)",
+        cli=False, scenario=False, locust="--scenarios-json", web_ui=False, hidden=True))
     shape: str = field(default="", metadata=option(
         Choice(("ramp", "steps", "spike"), empty=True), "a built-in load shape over --users and --duration"))
     itl_events: str = field(default="per-stream", metadata=option(

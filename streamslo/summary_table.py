@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
+from streamslo.result_schema import LatencySummary, RunJson, SummaryJson
 from streamslo.stream.outcome import OUTCOMES
 
 __all__ = ["format_summary", "integrity_warnings", "run_warnings"]
@@ -72,10 +73,15 @@ def _relay_warnings(run: Mapping[str, Any]) -> list[str]:
 def run_warnings(run: Mapping[str, Any]) -> list[str]:
     """An invalid run (saturated generator), then :func:`integrity_warnings`."""
     out = [f"INVALID RUN: {run.get('invalid_reason')}"] if not run.get("valid", True) else []
+    dropped = run.get("dropped_iterations")
+    if dropped:  # k6's dropped_iterations: the asked load was not sent (docs/scenarios.md)
+        by = ", ".join(f"{k} {v}" for k, v in (run.get("dropped_iterations_by_scenario") or {}).items())
+        out.append(f"DROPPED ITERATIONS: {dropped} arrivals found no free VU and were not sent ({by}): "
+                   "raise maxVUs (or --max-concurrency)")
     return out + integrity_warnings(run)
 
 
-def format_summary(summary: dict[str, Any], checks: Sequence[Any], run: dict[str, Any]) -> str:
+def format_summary(summary: SummaryJson, checks: Sequence[Any], run: RunJson) -> str:
     """A table of outcomes, rates, latencies and threshold verdicts."""
     lines = [f"!! {line}" for line in run_warnings(run)]
     lines.append(f"requests {summary['requests']}   requests/s {_ms(summary.get('requests_per_s'))}   tokens/s {_ms(summary.get('tokens_per_s'))}")
@@ -86,7 +92,7 @@ def format_summary(summary: dict[str, Any], checks: Sequence[Any], run: dict[str
     )
     lines.append(f"{'latency (ms)':<14}{'p50':>10}{'p90':>10}{'p95':>10}{'p99':>10}{'max':>10}{'count':>9}")
     for name in ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "ttft_sched_ms", "e2e_sched_ms"):
-        st = summary.get(name)
+        st = cast("LatencySummary | None", summary.get(name))
         if not st:
             continue
         lines.append(

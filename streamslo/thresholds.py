@@ -1,4 +1,4 @@
-"""SLO thresholds (SPEC §6): k6's grammar in a TOML file, parsed once, evaluated over a run.
+"""SLO thresholds (docs/thresholds.md): k6's grammar in a TOML file, parsed once, evaluated over a run.
 
 An SLO file::
 
@@ -244,7 +244,7 @@ def write_slo_json(
     source: str | None = None,
     extra: Mapping[str, Any] | None = None,
 ) -> Path:
-    """Write ``DIR/slo.json``: every threshold checked (SPEC §5).
+    """Write ``DIR/slo.json``: every threshold checked (docs/results.md).
 
     Args:
         directory: the results directory.

@@ -1,4 +1,4 @@
-"""The command line: every sub-command of SPEC §7 exists, usage errors exit 2, and the public
+"""The command line: every sub-command of docs/cli.md exists, usage errors exit 2, and the public
 modules declare their API."""
 
 from __future__ import annotations

@@ -21,3 +21,28 @@ def test_the_plugin_page_lists_every_setting() -> None:
     text = (DOCS / "pytest-plugin.md").read_text()
     for opt in OPTIONS:
         assert f"`{opt.flag}" in text and f"`{opt.env}`" in text and f"`{opt.ini}`" in text, opt.name
+
+
+def _markdown_files() -> list[Path]:
+    repo = DOCS.parent
+    skip = {".venv", ".git", "build", "node_modules"}
+    return [p for p in repo.rglob("*.md") if not skip & set(p.relative_to(repo).parts)]
+
+
+def test_every_relative_link_resolves() -> None:
+    """A link in the README or a reference page that points at a missing file is a dead end for
+    the reader (links to other sites are not checked: no network here)."""
+    missing = []
+    for page in _markdown_files():
+        for target in re.findall(r"\]\(([^)\s#]+)(?:#[^)]*)?\)", page.read_text(encoding="utf-8")):
+            if re.match(r"^[a-z]+:", target):
+                continue
+            if not (page.parent / target).exists():
+                missing.append(f"{page.relative_to(DOCS.parent)} -> {target}")
+    assert not missing, missing
+
+
+def test_the_index_lists_every_page() -> None:
+    listed = set(re.findall(r"\]\(([\w-]+\.md)\)", (DOCS / "index.md").read_text(encoding="utf-8")))
+    pages = {p.name for p in DOCS.glob("*.md")} - {"index.md"}
+    assert pages == listed, (sorted(pages - listed), sorted(listed - pages))

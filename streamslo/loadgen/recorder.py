@@ -46,6 +46,7 @@ from streamslo.results import Layout, ResultsWriter, ensure_streams_header
 from streamslo.results_writer import new_tag, warm_pyarrow
 from streamslo.run_options import OPTIONS
 from streamslo.stream.chunkjson import loads_chunk
+from streamslo.stream.outcome import Outcome
 from streamslo.stream.timing import StreamRecord
 from streamslo.transport.fetch import fetch
 from streamslo.transport.sync import Target
@@ -365,7 +366,7 @@ class RunRecorder:
         """
         self.in_flight -= 1
         if rec.outcome is None:  # defensive: a transport bug must not lose the row
-            rec.outcome = "cancelled"
+            rec.outcome = Outcome.CANCELLED
             rec.error = rec.error or "ended without an outcome"
         if rec.started_at < self.run_start + self.opts.warmup:
             return

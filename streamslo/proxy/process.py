@@ -7,15 +7,14 @@ import asyncio
 import contextlib
 import json
 import os
-import select
 import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
+from streamslo.childproc import read_first_line
 from streamslo.proxy.config import Endpoint, Faults, ProxyLimits, parse_listen
 from streamslo.proxy.engine import FaultProxy
 
@@ -126,20 +125,7 @@ def spawn_proxy(args: Sequence[str], *, startup_timeout: float = 20.0) -> Iterat
     )
     proc: ProxyProcess | None = None
     try:
-        assert process.stdout is not None
-        deadline = time.monotonic() + startup_timeout
-        raw = b""
-        while b"\n" not in raw:
-            left = deadline - time.monotonic()
-            if left <= 0 or process.poll() is not None:
-                raise RuntimeError(f"streamslo proxy did not start (rc={process.poll()}, said {raw!r})")
-            if select.select([process.stdout], [], [], left)[0]:
-                chunk = os.read(process.stdout.fileno(), 4096)
-                if not chunk:
-                    process.wait(timeout=startup_timeout)
-                    continue
-                raw += chunk
-        first, _, rest = raw.decode(errors="replace").partition("\n")
+        first, rest = read_first_line(process, startup_timeout, "streamslo proxy")
         if not first.startswith(READY_PREFIX):
             raise RuntimeError(f"streamslo proxy said {first!r}, not {READY_PREFIX!r}HOST:PORT")
         proc = ProxyProcess(process, parse_listen(first[len(READY_PREFIX):].split()[0]), first, output=rest)

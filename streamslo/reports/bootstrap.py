@@ -1,4 +1,4 @@
-"""Cluster bootstrap: confidence intervals that resample whole streams (SPEC §4).
+"""Cluster bootstrap: confidence intervals that resample whole streams (docs/timing.md).
 
 The gaps of one stream are correlated (one stall delays every later token of that stream), so
 resampling single gaps would give intervals that are far too narrow. Here the unit is the

@@ -83,6 +83,12 @@ def build_report(
     from streamslo.reports.compare import build_model
     from streamslo.reports.load import load_report_runs
     from streamslo.reports.render import render_html, render_json, render_markdown, summary_table
+    from streamslo.reports.scenarios import (
+        scenario_html,
+        scenario_json,
+        scenario_markdown,
+        scenario_tables,
+    )
     from streamslo.reports.soak import (
         soak_charts,
         soak_html,
@@ -107,14 +113,18 @@ def build_report(
     soak = soak_sections(runs)  # windows, budget, alerts, drift: long runs (docs/soak.md)
     charts += soak_charts(runs, soak)
     extra_html = [("Long run: windows, error budget, drift", soak_html(soak))] if soak else []
+    scenarios = scenario_tables(runs)  # per-scenario figures ([scenarios.*], docs/scenarios.md)
+    if scenarios:
+        extra_html.insert(0, ("Scenarios", scenario_html(scenarios)))
+    extra_md = "\n".join(p for p in (scenario_markdown(scenarios), soak_markdown(soak)) if p)
 
     html_path = Path(out_html)
     html_path.parent.mkdir(parents=True, exist_ok=True)
     md_path = html_path.with_suffix(".md")
     json_path = html_path.with_suffix(".json")
     _write(html_path, render_html(report, charts, extra_html))
-    _write(md_path, render_markdown(report, soak_markdown(soak)))
-    _write(json_path, render_json(report, {"soak": soak_json(soak)}))
+    _write(md_path, render_markdown(report, extra_md))
+    _write(json_path, render_json(report, {"soak": soak_json(soak), "scenarios": scenario_json(runs)}))
     return ReportResult(
         html=html_path,
         markdown=md_path,

@@ -51,6 +51,7 @@ from streamslo.reports.model import (
     ServerSummary,
     VerdictRow,
 )
+from streamslo.result_schema import SummaryJson
 from streamslo.stream.outcome import OUTCOMES
 from streamslo.summary_table import integrity_warnings
 
@@ -72,7 +73,7 @@ __all__ = [
 LATENCY_METRICS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
 #: Percentiles whose before/after difference gets a confidence interval.
 CI_PERCENTILES = (50, 90, 95, 99)
-#: Rates the report shows (SPEC §3).
+#: Rates the report shows (docs/outcomes.md).
 REPORT_RATES = ("truncation_rate", "http_5xx_rate", "error_rate")
 
 
@@ -101,7 +102,7 @@ def clustered_samples(run: LoadedRun, metric: str) -> Clustered:
 
 
 def clustered_rate(run: LoadedRun, metric: str) -> Clustered:
-    """0/1 indicators of a rate's numerator over its denominator's requests (SPEC §3)."""
+    """0/1 indicators of a rate's numerator over its denominator's requests (docs/outcomes.md)."""
     s = run.streams
     counted = s[(s["outcome"] != "cancelled").fillna(True)]
     if metric == "truncation_rate":
@@ -191,7 +192,7 @@ def rate_comparison(
     return RateComparison(metric, before, after, before_counts, after_counts, diff)
 
 
-def run_info(run: LoadedRun, summary: dict[str, Any]) -> RunInfo:
+def run_info(run: LoadedRun, summary: SummaryJson) -> RunInfo:
     """What ran, whether it is valid, and its throughput."""
     r = run.run
     protocol = r.get("protocol")

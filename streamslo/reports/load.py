@@ -1,4 +1,4 @@
-"""Results directories (SPEC §5) turned into tidy pandas frames for the report.
+"""Results directories (docs/results.md) turned into tidy pandas frames for the report.
 
 A :class:`LoadedRun` wraps :func:`streamslo.results.load_run` (the same loader ``verify`` uses,
 so the report and ``verify`` see the same rows) with a label (``before``, ``after`` or ``run``),
@@ -30,6 +30,7 @@ import pandas as pd
 
 from streamslo.errors import ResultsError
 from streamslo.metrics import run_duration_s
+from streamslo.result_schema import RunJson
 from streamslo.results import Layout, RunData, load_run
 
 __all__ = [
@@ -90,7 +91,7 @@ class LoadedRun:
         return self.data.path
 
     @property
-    def run(self) -> dict[str, Any]:
+    def run(self) -> RunJson:
         """run.json (empty when absent)."""
         return self.data.run
 
@@ -214,7 +215,7 @@ def load_report_runs(before_dir: Path | None, after_dir: Path) -> tuple[LoadedRu
     return (_load_one(Path(before_dir), "before"), _load_one(Path(after_dir), "after"))
 
 
-def _protocol(run: dict[str, Any]) -> Any:
+def _protocol(run: RunJson) -> Any:
     mix = run.get("protocol_mix")
     return run.get("protocol") if mix in (None, {}, "") else (run.get("protocol"), mix)
 

@@ -101,7 +101,7 @@ class LatencyComparison:
 
 @dataclass(frozen=True)
 class RateComparison:
-    """A rate metric (SPEC §3) before and after, with numerators and denominators."""
+    """A rate metric (docs/outcomes.md) before and after, with numerators and denominators."""
 
     metric: str
     before: float | None

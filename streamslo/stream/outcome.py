@@ -15,6 +15,7 @@ __all__ = [
     "OUTCOMES",
     "Outcome",
     "began",
+    "status_began",
 ]
 
 
@@ -71,6 +72,10 @@ def began(status: int | None, outcome: str) -> bool:
         status: the HTTP status recorded for the request (101 for an accepted WS), or None.
         outcome: the request's outcome name.
     """
-    if status is None or outcome in NOT_BEGUN_OUTCOMES:
-        return False
-    return 200 <= status < 300 or status == BEGUN_STATUSES_WS
+    return outcome not in NOT_BEGUN_OUTCOMES and status_began(status)
+
+
+def status_began(status: int | None) -> bool:
+    """Whether a response status lets a stream begin: 2xx, or 101 for an accepted WebSocket
+    (the half of :func:`began` known before the outcome)."""
+    return status is not None and (200 <= status < 300 or status == BEGUN_STATUSES_WS)

@@ -1,4 +1,4 @@
-"""The timing record of one stream (SPEC §4), and the request expectations it is judged by.
+"""The timing record of one stream (docs/timing.md), and the request expectations it is judged by.
 
 Durations are kept in seconds from :func:`time.perf_counter`; only ``started_at`` (and
 ``scheduled_at``) are wall-clock epoch seconds. Milliseconds appear only at the edges
@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["STREAM_COLUMNS", "WORKLOAD_COLUMNS", "StreamExpectations", "StreamRecord"]
+from streamslo.stream.outcome import Outcome
+
+__all__ = ["SCENARIO_COLUMNS", "STREAM_COLUMNS", "WORKLOAD_COLUMNS", "StreamExpectations", "StreamRecord"]
 
 #: The columns of ``streams.csv``, in order (``docs/results.md``).
 STREAM_COLUMNS: tuple[str, ...] = (
@@ -33,11 +35,16 @@ STREAM_COLUMNS: tuple[str, ...] = (
     "usage_prompt_tokens",
     "conversation_id",
     "turn",
+    "scenario",
 )
 
 #: The columns added by results schema 3 (token counts, multi-turn conversations): a reader
 #: of an older directory finds them missing and takes them as empty.
 WORKLOAD_COLUMNS: tuple[str, ...] = ("usage_prompt_tokens", "conversation_id", "turn")
+
+#: The column added by results schema 4: the k6-style scenario a stream belongs to (empty for a
+#: run without ``[scenarios.*]``). A reader of an older directory takes it as empty.
+SCENARIO_COLUMNS: tuple[str, ...] = ("scenario",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +79,7 @@ class StreamRecord:
     scheduled_at: float | None = None
     """Open-loop runs: the epoch second the arrival process scheduled this request for."""
     status: int | None = None
-    outcome: str | None = None
+    outcome: Outcome | None = None
     connect_s: float | None = None
     ttft_s: float | None = None
     e2e_s: float | None = None
@@ -86,6 +93,8 @@ class StreamRecord:
     """Multi-turn runs: the conversation this request belongs to."""
     turn: int | None = None
     """Multi-turn runs: 1 for a conversation's first request, 2 for the next..."""
+    scenario: str | None = None
+    """The ``[scenarios.NAME]`` this stream belongs to; None outside scenarios."""
     finish_reason: str | None = None
     bytes: int = 0
     error: str = ""
@@ -132,4 +141,5 @@ class StreamRecord:
             "usage_prompt_tokens": self.usage_prompt_tokens,
             "conversation_id": self.conversation_id,
             "turn": self.turn,
+            "scenario": self.scenario,
         }

@@ -28,7 +28,7 @@ from typing import cast
 
 from streamslo.stream.caps import MAX_AFTER_DONE_BYTES, MAX_ERROR_BODY_BYTES
 from streamslo.stream.chunkjson import error_message, error_status, has_text, loads_chunk
-from streamslo.stream.outcome import Outcome
+from streamslo.stream.outcome import Outcome, status_began
 from streamslo.stream.sse import DEFAULT_MAX_EVENT_BYTES, SSEDecoder, SSEEvent, SSEProtocolError
 from streamslo.stream.timing import StreamExpectations, StreamRecord
 
@@ -143,8 +143,7 @@ class StreamTracker:
 
     @property
     def began(self) -> bool:
-        s = self.rec.status
-        return s is not None and (200 <= s < 300 or s == 101)
+        return status_began(self.rec.status)
 
     @property
     def pending_bytes(self) -> int:
@@ -156,7 +155,7 @@ class StreamTracker:
         if rec.outcome is not None:
             return
         self.state = TrackerState.FINISHED
-        rec.outcome = outcome.value
+        rec.outcome = outcome
         if error and not rec.error:
             rec.error = error
         if not self._done:
@@ -175,7 +174,7 @@ class StreamTracker:
     def _after_done_malformed(self, detail: str) -> None:
         """Data after [DONE] overrides what [DONE] decided (the client reads to the body's end)."""
         self.state = TrackerState.FINISHED
-        self.rec.outcome = Outcome.MALFORMED.value
+        self.rec.outcome = Outcome.MALFORMED
         self.rec.error = detail
 
     def stop_reading(self) -> None:

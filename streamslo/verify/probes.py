@@ -23,6 +23,7 @@ from streamslo.stream import caps
 from streamslo.stream.chunkjson import loads_chunk
 from streamslo.stream.timing import StreamExpectations, StreamRecord
 from streamslo.stream.tracker import StreamTracker
+from streamslo.transport.common import ClientLimits
 from streamslo.workload import ENDPOINT_PATHS, RequestOptions, build_body, first_model_id
 
 __all__ = [
@@ -48,7 +49,7 @@ class ProbeRequest:
     max_tokens: int = 16
     ignore_eos: bool = True
     include_usage: bool = True
-    stall_timeout_s: float = 10.0
+    stall_timeout_s: float = ClientLimits.stall_timeout
     """No byte for this long ends the probe ``stalled``."""
     request_timeout_s: float = 60.0
     """The whole request ends ``timeout`` past this."""

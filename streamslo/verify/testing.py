@@ -1,4 +1,4 @@
-"""Build results directories by hand (SPEC §5), to test SLO files and checks without a load run.
+"""Build results directories by hand (docs/results.md), to test SLO files and checks without a load run.
 
 ::
 
@@ -25,7 +25,7 @@ def stream_row(stream_id: str, **fields: Any) -> dict[str, Any]:
 
     Args:
         stream_id: the stream's id.
-        **fields: any column of ``streams.csv`` (SPEC §5).
+        **fields: any column of ``streams.csv`` (docs/results.md).
 
     Returns:
         The row, every column present.
@@ -41,7 +41,7 @@ def stream_row(stream_id: str, **fields: Any) -> dict[str, Any]:
         "connect_ms": 1.0, "ttft_ms": 50.0, "e2e_ms": 500.0, "tokens": 10,
         "expected_tokens": 10, "usage_completion_tokens": 10, "finish_reason": "length",
         "max_gap_ms": None, "bytes": 1000, "error": "",
-        "usage_prompt_tokens": None, "conversation_id": None, "turn": None,
+        "usage_prompt_tokens": None, "conversation_id": None, "turn": None, "scenario": None,
     }
     unknown = sorted(set(fields) - set(STREAM_COLUMNS))
     if unknown:

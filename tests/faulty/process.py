@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-import select
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from streamslo.childproc import read_first_line
 
 __all__ = ["FaultyServer", "start_faulty_server", "unused_port"]
 
@@ -99,19 +99,7 @@ def start_faulty_server(
         text=True,
     )
     try:
-        assert process.stdout is not None
-        deadline = time.monotonic() + startup_timeout
-        raw = b""
-        while b"\n" not in raw:
-            left = deadline - time.monotonic()
-            if left <= 0 or process.poll() is not None:
-                raise RuntimeError(
-                    f"faulty server did not start (rc={process.poll()}, got {raw!r})"
-                )
-            ready, _, _ = select.select([process.stdout], [], [], left)
-            if ready:
-                raw += os.read(process.stdout.fileno(), 256)
-        line = raw.split(b"\n", 1)[0].decode()
+        line, _ = read_first_line(process, startup_timeout, "faulty server")
         if not line.startswith("READY "):
             raise RuntimeError(f"faulty server said {line!r}, not READY <port>")
         server = FaultyServer(port=int(line.split()[1]), process=process)

@@ -1,7 +1,7 @@
 """Self-tests of the faulty server: it emits the bytes each scenario promises.
 
 Two kinds of check: byte-level ones on raw sockets (chunked bodies left unfinished, line
-endings, close codes), and a small reference client that implements SPEC §3 and must reach
+endings, close codes), and a small reference client that implements docs/outcomes.md and must reach
 :data:`EXPECTED` for every (scenario, protocol) pair, with the assumed client settings.
 """
 
@@ -156,7 +156,7 @@ def dechunk(body: bytes) -> tuple[bytes, list[bytes], bool, bool]:
         pos = start + size + 2
 
 
-# --- a reference SSE parser and SPEC §3 judge ------------------------------------------------
+# --- a reference SSE parser and docs/outcomes.md judge ------------------------------------------------
 
 
 class SseParser:
@@ -197,7 +197,7 @@ class SseParser:
 
 
 class Judge:
-    """Applies SPEC §3 to one stream's chunks (ignore_eos and usage asked for)."""
+    """Applies docs/outcomes.md to one stream's chunks (ignore_eos and usage asked for)."""
 
     def __init__(self, n: int) -> None:
         self.n = n
@@ -251,7 +251,7 @@ class Judge:
 
 
 def judge_sse(port: int, scenario: str, n: int = N) -> str:
-    """One SSE request with stall/request timeouts, judged by SPEC §3."""
+    """One SSE request with stall/request timeouts, judged by docs/outcomes.md."""
     payload = json.dumps(_body(scenario, n)).encode()
     request = (
         "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
@@ -315,7 +315,7 @@ def judge_sse(port: int, scenario: str, n: int = N) -> str:
 
 
 def judge_ws(server: FaultyServer, scenario: str, n: int = N) -> str:
-    """One WebSocket request with stall/request timeouts, judged by SPEC §3."""
+    """One WebSocket request with stall/request timeouts, judged by docs/outcomes.md."""
     deadline = time.monotonic() + REQUEST_TIMEOUT_S
     by_path = scenario in WS_HANDSHAKE_SCENARIOS
     url = server.ws_url_for(scenario) if by_path else server.ws_url

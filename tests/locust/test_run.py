@@ -1,4 +1,4 @@
-"""``streamslo run``: a real headless Locust run against the faulty server, writing SPEC §5."""
+"""``streamslo run``: a real headless Locust run against the faulty server, writing docs/results.md."""
 
 from __future__ import annotations
 

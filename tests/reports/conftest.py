@@ -1,4 +1,4 @@
-"""Hand-built results directories (SPEC §5) for the report tests.
+"""Hand-built results directories (docs/results.md) for the report tests.
 
 ``write_run`` writes run.json, streams.csv and gaps.parquet from plain Python/numpy values, so
 the tests can compute the expected numbers from the same arrays without any streamslo code.

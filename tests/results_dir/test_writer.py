@@ -14,7 +14,14 @@ from pathlib import Path
 import pytest
 
 from streamslo.finalize import writer_totals
-from streamslo.results import SCHEMA_VERSION, Layout, ResultsWriter, is_complete, load_run, read_json
+from streamslo.results import (
+    SCHEMA_VERSION,
+    Layout,
+    ResultsWriter,
+    is_complete,
+    load_run,
+    read_json,
+)
 from streamslo.results_writer import PartialAppend, append_lines
 from tests.results_dir.helpers import lines, record
 
@@ -60,7 +67,7 @@ def test_rows_and_gaps_round_trip(tmp_path):
 def test_the_writer_marks_a_new_directory_incomplete(tmp_path):
     ResultsWriter(tmp_path, run_start=1_700_000_000.0)
     run = read_json(Layout(tmp_path).run_json)
-    assert run["schema_version"] == SCHEMA_VERSION == 3 and run["complete"] is False
+    assert run["schema_version"] == SCHEMA_VERSION == 4 and run["complete"] is False
     assert run["start_epoch"] == 1_700_000_000.0
     assert not is_complete(run)
 

@@ -84,7 +84,7 @@ def test_timed_stream_latencies(faulty_server):
         assert len(rec.gap_s) == MAX_TOKENS - 1
         for g in rec.gap_s:
             assert g == pytest.approx(TIMED_ITL_S, abs=0.04)
-        # SPEC §4 invariant: the gaps add up to the time from the first to the last token.
+        # docs/timing.md invariant: the gaps add up to the time from the first to the last token.
         assert sum(rec.gap_s) == pytest.approx(rec.gap_t[-1] - (rec.t0 + rec.ttft_s), abs=1e-9)
 
 

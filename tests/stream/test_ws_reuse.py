@@ -1,4 +1,4 @@
-"""A WebSocket connection carries one request after another (SPEC §2); a server that closes
+"""A WebSocket connection carries one request after another (docs/protocol.md); a server that closes
 it normally after a [DONE] must not turn the next request into a truncation."""
 
 from __future__ import annotations

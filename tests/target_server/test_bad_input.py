@@ -1,4 +1,4 @@
-"""Every bad input is a 4xx with the SPEC's error JSON (WS: error frame + close 1008/1009),
+"""Every bad input is a 4xx with the documented error JSON (WS: error frame + close 1008/1009),
 never a 5xx and never a dead server."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""SPEC §2 on both transports, against a real fixed-mode server."""
+"""docs/protocol.md on both transports, against a real fixed-mode server."""
 
 from __future__ import annotations
 
