@@ -22,7 +22,7 @@ same record shape, so both figures sit side by side.
 
 Run::
 
-    python bench/bench_scaleout.py [--levels 300,600] [--processes 1,2] [--seconds 15]
+    python bench/bench_scaleout.py [--levels 150,300] [--processes 1,2] [--seconds 15]
 """
 
 from __future__ import annotations
@@ -181,7 +181,7 @@ def render(data: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    p.add_argument("--levels", default="300,600", help="streams (users), comma-separated")
+    p.add_argument("--levels", default="150,300", help="streams (users), comma-separated")
     p.add_argument("--processes", default="1,2")
     p.add_argument("--seconds", type=int, default=15)
     p.add_argument("--warmup", type=float, default=3.0)

@@ -62,7 +62,7 @@ BENCHES: tuple[Bench, ...] = (
           ("--levels", "50,500", "--server-levels", "10,250"),
           ("--levels", "50,300", "--server-levels", "10,150", "--seconds", "8")),
     Bench("scaleout", "bench_scaleout", "Scale-out: one worker process vs two",
-          ("--levels", "300,600", "--seconds", "15"),
+          ("--levels", "150,300", "--seconds", "15"),
           ("--levels", "400", "--seconds", "10")),
     Bench("relay", "bench_relay", "Worker-to-master record relay",
           (),
