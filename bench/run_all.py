@@ -114,7 +114,10 @@ def render_all(results: Path, md_path: Path, only: set[str] | None = None) -> li
 def run_one(b: Bench, quick: bool, results: Path) -> tuple[int, float]:
     """Run one benchmark as its own process; (exit code, seconds)."""
     args = b.quick if quick else b.full
-    cmd = [sys.executable, str(BENCH / f"{b.module}.py"), *args, "--json", str(results / f"{b.name}.json")]
+    out = results / f"{b.name}.json"
+    # Relative paths where they can be: the command is recorded in the JSON and RESULTS.md.
+    shown = out.relative_to(BENCH.parent) if out.is_relative_to(BENCH.parent) else out
+    cmd = [sys.executable, f"bench/{b.module}.py", *args, "--json", str(shown)]
     print(f"== {b.name}: {' '.join(cmd[1:])}", file=sys.stderr, flush=True)
     t = time.time()
     rc = subprocess.call(cmd, cwd=BENCH.parent)
