@@ -283,7 +283,26 @@ def _fmt(v: Any) -> str:
     return f"{v:.2f}" if isinstance(v, float) else str(v)
 
 
-def main() -> None:
+def render(data: dict[str, Any]) -> str:
+    """The Markdown section of ``bench/RESULTS.md`` from this bench's JSON."""
+    pr = data["params"]
+    out = [f"A. Encodings: {pr['records']} streams of {pr['tokens']} tokens, {pr['batch']} per message "
+           "(master: decode, queue, `streams.csv` rows, gaps parquet part; CPU time, best of the repeats).\n",
+           _md(data["encodings"])]
+    if data.get("delivery"):
+        out += [f"\nB. Delivery to the master (real Locust, one worker): {pr['rate']:g} records/s for "
+                f"{pr['seconds']} s, both channels at once.\n", _md(data["delivery"])]
+    return "\n".join(out)
+
+
+def _md(rows: list[dict[str, Any]]) -> str:
+    keys = list(rows[0])
+    lines = ["| " + " | ".join(keys) + " |", "| " + " | ".join("---" for _ in keys) + " |"]
+    lines += ["| " + " | ".join(_fmt(r[k]) for k in keys) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--records", type=int, default=2000)
     p.add_argument("--tokens", type=int, default=100)
@@ -293,8 +312,9 @@ def main() -> None:
     p.add_argument("--seconds", type=int, default=12, help="B: run time")
     p.add_argument("--skip-locust", action="store_true")
     p.add_argument("--json", type=Path, help="write the results here")
-    args = p.parse_args()
-    result: dict[str, Any] = {"params": vars(args) | {"json": None}}
+    args = p.parse_args(argv)
+    result: dict[str, Any] = {"params": vars(args) | {"json": None},
+                              "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cpus": os.cpu_count()}
     result["encodings"] = bench_encodings(args.records, args.tokens, args.batch, args.repeats)
     print(f"A. encodings: {args.records} streams of {args.tokens} tokens, {args.batch} per message\n")
     print(_table(result["encodings"]))

@@ -25,6 +25,7 @@ from streamslo.loadgen import windows as live_windows
 from streamslo.loadgen.executors import install_done_listener
 from streamslo.loadgen.live import live_payload, live_rows
 from streamslo.loadgen.options import register_arguments
+from streamslo.loadgen.prewarm import prewarm
 from streamslo.loadgen.recorder import RunRecorder, get_recorder
 from streamslo.loadgen.shapes import StagesShape, builtin_stages, parse_stages
 from streamslo.redact import take_inherited_headers
@@ -199,6 +200,7 @@ def install() -> None:
             _install_web_ui(environment, web_ui)
 
     def _start(environment: Any, **_: Any) -> None:
+        prewarm()  # before any stream: Locust's stop() would otherwise stall the last ones
         get_recorder(environment).on_test_start(generating=not isinstance(environment.runner, MasterRunner))
 
     def _stop(environment: Any, **_: Any) -> None:
