@@ -2,4 +2,4 @@
 import streamslo.loadgen.hooks as _hooks
 from streamslo.loadgen.locustfile import *  # noqa: F403
 
-_hooks.prewarm = lambda: None
+_hooks.prewarm = lambda: None  # type: ignore[attr-defined]

@@ -59,6 +59,12 @@ GOAL_P50_MS = 1.0
 GOAL_P99_MS = 5.0
 
 
+def cat(parts: list[Any]) -> Any:
+    """The arrays of ``parts`` end to end (an empty array for none)."""
+    import numpy as np
+
+    return np.concatenate(parts) if parts else np.array([])
+
 def _abs_stats(errs: Any) -> dict[str, float | None]:
     import numpy as np
 
@@ -97,7 +103,6 @@ def errors(streams: list[dict[str, Any]], period_ms: float, ttft_ms: float, cut:
                 unexplained.append(np.maximum(0.0, np.abs(e) - waited * 1000.0))
             for k in np.argsort(-np.abs(e))[:3]:
                 top.append((float(e[k]), s["stream_id"], int(k) + 1, s["recv"][k], s["recv"][k + 1]))
-    cat = (lambda xs: np.concatenate(xs) if xs else np.array([]))  # noqa: E731
     return {
         "streams": len(ttft_w),
         "ttft_vs_writes": _abs_stats(ttft_w),
@@ -108,7 +113,7 @@ def errors(streams: list[dict[str, Any]], period_ms: float, ttft_ms: float, cut:
         "itl_unexplained": _abs_stats(cat(unexplained)),
         "worst_itl_errors": [
             {"ms": e, "stream_id": sid, "gap_index": k, "at": t1,
-             "runqueue_wait_ms": (None if sched is None or (w := sched.waited(t0, t1)) is None else w * 1000.0),
+             "runqueue_wait_ms": (None if sched is None or (waited := sched.waited(t0, t1)) is None else waited * 1000.0),
              "ran_ms": (None if sched is None or (r := sched.ran(t0, t1)) is None else r * 1000.0),
              "emitter_runqueue_wait_ms": (None if sched_emitter is None or (we := sched_emitter.waited(t0, t1)) is None
                                           else we * 1000.0)}

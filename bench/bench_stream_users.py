@@ -159,7 +159,8 @@ def _streams_plain(path: Path) -> list[dict[str, Any]]:
     """[{t0, done, recv[], emit[]}] from a plain client's dump."""
     if not path.exists():
         return []
-    return json.loads(path.read_text())
+    rows: list[dict[str, Any]] = json.loads(path.read_text())
+    return rows
 
 
 def analyse(streams: list[dict[str, Any]], emitted: list[dict[str, Any]], warmup: float) -> dict[str, Any]:
@@ -281,7 +282,8 @@ def report(cells: list[dict[str, Any]], clients: list[str]) -> tuple[str, dict[s
         cap = caps.get(name)
         if cap is None:
             return None
-        return cap["crossing"] if cap["crossing"] is not None else cap["level"]
+        value = cap["crossing"] if cap["crossing"] is not None else cap["level"]
+        return None if value is None else float(value)
 
     ratios: dict[str, Any] = {}
     real = [c for c in REAL_ASYNCIO if c in caps]

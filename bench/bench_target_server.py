@@ -184,7 +184,7 @@ def _start(mode: str, core: int, extra: list[str]) -> tuple[subprocess.Popen[byt
 def _rss_mb(pid: int) -> float:
     p = psutil.Process(pid)
     procs = [p, *p.children(recursive=True)]
-    return sum(q.memory_info().rss for q in procs if q.is_running()) / 2**20
+    return float(sum(q.memory_info().rss for q in procs if q.is_running())) / 2**20
 
 
 async def _measure(pid: int, port: int, args: argparse.Namespace, slow: bool) -> tuple[list[StreamStats], float, float]:
