@@ -47,6 +47,7 @@ __all__ = [
     "prioritise",
     "priority_note",
     "run_against_emitter",
+    "shown_command",
     "start_emitter",
     "stop",
     "workdir",
@@ -55,6 +56,13 @@ __all__ = [
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
+
+
+def shown_command(script: str, argv: list[str]) -> str:
+    """The command as RESULTS.md shows it: paths inside the repository made relative, so the
+    line can be rerun from any clone."""
+    prefix = str(REPO) + "/"
+    return " ".join(["python", f"bench/{script}.py", *(a.replace(prefix, "") for a in argv)])
 EMITTER = BENCH / "_emitter.py"
 RESULTS = BENCH / "results"
 

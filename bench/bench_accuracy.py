@@ -50,6 +50,7 @@ from _harness import (
     pct,
     prioritise,
     run_against_emitter,
+    shown_command,
     workdir,
     write_result,
 )
@@ -259,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{proto} @ {users}: itl {c.get('itl_vs_writes')} ttft {c.get('ttft_vs_writes')} "
                   f"lag max {c.get('lag_max_ms')} {c.get('monitor', '')}{c.get('log_tail', '')}",
                   file=sys.stderr, flush=True)
-    data = {"command": ("python bench/bench_accuracy.py " + " ".join(argv)).strip(), "cells": cells,
+    data = {"command": shown_command("bench_accuracy", argv), "cells": cells,
             "period_ms": args.period_ms, "ttft_ms": args.ttft_ms}
     print(render(data))
     print(f"\nwrote {write_result('accuracy', data, args.json or None)}", file=sys.stderr)

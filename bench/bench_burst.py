@@ -55,6 +55,7 @@ from _harness import (
     pinned,
     prioritise,
     priority_note,
+    shown_command,
     stop,
     workdir,
     write_result,
@@ -424,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
             pair["repeat"] = r
             pairs.append(pair)
             print(json.dumps(pair, default=str)[:600], file=sys.stderr, flush=True)
-    data: dict[str, Any] = {"command": ("python bench/bench_burst.py " + " ".join(argv)).strip(), "pairs": pairs,
+    data: dict[str, Any] = {"command": shown_command("bench_burst", argv), "pairs": pairs,
                             "streams": args.streams, "tokens": args.tokens, "priority": priority_note()}
     if args.overhead:
         data["overhead"] = overhead(pairs, args.streams)

@@ -39,6 +39,7 @@ from _harness import (
     md_table,
     prioritise,
     run_against_emitter,
+    shown_command,
     workdir,
     write_result,
 )
@@ -195,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
             for n in [int(x) for x in args.server_levels.split(",")]:
                 srv.append(server_rss(proto, n, args.seconds, 4000))
                 print(json.dumps(srv[-1]), file=sys.stderr, flush=True)
-    data = {"command": ("python bench/bench_memory.py " + " ".join(argv)).strip(), "generator": gen, "server": srv}
+    data = {"command": shown_command("bench_memory", argv), "generator": gen, "server": srv}
     print(render(data))
     print(f"\nwrote {write_result('memory', data, args.json or None)}", file=sys.stderr)
     return 0

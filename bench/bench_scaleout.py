@@ -41,6 +41,7 @@ from _harness import (
     match_streamslo,
     md_table,
     prioritise,
+    shown_command,
     stop,
     workdir,
     write_result,
@@ -195,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
             print({k: v for k, v in cell.items() if k != "error"}, cell.get("error", "")[-300:], file=sys.stderr,
                   flush=True)
             cells.append(cell)
-    data: dict[str, Any] = {"command": ("python bench/bench_scaleout.py " + " ".join(argv)).strip(),
+    data: dict[str, Any] = {"command": shown_command("bench_scaleout", argv),
                             "cells": cells, "relay_ingest_us": relay_ingest_us()}
     print(render(data))
     print(f"\nwrote {write_result('scaleout', data, args.json or None)}", file=sys.stderr)

@@ -102,6 +102,7 @@ from _harness import (
     pct,
     prioritise,
     run_against_emitter,
+    shown_command,
     workdir,
     write_result,
 )
@@ -407,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
     print(table)
     for note in skipped:
         print(f"- skipped: {note}")
-    command = "python bench/bench_stream_users.py " + " ".join(argv)
+    command = shown_command("bench_stream_users", argv)
     out = write_result("stream_users", {"command": command.strip(), "cells": cells, "clients": clients, **summary,
                                         "skipped": skipped, "levels": levels, "seconds": args.seconds},
                        args.json or None)
