@@ -44,6 +44,7 @@ sys.path.insert(0, str(REPO))
 
 from streamslo.record_batch import GapColumns, RecordBatch  # noqa: E402
 from streamslo.results import ResultsWriter  # noqa: E402
+from streamslo.stream.outcome import Outcome  # noqa: E402
 from streamslo.stream.timing import STREAM_COLUMNS, StreamRecord  # noqa: E402
 
 RUN_START = 1_700_000_000.0
@@ -56,7 +57,7 @@ def make_record(i: int, tokens: int, now: float | None = None) -> StreamRecord:
     t0 = 1000.0 + i
     rec = StreamRecord(stream_id=f"4242-a1b2c3-{i}", protocol="sse", user_class="SSEStreamUser",
                        started_at=end - e2e, t0=t0)
-    rec.status, rec.outcome, rec.connect_s, rec.ttft_s, rec.e2e_s = 200, "ok", 0.0012, 0.3, e2e
+    rec.status, rec.outcome, rec.connect_s, rec.ttft_s, rec.e2e_s = 200, Outcome.OK, 0.0012, 0.3, e2e
     rec.tokens = rec.expected_tokens = rec.usage_completion_tokens = tokens
     rec.finish_reason, rec.bytes = "length", 180 * tokens
     rec.gap_s = [0.02 + 1e-5 * (k % 7) for k in range(tokens - 1)]
@@ -65,7 +66,7 @@ def make_record(i: int, tokens: int, now: float | None = None) -> StreamRecord:
 
 
 def _dumps(obj: Any) -> bytes:
-    return msgpack.dumps(obj)
+    return bytes(msgpack.dumps(obj))
 
 
 def _loads(data: bytes) -> Any:
@@ -143,7 +144,7 @@ ENCODINGS = {
 def bench_encodings(records: int, tokens: int, batch: int, repeats: int) -> list[dict[str, Any]]:
     recs = [make_record(i, tokens) for i in range(records)]
     chunks = [recs[i:i + batch] for i in range(0, records, batch)]
-    out = []
+    out: list[dict[str, Any]] = []
     for name, (enc, dec) in ENCODINGS.items():
         enc_s, master_s, sizes = [], [], 0
         for _ in range(repeats):
@@ -168,7 +169,7 @@ def bench_encodings(records: int, tokens: int, batch: int, repeats: int) -> list
         })
     base = out[0]["master_us_per_record"]
     for row in out:
-        row["master_vs_relay"] = row["master_us_per_record"] / base
+        row["master_vs_relay"] = float(row["master_us_per_record"]) / float(base)
     return out
 
 
@@ -260,14 +261,14 @@ def bench_delivery(rate: float, tokens: int, seconds: int) -> list[dict[str, Any
         delays = json.loads(out.read_text())
     # Leave out the first 2 s (the worker connects and the test starts) on both channels alike.
     first = min(m for kind in delays.values() for m, _ in kind)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for kind, label in (("custom", "custom message, 1 s (relay)"), ("report", "report_to_master, 3 s")):
         ms = np.array([d for m, d in delays[kind] if m >= first + 2.0]) * 1000.0
         rows.append({"channel": label, "records": int(ms.size), "p50_ms": float(np.percentile(ms, 50)),
                      "p99_ms": float(np.percentile(ms, 99)), "max_ms": float(ms.max())})
     base = rows[0]["p50_ms"]
     for row in rows:
-        row["p50_vs_relay"] = row["p50_ms"] / base
+        row["p50_vs_relay"] = float(row["p50_ms"]) / float(base)
     return rows
 
 
@@ -283,7 +284,26 @@ def _fmt(v: Any) -> str:
     return f"{v:.2f}" if isinstance(v, float) else str(v)
 
 
-def main() -> None:
+def render(data: dict[str, Any]) -> str:
+    """The Markdown section of ``bench/RESULTS.md`` from this bench's JSON."""
+    pr = data["params"]
+    out = [f"A. Encodings: {pr['records']} streams of {pr['tokens']} tokens, {pr['batch']} per message "
+           "(master: decode, queue, `streams.csv` rows, gaps parquet part; CPU time, best of the repeats).\n",
+           _md(data["encodings"])]
+    if data.get("delivery"):
+        out += [f"\nB. Delivery to the master (real Locust, one worker): {pr['rate']:g} records/s for "
+                f"{pr['seconds']} s, both channels at once.\n", _md(data["delivery"])]
+    return "\n".join(out)
+
+
+def _md(rows: list[dict[str, Any]]) -> str:
+    keys = list(rows[0])
+    lines = ["| " + " | ".join(keys) + " |", "| " + " | ".join("---" for _ in keys) + " |"]
+    lines += ["| " + " | ".join(_fmt(r[k]) for k in keys) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--records", type=int, default=2000)
     p.add_argument("--tokens", type=int, default=100)
@@ -293,8 +313,9 @@ def main() -> None:
     p.add_argument("--seconds", type=int, default=12, help="B: run time")
     p.add_argument("--skip-locust", action="store_true")
     p.add_argument("--json", type=Path, help="write the results here")
-    args = p.parse_args()
-    result: dict[str, Any] = {"params": vars(args) | {"json": None}}
+    args = p.parse_args(argv)
+    result: dict[str, Any] = {"params": vars(args) | {"json": None},
+                              "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cpus": os.cpu_count()}
     result["encodings"] = bench_encodings(args.records, args.tokens, args.batch, args.repeats)
     print(f"A. encodings: {args.records} streams of {args.tokens} tokens, {args.batch} per message\n")
     print(_table(result["encodings"]))

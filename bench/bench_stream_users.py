@@ -1,6 +1,7 @@
 """How many 50 tokens/s streams one client core holds with client-added lateness p99 < 10 ms:
-streamslo's stream users beside plain Locust ``HttpUser`` + ``requests``, the real asyncio
-clients aiohttp and httpx, and an idealised asyncio line reader (issue 4, Performance).
+streamslo's stream users (SSE and WebSocket) beside plain Locust ``HttpUser`` + ``requests``,
+Locust ``FastHttpUser`` with the incremental ``readline`` recipe, the real asyncio clients
+aiohttp, httpx and websockets, and an idealised asyncio line reader.
 
 Setup, per cell (client x concurrency), side by side in one run:
 
@@ -13,8 +14,15 @@ Setup, per cell (client x concurrency), side by side in one run:
     locustfiles/streaming_locustfile.py --headless ... --results-dir DIR --max-tokens 100
     --itl-events per-gap|per-stream`` (``streamslo run`` does not expose ``--itl-events``; it
     runs the same users in one headless Locust process);
+  * ``streamslo WS``: the same with ``--protocol ws --itl-events per-stream`` (the suite's
+    WebSocket user: one connection per user, one request after another);
   * ``HttpUser+requests``: a bench-only locustfile (written to a temp file) with
     ``self.client.post(..., stream=True)`` and ``iter_lines()``, one ``time.time()`` per token line;
+  * ``FastHttpUser readline``: the same with Locust's ``FastHttpUser`` (geventhttpclient) and
+    ``response.stream.readline(b"\\n")`` per line (``iter_content``/``iter_lines`` wait for 1 KB
+    there); neither Locust row decodes JSON (their best case);
+  * ``asyncio websockets``: one ``websockets`` asyncio connection per user, one request after
+    another on it, each message's JSON decoded (emit epoch from ``id``);
   * ``asyncio aiohttp``: one shared ``aiohttp.ClientSession`` (``TCPConnector(limit=0)``, no
     connection cap), ``session.post(...)`` and ``async for line in resp.content``; per ``data:``
     line one ``time.time()``, then what a real client does: strip the SSE field and
@@ -25,7 +33,7 @@ Setup, per cell (client x concurrency), side by side in one run:
     HTTP/1.1 ``Connection: close``, ``readline()``, one ``time.time()`` per ``data:`` line and
     no JSON decode at all. No real client is this lean: it is a reference floor, not a rival.
 
-  The asyncio clients run in this file's ``_aio`` subcommand (``--lib aiohttp|httpx|raw``);
+  The plain clients live in ``bench/_clients.py`` (asyncio: ``--lib aiohttp|httpx|raw|websockets``);
   ``aiohttp`` is a bench-only dependency (``pip install aiohttp``): without it that row is
   skipped with a printed note. ``HttpUser+requests`` decodes no JSON (its best case);
   streamslo's users parse HTTP chunking and SSE and decode every chunk's JSON to classify the
@@ -59,352 +67,105 @@ A client "sustains" a level when its lateness p99 < 10 ms there; ``capacity`` is
 level before the first failing one, and ``~crossing`` interpolates p99 linearly between the last
 passing and first failing level (the estimate used for the ratios).
 
-Summary ratios (streamslo capacity / other's): vs ``HttpUser+requests`` (goal >= 2x); vs the best
-real asyncio client, the larger capacity of aiohttp and httpx (issue 4's goal: >= 1x, no worse);
-and vs the idealised raw reader, for information only (no goal).
+Summary ratios (streamslo capacity / other's): vs ``HttpUser+requests`` (goal >= 2x); vs
+``FastHttpUser readline`` (for information); vs the best real asyncio client, the larger
+capacity of aiohttp and httpx (issue 4's goal: >= 1x, no worse); vs the idealised raw reader
+(information); and ``streamslo WS`` vs ``asyncio websockets`` (goal >= 1x). The generator's own
+goal (issue 12): ``streamslo per-stream`` >= 500 streams per process.
 
 Run (about 5 minutes with the defaults)::
 
     python bench/bench_stream_users.py [--levels 100,250,500] [--seconds 15] [--json out.json]
+
+``--json`` defaults to ``bench/results/stream_users.json`` (``bench/run_all.py`` renders it into
+``bench/RESULTS.md``).
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import importlib.util
 import json
-import os
-import signal
-import subprocess
 import sys
-import tempfile
 import time
-from bisect import bisect_left
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-EMITTER = Path(__file__).resolve().parent / "_emitter.py"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _clients import locustfile
+from _harness import (
+    BENCH,
+    fmt,
+    locust_cmd,
+    match_streamslo,
+    pct,
+    prioritise,
+    run_against_emitter,
+    shown_command,
+    workdir,
+    write_result,
+)
+
 PERIOD = 0.020
 MAX_TOKENS = 100
 BOUND_MS = 10.0
 EMITTER_LAG_MS = 10.0  # a cell whose emitter wrote late beyond this (p99) is flagged: not valid
+GOAL_STREAMS = 500  # issue 12: streams per generator process at p99 < 10 ms
 CLIENTS = (
-    "streamslo per-gap", "streamslo per-stream", "HttpUser+requests", "asyncio aiohttp", "asyncio httpx", "asyncio raw",
+    "streamslo per-gap", "streamslo per-stream", "streamslo WS", "HttpUser+requests", "FastHttpUser readline",
+    "asyncio aiohttp", "asyncio httpx", "asyncio raw", "asyncio websockets",
+)
+DEFAULT_CLIENTS = (
+    "streamslo per-stream", "streamslo WS", "HttpUser+requests", "FastHttpUser readline",
+    "asyncio aiohttp", "asyncio raw", "asyncio websockets",
 )
 # The real asyncio clients (parse SSE, decode each chunk's JSON); issue 4's "best asyncio client".
 REAL_ASYNCIO = ("asyncio aiohttp", "asyncio httpx")
 # "asyncio raw" is not a real client: a bare line reader that decodes nothing (an idealised floor).
 LABELS = {"asyncio raw": "asyncio raw (no JSON, idealised)"}
 # Optional third-party modules a client row needs; a row whose module is missing is skipped.
-NEEDS = {"asyncio aiohttp": "aiohttp", "asyncio httpx": "httpx"}
+NEEDS = {"asyncio aiohttp": "aiohttp", "asyncio httpx": "httpx", "asyncio websockets": "websockets"}
 
 
 def _label(client: str) -> str:
     return LABELS.get(client, client)
 
-_PLAIN_LOCUSTFILE = '''
-"""Bench-only: plain Locust HttpUser + requests, stream=True, iter_lines()."""
-import json
-import os
-import time
 
-from locust import HttpUser, constant, events, task
+def _client_cmd(client: str, url: str, users: int, seconds: int, work: Path) -> tuple[list[str], dict[str, str]]:
+    import os
 
-_OUT = os.environ["BENCH_OUT"]
-_BODY = {
-    "model": "bench",
-    "messages": [{"role": "user", "content": "hello"}],
-    "max_tokens": int(os.environ.get("BENCH_MAX_TOKENS", "100")),
-    "stream": True,
-}
-_RECS = []
-
-
-class PlainStreamUser(HttpUser):
-    wait_time = constant(0)
-
-    @task
-    def stream(self):
-        t0 = time.time()
-        recv, emit, done = [], [], False
-        try:
-            with self.client.post(
-                "/v1/chat/completions", json=_BODY, stream=True, name="stream", catch_response=True
-            ) as r:
-                for line in r.iter_lines():
-                    if line.startswith(b"data: {"):
-                        recv.append(time.time())
-                        emit.append(line[13:30])
-                    elif line == b"data: [DONE]":
-                        done = True
-                r.success()
-        finally:
-            _RECS.append((t0, done, recv, emit))
-
-
-def _dump(**_):
-    recs = [
-        {"t0": t0, "done": d, "recv": r, "emit": [float(e) for e in em]} for t0, d, r, em in _RECS
-    ]
-    with open(_OUT + ".tmp", "w") as f:
-        json.dump(recs, f)
-    os.replace(_OUT + ".tmp", _OUT)
-
-
-events.test_stop.add_listener(_dump)
-events.quitting.add_listener(_dump)
-'''
-
-
-# --------------------------------------------------------------------------- asyncio clients
-async def _aio_worker(host: str, port: int, req: bytes, stop_at: float, recs: list[Any]) -> None:
-    while time.time() < stop_at:
-        t0 = time.time()
-        recv: list[float] = []
-        emit: list[bytes] = []
-        done = False
-        writer = None
-        try:
-            reader, writer = await asyncio.open_connection(host, port)
-            writer.write(req)
-            await reader.readuntil(b"\r\n\r\n")
-            while True:
-                line = await reader.readline()
-                if not line:
-                    break
-                if line.startswith(b"data: {"):
-                    recv.append(time.time())
-                    emit.append(line[13:30])
-                elif line.startswith(b"data: [DONE]"):
-                    done = True
-        except (OSError, asyncio.IncompleteReadError):
-            pass
-        finally:
-            recs.append((t0, done, recv, emit))
-            if writer is not None:
-                writer.close()
-
-
-def _event_emit_epoch(data: str | bytes) -> float:
-    """What a real client does per SSE event: decode the chunk's JSON and read its fields
-    (here the emitter's write epoch from ``id``, and the delta's content)."""
-    obj = json.loads(data)
-    obj["choices"][0]["delta"].get("content")
-    return float(obj["id"])
-
-
-def _data_line(line: str | bytes, recv: list[float], emit: list[float]) -> bool:
-    """One SSE line of a real asyncio client: a data line is timestamped and its chunk
-    decoded (its emit epoch kept); returns True for ``[DONE]``."""
-    if line[:5] not in (b"data:", "data:"):
-        return False
-    t = time.time()
-    data = line[5:].strip()
-    if data in (b"[DONE]", "[DONE]"):
-        return True
-    emit.append(_event_emit_epoch(data))
-    recv.append(t)
-    return False
-
-
-async def _aiohttp_worker(session: Any, url: str, body: dict[str, Any], stop_at: float, recs: list[Any]) -> None:
-    while time.time() < stop_at:
-        t0 = time.time()
-        recv: list[float] = []
-        emit: list[float] = []
-        done = False
-        try:
-            async with session.post(url, json=body, headers={"Accept": "text/event-stream"}) as resp:
-                async for line in resp.content:
-                    done = _data_line(line, recv, emit) or done
-        except Exception:  # a failed stream is recorded as not done
-            done = False
-        finally:
-            recs.append((t0, done, recv, emit))
-
-
-async def _httpx_worker(client: Any, body: dict[str, Any], stop_at: float, recs: list[Any]) -> None:
-    while time.time() < stop_at:
-        t0 = time.time()
-        recv: list[float] = []
-        emit: list[float] = []
-        done = False
-        try:
-            async with client.stream(
-                "POST", "/v1/chat/completions", json=body, headers={"Accept": "text/event-stream"}
-            ) as resp:
-                async for line in resp.aiter_lines():
-                    done = _data_line(line, recv, emit) or done
-        except Exception:  # a failed stream is recorded as not done
-            done = False
-        finally:
-            recs.append((t0, done, recv, emit))
-
-
-async def _run_workers(coros: list[Any], seconds: float) -> None:
-    tasks = [asyncio.create_task(c) for c in coros]
-    _, pending = await asyncio.wait(tasks, timeout=seconds + 5)
-    for t in pending:
-        t.cancel()
-    await asyncio.gather(*pending, return_exceptions=True)
-
-
-async def _aio_main(args: argparse.Namespace) -> None:
-    host, _, port = args.url.removeprefix("http://").partition(":")
-    body_obj = {
-        "model": "bench", "messages": [{"role": "user", "content": "hello"}], "max_tokens": args.max_tokens, "stream": True,
-    }
-    recs: list[Any] = []
-    stop_at = time.time() + args.seconds
-    if args.lib == "aiohttp":
-        import aiohttp
-
-        # One shared session; no connection cap (aiohttp's default is 100), so N streams run at once.
-        connector = aiohttp.TCPConnector(limit=0)
-        timeout = aiohttp.ClientTimeout(total=None, sock_read=30)
-        async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
-            url = f"{args.url}/v1/chat/completions"
-            await _run_workers([_aiohttp_worker(session, url, body_obj, stop_at, recs) for _ in range(args.users)], args.seconds)
-    elif args.lib == "httpx":
-        import httpx
-
-        # One shared client; no pool cap (httpx's default is 100 connections), so N streams run at once.
-        limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
-        async with httpx.AsyncClient(base_url=args.url, limits=limits, timeout=httpx.Timeout(30.0)) as client:
-            await _run_workers([_httpx_worker(client, body_obj, stop_at, recs) for _ in range(args.users)], args.seconds)
-    else:
-        body = json.dumps(body_obj).encode()
-        req = (
-            f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
-            f"Accept: text/event-stream\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-        ).encode() + body
-        await _run_workers([_aio_worker(host, int(port), req, stop_at, recs) for _ in range(args.users)], args.seconds)
-    out = [{"t0": t0, "done": d, "recv": r, "emit": [float(e) for e in em]} for t0, d, r, em in recs]
-    Path(args.out).write_text(json.dumps(out))
-
-
-# --------------------------------------------------------------------------- processes
-def _stop(proc: subprocess.Popen[Any], grace: float = 10.0) -> None:
-    if proc.poll() is not None:
-        return
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(grace)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(5)
-
-
-def _nice(level: int) -> list[str]:
-    return ["nice", "-n", str(level)] if level else []
-
-
-def _start_emitter(work: Path, nice: int) -> tuple[subprocess.Popen[Any], int]:
-    ready = work / "emitter.port"
-    proc = subprocess.Popen(
-        [*_nice(nice), "taskset", "-c", "0", sys.executable, str(EMITTER), "--ready", str(ready), "--log", str(work / "emitter.json")],
-        stdout=subprocess.DEVNULL,
-        stderr=open(work / "emitter.err", "w"),  # noqa: SIM115
-    )
-    deadline = time.time() + 10
-    while not ready.exists():
-        if proc.poll() is not None or time.time() > deadline:
-            _stop(proc)
-            raise RuntimeError(f"emitter did not start: {(work / 'emitter.err').read_text()[-500:]}")
-        time.sleep(0.02)
-    return proc, int(ready.read_text())
-
-
-def _client_cmd(
-    client: str, url: str, users: int, seconds: int, work: Path, nice: int
-) -> tuple[list[str], dict[str, str]]:
     env = dict(os.environ)
-    locust = [
-        sys.executable, "-m", "locust", "--headless", "--host", url, "-u", str(users), "-r", str(users),
-        "--run-time", f"{seconds}s", "--stop-timeout", "5", "--exit-code-on-error", "0", "--only-summary",
-    ]
     if client.startswith("streamslo"):
-        mode = client.split()[-1]
-        cmd = [*locust, "-f", "locustfiles/streaming_locustfile.py", "--results-dir", str(work / "results"),
-               "--max-tokens", str(MAX_TOKENS), "--itl-events", mode]
-    elif client == "HttpUser+requests":
-        lf = work / "plain_httpuser_locustfile.py"
-        lf.write_text(_PLAIN_LOCUSTFILE)
+        mode = "per-stream" if client == "streamslo WS" else client.split()[-1]
+        proto = ["--protocol", "ws"] if client == "streamslo WS" else []
+        cmd = locust_cmd(url, users, seconds, "-f", "locustfiles/streaming_locustfile.py", "--results-dir",
+                         str(work / "results"), "--max-tokens", str(MAX_TOKENS), "--itl-events", mode, *proto)
+    elif client in ("HttpUser+requests", "FastHttpUser readline"):
+        kind = client.split("+")[0].split()[0]
+        lf = work / f"plain_{kind}_locustfile.py"
+        lf.write_text(locustfile(kind))
         env["BENCH_OUT"] = str(work / "client.json")
         env["BENCH_MAX_TOKENS"] = str(MAX_TOKENS)
-        cmd = [*locust, "-f", str(lf)]
+        cmd = locust_cmd(url, users, seconds, "-f", str(lf))
     else:
-        lib = client.split()[-1]  # aiohttp | httpx | raw
-        cmd = [sys.executable, str(Path(__file__).resolve()), "_aio", "--lib", lib, "--url", url, "--users", str(users),
+        lib = client.split()[-1]  # aiohttp | httpx | raw | websockets
+        cmd = [sys.executable, str(BENCH / "_clients.py"), "--lib", lib, "--url", url, "--users", str(users),
                "--seconds", str(seconds), "--max-tokens", str(MAX_TOKENS), "--out", str(work / "client.json")]
-    return [*_nice(nice), "taskset", "-c", "1", *cmd], env
+    return cmd, env
 
 
 # --------------------------------------------------------------------------- analysis
-def _pct(values: Any, q: float) -> float | None:
-    import numpy as np
-
-    return float(np.percentile(values, q)) if len(values) else None
-
-
 def _streams_plain(path: Path) -> list[dict[str, Any]]:
     """[{t0, done, recv[], emit[]}] from a plain client's dump."""
     if not path.exists():
         return []
-    return json.loads(path.read_text())
+    rows: list[dict[str, Any]] = json.loads(path.read_text())
+    return rows
 
 
-def _streams_streamslo(results: Path, emitted: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int, int]:
-    """Per results row: receive epochs rebuilt from the results dir, write epochs from the
-    emitter log (matched by body size and request time). Returns (streams, unmatched, total tokens)."""
-    import pandas as pd
-
-    rows = pd.read_csv(results / "streams.csv")
-    total_tokens = int(rows["tokens"].fillna(0).sum())
-    run = json.loads((results / "run.json").read_text())
-    run_start = float(run["start_epoch"])
-    gaps_dir = results / "gaps.parquet"
-    gaps = pd.read_parquet(gaps_dir) if any(gaps_dir.glob("*.parquet")) else pd.DataFrame(columns=["stream_id", "index", "t"])
-    gaps = gaps.sort_values(["stream_id", "index"])
-    gap_t = {sid: (g["t"].to_numpy() + run_start) for sid, g in gaps.groupby("stream_id")}
-    by_size: dict[int, list[tuple[float, int]]] = defaultdict(list)
-    for i, s in enumerate(emitted):
-        if s["done"]:
-            by_size[s["bytes"]].append((s["t_req"], i))
-    for lst in by_size.values():
-        lst.sort()
-    used: set[int] = set()
-    out: list[dict[str, Any]] = []
-    unmatched = 0
-    for r in rows.itertuples(index=False):
-        ok = r.outcome == "ok"
-        if not ok:
-            out.append({"t0": float(r.started_at), "done": False, "recv": [], "emit": []})
-            continue
-        first = float(r.started_at) + float(r.ttft_ms) / 1000.0
-        cands = by_size.get(int(r.bytes), [])
-        j = bisect_left(cands, (float(r.started_at) - 0.002, -1))
-        match = None
-        while j < len(cands) and cands[j][0] <= first:
-            if cands[j][1] not in used:
-                match = cands[j][1]
-                break
-            j += 1
-        recv = [first, *gap_t.get(r.stream_id, [])]
-        if match is None or len(recv) != len(emitted[match]["w"]):
-            unmatched += 1
-            continue
-        used.add(match)
-        out.append({"t0": float(r.started_at), "done": True, "recv": recv, "emit": emitted[match]["w"]})
-    return out, unmatched, total_tokens
-
-
-def _analyse(
-    streams: list[dict[str, Any]], emitted: list[dict[str, Any]], warmup: float
-) -> dict[str, Any]:
+def analyse(streams: list[dict[str, Any]], emitted: list[dict[str, Any]], warmup: float) -> dict[str, Any]:
+    """Lateness (receive - emit) of every token of the complete streams started after warm-up."""
     import numpy as np
 
     t_first = min((s["t_req"] for s in emitted), default=0.0)
@@ -425,104 +186,51 @@ def _analyse(
     ew = [np.asarray(s["w"]) - (s["t_req"] + PERIOD * np.arange(1, len(s["w"]) + 1)) for s in emitted if s["w"]]
     ewl = np.concatenate(ew) * 1000.0 if ew else np.array([])
     return {
-        "lateness_p50_ms": _pct(lat, 50),
-        "lateness_p99_ms": _pct(lat, 99),
+        "lateness_p50_ms": pct(lat, 50),
+        "lateness_p99_ms": pct(lat, 99),
         "lateness_max_ms": float(lat.max()) if len(lat) else None,
         "negative_lateness": int((lat < -0.5).sum()),
-        "rel_p99_ms": _pct(rl, 99),
+        "rel_p99_ms": pct(rl, 99),
         "tokens_measured": len(lat),
         "streams_measured": len(late),
-        "emitter_write_late_p99_ms": _pct(ewl, 99),
+        "emitter_write_late_p99_ms": pct(ewl, 99),
         "emitter_write_late_max_ms": float(ewl.max()) if len(ewl) else None,
     }
 
 
-def _window_mean(samples: list[tuple[float, float]], lo: float, hi: float) -> float | None:
-    inside = [c for t, c in samples if lo <= t <= hi]
-    if not inside:
-        inside = [c for _, c in samples]
-    return sum(inside) / len(inside) if inside else None
-
-
-def _rate(samples: list[tuple[float, int]], lo: float, hi: float) -> float | None:
-    inside = [(t, v) for t, v in samples if lo <= t <= hi]
-    if len(inside) < 2:
-        return None
-    return (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0])
-
-
 def run_cell(client: str, users: int, seconds: int, warmup: float, keep: bool, nice: int = 0) -> dict[str, Any]:
-    import psutil
-
-    work = Path(tempfile.mkdtemp(prefix=f"bench-{client.split()[0][:8]}-{users}-"))
-    emitter, port = _start_emitter(work, nice)
-    url = f"http://127.0.0.1:{port}"
-    cmd, env = _client_cmd(client, url, users, seconds, work, nice)
-    log = open(work / "client.log", "w")  # noqa: SIM115
-    t_start = time.time()
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
-    pc, pe = psutil.Process(proc.pid), psutil.Process(emitter.pid)
-    pc.cpu_percent(None)
-    pe.cpu_percent(None)
-    csamp: list[tuple[float, float]] = []
-    esamp: list[tuple[float, float]] = []
-    # involuntary context switches (preemptions by other processes): a noise indicator
-    cinv: list[tuple[float, int]] = []
-    einv: list[tuple[float, int]] = []
-    hard = t_start + seconds + 60
-    try:
-        while proc.poll() is None and time.time() < hard:
-            time.sleep(0.5)
-            now = time.time()
-            try:
-                csamp.append((now, pc.cpu_percent(None)))
-                esamp.append((now, pe.cpu_percent(None)))
-                cinv.append((now, pc.num_ctx_switches().involuntary))
-                einv.append((now, pe.num_ctx_switches().involuntary))
-            except psutil.Error:
-                break
-    finally:
-        _stop(proc)
-        log.close()
-        _stop(emitter)
-    rc = proc.returncode
-    elog = work / "emitter.json"
-    emitted = json.loads(elog.read_text())["streams"] if elog.exists() else []
-    unmatched = 0
-    if client.startswith("streamslo"):
-        results = work / "results"
-        if (results / "run.json").exists():
-            streams, unmatched, tokens = _streams_streamslo(results, emitted)
+    """One client at one concurrency against a fresh emitter; its lateness, CPU and counts."""
+    with workdir(client.split()[0][:8] + f"-{users}", keep) as work:
+        cmd, env = _client_cmd(client, "{url}", users, seconds, work)
+        run = run_against_emitter(work, cmd, seconds, env=env, nice=nice)
+        rc, sampler, emitted, t_start = run.rc, run.sampler, run.emitted, run.t_start
+        unmatched = 0
+        if client.startswith("streamslo"):
+            results = work / "results"
+            if (results / "run.json").exists():
+                streams, unmatched, tokens = match_streamslo(results, emitted)
+            else:
+                streams, tokens = [], 0
         else:
-            streams, tokens = [], 0
-    else:
-        streams = _streams_plain(work / "client.json")
-        tokens = sum(len(s["recv"]) for s in streams)
-    res = _analyse(streams, emitted, warmup)
-    t_first = min((s["t_req"] for s in emitted), default=t_start)
-    t_last = max((s["t_req"] for s in emitted), default=time.time())
-    lo, hi = t_first + warmup, t_last
-    res.update(
-        client=client,
-        users=users,
-        seconds=seconds,
-        rc=rc,
-        streams_completed=sum(1 for s in streams if s["done"]),
-        streams_emitted=len(emitted),
-        tokens_received=tokens,
-        unmatched=unmatched,
-        client_cpu_pct=_window_mean(csamp, lo, hi),
-        client_preempt_per_s=_rate(cinv, lo, hi),
-        emitter_preempt_per_s=_rate(einv, lo, hi),
-        emitter_cpu_pct=_window_mean(esamp, lo, hi),
-        workdir=str(work) if keep else None,
-    )
-    if rc not in (0, None) or not res["tokens_measured"]:
-        res["log_tail"] = (work / "client.log").read_text()[-1500:]
-    if not keep:
-        import shutil
-
-        shutil.rmtree(work, ignore_errors=True)
+            streams = _streams_plain(work / "client.json")
+            tokens = sum(len(s["recv"]) for s in streams)
+        res = analyse(streams, emitted, warmup)
+        t_first = min((s["t_req"] for s in emitted), default=t_start)
+        t_last = max((s["t_req"] for s in emitted), default=time.time())
+        lo, hi = t_first + warmup, t_last
+        res.update(
+            client=client, users=users, seconds=seconds, rc=rc,
+            streams_completed=sum(1 for s in streams if s["done"]),
+            streams_emitted=len(emitted), tokens_received=tokens, unmatched=unmatched,
+            client_cpu_pct=sampler.mean_cpu("client", lo, hi),
+            emitter_cpu_pct=sampler.mean_cpu("emitter", lo, hi),
+            client_preempt_per_s=sampler.rate("client", lo, hi),
+            emitter_preempt_per_s=sampler.rate("emitter", lo, hi),
+            client_peak_rss_mb=(sampler.peak_rss("client") or 0) / 2**20,
+            workdir=str(work) if keep else None,
+        )
+        if rc not in (0, None) or not res["tokens_measured"]:
+            res["log_tail"] = (work / "client.log").read_text()[-1500:]
     return res
 
 
@@ -544,10 +252,6 @@ def _capacity(cells: list[dict[str, Any]]) -> tuple[int | None, float | None, st
     return top, None, f">= {top}"
 
 
-def _f(v: float | None, nd: int = 1) -> str:
-    return "-" if v is None else f"{v:.{nd}f}"
-
-
 def report(cells: list[dict[str, Any]], clients: list[str]) -> tuple[str, dict[str, Any]]:
     lines = [
         "| client | streams | lateness p50 ms | lateness p99 ms | rel p99 ms | streams completed | tokens received | client CPU % | emitter CPU % | emitter write-late p99 ms | preempted/s client, emitter |",
@@ -559,10 +263,10 @@ def report(cells: list[dict[str, Any]], clients: list[str]) -> tuple[str, dict[s
         el = c["emitter_write_late_p99_ms"]
         lag = " ‡" if el is not None and el > EMITTER_LAG_MS else ""
         lines.append(
-            f"| {_label(c['client'])} | {c['users']} | {_f(c['lateness_p50_ms'], 2)} | {_f(c['lateness_p99_ms'], 1)}{flag} | "
-            f"{_f(c['rel_p99_ms'], 1)} | {c['streams_completed']}{extra} | {c['tokens_received']} | "
-            f"{_f(c['client_cpu_pct'], 0)} | {_f(c['emitter_cpu_pct'], 0)} | {_f(el, 2)}{lag} | "
-            f"{_f(c['client_preempt_per_s'], 0)}, {_f(c['emitter_preempt_per_s'], 0)} |"
+            f"| {_label(c['client'])} | {c['users']} | {fmt(c['lateness_p50_ms'], 2)} | {fmt(c['lateness_p99_ms'], 1)}{flag} | "
+            f"{fmt(c['rel_p99_ms'], 1)} | {c['streams_completed']}{extra} | {c['tokens_received']} | "
+            f"{fmt(c['client_cpu_pct'], 0)} | {fmt(c['emitter_cpu_pct'], 0)} | {fmt(el, 2)}{lag} | "
+            f"{fmt(c['client_preempt_per_s'], 0)}, {fmt(c['emitter_preempt_per_s'], 0)} |"
         )
     caps: dict[str, Any] = {}
     lines.append(
@@ -579,7 +283,8 @@ def report(cells: list[dict[str, Any]], clients: list[str]) -> tuple[str, dict[s
         cap = caps.get(name)
         if cap is None:
             return None
-        return cap["crossing"] if cap["crossing"] is not None else cap["level"]
+        value = cap["crossing"] if cap["crossing"] is not None else cap["level"]
+        return None if value is None else float(value)
 
     ratios: dict[str, Any] = {}
     real = [c for c in REAL_ASYNCIO if c in caps]
@@ -627,34 +332,47 @@ def report(cells: list[dict[str, Any]], clients: list[str]) -> tuple[str, dict[s
         ratios[f"{ours} vs {name}"] = r
         lines.append(f"- capacity {ours} vs {name}: {text}{tail}{verdict}")
 
-    for ours in [c for c in clients if c.startswith("streamslo")]:
+    for ours in [c for c in clients if c.startswith("streamslo") and c != "streamslo WS"]:
         if "HttpUser+requests" in caps:
             compare(ours, "HttpUser+requests", "HttpUser+requests", ">= 2x", 2.0)
+        if "FastHttpUser readline" in caps:
+            compare(ours, "FastHttpUser readline", "FastHttpUser readline", None, None)
         if best_real is not None:
             compare(ours, best_real, f"best real asyncio client ({best_real})", ">= 1x (no worse, issue 4)", 1.0)
         if "asyncio raw" in caps:
             compare(ours, "asyncio raw", _label("asyncio raw"), None, None)
+    if "streamslo WS" in caps and "asyncio websockets" in caps:
+        compare("streamslo WS", "asyncio websockets", "asyncio websockets", ">= 1x (no worse)", 1.0)
+    if "streamslo per-stream" in caps:
+        got = est("streamslo per-stream")
+        cap = caps["streamslo per-stream"]
+        bound = " (a lower bound: every level passed)" if cap["crossing"] is None and cap["level"] else ""
+        verdict = "meets goal" if got is not None and got >= GOAL_STREAMS else "below goal"
+        held = f"~{fmt(got, 0)}" if got is not None else cap["text"]
+        lines.append(f"- streamslo per-stream: {held} streams per process at p99 < {BOUND_MS:g} ms{bound} "
+                     f"(goal >= {GOAL_STREAMS}) — {verdict}")
     return "\n".join(lines), {"capacities": caps, "ratios": ratios, "best_real_asyncio": best_real}
+
+
+def render(data: dict[str, Any]) -> str:
+    """The Markdown section of ``bench/RESULTS.md`` from this bench's JSON."""
+    table, _ = report(data["cells"], data["clients"])
+    head = (f"Command: `{data['command']}`\n\n50 tokens/s per stream, {MAX_TOKENS}-token streams back to back, "
+            "emitter pinned to core 0, client to core 1. Lateness = client receive time − emitter write time "
+            "(embedded in each chunk, or tied through the emitter's log for streamslo).\n\n")
+    tail = "".join(f"\n- skipped: {n}" for n in data.get("skipped", []))
+    return head + table + tail
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["_aio"]:
-        p = argparse.ArgumentParser(prog="bench_stream_users.py _aio")
-        p.add_argument("--lib", choices=("raw", "aiohttp", "httpx"), default="raw")
-        p.add_argument("--url", required=True)
-        p.add_argument("--users", type=int, required=True)
-        p.add_argument("--seconds", type=float, required=True)
-        p.add_argument("--max-tokens", type=int, default=MAX_TOKENS)
-        p.add_argument("--out", required=True)
-        asyncio.run(_aio_main(p.parse_args(argv[1:])))
-        return 0
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     p.add_argument("--levels", default="100,250,500", help="concurrency levels, comma-separated")
     p.add_argument("--seconds", type=int, default=15, help="load seconds per cell")
     p.add_argument("--warmup", type=float, default=2.5, help="leave out streams started this soon")
-    p.add_argument("--clients", default=",".join(CLIENTS), help="which clients, comma-separated")
-    p.add_argument("--json", default="", help="also write the results here")
+    p.add_argument("--clients", default=",".join(DEFAULT_CLIENTS),
+                   help=f"which clients, comma-separated (of: {', '.join(CLIENTS)})")
+    p.add_argument("--json", default="", help="write the results here (default bench/results/stream_users.json)")
     p.add_argument("--keep", action="store_true", help="keep each cell's work directory")
     p.add_argument(
         "--nice", type=int, default=-5,
@@ -680,8 +398,8 @@ def main(argv: list[str] | None = None) -> int:
             c = run_cell(client, users, args.seconds, args.warmup, args.keep, args.nice)
             cells.append(c)
             print(
-                f"[{time.time() - t0:5.0f}s] {client} @ {users}: p99 {_f(c['lateness_p99_ms'])} ms, "
-                f"cpu {_f(c['client_cpu_pct'], 0)} %, {c['streams_completed']} streams"
+                f"[{time.time() - t0:5.0f}s] {client} @ {users}: p99 {fmt(c['lateness_p99_ms'])} ms, "
+                f"cpu {fmt(c['client_cpu_pct'], 0)} %, {c['streams_completed']} streams"
                 + (f"\n{c.get('log_tail', '')}" if "log_tail" in c else ""),
                 file=sys.stderr,
                 flush=True,
@@ -690,12 +408,14 @@ def main(argv: list[str] | None = None) -> int:
     print(table)
     for note in skipped:
         print(f"- skipped: {note}")
-    if args.json:
-        Path(args.json).write_text(
-            json.dumps({"cells": cells, **summary, "skipped": skipped, "levels": levels, "seconds": args.seconds}, indent=2)
-        )
+    command = shown_command("bench_stream_users", argv)
+    out = write_result("stream_users", {"command": command.strip(), "cells": cells, "clients": clients, **summary,
+                                        "skipped": skipped, "levels": levels, "seconds": args.seconds},
+                       args.json or None)
+    print(f"\nwrote {out}", file=sys.stderr)
     return 0
 
 
 if __name__ == "__main__":
+    prioritise()
     sys.exit(main())

@@ -38,8 +38,6 @@ from pathlib import Path
 import numpy as np
 import psutil
 
-from streamslo.bundled import free_port
-
 __all__ = ["StreamStats", "main", "run_load"]
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -178,27 +176,15 @@ def _sigterm(args: argparse.Namespace) -> int:
 
 
 def _start(mode: str, core: int, extra: list[str]) -> tuple[subprocess.Popen[bytes], int]:
-    port = free_port()
-    cmd = ["taskset", "-c", str(core), sys.executable, "-m", "streamslo.server", "--mode", mode,
-           "--port", str(port), *extra]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(300):
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:
-                s.sendall(b"GET /readyz HTTP/1.1\r\nhost: x\r\n\r\n")
-                if b"200" in s.recv(64):
-                    return proc, port
-        except OSError:
-            pass
-        time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError(f"{mode} server did not start")
+    from bench_burst import start_server  # bench/ is this script's directory
+
+    return start_server(mode, str(core), extra)
 
 
 def _rss_mb(pid: int) -> float:
     p = psutil.Process(pid)
     procs = [p, *p.children(recursive=True)]
-    return sum(q.memory_info().rss for q in procs if q.is_running()) / 2**20
+    return float(sum(q.memory_info().rss for q in procs if q.is_running())) / 2**20
 
 
 async def _measure(pid: int, port: int, args: argparse.Namespace, slow: bool) -> tuple[list[StreamStats], float, float]:

@@ -12,6 +12,7 @@ that Locust finds the user classes here. Outside a clone, point ``-f`` at that m
 
 from streamslo.loadgen.locustfile import (
     OpenLoopStreamUser,
+    ScenarioUser,
     SlowSSEStreamUser,
     SlowWebSocketStreamUser,
     SSEStreamUser,
@@ -21,6 +22,7 @@ from streamslo.loadgen.locustfile import (
 __all__ = [
     "OpenLoopStreamUser",
     "SSEStreamUser",
+    "ScenarioUser",
     "SlowSSEStreamUser",
     "SlowWebSocketStreamUser",
     "WebSocketStreamUser",

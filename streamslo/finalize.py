@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from streamslo import __version__
-from streamslo.metrics import summarize
+from streamslo.metrics import scenario_figures, summarize
 from streamslo.result_schema import RunJson, SummaryJson
 from streamslo.results import (
     SCHEMA_VERSION,
@@ -31,6 +31,7 @@ from streamslo.results import (
     read_run_start,
     write_json,
 )
+from streamslo.scenarios import dropped_totals
 
 __all__ = [
     "BUSY_FRACTION_LIMIT",
@@ -174,12 +175,19 @@ def finalize(
     run.update(judge_validity(layout.root))
     run.update(writer_totals(layout.root))
     run.update(relay_totals(layout.root))
+    dropped = dropped_totals(_json_files(layout.procs_dir))  # k6's dropped_iterations
+    run.update(dropped)
     run["schema_version"] = SCHEMA_VERSION
     run["complete"] = False
     write_json(layout.run_json, run)
     data = load_run(layout.root)
     run["skipped_rows"] = data.skipped_rows
     summary = summarize(data)
+    summary["dropped_iterations"] = dropped["dropped_iterations"]
+    summary["dropped_iterations_by_scenario"] = dropped["dropped_iterations_by_scenario"]
+    per_scenario = scenario_figures(data)
+    if per_scenario:
+        summary["scenarios"] = per_scenario
     from streamslo.soak_results import finalize_extras  # windows, budget, drift (docs/soak.md)
 
     run_extra, summary_extra = finalize_extras(layout.root, run, data)

@@ -60,6 +60,7 @@ __all__ = [
     "percentile",
     "rate_value",
     "run_duration_s",
+    "scenario_figures",
     "select",
     "summarize",
     "trend_samples",
@@ -177,7 +178,7 @@ class GoodputBounds:
         fields = {"ttft_ms", "tpot_ms", "e2e_ms"}
         return cls(**{k: float(v) for k, v in raw.items() if k in fields and isinstance(v, (int, float))})
 #: Columns of streams.csv a threshold selector may filter on (k6 tags style).
-SELECTOR_KEYS = ("protocol", "user_class", "outcome", "status")
+SELECTOR_KEYS = ("protocol", "user_class", "outcome", "status", "scenario")
 
 
 def metric_kind(name: str) -> MetricKind | None:
@@ -429,4 +430,28 @@ def summarize(data: RunData) -> SummaryJson:
     out["valid"] = data.valid
     if not data.valid:
         out["invalid_reason"] = data.run.get("invalid_reason")
+    return out
+
+
+def scenario_figures(data: RunData) -> dict[str, dict[str, Any]]:
+    """Each ``[scenarios.NAME]``'s headline figures (``summary.json`` ``scenarios``, the
+    report's scenario table), in the order the scenarios first appear; empty for a run
+    without scenarios. ``dropped_iterations`` comes from ``run.json``.
+    """
+    if "scenario" not in data.streams.columns:
+        return {}
+    names = [str(n) for n in data.streams["scenario"].dropna().unique()]
+    dropped: dict[str, int] = data.run.get("dropped_iterations_by_scenario") or {}
+    out: dict[str, dict[str, Any]] = {}
+    for name in names:
+        sub = select(data, {"scenario": name})
+        out[name] = {
+            "requests": len(sub.streams),
+            "ok": int((sub.streams["outcome"] == "ok").sum()),
+            "dropped_iterations": int(dropped.get(name, 0)),
+            "truncation_rate": _ratio(*rate_value(sub, "truncation_rate")),
+            "error_rate": _ratio(*rate_value(sub, "error_rate")),
+            "requests_per_s": gauge_value(sub, "requests_per_s"),
+            **{m: LatencyStats.of(trend_samples(sub, m)).as_dict() for m in ("ttft_ms", "itl_ms", "e2e_ms")},
+        }
     return out

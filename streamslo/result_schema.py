@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-__all__ = ["LatencySummary", "RunJson", "SummaryJson"]
+__all__ = ["Dropped", "LatencySummary", "RunJson", "SummaryJson"]
+
+
+class Dropped(TypedDict):
+    """Arrivals an arrival-rate scenario could not send (k6's ``dropped_iterations``)."""
+
+    dropped_iterations: int
+    dropped_iterations_by_scenario: dict[str, int]
 
 
 class RunJson(TypedDict, total=False):
@@ -54,6 +61,9 @@ class RunJson(TypedDict, total=False):
     request_timeout: float
     request_rate: float | None
     workload: dict[str, Any]
+    scenarios: list[dict[str, Any]] | None
+    dropped_iterations: int
+    dropped_iterations_by_scenario: dict[str, int]
     goodput: dict[str, float]
     window_s: float
     budget: dict[str, Any] | None
@@ -117,3 +127,6 @@ class SummaryJson(TypedDict, total=False):
     windows: dict[str, Any]
     budget: dict[str, Any]
     drift: dict[str, dict[str, Any]]
+    dropped_iterations: int
+    dropped_iterations_by_scenario: dict[str, int]
+    scenarios: dict[str, dict[str, Any]]

@@ -61,7 +61,7 @@ __all__ = [
 #: carried it (no ``complete`` flag); 2: ``schema_version``, ``complete``, ``killed``, write errors;
 #: 3: ``streams.csv`` columns ``usage_prompt_tokens``, ``conversation_id``, ``turn``, and ``run.json``
 #: ``workload`` and ``goodput`` (a reader takes the columns as empty in older directories).
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 GAP_COLUMNS: tuple[str, ...] = ("stream_id", "index", "gap_ms", "t", "open")
 

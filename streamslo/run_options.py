@@ -106,7 +106,8 @@ class RunOptions:
         PathValue(), "the results directory to write (new or empty)",
         scenario=False, locust="--results-dir", web_ui=False))
     scenario: str | None = field(default=None, metadata=option(
-        Text(name="FILE"), "a scenario TOML file: [load] options (keys are these options' names, e.g. max_tokens) and [thresholds]",
+        Text(name="FILE"), "a scenario TOML file: [scenarios.NAME] k6 executors (docs/scenarios.md), [load] options "
+        "(keys are these options' names, e.g. max_tokens) and [thresholds]",
         scenario=False, locust=False))
     slo_source: str | None = field(default=None, metadata=option(
         Text(name="FILE"), "an SLO TOML file (default: the scenario's [thresholds], else the incidents' SLO)",
@@ -194,6 +195,9 @@ class RunOptions:
         Integer(0), "open loop: streams in flight at most (0: no cap)"))
     stages: str = field(default="", metadata=option(
         Stages(), 'k6-style stages "30s:50,1m:50,10s:0" (duration:users)'))
+    scenarios: str = field(default="", metadata=option(
+        Text(name="JSON"), "the scenario file's [scenarios.*] tables as JSON (set by streamslo run)",
+        cli=False, scenario=False, locust="--scenarios-json", web_ui=False, hidden=True))
     shape: str = field(default="", metadata=option(
         Choice(("ramp", "steps", "spike"), empty=True), "a built-in load shape over --users and --duration"))
     itl_events: str = field(default="per-stream", metadata=option(

@@ -64,7 +64,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def load_scenario(path: str) -> tuple[dict[str, Any], Any]:
-    """A scenario file: ``[load]`` options (and k6 ``stages``), optional ``[thresholds]``.
+    """A scenario file: ``[scenarios.NAME]`` k6 executors (``docs/scenarios.md``) and/or
+    ``[load]`` options (and k6 ``stages``), optional ``[thresholds]``.
 
     Returns:
         The options it sets (field name -> typed value) and its SLO (None without thresholds).
@@ -86,12 +87,42 @@ def load_scenario(path: str) -> tuple[dict[str, Any], Any]:
     except tomllib.TOMLDecodeError as exc:
         raise BadInputError(f"{path}: {exc}") from None
     values = scenario_values(doc.get("load", {}), path)
+    if "scenarios" in doc:
+        from streamslo.scenarios import parse_scenarios, to_wire
+
+        parse_scenarios(doc["scenarios"], path, text)  # every mistake now, with its line
+        values["scenarios"] = to_wire(doc["scenarios"])
     slo = (
         thresholds.parse_thresholds_table(doc["thresholds"], source=path, text=text)
         if "thresholds" in doc
         else None
     )
     return values, slo
+
+
+def _scenario_run(values: dict[str, Any], cli: dict[str, Any]) -> dict[str, Any]:
+    """What ``[scenarios.*]`` decide for the Locust run: its length (the last scenario's end),
+    one :class:`~streamslo.loadgen.executors.ScenarioUser` per generator process, and the stop
+    timeout (the longest ``gracefulStop``, unless ``--drain`` is given).
+
+    Raises:
+        BadInputError: a whole-run load option as well (``stages``, ``shape``, ``request_rate``;
+            ``--users``, ``--duration``: the scenarios say how many and how long).
+    """
+    from streamslo.scenarios import from_wire
+
+    clash = [k for k in ("stages", "shape", "request_rate") if values.get(k)]
+    clash += [k for k in ("users", "duration") if k in values]
+    if clash:
+        raise BadInputError(
+            f"{values.get('scenario')}: [scenarios.*] set the load; remove {', '.join(clash)} "
+            "(a [load] or command-line option), or move it into a scenario")
+    scenarios = from_wire(values["scenarios"])
+    generators = values.get("expect_workers", 1) if values.get("master") else values.get("processes", 1)
+    out: dict[str, Any] = {"duration": max(sc.end for sc in scenarios), "users": max(1, generators)}
+    if "drain" not in cli:
+        out["drain"] = max(sc.graceful_stop for sc in scenarios)
+    return out
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
@@ -116,6 +147,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
 
             raise SLOFileError(values["slo_source"], None, "no [thresholds] table: expected e.g. [thresholds] then itl_ms = [\"p(99)<200\"]")
         budget = own_budget or budget
+    if values.get("scenarios"):
+        values.update(_scenario_run(values, cli))
     if not values.get("host"):
         raise BadInputError("--host is required (or 'host' in the scenario's [load])")
     if not values.get("out"):
@@ -134,10 +167,33 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     return RunConfig(**values, slo=slo, budget=budget)
 
 
+#: ``[scenarios.*]`` runs: how long after the last scenario's end Locust's ``--run-time``
+#: stops a run whose scenarios did not end it (a lost worker).
+SCENARIO_SLACK_S = 30.0
+
+
+def _describe_scenarios(wire: str) -> list[dict[str, Any]] | None:
+    """run.json's ``scenarios``: each one's name, executor and schedule (None without)."""
+    if not wire:
+        return None
+    from streamslo.scenarios import from_wire
+
+    return [
+        {"name": sc.name, "executor": sc.executor, "start_s": sc.start_time, "duration_s": sc.duration,
+         "graceful_stop_s": sc.graceful_stop, "peak_vus": sc.peak_vus(),
+         "protocol": dict(sc.protocol) if sc.protocol is not None else None}
+        for sc in from_wire(wire)
+    ]
+
+
 def _locust_command(cfg: RunConfig, locustfile: Path) -> list[str]:
     """Locust's command line: its own options translated, then every stream-user option that
     differs from its default (never a secret: see :meth:`RunConfig.locust_environment`)."""
     run_time = cfg.warmup + cfg.duration
+    if cfg.scenarios:
+        # The scenarios end the run themselves (Locust's clock starts before they do): its
+        # run time is only a safety net.
+        run_time += SCENARIO_SLACK_S
     spawn = cfg.spawn_rate if cfg.spawn_rate > 0 else float(cfg.users)
     # The open loop splits --request-rate over the generating processes: a master's workers.
     forwarded = replace(cfg, processes=cfg.expect_workers) if cfg.master else cfg
@@ -224,6 +280,7 @@ def execute(cfg: RunConfig) -> int:
         "stall_timeout": cfg.stall_timeout,
         "request_timeout": cfg.request_timeout,
         "request_rate": cfg.request_rate or None,
+        "scenarios": _describe_scenarios(cfg.scenarios),
         "processes": cfg.processes,
         "expect_workers": cfg.expect_workers if cfg.master else None,
         "slo": cfg.slo_source or ("scenario" if cfg.slo is not None else "default"),

@@ -1,8 +1,9 @@
 """``streamslo soak``: a long run of a scenario, with windows, an error budget, drift verdicts
 and thresholds that can abort (``docs/soak.md``).
 
-The scenario file gives the load (``[load]``: k6-style ``stages``, or a constant load for
-``duration``: ``users``, or ``request_rate`` for an open loop), the thresholds
+The scenario file gives the load (k6 executors in ``[scenarios.NAME]`` tables, ramping or at a
+constant VU count or arrival rate, ``docs/scenarios.md``; or, in ``[load]``, k6-style
+``stages``, a constant ``users`` load for ``duration``, or ``request_rate``), the thresholds
 (``[thresholds]``, usually with ``abortOnFail``) and the budget (``[budget]``). Every option of
 ``streamslo run`` applies (``--host``, ``--out``, ``--max-tokens``, ``--window``,
 ``--metrics-url``...). Without ``--host`` (and no ``host`` in the scenario) the bundled server is
@@ -27,7 +28,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         p,
         required=("scenario",),
         help={
-            "scenario": "scenario TOML ([load], [thresholds], [budget])",
+            "scenario": "scenario TOML ([scenarios.*], [load], [thresholds], [budget])",
             "host": "server base URL (default: the scenario's, else the bundled server)",
             "out": "results directory (default results/soak-<timestamp>)",
             "slo_source": "an SLO file instead of the scenario's thresholds",
@@ -60,7 +61,9 @@ def main(args: argparse.Namespace) -> int:
         if args.generator_cpus is None:
             args.generator_cpus = gen_cpus
         cfg = config_from_args(args)
-        if cfg.stages:  # a stages run lasts as long as its stages; else --duration
+        # [scenarios.*] set their own length (config_from_args); a stages run lasts as long as
+        # its stages; else --duration.
+        if cfg.stages:
             stages = parse_stages(cfg.stages)
             cfg = replace(cfg, duration=total_duration(stages), users=max(1, max(st.target for st in stages)))
         return execute(cfg)

@@ -73,6 +73,11 @@ def _relay_warnings(run: Mapping[str, Any]) -> list[str]:
 def run_warnings(run: Mapping[str, Any]) -> list[str]:
     """An invalid run (saturated generator), then :func:`integrity_warnings`."""
     out = [f"INVALID RUN: {run.get('invalid_reason')}"] if not run.get("valid", True) else []
+    dropped = run.get("dropped_iterations")
+    if dropped:  # k6's dropped_iterations: the asked load was not sent (docs/scenarios.md)
+        by = ", ".join(f"{k} {v}" for k, v in (run.get("dropped_iterations_by_scenario") or {}).items())
+        out.append(f"DROPPED ITERATIONS: {dropped} arrivals found no free VU and were not sent ({by}): "
+                   "raise maxVUs (or --max-concurrency)")
     return out + integrity_warnings(run)
 
 

@@ -52,7 +52,9 @@ def test_secrets_and_local_paths_stay_out_of_the_web_ui():
     hidden = {o.locust_dest for o in OPTIONS if o.locust_flag and not o.in_web_ui}
     assert hidden == {"results_dir", "prompt_file", "api_key_env", "header", "header_file", "processes_hint", "slo",
                       # local files to read: a dataset, a tokenizer, a system prompt's @FILE, a template
-                      "dataset", "tokenizer", "system_prompt", "ws_request_template"}
+                      "dataset", "tokenizer", "system_prompt", "ws_request_template",
+                      # set by streamslo run from a scenario file's [scenarios.*], not by hand
+                      "scenarios_json"}
     for o in OPTIONS:
         if o.secret:
             assert not o.in_web_ui and not o.forwarded, o.name

@@ -16,7 +16,7 @@ from streamslo.loadgen.recorder import RunRecorder, get_recorder
 from streamslo.stream.timing import StreamRecord
 from streamslo.stream.tracker import StreamTracker
 from streamslo.transport.sync import ClientLimits, SSEConnection, WSConnection, stream_sse
-from streamslo.workload import WS_PATH, Turn, build_body
+from streamslo.workload import WS_PATH, Turn, Workload, build_body
 
 __all__ = ["StreamUser", "run_conversation", "run_one_stream"]
 
@@ -33,6 +33,7 @@ def run_one_stream(
     history: Sequence[tuple[str, str]] = (),
     conversation: tuple[str, int] | None = None,
     collect_text: bool = False,
+    scenario: str | None = None,
 ) -> tuple[StreamRecord, str]:
     """Run one request to its end and record it (also when the run cancels it).
 
@@ -48,6 +49,7 @@ def run_one_stream(
         history: the conversation's earlier (user, assistant) exchanges.
         conversation: (conversation id, turn number) of a multi-turn run.
         collect_text: keep the answer's text (the next turn sends it back).
+        scenario: the ``[scenarios.NAME]`` the stream belongs to (its ``scenario`` column).
 
     Returns:
         The record, and the answer's text (empty unless ``collect_text``).
@@ -57,6 +59,7 @@ def run_one_stream(
         turn = recorder.workload.next().turns[0]
     body = build_body(req, turn.prompt, history=history, max_tokens=turn.max_tokens)
     rec = recorder.new_record(protocol, user_class, scheduled_at)
+    rec.scenario = scenario
     if conversation is not None:
         rec.conversation_id, rec.turn = conversation
     expect = req.expectations(turn.max_tokens)
@@ -90,17 +93,21 @@ def run_conversation(
     ws: WSConnection | None = None,
     scheduled_at: float | None = None,
     sse: SSEConnection | None = None,
+    scenario: str | None = None,
+    workload: Workload | None = None,
 ) -> list[StreamRecord]:
     """Run the workload's next conversation: one request, or ``--turns`` requests one after
     another, each carrying the earlier turns and the answers as they streamed. A turn that
     does not end ``ok`` ends the conversation (its history would be wrong).
 
+    ``scenario`` tags every stream; ``workload`` (a scenario's own lengths) replaces the run's.
+
     Returns:
         The record of each turn sent.
     """
-    plan = recorder.workload.next()
+    plan = (workload or recorder.workload).next()
     if len(plan.turns) == 1:
-        return [run_one_stream(recorder, protocol, user_class, limits, ws, scheduled_at, sse, plan.turns[0])[0]]
+        return [run_one_stream(recorder, protocol, user_class, limits, ws, scheduled_at, sse, plan.turns[0], scenario=scenario)[0]]
     cid = recorder.new_conversation_id()
     history: list[tuple[str, str]] = []
     records: list[StreamRecord] = []
@@ -108,7 +115,7 @@ def run_conversation(
     for i, turn in enumerate(plan.turns, 1):
         rec, answer = run_one_stream(
             recorder, protocol, user_class, limits, ws, scheduled_at if i == 1 else None, sse,
-            turn, history, (cid, i), collect_text=i < last,
+            turn, history, (cid, i), collect_text=i < last, scenario=scenario,
         )
         records.append(rec)
         if rec.outcome != "ok":

@@ -22,8 +22,10 @@ from locust.runners import MasterRunner, WorkerRunner
 from streamslo.errors import EXIT_BAD_INPUT, BadInputError
 from streamslo.loadgen import relay
 from streamslo.loadgen import windows as live_windows
+from streamslo.loadgen.executors import install_done_listener
 from streamslo.loadgen.live import live_payload, live_rows
 from streamslo.loadgen.options import register_arguments
+from streamslo.loadgen.prewarm import prewarm
 from streamslo.loadgen.recorder import RunRecorder, get_recorder
 from streamslo.loadgen.shapes import StagesShape, builtin_stages, parse_stages
 from streamslo.redact import take_inherited_headers
@@ -42,13 +44,16 @@ def _apply_mix(environment: Any) -> None:
     if getattr(environment.parsed_options, "user_classes", None):
         return  # the user picked classes on the command line: respect that
     by_name = {cls.__name__: cls for cls in environment.user_classes}
-    if opts.request_rate > 0:
-        cls = by_name.get("OpenLoopStreamUser")
-        if cls is None:
-            raise BadInputError("--request-rate needs OpenLoopStreamUser in the locustfile")
-        cls.fixed_count = opts.generators
-        environment.user_classes = [cls]
-        return
+    # Scenarios and the open loop: one generating user per process, which runs the schedule.
+    for wanted, name, what in ((opts.scenarios, "ScenarioUser", "[scenarios.*]"),
+                               (opts.request_rate > 0, "OpenLoopStreamUser", "--request-rate")):
+        if wanted:
+            cls = by_name.get(name)
+            if cls is None:
+                raise BadInputError(f"{what} needs {name} in the locustfile")
+            cls.fixed_count = opts.generators
+            environment.user_classes = [cls]
+            return
     weights = user_weights(opts.protocol, opts.slow_readers)
     if not any(name in by_name for name in weights):
         # A locustfile with one transport only (ws_locustfile.py): its classes, same rules.
@@ -64,6 +69,8 @@ def _apply_mix(environment: Any) -> None:
 
 def _apply_shape(environment: Any) -> None:
     opts = get_recorder(environment).opts
+    if opts.scenarios:
+        return  # each scenario keeps its own schedule (streamslo.loadgen.executors)
     if opts.stages:
         stages = parse_stages(opts.stages)
     elif opts.shape:
@@ -181,6 +188,8 @@ def install() -> None:
                 # worker must keep every class so it can spawn whatever it is told.
                 _apply_mix(environment)
                 _apply_shape(environment)
+            if isinstance(runner, MasterRunner):
+                install_done_listener(runner)  # [scenarios.*]: workers say when they are done
         except BadInputError as exc:
             log.error("streamslo: %s", exc)
             environment.process_exit_code = EXIT_BAD_INPUT
@@ -191,6 +200,7 @@ def install() -> None:
             _install_web_ui(environment, web_ui)
 
     def _start(environment: Any, **_: Any) -> None:
+        prewarm()  # before any stream: Locust's stop() would otherwise stall the last ones
         get_recorder(environment).on_test_start(generating=not isinstance(environment.runner, MasterRunner))
 
     def _stop(environment: Any, **_: Any) -> None:

@@ -10,6 +10,7 @@ or headless through ``streamslo run``. The user mix follows ``--protocol`` and
 ``--slow-readers`` unless user classes are named on the command line.
 """
 
+from streamslo.loadgen.executors import ScenarioUser
 from streamslo.loadgen.hooks import install
 from streamslo.loadgen.openloop import OpenLoopStreamUser
 from streamslo.loadgen.sse_user import SlowSSEStreamUser, SSEStreamUser
@@ -18,6 +19,7 @@ from streamslo.loadgen.ws_user import SlowWebSocketStreamUser, WebSocketStreamUs
 __all__ = [
     "OpenLoopStreamUser",
     "SSEStreamUser",
+    "ScenarioUser",
     "SlowSSEStreamUser",
     "SlowWebSocketStreamUser",
     "WebSocketStreamUser",

@@ -62,6 +62,8 @@ class GeneratorMonitor:
         self.rss_first: float | None = None
         self.rss_last: float | None = None
         self.rss_peak: float | None = None
+        self.dropped: dict[str, int] = {}
+        """Arrivals dropped per scenario (no free VU, or the concurrency cap): k6's dropped_iterations."""
         self._worst: list[tuple[float, float]] = []  # (lag ms, seconds since start): a min-heap of 3
         self._n = 0
         self._proc = psutil.Process()
@@ -133,6 +135,7 @@ class GeneratorMonitor:
             "rss_start_mb": None if self.rss_first is None else round(self.rss_first / mb, 2),
             "rss_end_mb": None if self.rss_last is None else round(self.rss_last / mb, 2),
             "rss_peak_mb": None if self.rss_peak is None else round(self.rss_peak / mb, 2),
+            "dropped_iterations": dict(self.dropped),
         }
 
     def save(self) -> None:

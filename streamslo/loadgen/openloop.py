@@ -5,7 +5,9 @@ does, and so hide latency (coordinated omission). Here one arrival greenlet per 
 process draws gaps from a gamma distribution (shape = ``--burstiness``; 1 is Poisson, as in
 vLLM's benchmark) and starts each request in its own greenlet. Each request records the time it
 was *scheduled* for as well as when it really started, so a late generator cannot hide latency.
-With ``--turns N`` an arrival starts a conversation, whose turns follow one another.
+With ``--turns N`` an arrival starts a conversation, whose turns follow one another. With
+``--max-concurrency`` an arrival that finds the cap reached is dropped and counted
+(``dropped_iterations``), never sent late.
 """
 
 from __future__ import annotations
@@ -15,14 +17,17 @@ import time
 from typing import Any
 
 import gevent
-from gevent.lock import BoundedSemaphore
 from gevent.pool import Group
 from locust import task
-from locust.user.users import LOCUST_STATE_STOPPING
 
 from streamslo.loadgen.base import StreamUser, run_conversation
+from streamslo.loadgen.executors import count_dropped, is_stopping
 
-__all__ = ["OpenLoopStreamUser", "arrival_gaps"]
+__all__ = ["DEFAULT_SCENARIO", "OpenLoopStreamUser", "arrival_gaps"]
+
+#: The name the open loop's dropped arrivals are counted under (k6 calls its implicit
+#: scenario "default").
+DEFAULT_SCENARIO = "default"
 
 
 def arrival_gaps(rate: float, burstiness: float, seed: int) -> Any:
@@ -39,7 +44,7 @@ class OpenLoopStreamUser(StreamUser):
     fixed_count = 1
     """One arrival generator per Locust process (``--processes-hint``; set at init)."""
 
-    def wait_time(self) -> float:  # type: ignore[override]
+    def wait_time(self) -> float:
         return 0.0
 
     @task
@@ -47,8 +52,8 @@ class OpenLoopStreamUser(StreamUser):
         opts = self.recorder.opts
         n = opts.generators  # arrival generators sharing the rate, one per process
         rate = opts.request_rate / n
-        cap = opts.max_concurrency // n if opts.max_concurrency else 0
-        sem = BoundedSemaphore(max(1, cap)) if cap else None
+        cap = max(1, opts.max_concurrency // n) if opts.max_concurrency else 0
+        busy = [0]
         # Seeded per process (worker index under distributed runs), so a run repeats exactly.
         index = int(getattr(self.environment.runner, "worker_index", 0) or 0)
         rng = random.Random(opts.seed + 7919 * (index + 1))
@@ -57,19 +62,22 @@ class OpenLoopStreamUser(StreamUser):
         gaps = arrival_gaps(rate, opts.burstiness, opts.seed + index)
         t_next = time.perf_counter()
         epoch0 = time.time() - t_next
-        while self._state != LOCUST_STATE_STOPPING:
+        while not is_stopping(self):
             t_next += next(gaps)
             delay = t_next - time.perf_counter()
             if delay > 0:
                 gevent.sleep(delay)
-            if self._state == LOCUST_STATE_STOPPING:
+            if is_stopping(self):
                 break
-            if sem is not None:
-                sem.acquire()
             protocol = "ws" if rng.random() < ws_share else "sse"
+            if cap and busy[0] >= cap:
+                # At the cap the arrival is dropped and counted; the schedule keeps its times
+                # (waiting for a slot, then sending what queued up, would be a burst).
+                count_dropped(self.recorder, DEFAULT_SCENARIO)
+                continue
+            busy[0] += 1
             g = group.spawn(self._one, protocol, epoch0 + t_next)
-            if sem is not None:
-                g.link(lambda _g: sem.release())
+            g.link(lambda _g: busy.__setitem__(0, busy[0] - 1))
         drain = max(0.0, (self.environment.stop_timeout or 0.0) - 1.0)
         group.join(timeout=drain)
         group.kill(block=True)

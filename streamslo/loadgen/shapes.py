@@ -17,7 +17,7 @@ class StagesShape(LoadTestShape):
     """Follows a list of stages, then stops the test."""
 
     def __init__(self, stages: list[Stage]) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # Locust is untyped here
         self.stages = stages
 
     def target_at(self, t: float) -> int | None:
@@ -31,7 +31,7 @@ class StagesShape(LoadTestShape):
         return None
 
     def tick(self) -> tuple[int, float] | None:
-        users = self.target_at(self.get_run_time())
+        users = self.target_at(self.get_run_time())  # type: ignore[no-untyped-call]
         if users is None:
             return None
         return users, max(1.0, float(max(st.target for st in self.stages)))

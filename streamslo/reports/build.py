@@ -93,6 +93,12 @@ def build_report(
     )
     from streamslo.reports.load import load_report_runs
     from streamslo.reports.render import render_html, render_json, render_markdown, summary_table
+    from streamslo.reports.scenarios import (
+        scenario_html,
+        scenario_json,
+        scenario_markdown,
+        scenario_tables,
+    )
     from streamslo.reports.soak import (
         soak_charts,
         soak_html,
@@ -121,10 +127,13 @@ def build_report(
     turns = turns_json(runs)  # multi-turn runs: TTFT by turn
     soak = soak_sections(runs)  # windows, budget, alerts, drift: long runs (docs/soak.md)
     charts += soak_charts(runs, soak)
-    extra_html = [("Load levels", levels_html(levels))] if levels else []
+    scenarios = scenario_tables(runs)  # per-scenario figures ([scenarios.*], docs/scenarios.md)
+    extra_html = [("Scenarios", scenario_html(scenarios))] if scenarios else []
+    extra_html += [("Load levels", levels_html(levels))] if levels else []
     extra_html += [("TTFT by turn", turns_html(turns))] if turns else []
     extra_html += [("Long run: windows, error budget, drift", soak_html(soak))] if soak else []
-    extra_md = "\n".join(part for part in (levels_markdown(levels), turns_markdown(turns), soak_markdown(soak)) if part)
+    extra_md = "\n".join(part for part in (scenario_markdown(scenarios), levels_markdown(levels),
+                                            turns_markdown(turns), soak_markdown(soak)) if part)
 
     html_path = Path(out_html)
     html_path.parent.mkdir(parents=True, exist_ok=True)
@@ -132,8 +141,8 @@ def build_report(
     json_path = html_path.with_suffix(".json")
     _write(html_path, render_html(report, charts, extra_html))
     _write(md_path, render_markdown(report, extra_md))
-    _write(json_path, render_json(report, {"soak": soak_json(soak), "levels": levels_json(levels),
-                                           "turns": turns}))
+    _write(json_path, render_json(report, {"soak": soak_json(soak), "scenarios": scenario_json(runs),
+                                           "levels": levels_json(levels), "turns": turns}))
     return ReportResult(
         html=html_path,
         markdown=md_path,

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from streamslo.stream.outcome import Outcome
 
-__all__ = ["STREAM_COLUMNS", "WORKLOAD_COLUMNS", "StreamExpectations", "StreamRecord"]
+__all__ = ["SCENARIO_COLUMNS", "STREAM_COLUMNS", "WORKLOAD_COLUMNS", "StreamExpectations", "StreamRecord"]
 
 #: The columns of ``streams.csv``, in order (``docs/results.md``).
 STREAM_COLUMNS: tuple[str, ...] = (
@@ -35,11 +35,16 @@ STREAM_COLUMNS: tuple[str, ...] = (
     "usage_prompt_tokens",
     "conversation_id",
     "turn",
+    "scenario",
 )
 
 #: The columns added by results schema 3 (token counts, multi-turn conversations): a reader
 #: of an older directory finds them missing and takes them as empty.
 WORKLOAD_COLUMNS: tuple[str, ...] = ("usage_prompt_tokens", "conversation_id", "turn")
+
+#: The column added by results schema 4: the k6-style scenario a stream belongs to (empty for a
+#: run without ``[scenarios.*]``). A reader of an older directory takes it as empty.
+SCENARIO_COLUMNS: tuple[str, ...] = ("scenario",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +93,8 @@ class StreamRecord:
     """Multi-turn runs: the conversation this request belongs to."""
     turn: int | None = None
     """Multi-turn runs: 1 for a conversation's first request, 2 for the next..."""
+    scenario: str | None = None
+    """The ``[scenarios.NAME]`` this stream belongs to; None outside scenarios."""
     finish_reason: str | None = None
     bytes: int = 0
     error: str = ""
@@ -134,4 +141,5 @@ class StreamRecord:
             "usage_prompt_tokens": self.usage_prompt_tokens,
             "conversation_id": self.conversation_id,
             "turn": self.turn,
+            "scenario": self.scenario,
         }

@@ -41,7 +41,7 @@ def stream_row(stream_id: str, **fields: Any) -> dict[str, Any]:
         "connect_ms": 1.0, "ttft_ms": 50.0, "e2e_ms": 500.0, "tokens": 10,
         "expected_tokens": 10, "usage_completion_tokens": 10, "finish_reason": "length",
         "max_gap_ms": None, "bytes": 1000, "error": "",
-        "usage_prompt_tokens": None, "conversation_id": None, "turn": None,
+        "usage_prompt_tokens": None, "conversation_id": None, "turn": None, "scenario": None,
     }
     unknown = sorted(set(fields) - set(STREAM_COLUMNS))
     if unknown:

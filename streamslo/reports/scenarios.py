@@ -1,0 +1,64 @@
+"""The report's scenario table: each ``[scenarios.NAME]`` of a run side by side (requests,
+dropped iterations, failure rates, headline latencies), for runs that have scenarios."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from typing import Any
+
+from streamslo.metrics import scenario_figures
+from streamslo.reports.load import LoadedRun
+
+__all__ = ["scenario_html", "scenario_json", "scenario_markdown", "scenario_tables"]
+
+_HEAD = ("scenario", "requests", "ok", "dropped", "truncation", "errors", "req/s",
+         "TTFT p50", "TTFT p99", "ITL p99", "E2E p99")
+
+
+def _num(v: Any, fmt: str) -> str:
+    return "—" if v is None else format(v, fmt)
+
+
+def scenario_tables(runs: Sequence[LoadedRun]) -> list[tuple[str, list[list[str]]]]:
+    """``(run label, rows)`` for every run with scenarios; the first row is the header."""
+    out = []
+    for run in runs:
+        figures = scenario_figures(run.data)
+        if not figures:
+            continue
+        rows = [list(_HEAD)]
+        for name, f in figures.items():
+            rows.append([
+                name, str(f["requests"]), str(f["ok"]), str(f["dropped_iterations"]),
+                _num(f["truncation_rate"], ".3%"), _num(f["error_rate"], ".3%"), _num(f["requests_per_s"], ".2f"),
+                _num(f["ttft_ms"]["p50"], ".1f"), _num(f["ttft_ms"]["p99"], ".1f"),
+                _num(f["itl_ms"]["p99"], ".1f"), _num(f["e2e_ms"]["p99"], ".1f"),
+            ])
+        out.append((f"{run.label} ({run.name})", rows))
+    return out
+
+
+def scenario_html(tables: Sequence[tuple[str, list[list[str]]]]) -> str:
+    """The tables as HTML (empty without scenarios)."""
+    parts = []
+    for label, rows in tables:
+        head = "".join(f"<th>{html.escape(c)}</th>" for c in rows[0])
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows[1:])
+        parts.append(f"<h3>{html.escape(label)}</h3><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+    return "\n".join(parts)
+
+
+def scenario_markdown(tables: Sequence[tuple[str, list[list[str]]]]) -> str:
+    """The tables as Markdown (empty without scenarios)."""
+    out: list[str] = []
+    for label, rows in tables:
+        out += [f"### Scenarios: {label}", "", "| " + " | ".join(rows[0]) + " |", "|" + "|".join(" --- " for _ in rows[0]) + "|"]
+        out += ["| " + " | ".join(r) + " |" for r in rows[1:]]
+        out.append("")
+    return "\n".join(out)
+
+
+def scenario_json(runs: Sequence[LoadedRun]) -> dict[str, Any]:
+    """``report.json``'s ``scenarios``: each run's per-scenario figures, by run label."""
+    return {run.label: figures for run in runs if (figures := scenario_figures(run.data))}

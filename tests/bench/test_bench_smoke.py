@@ -1,0 +1,99 @@
+"""Each benchmark script runs end to end with tiny parameters, writes its JSON with real figures,
+and renders its section of ``bench/RESULTS.md`` (``bench/run_all.py --render-only``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.bench.conftest import BENCH, bench_module, run_bench
+
+pytestmark = pytest.mark.load
+
+
+def _rendered(module: str, data: dict[str, Any]) -> str:
+    text: str = bench_module(module).render(data)
+    assert "| ---" in text, text  # a Markdown table
+    return text
+
+
+def test_stream_users(tmp_path: Path) -> None:
+    data = run_bench("bench_stream_users", tmp_path / "su.json", "--levels", "6", "--seconds", "4",
+                     "--warmup", "0", "--clients", "streamslo per-stream,asyncio raw")
+    cells = {c["client"]: c for c in data["cells"]}
+    assert set(cells) == {"streamslo per-stream", "asyncio raw"}
+    for c in cells.values():
+        assert c["tokens_received"] > 0 and c["lateness_p99_ms"] is not None, c
+    assert cells["streamslo per-stream"]["unmatched"] == 0
+    assert "streamslo per-stream" in _rendered("bench_stream_users", data)
+
+
+def test_accuracy(tmp_path: Path) -> None:
+    data = run_bench("bench_accuracy", tmp_path / "acc.json", "--levels", "4", "--protocols", "sse,ws",
+                     "--seconds", "4", "--warmup", "0", "--period-ms", "10", "--ttft-ms", "30", "--nice", "0")
+    for c in data["cells"]:
+        assert c["streams"] > 0 and c["itl_vs_writes"]["n"] > 0, c
+        # The error is the generator's, not the schedule's: a few ms at most on an idle-ish core.
+        assert c["itl_vs_writes"]["p50"] < 5.0, c
+    _rendered("bench_accuracy", data)
+
+
+def test_burst(tmp_path: Path) -> None:
+    data = run_bench("bench_burst", tmp_path / "burst.json", "--streams", "6", "--tokens", "6",
+                     "--protocols", "sse", "--seconds", "6", "--overhead")
+    pair = data["pairs"][0]
+    assert pair["independent"]["ok"] == 6 and pair["suite"]["ok"] == 6, pair
+    ov = data["overhead"]
+    assert ov["raw"]["tokens_per_s"] > 0 and ov["overhead"] > 0
+    assert "Serving overhead" in _rendered("bench_burst", data)
+
+
+def test_memory(tmp_path: Path) -> None:
+    data = run_bench("bench_memory", tmp_path / "mem.json", "--levels", "2,8", "--server-levels", "1,4",
+                     "--protocols", "sse", "--seconds", "7", "--period-ms", "50")
+    assert [c["streams_open"] for c in data["generator"]] == [2, 8]
+    assert [c["streams_open"] for c in data["server"]] == [1, 4]
+    assert all(c["rss_bytes"] for c in data["generator"] + data["server"])
+    assert "per open stream" in _rendered("bench_memory", data)
+
+
+def test_scaleout(tmp_path: Path) -> None:
+    data = run_bench("bench_scaleout", tmp_path / "so.json", "--levels", "6", "--processes", "1,2",
+                     "--seconds", "4", "--warmup", "0")
+    for c in data["cells"]:
+        assert "error" not in c, c
+        assert c["records"] > 0 and c["lateness_p99_ms"] is not None, c
+        # --processes 1: one plain Locust process; 2: a master and two workers.
+        assert c["workers_seen"] == (0 if c["processes"] == 1 else 2), c
+        assert c["master_cpu_s"] > 0
+        assert (c["master_ms_per_record"] is not None) == (c["processes"] == 2), c
+    assert data["relay_ingest_us"] > 0
+    _rendered("bench_scaleout", data)
+
+
+def test_relay(tmp_path: Path) -> None:
+    data = run_bench("bench_relay", tmp_path / "relay.json", "--records", "40", "--batch", "20",
+                     "--repeats", "1", "--skip-locust")
+    assert data["encodings"][0]["encoding"].startswith("csv rows")
+    _rendered("bench_relay", data)
+
+
+def test_run_all_rewrites_only_marked_sections(tmp_path: Path) -> None:
+    run_all = bench_module("run_all")
+    results = tmp_path / "results"
+    results.mkdir()
+    run_bench("bench_relay", results / "relay.json", "--records", "20", "--batch", "10", "--repeats", "1",
+              "--skip-locust")
+    md = tmp_path / "RESULTS.md"
+    md.write_text("# R\n\nhand text\n\n<!-- bench:relay -->\nold table\n<!-- /bench:relay -->\n\nafter\n")
+    assert run_all.main(["--render-only", "--results", str(results), "--md", str(md)]) == 0
+    text = md.read_text()
+    assert "old table" not in text and "hand text" in text and text.rstrip().endswith("after")
+    assert text.count("<!-- bench:relay -->") == 1 and "csv rows + gap columns" in text
+    # A bench with JSON but no markers gets a new section at the end; one without JSON none.
+    (results / "memory.json").write_text('{"command": "x", "generator": [], "server": []}')
+    run_all.main(["--render-only", "--results", str(results), "--md", str(md)])
+    assert "<!-- bench:memory -->" in md.read_text() and "<!-- bench:burst -->" not in md.read_text()
+    assert (BENCH / "run_all.py").exists()
