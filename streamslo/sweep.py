@@ -116,8 +116,9 @@ def main(args: argparse.Namespace) -> int:
     from streamslo.runner import config_from_args
 
     base = config_from_args(args)
-    if base.request_rate or base.stages or base.shape:
-        raise BadInputError("sweep sets the load itself: give --rates or --find-max, not --request-rate, --stages or --shape")
+    if base.request_rate or base.stages or base.shape or base.scenarios:
+        raise BadInputError("sweep sets the load itself: give --rates or --find-max, not --request-rate, "
+                            "--stages, --shape or a scenario file's [scenarios.*]")
     root = Path(base.out)
     if root.exists() and any(root.iterdir()):
         raise BadInputError(f"{root}: the sweep's folder is not empty (choose a new --out)")

@@ -216,6 +216,11 @@ def test_sweep_rejects_a_set_request_rate_and_a_non_empty_out(tmp_path: Path) ->
     r = subprocess.run([sys.executable, "-m", "streamslo", "sweep", "--host", "http://127.0.0.1:9", "--out",
                         str(tmp_path / "b"), "--rates", "1"], capture_output=True, text=True, timeout=60, cwd=REPO)
     assert r.returncode == 2 and "not empty" in r.stderr
+    scenario = tmp_path / "s.toml"
+    scenario.write_text('[scenarios.chat]\nexecutor = "constant-vus"\nvus = 2\nduration = "10s"\n')
+    r = subprocess.run([sys.executable, "-m", "streamslo", "sweep", "--host", "http://127.0.0.1:9", "--out",
+                        str(tmp_path / "c"), "--scenario", str(scenario)], capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert r.returncode == 2 and "[scenarios.*]" in r.stderr
 
 
 @pytest.mark.load
