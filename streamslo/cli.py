@@ -30,12 +30,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("streamslo.reports.cli", "the before/after SLO report (HTML, Markdown, JSON)"),
     "compare": ("streamslo.compare", "the main job: naive vs fixed bundled server, with report"),
     "soak": ("streamslo.soak", "a staged long run with thresholds that can abort it"),
+    "sweep": ("streamslo.sweep", "runs at rising request rates: the knee and the highest rate that meets the SLO"),
     "proxy": ("streamslo.proxy.command", "a fault-injecting TCP proxy to put between the suite and a server"),
     "finalize": ("streamslo.finalize", "finalize the results directory of a run that was killed"),
 }
 
 #: Sub-commands that run children: SIGTERM and SIGHUP stop them like Ctrl-C (streamslo.signals).
-STOPPABLE = frozenset({"run", "soak", "compare"})
+STOPPABLE = frozenset({"run", "soak", "compare", "sweep"})
 
 
 class _Parser(argparse.ArgumentParser):

@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
 def test_compare_naive_breaks_fixed_meets_slo(tmp_path):
     out = tmp_path / "cmp"
     r = subprocess.run(
-        [sys.executable, "-m", "streamslo", "compare", "--out", str(out), "--users", "10", "--duration", "8", "--drain", "5", "--allow-invalid"],
+        [sys.executable, "-m", "streamslo", "compare", "--out", str(out), "--users", "10", "--duration", "16", "--drain", "5", "--allow-invalid"],
         capture_output=True, text=True, timeout=400, cwd=REPO,
     )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
@@ -36,6 +36,16 @@ def test_compare_naive_breaks_fixed_meets_slo(tmp_path):
     assert json.loads((out / "naive" / "run.json").read_text())["server_mode"] == "naive"
     assert json.loads((out / "fixed" / "run.json").read_text())["server_mode"] == "fixed"
     assert "verdict: the fixed server met the SLO" in r.stdout
+    # Each server ramped through 1, 2, 5 and 10 streams (10 held for half the run); the report shows every
+    # level of both runs and where each turned.
+    assert "ramping through 1, 2, 5, 10 streams" in r.stdout
+    levels = {s["name"]: s for s in json.loads((out / "report.json").read_text())["levels"]}
+    assert set(levels) == {"naive", "fixed"}
+    assert [p["x"] for p in levels["fixed"]["levels"]] == [1, 2, 5, 10]
+    assert all(p["truncation_rate"] == 0.0 for p in levels["fixed"]["levels"])
+    assert levels["naive"]["knee"]["broke_at"] is not None  # the naive server turned somewhere
+    html = (out / "report.html").read_text()
+    assert "<h2>Load levels</h2>" in html and "against concurrency" in html
     assert "itl_ms" in r.stdout and "report.html" in r.stdout
 
 
@@ -45,3 +55,21 @@ def test_compare_rejects_a_non_empty_out(tmp_path):
     assert r.returncode == 2
     assert "not empty" in r.stderr
     assert (tmp_path / "x").read_text() == "keep me"
+
+
+def test_the_ramp_halves_down_from_the_top_which_holds_half_the_run():
+    from streamslo.compare import level_counts, ramp_stages
+    from streamslo.errors import BadInputError
+    from streamslo.reports.knee import stage_levels
+    from streamslo.stages import parse_stages, total_duration
+
+    assert level_counts(40, 6) == (1, 2, 5, 10, 20, 40)
+    assert level_counts(10, 6) == (1, 2, 5, 10)  # repeats dropped
+    assert level_counts(40, 1) == (40,)
+    stages = ramp_stages(40, 6, 40.0)
+    assert total_duration(parse_stages(stages)) == 40.0
+    held = stage_levels(stages)
+    assert [n for n, _, _ in held] == [1, 2, 5, 10, 20, 40]
+    assert [hi - lo for _, lo, hi in held] == [3, 3, 3, 3, 3, 19]  # 4 s shares, 20 s at the top, less 1 s ramps
+    with pytest.raises(BadInputError, match="too short"):
+        ramp_stages(40, 6, 5.0)

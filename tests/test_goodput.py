@@ -107,3 +107,35 @@ def test_gauge_takes_only_value() -> None:
 
     with pytest.raises(SLOFileError, match="value"):
         thresholds.parse_thresholds_table({"goodput_per_s": ["p(99)<5"]})
+
+
+def test_verify_checks_goodput_thresholds_on_a_results_directory(tmp_path) -> None:
+    """``streamslo verify`` (the pytest plugin's CLI) over a results directory whose run.json
+    holds goodput bounds. By hand, without the row that has no TTFT: 6 counted (one is
+    cancelled), 2 good (rows 0 and 4), so 1/3; 2 good over the run's 10 s, 0.2 per s."""
+    import subprocess
+    import sys
+
+    from streamslo.verify.testing import stream_row, write_run
+
+    rows = [stream_row(f"s{i}", outcome=o, ttft_ms=t, e2e_ms=e, tokens=n, expected_tokens=n,
+                       usage_completion_tokens=n)
+            for i, (o, t, e, n) in enumerate(ROWS) if t is not None]
+    run = {"valid": True, "start_epoch": 0.0, "end_epoch": 10.0, "goodput": BOUNDS}
+    path = write_run(tmp_path / "run", rows, {r["stream_id"]: [20.0] * max(r["tokens"] - 1, 0) for r in rows}, run=run)
+    good = tmp_path / "good.toml"
+    good.write_text('[thresholds]\ngoodput_fraction = ["rate>=0.333"]\ngoodput_per_s = ["value>=0.2"]\n')
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[thresholds]\ngoodput_fraction = ["rate>0.334"]\n')
+
+    def verify(slo):
+        return subprocess.run([sys.executable, "-m", "streamslo.verify", str(path), "--slo", str(slo)],
+                              capture_output=True, text=True, timeout=120, check=False)
+
+    proc = verify(good)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "goodput_fraction rate = 0.333333 (2 of 6 streams)" in proc.stdout
+    assert "goodput_per_s value = 0.2/s" in proc.stdout
+    proc = verify(bad)
+    assert proc.returncode == 99, proc.stdout + proc.stderr
+    assert "goodput_fraction" in proc.stdout and "FAILED" in proc.stdout

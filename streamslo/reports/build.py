@@ -58,6 +58,7 @@ def build_report(
     seed: int = 0,
     resamples: int = DEFAULT_RESAMPLES,
     confidence: float = DEFAULT_CONFIDENCE,
+    stages: str | None = None,
 ) -> ReportResult:
     """Report one run (``before_dir=None``) or compare two, and write the three files.
 
@@ -71,6 +72,8 @@ def build_report(
         seed: bootstrap seed (same inputs and seed give the same report numbers).
         resamples: bootstrap resamples (bounded further for very large runs).
         confidence: confidence level of the intervals, e.g. 0.95.
+        stages: the ``--stages`` the runs ramped through (``compare`` ramps each server): adds
+            the "Load levels" section, each run's figures per concurrency level and its knee.
 
     Returns:
         The paths written, the verdict rows, and a text summary table.
@@ -81,6 +84,13 @@ def build_report(
     """
     from streamslo.reports.charts import make_charts
     from streamslo.reports.compare import build_model
+    from streamslo.reports.levels import (
+        level_chart,
+        level_series,
+        levels_html,
+        levels_json,
+        levels_markdown,
+    )
     from streamslo.reports.load import load_report_runs
     from streamslo.reports.render import render_html, render_json, render_markdown, summary_table
     from streamslo.reports.scenarios import (
@@ -96,6 +106,7 @@ def build_report(
         soak_markdown,
         soak_sections,
     )
+    from streamslo.reports.turns import turns_html, turns_json, turns_markdown
     from streamslo.reports.verdicts import evaluate_runs, resolve_slo
 
     if not 0 < confidence < 1:
@@ -110,13 +121,19 @@ def build_report(
     settings = BootstrapSettings("stream", resamples, confidence, seed)
     report = build_model(runs, verdicts, slo_source, settings)
     charts = make_charts(runs, report)
+    levels = level_series(runs, stages, slo_obj)  # concurrency levels and knees (compare ramps)
+    level_fig = level_chart(levels, slo_obj)
+    charts = (level_fig, *charts) if level_fig is not None else charts
+    turns = turns_json(runs)  # multi-turn runs: TTFT by turn
     soak = soak_sections(runs)  # windows, budget, alerts, drift: long runs (docs/soak.md)
     charts += soak_charts(runs, soak)
-    extra_html = [("Long run: windows, error budget, drift", soak_html(soak))] if soak else []
     scenarios = scenario_tables(runs)  # per-scenario figures ([scenarios.*], docs/scenarios.md)
-    if scenarios:
-        extra_html.insert(0, ("Scenarios", scenario_html(scenarios)))
-    extra_md = "\n".join(p for p in (scenario_markdown(scenarios), soak_markdown(soak)) if p)
+    extra_html = [("Scenarios", scenario_html(scenarios))] if scenarios else []
+    extra_html += [("Load levels", levels_html(levels))] if levels else []
+    extra_html += [("TTFT by turn", turns_html(turns))] if turns else []
+    extra_html += [("Long run: windows, error budget, drift", soak_html(soak))] if soak else []
+    extra_md = "\n".join(part for part in (scenario_markdown(scenarios), levels_markdown(levels),
+                                            turns_markdown(turns), soak_markdown(soak)) if part)
 
     html_path = Path(out_html)
     html_path.parent.mkdir(parents=True, exist_ok=True)
@@ -124,7 +141,8 @@ def build_report(
     json_path = html_path.with_suffix(".json")
     _write(html_path, render_html(report, charts, extra_html))
     _write(md_path, render_markdown(report, extra_md))
-    _write(json_path, render_json(report, {"soak": soak_json(soak), "scenarios": scenario_json(runs)}))
+    _write(json_path, render_json(report, {"soak": soak_json(soak), "scenarios": scenario_json(runs),
+                                           "levels": levels_json(levels), "turns": turns}))
     return ReportResult(
         html=html_path,
         markdown=md_path,

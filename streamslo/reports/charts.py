@@ -27,7 +27,7 @@ from streamslo.reports.load import LoadedRun
 from streamslo.reports.model import Report
 from streamslo.reports.timeline import activity_timeline, cdf_points, lateness_timeline
 
-__all__ = ["COLORS", "Chart", "make_charts"]
+__all__ = ["COLORS", "Chart", "make_charts", "png_base64"]
 
 #: Line colour per run label.
 COLORS = {"before": "#c0392b", "after": "#1f77b4", "run": "#1f77b4"}
@@ -45,7 +45,8 @@ class Chart:
     """Spans the page's width (two panels side by side)."""
 
 
-def _png(fig: Figure) -> str:
+def png_base64(fig: Figure) -> str:
+    """The figure as a base64 PNG (for an inline data: image)."""
     FigureCanvasAgg(fig)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
@@ -109,7 +110,7 @@ def _cdf(runs: Sequence[LoadedRun], report: Report, metric: str, title: str) -> 
     tail.set_ylabel("fraction of samples > x")
     tail.set_title("Tail (log scale)")
     caption = "Dotted lines: p99. Left: the whole distribution; right: its tail."
-    return Chart(f"cdf_{metric}", title, caption, _png(fig), wide=True)
+    return Chart(f"cdf_{metric}", title, caption, png_base64(fig), wide=True)
 
 
 def _lateness(runs: Sequence[LoadedRun], report: Report) -> Chart | None:
@@ -137,7 +138,7 @@ def _lateness(runs: Sequence[LoadedRun], report: Report) -> Chart | None:
     title = "Worst chunk lateness per second"
     ax.set_title(title)
     caption = "Largest inter-token gap that ended in each 1 s bucket (incident B's timeline)."
-    return Chart("lateness", title, caption, _png(fig))
+    return Chart("lateness", title, caption, png_base64(fig))
 
 
 def _activity(runs: Sequence[LoadedRun]) -> Chart | None:
@@ -162,7 +163,7 @@ def _activity(runs: Sequence[LoadedRun]) -> Chart | None:
     ax1.legend(loc="upper right", fontsize=8)
     title = "Active streams and tokens/s over time"
     ax1.set_title(title)
-    return Chart("activity", title, "Per 1 s bucket.", _png(fig))
+    return Chart("activity", title, "Per 1 s bucket.", png_base64(fig))
 
 
 def _outcomes(report: Report) -> Chart:
@@ -192,7 +193,7 @@ def _outcomes(report: Report) -> Chart:
         ax.legend(loc="lower right", fontsize=8)
         ax.grid(True, axis="x", alpha=0.3)
     ax.set_title(title)
-    return Chart("outcomes", title, "Cancelled streams (end of run) are not failures.", _png(fig))
+    return Chart("outcomes", title, "Cancelled streams (end of run) are not failures.", png_base64(fig))
 
 
 def _server(runs: Sequence[LoadedRun], report: Report) -> Chart | None:
@@ -236,7 +237,7 @@ def _server(runs: Sequence[LoadedRun], report: Report) -> Chart | None:
         ax2.set_axis_off()
     title = "Server-side evidence"
     return Chart("server", title, "Scraped from the target's /metrics and /debug endpoints.",
-                 _png(fig), wide=True)
+                 png_base64(fig), wide=True)
 
 
 def make_charts(runs: Sequence[LoadedRun], report: Report) -> tuple[Chart, ...]:

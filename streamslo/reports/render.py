@@ -19,9 +19,21 @@ from typing import Any
 from streamslo.reports.charts import Chart
 from streamslo.reports.model import Difference, Report, RunInfo
 
-__all__ = ["fmt", "render_html", "render_json", "render_markdown", "summary_table"]
+__all__ = [
+    "CSS",
+    "figures_html",
+    "fmt",
+    "html_table",
+    "json_safe",
+    "md_table",
+    "render_html",
+    "render_json",
+    "render_markdown",
+    "summary_table",
+    "text_table",
+]
 
-_CSS = """
+CSS = """
 body{font-family:-apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif;margin:0;
 background:#f4f5f7;color:#1d2330}
 main{max-width:1080px;margin:0 auto;padding:24px 28px 48px;background:#fff;min-height:100vh}
@@ -185,7 +197,7 @@ def _verdict_line(report: Report) -> str:
 # ---------------------------------------------------------------- HTML
 
 
-def _table(rows: Sequence[Sequence[str]], verdict_col: int | None = None,
+def html_table(rows: Sequence[Sequence[str]], verdict_col: int | None = None,
            change_col: int | None = None) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in rows[0])
     body = []
@@ -228,12 +240,12 @@ def _server_html(report: Report) -> str:
         shown = ("streamslo_loop_stalls", "streamslo_worker_restarts", "streamslo_write_backlog")
         rows += [[f"{x.sample} ({x.kind})", fmt(x.value, 2)] for x in s.samples
                  if not x.sample.startswith(shown)]
-        parts.append(f"<h3>{html.escape(s.label)}</h3>" + _table(rows))
+        parts.append(f"<h3>{html.escape(s.label)}</h3>" + html_table(rows))
         parts += [f'<p class="note">{html.escape(n)}</p>' for n in s.notes]
     return "\n".join(parts)
 
 
-def _figures(charts: Iterable[Chart]) -> str:
+def figures_html(charts: Iterable[Chart]) -> str:
     return '<div class="charts">' + "\n".join(
         f'<figure class="{"wide" if c.wide else "half"}"><img alt="{html.escape(c.title)}" src="data:image/png;base64,{c.png_base64}">'
         f"<figcaption>{html.escape(c.caption)}</figcaption></figure>"
@@ -262,13 +274,13 @@ def render_html(report: Report, charts: Sequence[Chart], extra_sections: Sequenc
         f'<div class="sub">generated {html.escape(report.generated_at)} by streamslo '
         f"{html.escape(report.tool_version)} &middot; SLO: {html.escape(report.slo_source)}</div>",
         _banners(report),
-        "<h2>SLO verdicts</h2>", _table(t["verdicts"], verdict_col=len(t["verdicts"][0]) - 1),
-        "<h2>Runs</h2>", _table(t["runs"]),
-        "<h2>Failure rates</h2>", _table(t["rates"], change_col=5 if two else None),
-        "<h2>Throughput</h2>", _table(t["throughput"]),
-        "<h2>Latency (ms)</h2>", _table(t["latency"], change_col=6 if two else None),
-        "<h2>Outcomes</h2>", _table(t["outcomes"]),
-        "<h2>Charts</h2>", _figures(charts),
+        "<h2>SLO verdicts</h2>", html_table(t["verdicts"], verdict_col=len(t["verdicts"][0]) - 1),
+        "<h2>Runs</h2>", html_table(t["runs"]),
+        "<h2>Failure rates</h2>", html_table(t["rates"], change_col=5 if two else None),
+        "<h2>Throughput</h2>", html_table(t["throughput"]),
+        "<h2>Latency (ms)</h2>", html_table(t["latency"], change_col=6 if two else None),
+        "<h2>Outcomes</h2>", html_table(t["outcomes"]),
+        "<h2>Charts</h2>", figures_html(charts),
         *[part for title, body in extra_sections for part in (f"<h2>{html.escape(title)}</h2>", body)],
         "<h2>Server-side evidence</h2>", _server_html(report),
         f'<p class="note">{method}</p>',
@@ -276,7 +288,7 @@ def render_html(report: Report, charts: Sequence[Chart], extra_sections: Sequenc
     body = "\n".join(sections)
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head>"
+        f"<title>{html.escape(title)}</title><style>{CSS}</style></head>"
         f"<body><main>\n{body}\n</main></body></html>\n"
     )
 
@@ -284,7 +296,7 @@ def render_html(report: Report, charts: Sequence[Chart], extra_sections: Sequenc
 # ---------------------------------------------------------------- Markdown / text / JSON
 
 
-def _md_table(rows: Sequence[Sequence[str]]) -> str:
+def md_table(rows: Sequence[Sequence[str]]) -> str:
     def esc(c: str) -> str:
         return c.replace("|", "\\|")
 
@@ -303,18 +315,18 @@ def render_markdown(report: Report, extra: str = "") -> str:
     out += [f"> :warning: {m}" for m in report.warnings]
     if report.invalid or report.warnings:
         out.append("")
-    out += [f"**{_headline(report)}**", "", "### SLO verdicts", "", _md_table(t["verdicts"]), "",
-            "### Failure rates", "", _md_table(t["rates"]), "",
-            "### Latency (ms)", "", _md_table(t["latency"]), "",
-            "### Throughput", "", _md_table(t["throughput"]), "",
-            "### Outcomes", "", _md_table(t["outcomes"]), "",
+    out += [f"**{_headline(report)}**", "", "### SLO verdicts", "", md_table(t["verdicts"]), "",
+            "### Failure rates", "", md_table(t["rates"]), "",
+            "### Latency (ms)", "", md_table(t["latency"]), "",
+            "### Throughput", "", md_table(t["throughput"]), "",
+            "### Outcomes", "", md_table(t["outcomes"]), "",
             *([extra] if extra else []),
             f"_SLO: {report.slo_source}; CIs: {int(report.bootstrap.confidence * 100)} % "
             f"bootstrap over whole streams, seed {report.bootstrap.seed}._", ""]
     return "\n".join(out)
 
 
-def _text_table(rows: Sequence[Sequence[str]]) -> str:
+def text_table(rows: Sequence[Sequence[str]]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = []
     for n, r in enumerate(rows):
@@ -328,7 +340,7 @@ def _text_table(rows: Sequence[Sequence[str]]) -> str:
 def summary_table(report: Report) -> str:
     """Plain-text summary for the terminal: banners, the verdicts and headline latency."""
     out = [f"!! {m}" for m in report.invalid] + [f"!  {m}" for m in report.warnings]
-    out += [_text_table(_rows(report)["verdicts"]), ""]
+    out += [text_table(_rows(report)["verdicts"]), ""]
     if report.before is not None:
         rows = [["latency (ms)", "before", "after", "delta", "95% CI", "change"]]
         for lc in report.latency:
@@ -340,21 +352,22 @@ def summary_table(report: Report) -> str:
         rows = [["latency (ms)", "p50", "p99", "max"]]
         rows += [[lc.metric, fmt(lc.after.p50), fmt(lc.after.p99), fmt(lc.after.max)]
                  for lc in report.latency]
-    out += [_text_table(rows), "", _headline(report)]
+    out += [text_table(rows), "", _headline(report)]
     return "\n".join(out)
 
 
-def _clean(obj: Any) -> Any:
+def json_safe(obj: Any) -> Any:
+    """``obj`` with NaN and infinities as None, tuples as lists, keys as text (strict JSON)."""
     if isinstance(obj, float):
         return None if math.isnan(obj) or math.isinf(obj) else obj
     if isinstance(obj, dict):
-        return {str(k): _clean(v) for k, v in obj.items()}
+        return {str(k): json_safe(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_clean(v) for v in obj]
+        return [json_safe(v) for v in obj]
     return obj
 
 
 def render_json(report: Report, extra: dict[str, Any] | None = None) -> str:
     """``report.json``: the report model as strict JSON (NaN becomes null), plus ``extra``
     top-level keys (``soak``)."""
-    return json.dumps(_clean({**report.to_dict(), **(extra or {})}), indent=2, allow_nan=False, default=str) + "\n"
+    return json.dumps(json_safe({**report.to_dict(), **(extra or {})}), indent=2, allow_nan=False, default=str) + "\n"

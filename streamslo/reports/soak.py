@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 
 from streamslo.budget import Budget, burn_down
 from streamslo.drift import analyse, collect_series, theil_sen
-from streamslo.reports.charts import COLORS, Chart, _png
+from streamslo.reports.charts import COLORS, Chart, png_base64
 from streamslo.reports.load import LoadedRun
 from streamslo.results import Layout, read_json
 from streamslo.windows_file import read_windows
@@ -121,7 +121,7 @@ def _timeline(runs: Sequence[LoadedRun], sections: Sequence[SoakSection]) -> Cha
     ax1.set_title(title)
     caption = ("From windows.csv (streams counted in the window they ended in). Dashed lines: "
                "burn-rate alerts (red: abortOnFail).")
-    return Chart("soak_timeline", title, caption, _png(fig), wide=True)
+    return Chart("soak_timeline", title, caption, png_base64(fig), wide=True)
 
 
 def _burn_down(sections: Sequence[SoakSection]) -> Chart | None:
@@ -145,7 +145,7 @@ def _burn_down(sections: Sequence[SoakSection]) -> Chart | None:
     title = f"Error budget burn-down: {b.get('objective')} target {b.get('target')}"
     ax.set_title(title, fontsize=10)
     return Chart("budget", title, "100 % minus the share of the budget spent so far; below 0: overspent. "
-                 "Dashed lines: alerts.", _png(fig))
+                 "Dashed lines: alerts.", png_base64(fig))
 
 
 def _drift(runs: Sequence[LoadedRun], sections: Sequence[SoakSection]) -> Chart | None:
@@ -171,7 +171,7 @@ def _drift(runs: Sequence[LoadedRun], sections: Sequence[SoakSection]) -> Chart 
         ax.grid(True, alpha=0.3)
     axes[-1].set_xlabel("seconds")
     return Chart("drift", "Resources over time", "Each series with its Theil–Sen line (verdicts in the drift table).",
-                 _png(fig))
+                 png_base64(fig))
 
 
 def soak_charts(runs: Sequence[LoadedRun], sections: Sequence[SoakSection]) -> tuple[Chart, ...]:

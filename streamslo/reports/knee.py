@@ -1,0 +1,289 @@
+"""Load against latency: one :class:`LoadPoint` per load level, the knee, and the charts.
+
+A *level* is a request rate (``streamslo sweep``: one run per rate) or a concurrency (a staged
+run: the streams that started while a stage held N users; ``streamslo compare`` ramps that
+way). Every figure of a point comes from :mod:`streamslo.metrics` over that level's streams, so
+it matches what ``verify`` and ``summary.json`` would say of the same streams.
+
+The knee (:func:`find_knee`) is the last level before the service turns: the first level
+where the SLO fails, TTFT p99 or ITL p99 more than doubles over the lowest level's (and grows
+by more than :data:`LATENCY_FLOOR_MS`), the
+truncation rate rises by more than one point over it, or (rates) the asked rate was not
+kept up (fewer sent than :func:`keep_up_floor` allows: the open-loop generator fell behind,
+e.g. ``--max-concurrency`` reached). Nothing here prints.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from streamslo.metrics import (
+    GoodputBounds,
+    LatencyStats,
+    counted_mask,
+    gauge_value,
+    rate_value,
+    trend_samples,
+)
+from streamslo.results import RunData
+
+__all__ = [
+    "KEEP_UP",
+    "Knee",
+    "LoadPoint",
+    "find_knee",
+    "first_user_s",
+    "keep_up_floor",
+    "level_points",
+    "load_point",
+    "sent_rate",
+    "stage_levels",
+]
+
+#: Achieved over asked rate below this: the server no longer keeps up.
+KEEP_UP = 0.9
+#: A latency p99 more than this many times the lowest level's: the knee is passed.
+LATENCY_FACTOR = 2.0
+#: ... and more than this many ms above it (a doubling of a few ms is not a turn).
+LATENCY_FLOOR_MS = 50.0
+#: A truncation rate more than this above the lowest level's: the knee is passed.
+TRUNCATION_RISE = 0.01
+
+
+@dataclass(frozen=True)
+class LoadPoint:
+    """The figures of one load level."""
+
+    x: float
+    """The level: requests per second asked, or concurrent streams."""
+    label: str
+    """How the level is named in tables (``2 req/s``, ``16 users``, ``synchronous``)."""
+    requests: int
+    duration_s: float | None
+    achieved_rate: float | None
+    """Requests per second that were sent: the streams started, over the span of their
+    starts (start-up and drain do not dilute it, so a short run is judged fairly)."""
+    tokens_per_s: float | None
+    ttft_ms: LatencyStats
+    itl_ms: LatencyStats
+    tpot_ms: LatencyStats
+    e2e_ms: LatencyStats
+    truncation_rate: float | None
+    error_rate: float | None
+    goodput_per_s: float | None = None
+    goodput_fraction: float | None = None
+    passed: bool | None = None
+    """Every SLO threshold held at this level (None: not checked)."""
+    valid: bool = True
+    failed: tuple[str, ...] = ()
+    """The thresholds that failed (``metric expression``)."""
+    asked: bool = False
+    """``x`` is an asked request rate (achieved can fall short of it)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain data for ``sweep.json`` and ``report.json``."""
+        out: dict[str, Any] = {k: getattr(self, k) for k in (
+            "x", "label", "requests", "duration_s", "achieved_rate", "tokens_per_s",
+            "truncation_rate", "error_rate", "goodput_per_s", "goodput_fraction", "passed", "valid")}
+        for name in ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms"):
+            out[name] = getattr(self, name).as_dict()
+        out["failed"] = list(self.failed)
+        return out
+
+
+def _ratio(counts: tuple[int, int]) -> float | None:
+    return None if counts[1] == 0 else counts[0] / counts[1]
+
+
+def load_point(data: RunData, x: float, label: str, *, duration_s: float | None = None,
+               slo: Any = None, asked: bool = False) -> LoadPoint:
+    """The figures of ``data`` (a whole run, or one level's streams of it).
+
+    Args:
+        data: the streams and gaps of the level.
+        x: the level.
+        label: its name in tables.
+        duration_s: the level's length (default: the run's).
+        slo: an SLO (:mod:`streamslo.thresholds`) to check the level against, or None.
+        asked: ``x`` is an asked request rate.
+    """
+    from streamslo import thresholds
+
+    if duration_s is not None:
+        data = RunData(path=data.path, run={**data.run, "start_epoch": 0.0, "end_epoch": duration_s},
+                       streams=data.streams, gaps=data.gaps)
+    goodput = GoodputBounds.from_run(data.run).any
+    passed: bool | None = None
+    failed: tuple[str, ...] = ()
+    if slo is not None:
+        checks = thresholds.evaluate(slo, data)
+        passed = all(c.passed for c in checks)
+        failed = tuple(f"{c.threshold.metric} {c.threshold.expression}" for c in checks if not c.passed)
+    achieved = sent_rate(data.streams["started_at"].to_numpy(dtype=float))
+    return LoadPoint(
+        x=float(x), label=label, requests=int(counted_mask(data.streams).sum()),
+        duration_s=duration_s if duration_s is not None else _duration(data),
+        achieved_rate=achieved, tokens_per_s=gauge_value(data, "tokens_per_s"),
+        ttft_ms=LatencyStats.of(trend_samples(data, "ttft_ms")),
+        itl_ms=LatencyStats.of(trend_samples(data, "itl_ms")),
+        tpot_ms=LatencyStats.of(trend_samples(data, "tpot_ms")),
+        e2e_ms=LatencyStats.of(trend_samples(data, "e2e_ms")),
+        truncation_rate=_ratio(rate_value(data, "truncation_rate")),
+        error_rate=_ratio(rate_value(data, "error_rate")),
+        goodput_per_s=gauge_value(data, "goodput_per_s") if goodput else None,
+        goodput_fraction=_ratio(rate_value(data, "goodput_fraction")) if goodput else None,
+        passed=passed, valid=data.valid, failed=failed, asked=asked,
+    )
+
+
+def sent_rate(started_at: np.ndarray) -> float | None:
+    """Requests per second sent: ``n - 1`` gaps over the span from the first start to the
+    last (None with fewer than two starts, or all at once)."""
+    t = np.sort(started_at[np.isfinite(started_at)])
+    if len(t) < 2 or t[-1] <= t[0]:
+        return None
+    return float((len(t) - 1) / (t[-1] - t[0]))
+
+
+def _duration(data: RunData) -> float | None:
+    from streamslo.metrics import run_duration_s
+
+    return run_duration_s(data)
+
+
+# --------------------------------------------------------------------------- staged runs
+def stage_levels(stages: str) -> list[tuple[int, float, float]]:
+    """The levels of a staged run: (users, start s, end s) of each stage that *holds* a user
+    count (k6's ``target`` reached and kept), from its ``--stages`` text ("" or bad: none)."""
+    from streamslo.errors import BadInputError
+    from streamslo.stages import parse_stages
+
+    if not stages:
+        return []
+    try:
+        parsed = parse_stages(stages)
+    except BadInputError:
+        return []
+    out: list[tuple[int, float, float]] = []
+    t, prev = 0.0, 0
+    for st in parsed:
+        if st.target == prev and st.duration > 0 and st.target > 0:
+            out.append((st.target, t, t + st.duration))
+        t += st.duration
+        prev = st.target
+    return out
+
+
+def first_user_s(stages: str) -> float:
+    """When a staged run's first user starts, in seconds of its stages: the first whole second
+    (the load shape is asked once a second) at which the first stage's linear ramp from 0
+    rounds to at least one user."""
+    from streamslo.stages import parse_stages
+
+    first = parse_stages(stages)[0]
+    if first.target < 1 or first.duration <= 0:
+        return 0.0
+    k = 0
+    while k < first.duration and round(first.target * k / first.duration) < 1:
+        k += 1
+    return float(min(k, first.duration))
+
+
+def level_points(data: RunData, stages: str, slo: Any = None, settle_s: float = 0.0) -> list[LoadPoint]:
+    """One point per held stage of a staged run: the streams that started while it held.
+
+    The stages' clock is set by the run's first stream, which started when the first stage
+    reached one user (:func:`first_user_s`); Locust's start-up is not part of any stage. A run
+    without streams has no points.
+
+    Args:
+        data: the whole run.
+        stages: the run's ``--stages`` text.
+        slo: checked at each level, or None.
+        settle_s: streams that started within this long of a stage's start are left out (the
+            ramp's transient).
+    """
+    s, g = data.streams, data.gaps
+    levels = stage_levels(stages)
+    if not levels or s.empty:
+        return []
+    started = s["started_at"].to_numpy(dtype=float)
+    since = started - np.nanmin(started) + first_user_s(stages)
+    points = []
+    for users, lo, hi in levels:
+        mask = (since >= lo + settle_s) & (since < hi)
+        sub = s[mask]
+        gaps = g[g["stream_id"].isin(sub["stream_id"])]
+        part = RunData(path=data.path, run=data.run, streams=sub, gaps=gaps)
+        points.append(load_point(part, users, f"{users} users", duration_s=hi - lo - settle_s, slo=slo))
+    return points
+
+
+# ----------------------------------------------------------------------------- the knee
+@dataclass(frozen=True)
+class Knee:
+    """Where a series turns."""
+
+    x: float | None
+    """The last level before the turn (None: it had turned at the lowest level already)."""
+    label: str | None
+    broke_at: str | None
+    """The first level past the knee (None: the series never turned)."""
+    reason: str
+    """Why that level is past it (or that the series held to the top)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"x": self.x, "label": self.label, "broke_at": self.broke_at, "reason": self.reason}
+
+
+def _worse(p: float | None, base: float | None) -> bool:
+    return (p is not None and base is not None and base > 0
+            and p > LATENCY_FACTOR * base and p > base + LATENCY_FLOOR_MS)
+
+
+def _turned(p: LoadPoint, base: LoadPoint) -> str | None:
+    if p.passed is False:
+        return "the SLO failed (" + ", ".join(p.failed) + ")"
+    if p.asked and p.achieved_rate is not None and p.achieved_rate < keep_up_floor(p.x, p.requests):
+        return f"only {p.achieved_rate:.2f} of {p.x:g} req/s asked were sent"
+    if _worse(p.ttft_ms.p99, base.ttft_ms.p99):
+        return f"TTFT p99 {p.ttft_ms.p99:.0f} ms, over {LATENCY_FACTOR:g}x the lowest level's"
+    if _worse(p.itl_ms.p99, base.itl_ms.p99):
+        return f"ITL p99 {p.itl_ms.p99:.0f} ms, over {LATENCY_FACTOR:g}x the lowest level's"
+    if p.truncation_rate is not None and p.truncation_rate > (base.truncation_rate or 0.0) + TRUNCATION_RISE:
+        return f"truncation rate {p.truncation_rate:.1%}"
+    return None
+
+
+def keep_up_floor(asked: float, n: int) -> float:
+    """The lowest sent rate that still counts as keeping up with ``asked``: :data:`KEEP_UP` of
+    it, lower for few requests (Poisson arrivals: three standard errors, ``3/sqrt(n)``)."""
+    slack = max(1.0 - KEEP_UP, 3.0 / math.sqrt(max(n, 1)))
+    return asked * max(0.0, 1.0 - slack)
+
+
+def find_knee(points: Sequence[LoadPoint]) -> Knee:
+    """The knee of a rising series (sorted by ``x`` here)."""
+    pts = sorted((p for p in points if p.requests > 0), key=lambda p: p.x)
+    if not pts:
+        return Knee(None, None, None, "no level had requests")
+    base = pts[0]
+    if base.passed is False:
+        return Knee(None, None, base.label, "the lowest level already failed the SLO (" + ", ".join(base.failed) + ")")
+    for prev, p in itertools.pairwise(pts):
+        why = _turned(p, base)
+        if why is not None:
+            return Knee(prev.x, prev.label, p.label, why)
+    top = pts[-1]
+    return Knee(top.x, top.label, None, "held to the highest level")
+
+
+def finite(values: Sequence[float | None]) -> np.ndarray:
+    """Values as floats, None as NaN (for the charts)."""
+    return np.array([np.nan if v is None else float(v) for v in values], dtype=float)

@@ -1,0 +1,113 @@
+"""The report's "Load levels" section: for runs that ramped through held concurrency levels
+(``--stages``; ``streamslo compare`` ramps each server that way), one point per level and run
+(:func:`streamslo.reports.knee.level_points`), the knee of each run, a table and the knee chart
+(truncation rate, ITL p99 and TTFT p99 against concurrency, one line per run).
+
+Nothing here prints; :func:`level_sections` computes, the ``levels_*`` functions render.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from streamslo.reports.charts import Chart
+from streamslo.reports.knee import Knee, LoadPoint, find_knee, level_points
+from streamslo.reports.knee_charts import knee_chart, slo_bounds
+from streamslo.reports.load import LoadedRun
+from streamslo.reports.render import fmt, html_table, md_table
+
+__all__ = [
+    "SETTLE_S",
+    "LevelSeries",
+    "level_chart",
+    "level_series",
+    "levels_html",
+    "levels_json",
+    "levels_markdown",
+]
+
+#: Streams that start within this long of a level's hold are left out. The ramp to the level is
+#: already left out; a slow server's streams take seconds, so a short level would keep none.
+SETTLE_S = 0.0
+
+
+@dataclass(frozen=True)
+class LevelSeries:
+    """One run's points by concurrency level, and its knee."""
+
+    name: str
+    """The run's name (``naive``, ``fixed``: the bundled server's mode, else the folder's)."""
+    points: tuple[LoadPoint, ...]
+    knee: Knee
+
+
+def level_series(runs: Sequence[LoadedRun], stages: str | None, slo: Any = None,
+                 settle_s: float = SETTLE_S) -> tuple[LevelSeries, ...]:
+    """The series of every run with requests in at least one level (none without ``stages``).
+
+    Args:
+        runs: the report's runs.
+        stages: the ``--stages`` text the runs were made with.
+        slo: checked at each level, or None.
+        settle_s: see :data:`SETTLE_S`.
+    """
+    if not stages:
+        return ()
+    out = []
+    for r in runs:
+        pts = tuple(p for p in level_points(r.data, stages, slo=slo, settle_s=settle_s) if p.requests > 0)
+        if pts:
+            out.append(LevelSeries(r.name, pts, find_knee(pts)))
+    return tuple(out)
+
+
+def level_chart(series: Sequence[LevelSeries], slo: Any) -> Chart | None:
+    """The knee chart of the series (None without any)."""
+    if not series:
+        return None
+    return knee_chart({s.name: s.points for s in series}, key="levels",
+                      title="Truncation rate, ITL p99 and TTFT p99 against concurrency",
+                      xlabel="concurrent streams", knees={s.name: s.knee for s in series},
+                      bounds=slo_bounds(slo), log_x=True)
+
+
+def _rows(series: Sequence[LevelSeries]) -> list[list[str]]:
+    rows = [["run", "streams", "requests", "truncation", "errors", "TTFT p99 (ms)", "ITL p99 (ms)", "SLO"]]
+    for s in series:
+        for p in s.points:
+            slo = "—" if p.passed is None else ("pass" if p.passed else "fail")
+            rows.append([s.name, f"{p.x:g}", str(p.requests), fmt(p.truncation_rate, 1, pct=True),
+                         fmt(p.error_rate, 1, pct=True), fmt(p.ttft_ms.p99), fmt(p.itl_ms.p99), slo])
+    return rows
+
+
+def _knee_line(s: LevelSeries) -> str:
+    if s.knee.broke_at is None:
+        return f"{s.name}: {s.knee.reason} ({s.knee.label})."
+    held = f"held up to {s.knee.label}" if s.knee.label else "did not hold at the lowest level"
+    return f"{s.name}: {held}; at {s.knee.broke_at}, {s.knee.reason}."
+
+
+def levels_html(series: Sequence[LevelSeries]) -> str:
+    """The section's HTML body (the chart goes with the report's charts)."""
+    knees = "".join(f"<li>{html.escape(_knee_line(s))}</li>" for s in series)
+    return (f"<ul>{knees}</ul>" + html_table(_rows(series))
+            + '<p class="note">Each level: the streams that started while it held (after the '
+              "ramp to it).</p>")
+
+
+def levels_markdown(series: Sequence[LevelSeries]) -> str:
+    """The section as Markdown ("" without series)."""
+    if not series:
+        return ""
+    return "\n".join(["### Load levels", "", *[f"- {_knee_line(s)}" for s in series], "",
+                      md_table(_rows(series)), ""])
+
+
+def levels_json(series: Sequence[LevelSeries]) -> list[dict[str, Any]]:
+    """The section as plain data for report.json."""
+    return [{"name": s.name, "knee": s.knee.as_dict(), "levels": [p.as_dict() for p in s.points]}
+            for s in series]

@@ -1,0 +1,58 @@
+"""The report's "TTFT by turn" table, for multi-turn runs (``--turns N``): each turn's prompt
+carries the conversation so far, so its time to first token shows what a longer context costs.
+
+One row per run and turn: the streams of that turn that count (not cancelled), TTFT p50 and
+p99 (numpy ``linear``, as everywhere in the report). Nothing here prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from streamslo.metrics import LatencyStats, counted_mask
+from streamslo.reports.load import LoadedRun
+from streamslo.reports.render import fmt, html_table, md_table
+
+__all__ = ["turn_rows", "turns_html", "turns_json", "turns_markdown"]
+
+
+def turns_json(runs: Sequence[LoadedRun]) -> list[dict[str, Any]]:
+    """Per run and turn: ``{"run", "turn", "streams", "ttft_ms": {p50, p99, ...}}``; empty
+    when no run has a second turn."""
+    out: list[dict[str, Any]] = []
+    for r in runs:
+        s = r.data.streams
+        if "turn" not in s.columns or s.empty:
+            continue
+        turn = s["turn"].to_numpy(dtype=float)
+        if not np.nanmax(turn, initial=0) > 1:
+            continue
+        counted = counted_mask(s).to_numpy(dtype=bool)
+        ttft = s["ttft_ms"].to_numpy(dtype=float)
+        for t in sorted({int(v) for v in turn[np.isfinite(turn)]}):
+            mask = counted & (turn == t)
+            values = ttft[mask]
+            out.append({"run": r.name, "turn": t, "streams": int(mask.sum()),
+                        "ttft_ms": LatencyStats.of(values[np.isfinite(values)]).as_dict()})
+    return out
+
+
+def turn_rows(table: Sequence[dict[str, Any]]) -> list[list[str]]:
+    """:func:`turns_json`'s rows as text (a header first)."""
+    rows = [["run", "turn", "streams", "TTFT p50 (ms)", "TTFT p99 (ms)"]]
+    rows += [[e["run"], str(e["turn"]), str(e["streams"]), fmt(e["ttft_ms"]["p50"]), fmt(e["ttft_ms"]["p99"])]
+             for e in table]
+    return rows
+
+
+def turns_html(table: Sequence[dict[str, Any]]) -> str:
+    """The table as HTML."""
+    return html_table(turn_rows(table))
+
+
+def turns_markdown(table: Sequence[dict[str, Any]]) -> str:
+    """The table as a Markdown section ("" when empty)."""
+    return "" if not table else "\n".join(["### TTFT by turn", "", md_table(turn_rows(table)), ""])
