@@ -346,6 +346,12 @@ def _load_gaps(gaps_path: Path) -> Any:
     if table is None:
         return empty
     gaps = table.to_pandas()
+    del table
+    # pyarrow's allocator keeps freed buffers for reuse; hand them back now, or a large run's
+    # finalize holds the file's size twice for the rest of the process.
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
     missing = [c for c in GAP_COLUMNS if c not in gaps.columns]
     if missing:
         raise ResultsError(f"{gaps_path}: missing columns {', '.join(missing)}")
