@@ -157,7 +157,7 @@ def _drift(runs: Sequence[LoadedRun], sections: Sequence[SoakSection]) -> Chart 
                 series.append((sec, name, unit, t, y))
     if not series:
         return None
-    fig = Figure(figsize=(6.4, 1.0 + 1.6 * len(series)))
+    fig = Figure(figsize=(6.4, 1.0 + 1.6 * len(series)), layout="constrained")  # titles clear of the ticks above
     axes = fig.subplots(len(series), 1, squeeze=False)[:, 0]
     for ax, (sec, name, unit, t, y) in zip(axes, series, strict=True):
         t0 = t[0]
