@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 
@@ -214,8 +214,7 @@ class LatencyStats:
         return cls(p50, p90, p95, p99, float(samples.max()), float(samples.mean()), int(samples.size))
 
     def as_dict(self) -> LatencySummary:
-        return LatencySummary(p50=self.p50, p90=self.p90, p95=self.p95, p99=self.p99, max=self.max,
-                              mean=self.mean, count=self.count)
+        return cast(LatencySummary, asdict(self))
 
 
 def began_mask(streams: Any) -> Any:

@@ -325,6 +325,7 @@ def load_run(directory: str | os.PathLike[str]) -> RunData:
 
 def _load_gaps(gaps_path: Path) -> Any:
     import pandas as pd
+    import pyarrow as pa
 
     from streamslo import gapfiles
 
@@ -349,8 +350,6 @@ def _load_gaps(gaps_path: Path) -> Any:
     del table
     # pyarrow's allocator keeps freed buffers for reuse; hand them back now, or a large run's
     # finalize holds the file's size twice for the rest of the process.
-    import pyarrow as pa
-
     pa.default_memory_pool().release_unused()
     missing = [c for c in GAP_COLUMNS if c not in gaps.columns]
     if missing:

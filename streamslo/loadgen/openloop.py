@@ -21,7 +21,7 @@ from gevent.pool import Group
 from locust import task
 
 from streamslo.loadgen.base import StreamUser, run_conversation
-from streamslo.loadgen.executors import count_dropped, is_stopping
+from streamslo.loadgen.executors import count_dropped, is_stopping, process_index
 
 __all__ = ["DEFAULT_SCENARIO", "OpenLoopStreamUser", "arrival_gaps"]
 
@@ -55,7 +55,7 @@ class OpenLoopStreamUser(StreamUser):
         cap = max(1, opts.max_concurrency // n) if opts.max_concurrency else 0
         busy = [0]
         # Seeded per process (worker index under distributed runs), so a run repeats exactly.
-        index = int(getattr(self.environment.runner, "worker_index", 0) or 0)
+        index = process_index(self.environment)
         rng = random.Random(opts.seed + 7919 * (index + 1))
         ws_share = {"sse": 0.0, "ws": 1.0, "mixed": 0.5}[opts.protocol]
         group = Group()
