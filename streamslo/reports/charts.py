@@ -147,8 +147,8 @@ def _activity(runs: Sequence[LoadedRun]) -> Chart | None:
     drawn = False
     for run in runs:
         tl = activity_timeline(run, 1.0)
-        if tl.empty:
-            continue
+        if tl.empty or not (tl["tokens_per_s"] > 0).any():
+            continue  # no token: two flat zero lines say less than the tables
         c = COLORS[run.label]
         ax1.plot(tl["t"], tl["active"], drawstyle="steps-post", color=c, label=_name(run))
         ax2.plot(tl["t"], tl["tokens_per_s"], drawstyle="steps-post", color=c, label=_name(run))
@@ -166,20 +166,19 @@ def _activity(runs: Sequence[LoadedRun]) -> Chart | None:
     return Chart("activity", title, "Per 1 s bucket.", png_base64(fig))
 
 
-def _outcomes(report: Report) -> Chart:
+def _outcomes(report: Report) -> Chart | None:
+    """Failed requests by outcome; None when no run has a failure (the tables say so)."""
     failures = [
         o for o in report.outcomes
         if o.protocol == "all" and o.outcome not in ("ok", "cancelled")
         and (o.after or o.before)
     ]
-    fig = Figure(figsize=(6.4, 3.4))
+    if not failures:
+        return None
+    fig = Figure(figsize=(6.4, 1.4 + 0.45 * len(failures)))
     ax = fig.add_subplot()
     title = "Truncation causes: requests that did not end ok"
-    if not failures:
-        ax.text(0.5, 0.5, "no failed requests in any run", ha="center", va="center",
-                fontsize=12, color="#2e7d32", transform=ax.transAxes)
-        ax.set_axis_off()
-    else:
+    if failures:
         y = np.arange(len(failures))
         pairs = [("before", [o.before or 0 for o in failures])] if report.before else []
         pairs.append((report.after.label, [o.after for o in failures]))
@@ -206,10 +205,14 @@ def _server(runs: Sequence[LoadedRun], report: Report) -> Chart | None:
     for run, _ in present:
         m = run.server.metrics
         sub = m[m["name"] == "streamslo_write_backlog_bytes"] if len(m) else m
-        if len(sub):
+        if len(sub) and float(sub["value"].abs().max()) > 0:
             ax1.plot(sub["t"], sub["value"] / 1024.0, color=COLORS[run.label], label=_name(run))
             drew_backlog = True
+    causes = sorted({c for _, s in present for c in s.stall_causes})
+    if not drew_backlog and not causes:
+        return None  # nothing moved: no flat zero on an empty axis
     if drew_backlog:
+        ax1.set_ylim(bottom=0)
         ax1.set_title("Server write backlog", fontsize=10)
         ax1.set_xlabel("seconds since start")
         ax1.set_ylabel("KiB")
@@ -219,7 +222,6 @@ def _server(runs: Sequence[LoadedRun], report: Report) -> Chart | None:
         ax1.text(0.5, 0.5, "no write backlog scraped", ha="center", va="center",
                  transform=ax1.transAxes)
         ax1.set_axis_off()
-    causes = sorted({c for _, s in present for c in s.stall_causes})
     if causes:
         y = np.arange(len(causes))
         h = min(0.8 / len(present), 0.3)

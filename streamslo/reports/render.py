@@ -17,7 +17,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from streamslo.reports.charts import Chart
-from streamslo.reports.model import Difference, Report, RunInfo
+from streamslo.reports.glossary import OUTCOME_MEANINGS, metric_label, metric_unit, protocol_text
+from streamslo.reports.model import Difference, FailureGroup, Report, RunInfo
 
 __all__ = [
     "CSS",
@@ -50,7 +51,9 @@ tr:nth-child(even) td{background:#fafbfc}
 .failb{background:#fde2e1;border:2px solid #c0392b;color:#7b1d14}
 .v{font-weight:700;border-radius:4px;padding:1px 7px;font-size:12px}
 .v-pass,.v-fixed{background:#d7f0db;color:#1b5e20}.v-fail,.v-regressed{background:#fbd3d0;
-color:#8e1b10}.real{color:#1b5e20;font-weight:600}.noise{color:#7a7f88}
+color:#8e1b10}.better{color:#1b5e20;font-weight:600}.worse{color:#b71c1c;font-weight:600}
+.noise{color:#7a7f88}.cols{display:grid;grid-template-columns:1fr 1fr;gap:0 18px}
+.cols h2{margin-top:18px}
 .charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(470px,1fr));gap:10px 18px}
 figure{margin:6px 0 14px}figure.wide{grid-column:1/-1}figure img{width:100%;border:1px solid #e3e6eb}
 figcaption{font-size:12px;color:#5a6270}.note{font-size:12px;color:#5a6270}
@@ -73,22 +76,39 @@ def fmt(v: Any, digits: int = 1, signed: bool = False, pct: bool = False) -> str
 
 
 def _obs(metric: str, v: float | None, signed: bool = False) -> str:
-    if metric.endswith("_rate") or "_rate{" in metric:
-        return fmt(v, 3, signed, pct=True)
-    return fmt(v, 1, signed)
+    """A threshold's or metric's value with its unit (rates in %)."""
+    unit = metric_unit(metric)
+    if unit == "%":
+        return fmt(v, 2, signed, pct=True)
+    text = fmt(v, 1, signed)
+    return text if v is None or not unit else f"{text} {unit}"
 
 
 def _ci(d: Difference | None, pct: bool = False) -> str:
     if d is None or d.ci_low is None:
         return "—"
-    digits = 3 if pct else 1
+    digits = 2 if pct else 1
     return f"[{fmt(d.ci_low, digits, True, pct)}, {fmt(d.ci_high, digits, True, pct)}]"
 
 
 def _real(d: Difference | None) -> str:
+    """``better`` / ``worse`` (a real change, by the metric's direction) or ``within noise``."""
     if d is None or d.significant is None:
         return "—"
-    return "real" if d.significant else "within noise"
+    return d.change or ("real" if d.significant else "within noise")
+
+
+def _named(metric: str) -> str:
+    """``Time to first token (ttft_ms)``: the name a person reads and the id a threshold uses."""
+    label = metric_label(metric)
+    return metric if label == metric else f"{label} ({metric})"
+
+
+_RUN_FIELDS = (("valid", "valid"), ("target", "target"), ("scenario", "scenario"),
+               ("users", "users"), ("protocol", "protocol"), ("start", "start (UTC)"),
+               ("duration_s", "duration"), ("requests", "requests"),
+               ("streams_began", "streams that began"), ("tokens", "tokens"),
+               ("generator", "load generator"), ("path", "results"))
 
 
 def _rows(report: Report) -> dict[str, list[list[str]]]:
@@ -96,86 +116,146 @@ def _rows(report: Report) -> dict[str, list[list[str]]]:
     two = report.before is not None
     t: dict[str, list[list[str]]] = {}
     if two:
-        t["verdicts"] = [["SLO", "threshold", "before", "after", "delta", "verdict"]] + [
+        t["verdicts"] = [["SLO", "threshold", "before", "after", "change", "verdict"]] + [
             [v.metric, v.expression, _obs(v.metric, v.before), _obs(v.metric, v.after),
              _obs(v.metric, v.delta, True), v.verdict]
             for v in report.verdicts
         ]
-        t["rates"] = [["rate", "before", "after", "delta", "95% CI of delta", "change"]] + [
-            [r.metric, _rate_cell(r.before, r.before_counts), _rate_cell(r.after, r.after_counts),
-             fmt(r.difference.delta if r.difference else None, 3, True, True),
+        t["rates"] = [["rate", "before", "after", "change", "95 % CI of change", "judged"]] + [
+            [_named(r.metric), _rate_cell(r.before, r.before_counts),
+             _rate_cell(r.after, r.after_counts),
+             fmt(r.difference.delta if r.difference else None, 2, True, True),
              _ci(r.difference, True), _real(r.difference)]
             for r in report.rates
         ]
-        t["throughput"] = [["", "before", "after", "delta"]] + [
-            [s.metric, fmt(s.before), fmt(s.after), fmt(s.delta, 1, True)]
+        t["throughput"] = [["", "before", "after", "change"]] + [
+            [_named(s.metric), _obs(s.metric, s.before), _obs(s.metric, s.after),
+             _obs(s.metric, s.delta, True)]
             for s in report.throughput
         ]
-        lat = [["metric", "stat", "before (ms)", "after (ms)", "delta (ms)", "95% CI of delta",
-                "change"]]
+        lat = [["metric", "stat", "before (ms)", "after (ms)", "change (ms)", "95 % CI of change",
+                "judged"]]
         for lc in report.latency:
+            if lc.after.count == 0 and (lc.before is None or lc.before.count == 0):
+                continue
             for d in lc.differences:
-                lat.append([lc.metric, d.stat, fmt(d.before), fmt(d.after), fmt(d.delta, 1, True),
-                            _ci(d), _real(d)])
-            lat.append([lc.metric, "max", fmt(lc.before.max if lc.before else None),
+                lat.append([_named(lc.metric), d.stat, fmt(d.before), fmt(d.after),
+                            fmt(d.delta, 1, True), _ci(d), _real(d)])
+            lat.append([_named(lc.metric), "max", fmt(lc.before.max if lc.before else None),
                         fmt(lc.after.max), "", "", ""])
-            lat.append([lc.metric, "samples", fmt(lc.before.count if lc.before else None, 0),
+            lat.append([_named(lc.metric), "samples",
+                        fmt(lc.before.count if lc.before else None, 0),
                         fmt(lc.after.count, 0), "", "", ""])
         t["latency"] = lat
-        t["outcomes"] = [["outcome", "protocol", "before", "after"]] + [
-            [o.outcome, o.protocol, fmt(o.before, 0), fmt(o.after, 0)]
-            for o in report.outcomes if o.protocol != "all" or o.before or o.after
-            or o.outcome == "ok"
+        t["outcomes"] = [["outcome", "protocol", "before", "after", "meaning"]] + [
+            [o.outcome, _proto(o.protocol), fmt(o.before, 0), fmt(o.after, 0),
+             OUTCOME_MEANINGS.get(o.outcome, "")]
+            for o in report.outcomes if o.before or o.after
         ]
     else:
         t["verdicts"] = [["SLO", "threshold", "observed", "verdict"]] + [
             [v.metric, v.expression, _obs(v.metric, v.after), v.verdict] for v in report.verdicts
         ]
         t["rates"] = [["rate", "value"]] + [
-            [r.metric, _rate_cell(r.after, r.after_counts)] for r in report.rates
+            [_named(r.metric), _rate_cell(r.after, r.after_counts)] for r in report.rates
         ]
-        t["throughput"] = [["", "value"]] + [[s.metric, fmt(s.after)] for s in report.throughput]
-        lat = [["metric", "p50", "p90", "p95", "p99", "max", "mean", "samples"]]
+        t["throughput"] = [["", "value"]] + [
+            [_named(s.metric), _obs(s.metric, s.after)] for s in report.throughput]
+        lat = [["metric (ms)", "p50", "p90", "p95", "p99", "max", "mean", "samples"]]
         for lc in report.latency:
             a = lc.after
-            lat.append([lc.metric, fmt(a.p50), fmt(a.p90), fmt(a.p95), fmt(a.p99), fmt(a.max),
-                        fmt(a.mean), fmt(a.count, 0)])
+            if a.count == 0:
+                continue
+            lat.append([_named(lc.metric), fmt(a.p50), fmt(a.p90), fmt(a.p95), fmt(a.p99),
+                        fmt(a.max), fmt(a.mean), fmt(a.count, 0)])
         t["latency"] = lat
-        t["outcomes"] = [["outcome", "protocol", "requests"]] + [
-            [o.outcome, o.protocol, fmt(o.after, 0)]
-            for o in report.outcomes if o.protocol != "all" or o.after or o.outcome == "ok"
+        t["outcomes"] = [["outcome", "protocol", "requests", "meaning"]] + [
+            [o.outcome, _proto(o.protocol), fmt(o.after, 0), OUTCOME_MEANINGS.get(o.outcome, "")]
+            for o in report.outcomes if o.after
         ]
-    t["runs"] = [["", *[f"{r.label} ({r.name})" if r.name != r.label else r.label
-                        for r in report.runs]]] + [
-        [key, *[_run_field(r, key) for r in report.runs]]
-        for key in ("valid", "path", "target", "scenario", "users", "protocol", "start",
-                    "duration_s", "requests", "streams_began", "tokens", "generator")
+    t["runs"] = [["", *[_run_title(r) for r in report.runs]]] + [
+        [label, *[_run_field(r, key) for r in report.runs]]
+        for key, label in _RUN_FIELDS
+    ]
+    t["failures"] = [["run", "outcome", "streams", "error text"]] + [
+        [_run_title(g), g.outcome, fmt(e.count, 0), e.error]
+        for g in report.failures for e in g.errors
+    ] + [
+        [_run_title(g), g.outcome, fmt(g.other, 0), "(other texts)"]
+        for g in report.failures if g.other
+    ]
+    t["glossary"] = [["id", "name", "unit", "meaning"]] + [
+        [g.metric, g.name, g.unit, g.meaning] for g in report.glossary
     ]
     return t
+
+
+def _proto(protocol: str) -> str:
+    return "all" if protocol == "all" else protocol_text(protocol)
+
+
+def _run_title(r: RunInfo | FailureGroup) -> str:
+    return r.label if r.name == r.label else f"{r.label} ({r.name})"
 
 
 def _rate_cell(v: float | None, counts: tuple[int, int] | None) -> str:
     if counts is None:
         return "—"
-    return f"{fmt(v, 3, pct=True)} ({counts[0]:,}/{counts[1]:,})"
+    return f"{fmt(v, 2, pct=True)} ({counts[0]:,} of {counts[1]:,})"
+
+
+def _generator(g: dict[str, Any]) -> str:
+    parts = []
+    if isinstance(g.get("peak_cpu_percent"), (int, float)):
+        parts.append(f"peak CPU {g['peak_cpu_percent']:.0f} %")
+    if isinstance(g.get("cpu_busy_fraction"), (int, float)):
+        parts.append(f"saturated {g['cpu_busy_fraction'] * 100:.0f} % of the time")
+    if isinstance(g.get("lag_p99_ms"), (int, float)):
+        parts.append(f"event-loop lag p99 {g['lag_p99_ms']:.1f} ms")
+    if isinstance(g.get("processes"), int):
+        parts.append(f"{g['processes']} process{'es' if g['processes'] != 1 else ''}")
+    return ", ".join(parts) or "—"
 
 
 def _run_field(r: RunInfo, key: str) -> str:
     if key == "valid":
         return "yes" if r.valid else f"NO: {r.invalid_reason or 'no reason recorded'}"
     if key == "generator":
-        g = r.generator
-        if not g:
-            return "—"
-        return ", ".join(f"{k} {fmt(v, 2) if isinstance(v, float) else v}" for k, v in g.items())
+        return _generator(r.generator)
     if key == "duration_s":
         return fmt(r.duration_s, 1) + " s" if r.duration_s is not None else "—"
+    if key == "protocol":
+        return protocol_text(r.protocol)
     v = getattr(r, key)
+    if isinstance(v, (dict, list, tuple)):
+        return ", ".join(f"{k} {x}" for k, x in v.items()) if isinstance(v, dict) else ", ".join(map(str, v))
     return fmt(v, 0) if isinstance(v, int) and not isinstance(v, bool) else fmt(v)
+
+
+def _all_failed(report: Report) -> bool:
+    a = report.after
+    ok = sum(o.after for o in report.outcomes if o.protocol == "all" and o.outcome == "ok")
+    return a.requests > 0 and ok == 0
+
+
+def _failure_line(report: Report) -> str:
+    """``Every request failed: 812 connect_error ("Connection refused").``, or ""."""
+    if not _all_failed(report):
+        return ""
+    groups = sorted((g for g in report.failures if g.label == report.after.label),
+                    key=lambda g: -g.count)
+    if not groups:
+        return f"Every one of its {report.after.requests:,} requests failed."
+    top = groups[0]
+    text = f' ("{top.errors[0].error}")' if top.errors else ""
+    return f"Every one of its {report.after.requests:,} requests failed: {top.count:,} {top.outcome}{text}."
 
 
 def _headline(report: Report) -> str:
     text = _verdict_line(report)
+    failed = _failure_line(report)
+    if failed:
+        text += " " + failed
     if not report.after.valid:
         text += " But the run is INVALID: these latencies measure the load generator."
     return text
@@ -199,6 +279,8 @@ def _verdict_line(report: Report) -> str:
 
 def html_table(rows: Sequence[Sequence[str]], verdict_col: int | None = None,
            change_col: int | None = None) -> str:
+    """An HTML table; ``verdict_col`` cells become badges, ``change_col`` cells are coloured
+    (``better`` green, ``worse`` red, ``within noise`` grey)."""
     head = "".join(f"<th>{html.escape(c)}</th>" for c in rows[0])
     body = []
     for row in rows[1:]:
@@ -207,11 +289,14 @@ def html_table(rows: Sequence[Sequence[str]], verdict_col: int | None = None,
             text = html.escape(c)
             if i == verdict_col:
                 text = f'<span class="v v-{html.escape(c)}">{text}</span>'
-            elif i == change_col and c in ("real", "within noise"):
-                text = f'<span class="{"real" if c == "real" else "noise"}">{text}</span>'
+            elif i == change_col and c in _CHANGE_CLASS:
+                text = f'<span class="{_CHANGE_CLASS[c]}">{text}</span>'
             cells.append(f"<td>{text}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+_CHANGE_CLASS = {"better": "better", "worse": "worse", "within noise": "noise", "real": "noise"}
 
 
 def _banners(report: Report) -> str:
@@ -253,36 +338,83 @@ def figures_html(charts: Iterable[Chart]) -> str:
     ) + "</div>"
 
 
+def _title(report: Report) -> str:
+    names = [r.name for r in report.runs]
+    if len(names) == 2:
+        return f"streamslo report: {names[0]} vs {names[1]}"
+    return f"streamslo report: {names[0]}"
+
+
+def _subtitle(report: Report) -> str:
+    a = report.after
+    bits = [str(a.target) if a.target else "",
+            f"{fmt(a.duration_s, 0)} s" if a.duration_s is not None else "",
+            f"{a.users} users" if a.users is not None else "",
+            protocol_text(a.protocol) if a.protocol else "",
+            f"{a.requests:,} requests"]
+    what = " · ".join(b for b in bits if b and b != "—")
+    return (f"{html.escape(what)}<br>generated {html.escape(report.generated_at)} by streamslo "
+            f"{html.escape(report.tool_version)} · SLO: {html.escape(report.slo_source)}")
+
+
+def _failures_html(report: Report, rows: list[list[str]]) -> str:
+    src = sorted({g.source for g in report.failures})
+    return (html_table(rows) + '<p class="note">The most frequent error texts of each outcome '
+            f"(counted from {html.escape(' and '.join(src))}).</p>")
+
+
+def _side_by_side(*parts: tuple[str, str]) -> list[str]:
+    cols = "".join(f"<div><h2>{html.escape(t)}</h2>{b}</div>" for t, b in parts)
+    return [f'<div class="cols">{cols}</div>']
+
+
+def _section(title: str, body: str) -> list[str]:
+    return [f"<h2>{html.escape(title)}</h2>", body] if body else []
+
+
 def render_html(report: Report, charts: Sequence[Chart], extra_sections: Sequence[tuple[str, str]] = ()) -> str:
     """The whole report as one self-contained HTML page; ``extra_sections`` (title, HTML)
-    come after the charts (the long-run section, :mod:`streamslo.reports.soak`)."""
+    come after the charts (the long-run section, :mod:`streamslo.reports.soak`).
+
+    A section without data is left out (no failures: no failures section; no server
+    evidence: no server section).
+    """
     t = _rows(report)
     two = report.before is not None
-    title = ("streamslo report: " + " vs ".join(
-        f"{r.label} ({r.name})" if r.name != r.label else r.label for r in report.runs))
+    title = _title(report)
     b = report.bootstrap
     method = (
         "Percentiles: numpy <code>linear</code> over every sample (ITL pools every gap of every "
         "stream that began, including a failed stream's last open gap). "
-        f"Confidence intervals: {int(b.confidence * 100)} % percentile bootstrap of "
-        f"after&nbsp;&minus;&nbsp;before, resampling whole {b.unit}s ({b.resamples} resamples "
-        f"requested, fewer for very large runs; seed {b.seed}). A change is <em>real</em> when "
-        "the interval excludes 0."
+        + (f"Confidence intervals: {int(b.confidence * 100)} % percentile bootstrap of "
+           f"after&nbsp;&minus;&nbsp;before, resampling whole {b.unit}s ({b.resamples} resamples "
+           f"requested, fewer for very large runs; seed {b.seed}). A change is judged "
+           "<em>better</em> or <em>worse</em> (by the metric's direction: lower latency and "
+           "fewer failures are better) when the interval excludes 0, else <em>within noise</em>."
+           if two else "")
     )
+    verdicts = (html_table(t["verdicts"], verdict_col=len(t["verdicts"][0]) - 1)
+                if report.verdicts else '<p class="note">No SLO thresholds were checked.</p>')
+    server = _server_html(report) if any(s.present for s in report.server) else ""
     sections = [
         f"<h1>{html.escape(title)}</h1>",
-        f'<div class="sub">generated {html.escape(report.generated_at)} by streamslo '
-        f"{html.escape(report.tool_version)} &middot; SLO: {html.escape(report.slo_source)}</div>",
+        f'<div class="sub">{_subtitle(report)}</div>',
         _banners(report),
-        "<h2>SLO verdicts</h2>", html_table(t["verdicts"], verdict_col=len(t["verdicts"][0]) - 1),
-        "<h2>Runs</h2>", html_table(t["runs"]),
-        "<h2>Failure rates</h2>", html_table(t["rates"], change_col=5 if two else None),
-        "<h2>Throughput</h2>", html_table(t["throughput"]),
-        "<h2>Latency (ms)</h2>", html_table(t["latency"], change_col=6 if two else None),
-        "<h2>Outcomes</h2>", html_table(t["outcomes"]),
-        "<h2>Charts</h2>", figures_html(charts),
+        "<h2>SLO verdicts</h2>", verdicts,
+        *_section("Failures: the most frequent error texts",
+                  _failures_html(report, t["failures"]) if report.failures else ""),
+        *(_side_by_side(("Failure rates", html_table(t["rates"])),
+                        ("Throughput", html_table(t["throughput"]))) if not two else
+          ["<h2>Failure rates</h2>", html_table(t["rates"], change_col=5),
+           "<h2>Throughput</h2>", html_table(t["throughput"])]),
+        *_section("Latency (ms)", html_table(t["latency"], change_col=6 if two else None)
+                  if len(t["latency"]) > 1 else ""),
+        *_section("Outcomes", html_table(t["outcomes"]) if len(t["outcomes"]) > 1 else ""),
+        *_section("Charts", figures_html(charts) if charts else ""),
         *[part for title, body in extra_sections for part in (f"<h2>{html.escape(title)}</h2>", body)],
-        "<h2>Server-side evidence</h2>", _server_html(report),
+        *_section("Server-side evidence", server),
+        "<h2>Runs</h2>", html_table(t["runs"]),
+        *_section("Glossary", html_table(t["glossary"]) if report.glossary else ""),
         f'<p class="note">{method}</p>',
     ]
     body = "\n".join(sections)
