@@ -53,9 +53,11 @@ def png_base64(fig: Figure) -> str:
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def _plain_log(axis: object) -> None:
-    """Log axis labelled 10, 20, 50, 100 instead of 10^1 (other minor ticks unlabelled)."""
-    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))  # type: ignore[attr-defined]
+def _plain_log(axis: object, decades: float = 0.0) -> None:
+    """Log axis labelled 10, 20, 50, 100 instead of 10^1 (other minor ticks unlabelled); over
+    more than three ``decades`` only the powers of ten, so the labels do not overlap."""
+    subs = (1.0,) if decades > 3 else (1.0, 2.0, 5.0)
+    axis.set_major_locator(LogLocator(base=10, subs=subs))  # type: ignore[attr-defined]
     axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))  # type: ignore[attr-defined]
     axis.set_minor_formatter(NullFormatter())  # type: ignore[attr-defined]
 
@@ -76,14 +78,16 @@ def _bound(report: Report, metric: str) -> float | None:
 
 
 def _cdf(runs: Sequence[LoadedRun], report: Report, metric: str, title: str) -> Chart | None:
-    fig = Figure(figsize=(11.0, 3.6))
+    fig = Figure(figsize=(11.0, 3.0))
     ax, tail = fig.subplots(1, 2, gridspec_kw={"width_ratios": [3, 2]})
     drawn = False
+    lo, hi = np.inf, 0.0
     for run in runs:
         x, f = cdf_points(trend_samples(run.data, metric))
         x_pos = x > 0
         if x_pos.sum() == 0:
             continue
+        lo, hi = min(lo, float(x[x_pos].min())), max(hi, float(x[x_pos].max()))
         kw = {"where": "post", "color": COLORS[run.label], "label": _name(run)}
         ax.step(x[x_pos], f[x_pos], **kw)
         n = x.size
@@ -97,7 +101,7 @@ def _cdf(runs: Sequence[LoadedRun], report: Report, metric: str, title: str) -> 
         if bound:
             a.axvline(bound, color="#555", ls="--", lw=1, label=f"SLO bound {bound:g} ms")
         a.set_xscale("log")
-        _plain_log(a.xaxis)
+        _plain_log(a.xaxis, float(np.log10(max(hi, bound or 0.0) / lo)))
         a.set_xlabel(f"{metric} (ms, log scale)")
         a.grid(True, which="both", alpha=0.3)
     ax.axhline(0.99, color="#999", ls=":", lw=1)
@@ -167,17 +171,18 @@ def _activity(runs: Sequence[LoadedRun]) -> Chart | None:
 
 
 def _outcomes(report: Report) -> Chart | None:
-    """Failed requests by outcome; None when no run has a failure (the tables say so)."""
+    """Failed requests by outcome; None with fewer than two failure outcomes (the tables say
+    it)."""
     failures = [
         o for o in report.outcomes
         if o.protocol == "all" and o.outcome not in ("ok", "cancelled")
         and (o.after or o.before)
     ]
-    if not failures:
-        return None
+    if len(failures) < 2:
+        return None  # one cause or none: the outcome table and the failures section say it
     fig = Figure(figsize=(6.4, 1.4 + 0.45 * len(failures)))
     ax = fig.add_subplot()
-    title = "Truncation causes: requests that did not end ok"
+    title = "Failed requests by outcome"
     if failures:
         y = np.arange(len(failures))
         pairs = [("before", [o.before or 0 for o in failures])] if report.before else []

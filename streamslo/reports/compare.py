@@ -410,6 +410,10 @@ def build_model(
     goodput = ("goodput_per_s", "goodput_fraction")
     shown = ("tokens_per_s", "requests_per_s", *tuple(k for k in goodput if any(k in s for s in summaries)))
     throughput = tuple(_scalar(k, before_s.get(k), summaries[-1].get(k)) for k in shown)
+    latency = tuple(latency_comparison(runs, m, settings) for m in LATENCY_METRICS)
+    # The latency tables leave out a metric no run measured; so does the glossary.
+    measured = [lc.metric for lc in latency
+                if lc.after.count or (lc.before is not None and lc.before.count)]
     return Report(
         mode="compare" if len(runs) > 1 else "single",
         generated_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
@@ -422,11 +426,11 @@ def build_model(
         passed=all(v.after_passed for v in verdicts),
         rates=tuple(rate_comparison(runs, m, settings) for m in REPORT_RATES),
         throughput=throughput,
-        latency=tuple(latency_comparison(runs, m, settings) for m in LATENCY_METRICS),
+        latency=latency,
         outcomes=outcome_counts(runs),
         server=tuple(server_summary(r) for r in runs),
         bootstrap=settings,
         failures=failure_groups(runs),
         glossary=tuple(GlossaryEntry(*t) for t in glossary_terms(
-            [*LATENCY_METRICS, *REPORT_RATES, *shown, *(v.metric for v in verdicts)])),
+            [*measured, *REPORT_RATES, *shown, *(v.metric for v in verdicts)])),
     )

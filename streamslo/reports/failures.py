@@ -23,6 +23,8 @@ __all__ = ["NO_TEXT", "TOP_ERRORS", "failure_groups", "top_errors"]
 TOP_ERRORS = 5
 #: What a failed stream with an empty ``error`` is listed as.
 NO_TEXT = "(no error text recorded)"
+#: A number inside an error text (a count, a port, a duration).
+_NUMBER = r"\d+(?:\.\d+)?"
 #: Outcomes that are not failures.
 _NOT_FAILURES = ("ok", "cancelled", "client_cancelled")
 
@@ -35,7 +37,9 @@ def top_errors(streams: pd.DataFrame, limit: int = TOP_ERRORS) -> dict[str, list
     """``{outcome: [(error text, streams), ...]}`` for every failure outcome in ``streams``,
     most frequent first (ties by text), at most ``limit`` texts each.
 
-    A failed stream without an error text counts as :data:`NO_TEXT`.
+    A failed stream without an error text counts as :data:`NO_TEXT`. Texts that differ only in
+    their numbers count as one, shown with each number as ``N`` (verbatim when all are the
+    same).
     """
     if streams.empty or "outcome" not in streams:
         return {}
@@ -45,8 +49,15 @@ def top_errors(streams: pd.DataFrame, limit: int = TOP_ERRORS) -> dict[str, list
     errors = failed["error"] if "error" in failed else pd.Series([None] * len(failed), index=failed.index)
     text = errors.astype("object").where(errors.notna(), NO_TEXT).astype(str).str.strip()
     text = text.where(text != "", NO_TEXT)
-    frame = pd.DataFrame({"outcome": failed["outcome"].astype(str), "error": text})
-    counts = frame.groupby(["outcome", "error"]).size().reset_index(name="n")
+    # Texts that differ only in their numbers ("after 6 of 64 tokens", "after 7 of 64 tokens")
+    # are one cause: counted together, shown verbatim when the group holds one text, else
+    # with each number as N.
+    key = text.str.replace(_NUMBER, "N", regex=True)
+    frame = pd.DataFrame({"outcome": failed["outcome"].astype(str), "key": key, "text": text})
+    grouped = frame.groupby(["outcome", "key"]).agg(n=("text", "size"), texts=("text", "nunique"),
+                                                    first=("text", "first")).reset_index()
+    grouped["error"] = grouped["key"].where(grouped["texts"] > 1, grouped["first"])
+    counts = grouped[["outcome", "error", "n"]]
     out: dict[str, list[tuple[str, int]]] = {}
     for outcome in sorted(counts["outcome"].unique(), key=lambda o: (_rank(o), o)):
         sub = counts[counts["outcome"] == outcome].sort_values(["n", "error"], ascending=[False, True])

@@ -90,10 +90,13 @@ def higher_is_better(metric: str) -> bool:
 
 def change_word(metric: str, delta: float | None, significant: bool | None) -> str | None:
     """``better`` / ``worse`` for a real change by the metric's direction, ``within noise``
-    for one whose interval holds 0, None when there is nothing to judge."""
+    for one whose interval holds 0, ``no change`` for the same value on both sides, None when
+    there is nothing to judge."""
     if delta is None or significant is None:
         return None
-    if not significant or delta == 0:
+    if delta == 0:
+        return "no change"
+    if not significant:
         return "within noise"
     return "better" if (delta > 0) == higher_is_better(metric) else "worse"
 
@@ -113,15 +116,21 @@ def glossary_terms(metrics: Iterable[str]) -> tuple[tuple[str, str, str, str], .
     return tuple(seen.values())
 
 
+def _share(v: Any) -> str:
+    return f"{v * 100:.0f} %" if isinstance(v, (int, float)) and not isinstance(v, bool) else str(v)
+
+
 def protocol_text(protocol: Any, mix: Any = None) -> str:
-    """``sse``, or a mix as ``SSE 70 %, WS 30 %`` (never a Python dict)."""
+    """``SSE``; a mix as ``SSE 70 %, WS 30 %``; other shares of the mix (``slow_readers``) as
+    ``slow readers 10 %`` when not zero. Never a Python dict."""
     if isinstance(mix, Mapping) and mix:
-        parts = []
-        for name, share in mix.items():
-            if isinstance(share, (int, float)) and not isinstance(share, bool):
-                parts.append(f"{str(name).upper()} {share * 100:.0f} %")
-            else:
-                parts.append(f"{str(name).upper()} {share}")
+        protos = [(str(k), v) for k, v in mix.items() if str(k) in ("sse", "ws") and v]
+        extras = [(str(k), v) for k, v in mix.items() if str(k) not in ("sse", "ws") and v]
+        if len(protos) == 1:
+            parts = [protos[0][0].upper()]
+        else:
+            parts = [f"{k.upper()} {_share(v)}" for k, v in protos] or [protocol_text(protocol)]
+        parts += [f"{k.replace('_', ' ')} {_share(v)}" for k, v in extras]
         return ", ".join(parts)
     if protocol is None or protocol == "":
         return "—"

@@ -13,12 +13,13 @@ from __future__ import annotations
 import html
 import json
 import math
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from streamslo.reports.charts import Chart
 from streamslo.reports.glossary import OUTCOME_MEANINGS, metric_label, metric_unit, protocol_text
-from streamslo.reports.model import Difference, FailureGroup, Report, RunInfo
+from streamslo.reports.model import Difference, FailureGroup, OutcomeCount, Report, RunInfo
 
 __all__ = [
     "CSS",
@@ -42,7 +43,7 @@ h1{font-size:26px;margin:0 0 4px}h2{font-size:19px;margin:30px 0 8px;border-bott
 #e3e6eb;padding-bottom:4px}.sub{color:#5a6270;font-size:13px;margin-bottom:14px}
 table{border-collapse:collapse;width:100%;font-size:13px;margin:6px 0 10px}
 th,td{border:1px solid #dde1e7;padding:5px 8px;text-align:right}
-th{background:#eef1f5;font-weight:600}td:first-child,th:first-child{text-align:left}
+th{background:#eef1f5;font-weight:600}td:first-child,th:first-child,td.t,th.t{text-align:left}
 tr:nth-child(even) td{background:#fafbfc}
 .banner{padding:10px 14px;border-radius:6px;margin:8px 0;font-size:14px;font-weight:500}
 .invalid{background:#fde2e1;border:2px solid #c0392b;color:#7b1d14}
@@ -52,9 +53,10 @@ tr:nth-child(even) td{background:#fafbfc}
 .v{font-weight:700;border-radius:4px;padding:1px 7px;font-size:12px}
 .v-pass,.v-fixed{background:#d7f0db;color:#1b5e20}.v-fail,.v-regressed{background:#fbd3d0;
 color:#8e1b10}.better{color:#1b5e20;font-weight:600}.worse{color:#b71c1c;font-weight:600}
-.noise{color:#7a7f88}.cols{display:grid;grid-template-columns:1fr 1fr;gap:0 18px}
+.noise{color:#7a7f88}td.k{color:#5a6270;white-space:nowrap;width:1%;text-align:left}
+.kv td{background:#fff!important}.cols{display:grid;grid-template-columns:1fr 1fr;gap:0 18px}
 .cols h2{margin-top:18px}
-.charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(470px,1fr));gap:10px 18px}
+.charts{display:grid;grid-template-columns:repeat(2,minmax(0,1fr));gap:10px 18px}
 figure{margin:6px 0 14px}figure.wide{grid-column:1/-1}figure img{width:100%;border:1px solid #e3e6eb}
 figcaption{font-size:12px;color:#5a6270}.note{font-size:12px;color:#5a6270}
 code{background:#eef1f5;padding:1px 4px;border-radius:3px}
@@ -82,6 +84,11 @@ def _obs(metric: str, v: float | None, signed: bool = False) -> str:
         return fmt(v, 2, signed, pct=True)
     text = fmt(v, 1, signed)
     return text if v is None or not unit else f"{text} {unit}"
+
+
+def _observed(metric: str, v: float | None) -> str:
+    """A threshold's observed value; ``no data`` when the run had nothing to measure."""
+    return "no data" if v is None else _obs(metric, v)
 
 
 def _ci(d: Difference | None, pct: bool = False) -> str:
@@ -117,7 +124,7 @@ def _rows(report: Report) -> dict[str, list[list[str]]]:
     t: dict[str, list[list[str]]] = {}
     if two:
         t["verdicts"] = [["SLO", "threshold", "before", "after", "change", "verdict"]] + [
-            [v.metric, v.expression, _obs(v.metric, v.before), _obs(v.metric, v.after),
+            [v.metric, v.expression, _observed(v.metric, v.before), _observed(v.metric, v.after),
              _obs(v.metric, v.delta, True), v.verdict]
             for v in report.verdicts
         ]
@@ -138,23 +145,20 @@ def _rows(report: Report) -> dict[str, list[list[str]]]:
         for lc in report.latency:
             if lc.after.count == 0 and (lc.before is None or lc.before.count == 0):
                 continue
-            for d in lc.differences:
-                lat.append([_named(lc.metric), d.stat, fmt(d.before), fmt(d.after),
-                            fmt(d.delta, 1, True), _ci(d), _real(d)])
-            lat.append([_named(lc.metric), "max", fmt(lc.before.max if lc.before else None),
-                        fmt(lc.after.max), "", "", ""])
-            lat.append([_named(lc.metric), "samples",
-                        fmt(lc.before.count if lc.before else None, 0),
-                        fmt(lc.after.count, 0), "", "", ""])
+            for i, d in enumerate(lc.differences):  # the metric's name on its first row only
+                lat.append([_named(lc.metric) if i == 0 else "", d.stat, fmt(d.before),
+                            fmt(d.after), fmt(d.delta, 1, True), _ci(d), _real(d)])
+            lat.append(["", "max (samples)", _max_n(lc.before), _max_n(lc.after), "", "", ""])
         t["latency"] = lat
         t["outcomes"] = [["outcome", "protocol", "before", "after", "meaning"]] + [
             [o.outcome, _proto(o.protocol), fmt(o.before, 0), fmt(o.after, 0),
              OUTCOME_MEANINGS.get(o.outcome, "")]
-            for o in report.outcomes if o.before or o.after
+            for o in _outcome_rows(report)
         ]
     else:
         t["verdicts"] = [["SLO", "threshold", "observed", "verdict"]] + [
-            [v.metric, v.expression, _obs(v.metric, v.after), v.verdict] for v in report.verdicts
+            [v.metric, v.expression, _observed(v.metric, v.after), v.verdict]
+            for v in report.verdicts
         ]
         t["rates"] = [["rate", "value"]] + [
             [_named(r.metric), _rate_cell(r.after, r.after_counts)] for r in report.rates
@@ -171,7 +175,7 @@ def _rows(report: Report) -> dict[str, list[list[str]]]:
         t["latency"] = lat
         t["outcomes"] = [["outcome", "protocol", "requests", "meaning"]] + [
             [o.outcome, _proto(o.protocol), fmt(o.after, 0), OUTCOME_MEANINGS.get(o.outcome, "")]
-            for o in report.outcomes if o.after
+            for o in _outcome_rows(report)
         ]
     t["runs"] = [["", *[_run_title(r) for r in report.runs]]] + [
         [label, *[_run_field(r, key) for r in report.runs]]
@@ -190,6 +194,17 @@ def _rows(report: Report) -> dict[str, list[list[str]]]:
     return t
 
 
+def _outcome_rows(report: Report) -> list[OutcomeCount]:
+    """Outcomes that occurred; with one protocol only its rows (the "all" rows repeat them)."""
+    seen = [o for o in report.outcomes if o.before or o.after]
+    protocols = {o.protocol for o in seen if o.protocol != "all"}
+    return [o for o in seen if (o.protocol != "all") == (len(protocols) == 1)]
+
+
+def _max_n(stats: Any) -> str:
+    return "—" if stats is None else f"{fmt(stats.max)} ({fmt(stats.count, 0)})"
+
+
 def _proto(protocol: str) -> str:
     return "all" if protocol == "all" else protocol_text(protocol)
 
@@ -201,6 +216,8 @@ def _run_title(r: RunInfo | FailureGroup) -> str:
 def _rate_cell(v: float | None, counts: tuple[int, int] | None) -> str:
     if counts is None:
         return "—"
+    if counts[1] == 0:
+        return "no data (0 of 0)"
     return f"{fmt(v, 2, pct=True)} ({counts[0]:,} of {counts[1]:,})"
 
 
@@ -281,7 +298,10 @@ def html_table(rows: Sequence[Sequence[str]], verdict_col: int | None = None,
            change_col: int | None = None) -> str:
     """An HTML table; ``verdict_col`` cells become badges, ``change_col`` cells are coloured
     (``better`` green, ``worse`` red, ``within noise`` grey)."""
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in rows[0])
+    text_cols = {i for i in range(1, len(rows[0]))
+                 if any(i < len(r) and not _NUMERIC.match(r[i]) for r in rows[1:])}
+    head = "".join(f'<th class="t">{html.escape(c)}</th>' if i in text_cols
+                   else f"<th>{html.escape(c)}</th>" for i, c in enumerate(rows[0]))
     body = []
     for row in rows[1:]:
         cells = []
@@ -291,12 +311,16 @@ def html_table(rows: Sequence[Sequence[str]], verdict_col: int | None = None,
                 text = f'<span class="v v-{html.escape(c)}">{text}</span>'
             elif i == change_col and c in _CHANGE_CLASS:
                 text = f'<span class="{_CHANGE_CLASS[c]}">{text}</span>'
-            cells.append(f"<td>{text}</td>")
+            cells.append(f'<td class="t">{text}</td>' if i in text_cols else f"<td>{text}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-_CHANGE_CLASS = {"better": "better", "worse": "worse", "within noise": "noise", "real": "noise"}
+#: Cells that read as numbers (right-aligned); text cells are left-aligned.
+_NUMERIC = re.compile(r"^([-+—\[]|[0-9]|no data$|$)")
+
+_CHANGE_CLASS = {"better": "better", "worse": "worse", "within noise": "noise",
+                 "no change": "noise", "real": "noise"}
 
 
 def _banners(report: Report) -> str:
@@ -345,22 +369,41 @@ def _title(report: Report) -> str:
     return f"streamslo report: {names[0]}"
 
 
+def _run_line(r: RunInfo) -> str:
+    bits = [str(r.target) if r.target else "",
+            f"{fmt(r.duration_s, 0)} s" if r.duration_s is not None else "",
+            f"{r.users} users" if r.users is not None else "",
+            protocol_text(r.protocol) if r.protocol else "",
+            f"{r.requests:,} requests"]
+    return " · ".join(b for b in bits if b and b != "—")
+
+
 def _subtitle(report: Report) -> str:
-    a = report.after
-    bits = [str(a.target) if a.target else "",
-            f"{fmt(a.duration_s, 0)} s" if a.duration_s is not None else "",
-            f"{a.users} users" if a.users is not None else "",
-            protocol_text(a.protocol) if a.protocol else "",
-            f"{a.requests:,} requests"]
-    what = " · ".join(b for b in bits if b and b != "—")
-    return (f"{html.escape(what)}<br>generated {html.escape(report.generated_at)} by streamslo "
-            f"{html.escape(report.tool_version)} · SLO: {html.escape(report.slo_source)}")
+    lines = ([f"{_run_title(r)}: {_run_line(r)}" for r in report.runs] if len(report.runs) > 1
+             else [_run_line(report.after)])
+    return "<br>".join([*(html.escape(x) for x in lines),
+                        f"generated {html.escape(report.generated_at)} by streamslo "
+                        f"{html.escape(report.tool_version)} · SLO: "
+                        f"{html.escape(report.slo_source)}"])
 
 
 def _failures_html(report: Report, rows: list[list[str]]) -> str:
     src = sorted({g.source for g in report.failures})
     return (html_table(rows) + '<p class="note">The most frequent error texts of each outcome '
             f"(counted from {html.escape(' and '.join(src))}).</p>")
+
+
+def _kv_table(rows: Sequence[Sequence[str]]) -> str:
+    """``key, value`` rows laid out two pairs a row (half the height), no head."""
+    half = (len(rows) + 1) // 2
+    left, right = list(rows[:half]), list(rows[half:])
+    body = []
+    for i, row in enumerate(left):
+        other = right[i] if i < len(right) else ["", ""]
+        body.append("<tr>" + "".join(f'<td class="k">{html.escape(k)}</td><td class="t">'
+                                     f"{html.escape(v)}</td>"
+                                     for k, v in (row[:2], other[:2])) + "</tr>")
+    return f'<table class="kv"><tbody>{"".join(body)}</tbody></table>'
 
 
 def _side_by_side(*parts: tuple[str, str]) -> list[str]:
@@ -413,7 +456,8 @@ def render_html(report: Report, charts: Sequence[Chart], extra_sections: Sequenc
         *_section("Charts", figures_html(charts) if charts else ""),
         *[part for title, body in extra_sections for part in (f"<h2>{html.escape(title)}</h2>", body)],
         *_section("Server-side evidence", server),
-        "<h2>Runs</h2>", html_table(t["runs"]),
+        "<h2>Runs</h2>" if two else "<h2>Run</h2>",
+        html_table(t["runs"]) if two else _kv_table(t["runs"][1:]),
         *_section("Glossary", html_table(t["glossary"]) if report.glossary else ""),
         f'<p class="note">{method}</p>',
     ]
@@ -452,7 +496,10 @@ def render_markdown(report: Report, extra: str = "") -> str:
             "### Latency (ms)", "", md_table(t["latency"]), "",
             "### Throughput", "", md_table(t["throughput"]), "",
             "### Outcomes", "", md_table(t["outcomes"]), "",
+            *(["### Failures: the most frequent error texts", "", md_table(t["failures"]), ""]
+              if report.failures else []),
             *([extra] if extra else []),
+            *(["### Glossary", "", md_table(t["glossary"]), ""] if report.glossary else []),
             f"_SLO: {report.slo_source}; CIs: {int(report.bootstrap.confidence * 100)} % "
             f"bootstrap over whole streams, seed {report.bootstrap.seed}._", ""]
     return "\n".join(out)
