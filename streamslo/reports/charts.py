@@ -78,7 +78,7 @@ def _bound(report: Report, metric: str) -> float | None:
 
 
 def _cdf(runs: Sequence[LoadedRun], report: Report, metric: str, title: str) -> Chart | None:
-    fig = Figure(figsize=(11.0, 3.0))
+    fig = Figure(figsize=(11.0, 2.6))
     ax, tail = fig.subplots(1, 2, gridspec_kw={"width_ratios": [3, 2]})
     drawn = False
     lo, hi = np.inf, 0.0
@@ -146,7 +146,7 @@ def _lateness(runs: Sequence[LoadedRun], report: Report) -> Chart | None:
 
 
 def _activity(runs: Sequence[LoadedRun]) -> Chart | None:
-    fig = Figure(figsize=(6.4, 4.2))
+    fig = Figure(figsize=(6.4, 3.6))
     ax1, ax2 = fig.subplots(2, 1, sharex=True)
     drawn = False
     for run in runs:

@@ -42,7 +42,8 @@ main{max-width:1080px;margin:0 auto;padding:24px 28px 48px;background:#fff;min-h
 h1{font-size:26px;margin:0 0 4px}h2{font-size:19px;margin:30px 0 8px;border-bottom:2px solid
 #e3e6eb;padding-bottom:4px}.sub{color:#5a6270;font-size:13px;margin-bottom:14px}
 table{border-collapse:collapse;width:100%;font-size:13px;margin:6px 0 10px}
-th,td{border:1px solid #dde1e7;padding:5px 8px;text-align:right}
+th,td{border:1px solid #dde1e7;padding:4px 8px;text-align:right}
+table.gl{font-size:12px}table.gl td,table.gl th{padding:2px 8px}
 th{background:#eef1f5;font-weight:600}td:first-child,th:first-child,td.t,th.t{text-align:left}
 tr:nth-child(even) td{background:#fafbfc}
 .banner{padding:10px 14px;border-radius:6px;margin:8px 0;font-size:14px;font-weight:500}
@@ -458,7 +459,8 @@ def render_html(report: Report, charts: Sequence[Chart], extra_sections: Sequenc
         *_section("Server-side evidence", server),
         "<h2>Runs</h2>" if two else "<h2>Run</h2>",
         html_table(t["runs"]) if two else _kv_table(t["runs"][1:]),
-        *_section("Glossary", html_table(t["glossary"]) if report.glossary else ""),
+        *_section("Glossary", html_table(t["glossary"]).replace("<table>", '<table class="gl">', 1)
+                  if report.glossary else ""),
         f'<p class="note">{method}</p>',
     ]
     body = "\n".join(sections)
