@@ -367,7 +367,7 @@ def server_summary(run: LoadedRun) -> ServerSummary:
 def run_phrase(label: str, name: str) -> str:
     """``The before run (naive)``; a single run is ``The run (NAME)``, never "The run run"."""
     who = "The run" if label == "run" else f"The {label} run"
-    return who if not name or name == label else f"{who} ({name})"
+    return f"{who} ({name})" if name else who
 
 
 def _scalar(metric: str, before: Any, after: Any) -> ScalarComparison:
