@@ -153,9 +153,14 @@ def _activity(runs: Sequence[LoadedRun]) -> Chart | None:
         tl = activity_timeline(run, 1.0)
         if tl.empty or not (tl["tokens_per_s"] > 0).any():
             continue  # no token: two flat zero lines say less than the tables
+        if len(tl) > 2:
+            tl = tl.iloc[:-1]  # the last second is partial: its averages would fall to the floor
         c = COLORS[run.label]
-        ax1.plot(tl["t"], tl["active"], drawstyle="steps-post", color=c, label=_name(run))
-        ax2.plot(tl["t"], tl["tokens_per_s"], drawstyle="steps-post", color=c, label=_name(run))
+        # each bucket drawn across its second: steps-post needs the end of the last one
+        x = np.append(tl["t"].to_numpy(dtype=float), float(tl["t"].iloc[-1]) + 1.0)
+        for ax, col in ((ax1, "active"), (ax2, "tokens_per_s")):
+            y = tl[col].to_numpy(dtype=float)
+            ax.plot(x, np.append(y, y[-1]), drawstyle="steps-post", color=c, label=_name(run))
         drawn = True
     if not drawn:
         return None
@@ -167,7 +172,8 @@ def _activity(runs: Sequence[LoadedRun]) -> Chart | None:
     ax1.legend(loc="upper right", fontsize=8)
     title = "Active streams and tokens/s over time"
     ax1.set_title(title)
-    return Chart("activity", title, "Per 1 s bucket.", png_base64(fig))
+    return Chart("activity", title, "Per 1 s bucket (the last, partial second is not drawn).",
+                 png_base64(fig))
 
 
 def _outcomes(report: Report) -> Chart | None:
