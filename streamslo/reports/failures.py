@@ -38,8 +38,8 @@ def top_errors(streams: pd.DataFrame, limit: int = TOP_ERRORS) -> dict[str, list
     most frequent first (ties by text), at most ``limit`` texts each.
 
     A failed stream without an error text counts as :data:`NO_TEXT`. Texts that differ only in
-    their numbers count as one, shown with each number as ``N`` (verbatim when all are the
-    same).
+    their numbers count as one cause, shown as the most frequent of them with ``(and K similar
+    texts)``.
     """
     if streams.empty or "outcome" not in streams:
         return {}
@@ -50,13 +50,18 @@ def top_errors(streams: pd.DataFrame, limit: int = TOP_ERRORS) -> dict[str, list
     text = errors.astype("object").where(errors.notna(), NO_TEXT).astype(str).str.strip()
     text = text.where(text != "", NO_TEXT)
     # Texts that differ only in their numbers ("after 6 of 64 tokens", "after 7 of 64 tokens")
-    # are one cause: counted together, shown verbatim when the group holds one text, else
-    # with each number as N.
+    # are one cause: counted together and shown as the most frequent of them, with how many
+    # other texts like it there were.
     key = text.str.replace(_NUMBER, "N", regex=True)
     frame = pd.DataFrame({"outcome": failed["outcome"].astype(str), "key": key, "text": text})
-    grouped = frame.groupby(["outcome", "key"]).agg(n=("text", "size"), texts=("text", "nunique"),
-                                                    first=("text", "first")).reset_index()
-    grouped["error"] = grouped["key"].where(grouped["texts"] > 1, grouped["first"])
+    per_text = frame.groupby(["outcome", "key", "text"]).size().reset_index(name="m")
+    per_text = per_text.sort_values(["m", "text"], ascending=[False, True])
+    grouped = per_text.groupby(["outcome", "key"], sort=False).agg(
+        n=("m", "sum"), texts=("text", "size"), top=("text", "first")).reset_index()
+    grouped["error"] = [
+        top if k == 1 else f"{top} (and {k - 1} similar text{'s' if k > 2 else ''})"
+        for top, k in zip(grouped["top"], grouped["texts"], strict=True)
+    ]
     counts = grouped[["outcome", "error", "n"]]
     out: dict[str, list[tuple[str, int]]] = {}
     for outcome in sorted(counts["outcome"].unique(), key=lambda o: (_rank(o), o)):

@@ -86,7 +86,7 @@ def test_top_errors_counts_texts_per_outcome_numbers_folded() -> None:
     })
     out = top_errors(streams)
     assert list(out) == ["silent_truncation", "stalled", "connect_error"]  # docs order
-    assert out["silent_truncation"] == [("stop after N of N tokens", 3)]
+    assert out["silent_truncation"] == [("stop after 6 of 64 tokens (and 1 similar text)", 3)]
     assert out["connect_error"] == [("[Errno 111] Connection refused", 3),
                                     ("TLS: wrong version number", 1)]
     assert out["stalled"] == [(NO_TEXT, 1)]
