@@ -93,7 +93,7 @@ def html_table(rows: Sequence[Sequence[str]], verdict_col: int | None = None,
 
 
 #: Cells that read as numbers (right-aligned); text cells are left-aligned.
-_NUMERIC = re.compile(r"^([-+—\[]|[0-9]|no data$|$)")
+_NUMERIC = re.compile(r"^([-+—\[]|[0-9]|no data|$)")
 
 _CHANGE_CLASS = {"better": "better", "worse": "worse", "within noise": "noise",
                  "no change": "noise", "real": "noise"}

@@ -227,7 +227,7 @@ def headline(report: Report) -> str:
     failed = _failure_line(report)
     if failed:
         text += " " + failed
-    if not report.after.valid:
+    if not report.after.valid and any(lc.after.count for lc in report.latency):
         text += " But the run is INVALID: these latencies measure the load generator."
     return text
 
