@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -82,16 +81,19 @@ def test_cli_path_errors_exit_2_with_the_path_and_why(
     assert code == EXIT_BAD_INPUT and str(afile) in err and "is a file" in err
     code, _, err = _cli([str(tmp_path / "nope"), "--resamples", "20"], capsys)
     assert code == EXIT_BAD_INPUT and str(tmp_path / "nope") in err and "does not exist" in err
+
+    # a folder that cannot be written (simulated: root writes through a read-only mode)
+    def refuse(self: Path, *args: object, **kwargs: object) -> int:
+        raise PermissionError(13, "Permission denied", str(self))
+
     ro = tmp_path / "ro"
     ro.mkdir()
-    ro.chmod(0o500)
-    try:
-        if os.access(ro, os.W_OK):
-            pytest.skip("running as a user that can write a read-only folder (root)")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Path, "write_text", refuse)
         code, _, err = _cli([str(a.path), "--out", str(ro), "--resamples", "20"], capsys)
-        assert code == EXIT_BAD_INPUT and str(ro) in err and "ermission denied" in err
-    finally:
-        ro.chmod(0o700)
+    assert code == EXIT_BAD_INPUT and str(ro / "report.html") in err
+    assert "Permission denied" in err
+    assert not list(ro.iterdir())  # nothing half-written left behind
 
 
 @pytest.mark.parametrize(
