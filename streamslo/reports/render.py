@@ -298,7 +298,7 @@ def summary_table(report: Report) -> str:
     out = [f"!! {m}" for m in report.invalid] + [f"!  {m}" for m in report.warnings]
     out += [text_table(report_rows(report)["verdicts"]), ""]
     if report.before is not None:
-        rows = [["latency (ms)", "before", "after", "delta", "95% CI", "change"]]
+        rows = [["latency (ms)", "before", "after", "change", "95 % CI", "judged"]]
         for lc in report.latency:
             for d in lc.differences:
                 if d.stat in ("p50", "p99"):
