@@ -13,7 +13,7 @@ from typing import Any
 from streamslo.reports.glossary import OUTCOME_MEANINGS, metric_label, metric_unit, protocol_text
 from streamslo.reports.model import Difference, FailureGroup, OutcomeCount, Report, RunInfo
 
-__all__ = ["ci_text", "fmt", "headline", "judged", "report_rows", "run_title"]
+__all__ = ["ci_text", "fmt", "headline", "judged", "report_rows", "run_title", "value_text"]
 
 
 def fmt(v: Any, digits: int = 1, signed: bool = False, pct: bool = False) -> str:
@@ -30,18 +30,24 @@ def fmt(v: Any, digits: int = 1, signed: bool = False, pct: bool = False) -> str
     return text + (" %" if pct else "")
 
 
-def _obs(metric: str, v: float | None, signed: bool = False) -> str:
+def value_text(metric: str, v: float | None, signed: bool = False) -> str:
     """A threshold's or metric's value with its unit (rates in %)."""
     unit = metric_unit(metric)
     if unit == "%":
-        return fmt(v, 2, signed, pct=True)
+        return fmt(v, _pct_digits(v), signed, pct=True)
     text = fmt(v, 1, signed)
     return text if v is None or not unit else f"{text} {unit}"
 
 
+def _pct_digits(v: float | None) -> int:
+    """Two decimals of a percentage; four for a rate under 0.01 % that is not zero (a threshold
+    such as ``rate<0.0001`` must not read 0.00 % when it failed)."""
+    return 4 if v is not None and 0 < abs(v) < 1e-4 else 2
+
+
 def _observed(metric: str, v: float | None) -> str:
     """A threshold's observed value; ``no data`` when the run had nothing to measure."""
-    return "no data" if v is None else _obs(metric, v)
+    return "no data" if v is None else value_text(metric, v)
 
 
 def ci_text(d: Difference | None, pct: bool = False) -> str:
@@ -79,19 +85,20 @@ def report_rows(report: Report) -> dict[str, list[list[str]]]:
     if two:
         t["verdicts"] = [["SLO", "threshold", "before", "after", "change", "verdict"]] + [
             [v.metric, v.expression, _observed(v.metric, v.before), _observed(v.metric, v.after),
-             _obs(v.metric, v.delta, True), v.verdict]
+             value_text(v.metric, v.delta, True), v.verdict]
             for v in report.verdicts
         ]
         t["rates"] = [["rate", "before", "after", "change", "95 % CI of change", "judged"]] + [
             [_named(r.metric), _rate_cell(r.before, r.before_counts),
              _rate_cell(r.after, r.after_counts),
-             fmt(r.difference.delta if r.difference else None, 2, True, True),
+             fmt(r.difference.delta if r.difference else None,
+                 _pct_digits(r.difference.delta if r.difference else None), True, True),
              ci_text(r.difference, True), judged(r.difference)]
             for r in report.rates
         ]
         t["throughput"] = [["", "before", "after", "change"]] + [
-            [_named(s.metric), _obs(s.metric, s.before), _obs(s.metric, s.after),
-             _obs(s.metric, s.delta, True)]
+            [_named(s.metric), value_text(s.metric, s.before), value_text(s.metric, s.after),
+             value_text(s.metric, s.delta, True)]
             for s in report.throughput
         ]
         lat = [["metric", "stat", "before (ms)", "after (ms)", "change (ms)", "95 % CI of change",
@@ -118,7 +125,7 @@ def report_rows(report: Report) -> dict[str, list[list[str]]]:
             [_named(r.metric), _rate_cell(r.after, r.after_counts)] for r in report.rates
         ]
         t["throughput"] = [["", "value"]] + [
-            [_named(s.metric), _obs(s.metric, s.after)] for s in report.throughput]
+            [_named(s.metric), value_text(s.metric, s.after)] for s in report.throughput]
         lat = [["metric (ms)", "p50", "p90", "p95", "p99", "max", "mean", "samples"]]
         for lc in report.latency:
             a = lc.after
@@ -172,7 +179,7 @@ def _rate_cell(v: float | None, counts: tuple[int, int] | None) -> str:
         return "—"
     if counts[1] == 0:
         return "no data (0 of 0)"
-    return f"{fmt(v, 2, pct=True)} ({counts[0]:,} of {counts[1]:,})"
+    return f"{fmt(v, _pct_digits(v), pct=True)} ({counts[0]:,} of {counts[1]:,})"
 
 
 def _generator(g: dict[str, Any]) -> str:

@@ -225,3 +225,18 @@ def test_glossary_terms_come_from_the_registry_once_each() -> None:
     assert [t[0] for t in terms] == ["ttft_ms", "error_rate"]
     assert terms[0][1:3] == ("Time to first token", "ms")
     assert terms[1][2] == "% of requests"
+
+
+def test_values_carry_units_and_a_tiny_rate_does_not_read_zero() -> None:
+    from streamslo.reports.tables import (
+        ci_text,
+        fmt,
+        value_text,
+    )
+
+    assert value_text("truncation_rate", 0.02) == "2.00 %"
+    assert value_text("truncation_rate", 0.00004) == "0.0040 %"  # not "0.00 %" beside a fail
+    assert value_text("itl_ms", 38.79) == "38.8 ms"
+    assert value_text("tokens_per_s", 443.8) == "443.8 /s"
+    assert value_text("itl_ms", None) == "—" and fmt(None) == "—"
+    assert ci_text(None) == "—"
