@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 import gevent
 import gevent.lock
 
+from streamslo.cancel import CancelPlan
 from streamslo.errors import ProtocolError
 from streamslo.loadgen.monitor import GeneratorMonitor
 from streamslo.loadgen.options import LoadOptions
@@ -142,6 +143,7 @@ class RunRecorder:
         self._tag = f"p{id(self) & 0xFFFFFF:06x}"
         self._target: Target | None = None
         self._request: RequestOptions | None = None
+        self._cancel_plan: CancelPlan | None = None
         self._flusher: gevent.Greenlet | None = None
         self._queue: deque[StreamRecord] = deque()
         self._request_lock = gevent.lock.Semaphore()
@@ -352,6 +354,19 @@ class RunRecorder:
             scheduled_at=scheduled_at,
         )
 
+    def cancel_draw(self) -> tuple[float | None, int | None]:
+        """``--cancel-rate``: when the client hangs up on the next stream, (seconds, content
+        chunks), or (None, None) to let it finish. Seeded by the run's seed and the process."""
+        opts = self.opts
+        if opts.cancel_rate <= 0:
+            return None, None
+        plan = self._cancel_plan
+        if plan is None or plan.after.spec() != opts.cancel_after or plan.rate != opts.cancel_rate:
+            index = int(getattr(getattr(self.env, "runner", None), "worker_index", 0) or 0)
+            plan = self._cancel_plan = CancelPlan(opts.cancel_rate, opts.cancel_after,
+                                                  opts.seed * 1_000_003 + 7919 * index + 17)
+        return plan.draw()
+
     def new_conversation_id(self) -> str:
         """A conversation id unique across processes (multi-turn runs)."""
         return f"{self._tag}-c{next(self._conversations)}"
@@ -417,6 +432,8 @@ class RunRecorder:
         outcome = rec.outcome
         if outcome == "cancelled":
             return
+        if outcome == "client_cancelled":  # hung up on purpose: not a Locust failure
+            outcome = Outcome.OK
         if rec.ttft_s is not None:
             fire(request_type=kind, name="ttft", response_time=rec.ttft_s * 1000.0, response_length=0, exception=None, context={})
         mode = self.opts.itl_events

@@ -169,7 +169,7 @@ def _activity(runs: Sequence[LoadedRun]) -> Chart | None:
 def _outcomes(report: Report) -> Chart:
     failures = [
         o for o in report.outcomes
-        if o.protocol == "all" and o.outcome not in ("ok", "cancelled")
+        if o.protocol == "all" and o.outcome not in ("ok", "cancelled", "client_cancelled")
         and (o.after or o.before)
     ]
     fig = Figure(figsize=(6.4, 3.4))
