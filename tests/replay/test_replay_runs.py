@@ -168,3 +168,29 @@ def test_prefix_groups_hit_rate_matches_the_servers_count(server, tmp_path):
     assert pc["ttft_ms_hit"]["count"] + pc["ttft_ms_miss"]["count"] == pc["streams"]
     s = pd.read_csv(out / "streams.csv")
     assert (s["cached_tokens"] >= 0).all()
+
+
+def test_a_trace_scenario_replays_beside_other_scenarios(server, tmp_path):
+    trace = _excerpt(tmp_path, 8.0)
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(f"""
+[scenarios.replay]
+executor = "trace"
+trace = "{trace}"
+speed = 2
+
+[scenarios.steady]
+executor = "constant-vus"
+vus = 1
+duration = "3s"
+""")
+    out = tmp_path / "sc"
+    r = run(server.url, out, "--scenario", str(scenario), "--max-tokens", "4", "--drain", "5")
+    assert r.returncode == 0, r.stdout + r.stderr
+    s = pd.read_csv(out / "streams.csv")
+    replayed = s[s["scenario"] == "replay"]
+    assert len(replayed) == len(list(iter_trace(trace))) and (replayed["outcome"] == "ok").all()
+    assert replayed["scheduled_at"].notna().all() and replayed["schedule_lag_ms"].notna().all()
+    assert (s["scenario"] == "steady").sum() > 0
+    run_json = json.loads((out / "run.json").read_text())
+    assert [sc["executor"] for sc in run_json["scenarios"]] == ["trace", "constant-vus"]

@@ -100,3 +100,20 @@ def test_iterating_reads_as_it_goes(tmp_path):
     with pytest.raises(BadInputError, match=r"big\.jsonl:20001: not valid JSON"):
         for _ in it:
             pass
+
+
+def test_trace_scenarios_parse_and_name_their_mistakes(tmp_path):
+    from streamslo.scenarios import ScenarioFileError, parse_scenarios
+
+    (sc,) = parse_scenarios({"r": {"executor": "trace", "trace": str(EXCERPT), "speed": 2, "late": "drop",
+                                   "maxLag": "10ms", "maxVUs": 40}}, "s.toml")
+    assert (sc.trace_speed, sc.trace_late, sc.trace_max_lag, sc.max_vus) == (2.0, "drop", 0.01, 40)
+    assert sc.duration == pytest.approx(describe_trace(EXCERPT).span_s / 2)
+    with pytest.raises(ScenarioFileError, match=r"\[scenarios.r\]: trace is required"):
+        parse_scenarios({"r": {"executor": "trace"}}, "s.toml")
+    with pytest.raises(ScenarioFileError, match="expected send or drop"):
+        parse_scenarios({"r": {"executor": "trace", "trace": str(EXCERPT), "late": "later"}}, "s.toml")
+    with pytest.raises(ScenarioFileError, match="'rate' does not apply to trace"):
+        parse_scenarios({"r": {"executor": "trace", "trace": str(EXCERPT), "rate": 3}}, "s.toml")
+    with pytest.raises(ScenarioFileError, match="cannot read the trace"):
+        parse_scenarios({"r": {"executor": "trace", "trace": str(tmp_path / "nope.jsonl")}}, "s.toml")
