@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -117,3 +118,24 @@ def test_trace_scenarios_parse_and_name_their_mistakes(tmp_path):
         parse_scenarios({"r": {"executor": "trace", "trace": str(EXCERPT), "rate": 3}}, "s.toml")
     with pytest.raises(ScenarioFileError, match="cannot read the trace"):
         parse_scenarios({"r": {"executor": "trace", "trace": str(tmp_path / "nope.jsonl")}}, "s.toml")
+
+
+def _config(*argv: str):
+    import argparse
+
+    from streamslo import runner
+
+    p = argparse.ArgumentParser(exit_on_error=False)
+    runner.add_arguments(p)
+    return runner.config_from_args(p.parse_args(["--host", "http://127.0.0.1:9", "--out", "/tmp/x", *argv]))
+
+
+def test_a_trace_run_lasts_the_trace_and_sets_the_arrivals_alone():
+    span = describe_trace(EXCERPT).span_s
+    cfg = _config("--trace", str(EXCERPT), "--trace-speed", "4", "--processes", "3")
+    assert cfg.duration == math.ceil(span / 4 + 1.0) and cfg.users == 3
+    assert _config("--trace", str(EXCERPT), "--duration", "7").duration == 7
+    with pytest.raises(BadInputError, match="--trace sets the arrivals; remove request_rate"):
+        _config("--trace", str(EXCERPT), "--request-rate", "5")
+    with pytest.raises(BadInputError, match="cannot read the trace"):
+        _config("--trace", "/nonexistent/trace.jsonl")
