@@ -17,7 +17,8 @@ Each stream is reported to Locust with named entries per protocol (``SSE``/``WS`
 - ``stream``: the whole stream; a failure named by its outcome (``truncated: ...``).
 
 Cancelled streams (the run stopped them) are written to the results but not reported as
-failures; streams that started in the warm-up are left out of everything.
+failures; a stream the client hung up on (``client_cancelled``) reports its ``ttft`` and ``itl``
+but no ``stream`` entry; streams that started in the warm-up are left out of everything.
 
 Error text comes from the server: before a stream is recorded anywhere, every secret (the API
 key, secret header values) is masked in it, and a ``streams.csv`` text cell that a spreadsheet
@@ -432,8 +433,6 @@ class RunRecorder:
         outcome = rec.outcome
         if outcome == "cancelled":
             return
-        if outcome == "client_cancelled":  # hung up on purpose: not a Locust failure
-            outcome = Outcome.OK
         if rec.ttft_s is not None:
             fire(request_type=kind, name="ttft", response_time=rec.ttft_s * 1000.0, response_length=0, exception=None, context={})
         mode = self.opts.itl_events
@@ -445,6 +444,8 @@ class RunRecorder:
                 mean = sum(rec.gap_s) / len(rec.gap_s)
                 fire(request_type=kind, name="itl", response_time=mean * 1000.0, response_length=0, exception=None, context={})
                 fire(request_type=kind, name="max_gap", response_time=max(rec.gap_s) * 1000.0, response_length=0, exception=None, context={})
+        if outcome == "client_cancelled":
+            return  # hung up on purpose: its TTFT and gaps count, its cut-short stream neither way
         e2e = (rec.e2e_s or 0.0) * 1000.0
         exc = None if outcome == "ok" else StreamFailure(f"{outcome}: {rec.error[:80]}" if rec.error else outcome)
         fire(request_type=kind, name="stream", response_time=e2e, response_length=rec.bytes, exception=exc, context={})
