@@ -10,7 +10,7 @@
 4. ``--prefix-groups 4``: the summary's cache hit rate against the server's own counters, and
    TTFT of hits against misses.
 
-Usage: ``python bench/bench_replay.py [--out bench/results/replay.json] [--quick]`` (``--quick``:
+Usage: ``python bench/bench_replay.py [--json bench/results/replay.json] [--quick]`` (``--quick``:
 a 20-second excerpt and short runs, for a smoke test). Prints the Markdown table at the end.
 """
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -80,7 +81,8 @@ def cancels(host: str, out: Path, duration: str) -> dict[str, Any]:
 
 
 def leak(out: Path, duration: str) -> dict[str, Any]:
-    with BundledServer(["--mode", "fixed", "--fault", "leak-cancelled"], out.parent / "leak.log") as srv:
+    with BundledServer(["--mode", "fixed", "--fault", "leak-cancelled", "--graceful-timeout", "1"],
+                       out.parent / "leak.log") as srv:
         srv.wait_ready()
         r = _run(srv.url, out, "--users", "8", "--duration", duration, "--max-tokens", "64",
                  "--cancel-rate", "0.2", "--cancel-after", "20tok", "--cancel-check", "5s", "--drain", "10")
@@ -118,15 +120,19 @@ def render(data: dict[str, Any]) -> str:
         rows.append(f"| {k}: control / with hang-ups | {c['control'][k]} / {c['cancel'][k]} |")
     rows.append(f"| freed check, fixed server | {(c['cancel']['server_freed'] or {}).get('passed')} |")
     rows.append(f"| freed check, leak-cancelled | {(data['leak']['server_freed'] or {}).get('passed')} (exit {data['leak']['rc']}) |")
+    load = data.get("load_average_end") or data.get("load_average_during")
+    if load:
+        rows.append(f"| machine load average (1, 5, 15 min; {data.get('cpus')} cores) | {', '.join(map(str, load))} |")
     p = data["prefix"]
     rows.append(f"| prefix groups 4: hit rate summary / server | {p['summary_hit_rate']:.4f} / {p['server_hit_rate']:.4f} |")
     rows.append(f"| prefix groups 4: TTFT p50 hit / miss (ms) | {p['ttft_p50_hit_ms']:.1f} / {p['ttft_p50_miss_ms']:.1f} |")
-    return "\n".join(rows)
+    text = "\n".join(rows)
+    return text + (f"\n\n{data['note']}" if data.get("note") else "")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=str(REPO / "bench" / "results" / "replay.json"))
+    ap.add_argument("--json", default=str(REPO / "bench" / "results" / "replay.json"))
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-replay-") as tmp:
@@ -137,6 +143,7 @@ def main() -> None:
             trace.write_text("".join(ln for ln in EXCERPT.open() if json.loads(ln)["timestamp"] <= 20_000))
         duration = "8" if args.quick else "40"
         started = time.time()
+        load_start = [round(x, 2) for x in os.getloadavg()]
         with BundledServer(["--mode", "fixed", "--max-streams", "256"], t / "server.log") as srv:
             srv.wait_ready()
             data: dict[str, Any] = {"command": "python bench/bench_replay.py" + (" --quick" if args.quick else ""),
@@ -146,8 +153,11 @@ def main() -> None:
             data["prefix"] = prefix(srv.url, t / "prefix", duration)
         data["leak"] = leak(t / "leak", "8")
         data["wall_s"] = round(time.time() - started, 1)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(data, indent=2) + "\n")
+        data["load_average_start"] = load_start
+        data["cpus"] = os.cpu_count()
+    data["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps(data, indent=2) + "\n")
     print(render(data))
 
 

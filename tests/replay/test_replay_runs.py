@@ -137,7 +137,8 @@ def test_hang_ups_are_their_own_outcome_and_the_server_frees_them(server, tmp_pa
 
 
 def test_a_server_that_leaks_hung_up_streams_fails_the_check(tmp_path):
-    with BundledServer(["--mode", "fixed", "--fault", "leak-cancelled"], tmp_path / "leak.log") as leak:
+    with BundledServer(["--mode", "fixed", "--fault", "leak-cancelled", "--graceful-timeout", "1"],
+                       tmp_path / "leak.log") as leak:
         leak.wait_ready()
         out = tmp_path / "leak"
         r = run(leak.url, out, "--users", "4", "--duration", "5", "--max-tokens", "16",
