@@ -88,6 +88,7 @@ class RunJson(TypedDict, total=False):
     skipped_rows: int
     windows: dict[str, Any]
     alerts: list[dict[str, Any]] | None
+    server_freed: dict[str, Any]
 
 
 class LatencySummary(TypedDict):
@@ -130,3 +131,7 @@ class SummaryJson(TypedDict, total=False):
     dropped_iterations: int
     dropped_iterations_by_scenario: dict[str, int]
     scenarios: dict[str, dict[str, Any]]
+    schedule_lag_ms: LatencySummary
+    client_cancelled: dict[str, Any]
+    prefix_cache: dict[str, Any]
+    server_freed: dict[str, Any]

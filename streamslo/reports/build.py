@@ -113,6 +113,7 @@ def build_report(
     )
     from streamslo.reports.load import load_report_runs
     from streamslo.reports.render import render_html, render_json, render_markdown, summary_table
+    from streamslo.reports.replay import replay_html, replay_json, replay_markdown, replay_tables
     from streamslo.reports.scenarios import (
         scenario_html,
         scenario_json,
@@ -154,6 +155,10 @@ def build_report(
     extra_html += [("Long run: windows, error budget, drift", soak_html(soak))] if soak else []
     extra_md = "\n".join(part for part in (scenario_markdown(scenarios), levels_markdown(levels),
                                             turns_markdown(turns), soak_markdown(soak)) if part)
+    replay = replay_tables(runs)  # trace arrivals, hang-ups, prefix cache (docs/workloads.md)
+    if replay:
+        extra_html += [("Replay: arrivals, hang-ups, prefix cache", replay_html(replay))]
+        extra_md = "\n".join(part for part in (extra_md, replay_markdown(replay)) if part)
 
     html_path = Path(out_html)
     _mkdir(html_path.parent)
@@ -162,7 +167,8 @@ def build_report(
     _write(html_path, render_html(report, charts, extra_html))
     _write(md_path, render_markdown(report, extra_md))
     _write(json_path, render_json(report, {"soak": soak_json(soak), "scenarios": scenario_json(runs),
-                                           "levels": levels_json(levels), "turns": turns}))
+                                           "levels": levels_json(levels), "turns": turns,
+                                           "replay": replay_json(runs)}))
     return ReportResult(
         html=html_path,
         markdown=md_path,

@@ -181,7 +181,7 @@ def _outcomes(report: Report) -> Chart | None:
     it)."""
     failures = [
         o for o in report.outcomes
-        if o.protocol == "all" and o.outcome not in ("ok", "cancelled")
+        if o.protocol == "all" and o.outcome not in ("ok", "cancelled", "client_cancelled")
         and (o.after or o.before)
     ]
     if len(failures) < 2:

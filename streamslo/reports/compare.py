@@ -24,6 +24,7 @@ import pandas as pd
 from streamslo import __version__
 from streamslo.metrics import (
     LatencyStats,
+    counted_mask,
     counter_value,
     latency_pool,
     rate_value,
@@ -108,7 +109,7 @@ def clustered_samples(run: LoadedRun, metric: str) -> Clustered:
 def clustered_rate(run: LoadedRun, metric: str) -> Clustered:
     """0/1 indicators of a rate's numerator over its denominator's requests (docs/outcomes.md)."""
     s = run.streams
-    counted = s[(s["outcome"] != "cancelled").fillna(True)]
+    counted = s[counted_mask(s)]
     if metric == "truncation_rate":
         units = latency_pool(counted)
         hit = units["outcome"] != "ok"

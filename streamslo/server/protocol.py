@@ -204,8 +204,10 @@ def parse_request(raw: bytes | str, kind: str | None, default_max_tokens: int,
 class ChunkFactory:
     """Builds one request's chunks (SSE data or WS frames) and its non-streaming response."""
 
-    def __init__(self, req: ParsedRequest, prompt_tokens: int) -> None:
+    def __init__(self, req: ParsedRequest, prompt_tokens: int, cached_tokens: int = 0) -> None:
         self.req = req
+        self.cached_tokens = cached_tokens
+        """Prompt tokens served from the prefix cache (``usage.prompt_tokens_details``)."""
         self.chat = req.kind == "chat"
         prefix = "chatcmpl" if self.chat else "cmpl"
         self.id = f"{prefix}-{next(_ids):x}{random.getrandbits(32):08x}"
@@ -231,9 +233,10 @@ class ChunkFactory:
             return f'{self._head}"delta":{{"content":{t}}},"finish_reason":null}}]}}'
         return f'{self._head}"text":{t},"logprobs":null,"finish_reason":null}}]}}'
 
-    def _usage(self, completion: int) -> dict[str, int]:
+    def _usage(self, completion: int) -> dict[str, Any]:
         return {"prompt_tokens": self.prompt_tokens, "completion_tokens": completion,
-                "total_tokens": self.prompt_tokens + completion}
+                "total_tokens": self.prompt_tokens + completion,
+                "prompt_tokens_details": {"cached_tokens": self.cached_tokens}}
 
     def finish(self, reason: str, completion_tokens: int) -> str:
         """The last chunk: empty delta/text, ``finish_reason``, and usage when asked."""

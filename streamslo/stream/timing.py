@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from streamslo.stream.outcome import Outcome
 
-__all__ = ["SCENARIO_COLUMNS", "STREAM_COLUMNS", "WORKLOAD_COLUMNS", "StreamExpectations", "StreamRecord"]
+__all__ = ["REPLAY_COLUMNS", "SCENARIO_COLUMNS", "STREAM_COLUMNS", "WORKLOAD_COLUMNS", "StreamExpectations", "StreamRecord"]
 
 #: The columns of ``streams.csv``, in order (``docs/results.md``).
 STREAM_COLUMNS: tuple[str, ...] = (
@@ -36,6 +36,8 @@ STREAM_COLUMNS: tuple[str, ...] = (
     "conversation_id",
     "turn",
     "scenario",
+    "schedule_lag_ms",
+    "cached_tokens",
 )
 
 #: The columns added by results schema 3 (token counts, multi-turn conversations): a reader
@@ -46,6 +48,12 @@ WORKLOAD_COLUMNS: tuple[str, ...] = ("usage_prompt_tokens", "conversation_id", "
 #: run without ``[scenarios.*]``). A reader of an older directory takes it as empty.
 SCENARIO_COLUMNS: tuple[str, ...] = ("scenario",)
 
+#: The columns added with trace replay and the prefix cache: how late a scheduled stream
+#: started (``started_at - scheduled_at``), and the prompt tokens the server served from its
+#: prefix cache (``usage.prompt_tokens_details.cached_tokens``). A reader of an older directory
+#: takes them as empty.
+REPLAY_COLUMNS: tuple[str, ...] = ("schedule_lag_ms", "cached_tokens")
+
 
 @dataclass(frozen=True, slots=True)
 class StreamExpectations:
@@ -53,6 +61,11 @@ class StreamExpectations:
 
     max_tokens: int | None = None
     """The ``max_tokens`` sent, or None when the request set none."""
+    cancel_after_s: float | None = None
+    """``--cancel-after``: the client hangs up this long after the request started, unless
+    the stream ended first (``client_cancelled``)."""
+    cancel_after_tokens: int | None = None
+    """``--cancel-after Ntok``: the client hangs up once this many content chunks arrived."""
     ignore_eos: bool = True
     """The request asked for ``ignore_eos: true``: exactly ``max_tokens`` tokens, ``length``."""
     coalesced_chunks: bool = False
@@ -95,6 +108,8 @@ class StreamRecord:
     """Multi-turn runs: 1 for a conversation's first request, 2 for the next..."""
     scenario: str | None = None
     """The ``[scenarios.NAME]`` this stream belongs to; None outside scenarios."""
+    cached_tokens: int | None = None
+    """The server's ``usage.prompt_tokens_details.cached_tokens`` (prefix-cache hits)."""
     finish_reason: str | None = None
     bytes: int = 0
     error: str = ""
@@ -142,4 +157,7 @@ class StreamRecord:
             "conversation_id": self.conversation_id,
             "turn": self.turn,
             "scenario": self.scenario,
+            "schedule_lag_ms": (None if self.scheduled_at is None
+                                else round((self.started_at - self.scheduled_at) * 1000.0, 3)),
+            "cached_tokens": self.cached_tokens,
         }
