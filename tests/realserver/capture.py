@@ -11,7 +11,11 @@ Run against a ``vllm serve`` of the tiny model (``vllm_setup.py``)::
     python tests/realserver/capture.py VENV MODEL_DIR [--port 8011]
 
 It starts the server, captures, and last kills the engine under a stream in flight (the
-server's in-band error), then stops the server.
+server's in-band error), then stops the server. ``--survey N`` instead counts chunks against
+``usage.completion_tokens`` over N streams per endpoint and keeps one stream of each endpoint
+that has empty-content chunks (``*_stream_empty_chunks.http``). The committed
+``*_stream_merged.http`` are ``chat_stream.http`` and ``completions_stream.http`` of a capture
+in which vLLM had merged several tokens into each chunk (renamed for what they show).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import sys
@@ -140,6 +145,76 @@ def capture(port: int, engine_pids: list[int], out: Path = CAPTURES) -> dict[str
     return index
 
 
+def _chunk_counts(raw: bytes) -> dict[str, int]:
+    """A stream's chunks by kind: ``text`` (non-empty text), ``empty`` (a choice whose text is
+    ``""``, not the role announcement), ``role``, and the server's ``usage``."""
+    out = {"text": 0, "empty": 0, "role": 0, "usage": -1}
+    for m in re_data.findall(_dechunk(raw.partition(b"\r\n\r\n")[2])):
+        if m == b"[DONE]":
+            continue
+        event = json.loads(m)
+        if event.get("usage"):
+            out["usage"] = int(event["usage"]["completion_tokens"])
+        for choice in event.get("choices", []):
+            delta = choice.get("delta", choice)
+            text = delta.get("content", delta.get("text"))
+            if "role" in delta and not text:
+                out["role"] += 1
+            elif text == "":
+                out["empty"] += 1
+            elif text is not None:
+                out["text"] += 1
+    return out
+
+
+def survey(port: int, streams: int = 40, concurrency: int = 4,
+           out: Path = CAPTURES) -> dict[str, Any]:
+    """``streams`` chat and completions streams, ``concurrency`` at a time (the load of the
+    real-server tests): how many chunks each had against the server's usage. Keeps the first
+    stream of each endpoint that had empty chunks as ``<endpoint>_stream_empty_chunks.http``."""
+    result: dict[str, Any] = {}
+    for name in ("chat_stream.http", "completions_stream.http"):
+        method, path, body = REQUESTS[name]
+        raws: list[bytes] = []
+
+        def worker(w: int, n: int, method: str = method, path: str = path,
+                   body: dict[str, Any] | None = body, raws: list[bytes] = raws) -> None:
+            for i in range(n):
+                # a different prompt per stream: greedy decoding repeats an answer per prompt
+                req = json.loads(json.dumps(body).replace("lighthouse", f"lighthouse {w}.{i}")
+                                 .replace("def main", f"def main{w}_{i}"))
+                raws.append(raw_exchange(port, method, path, req))  # (append: thread-safe)
+
+        threads = [threading.Thread(target=worker, args=(w, streams // concurrency))
+                   for w in range(concurrency)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        counts = [_chunk_counts(r) for r in raws]
+        endpoint = name.split("_")[0]
+        result[endpoint] = {
+            "streams": len(counts),
+            "text_chunks_equal_usage": sum(c["text"] == c["usage"] for c in counts),
+            "text_and_empty_chunks_equal_usage": sum(c["text"] + c["empty"] == c["usage"]
+                                                     for c in counts),
+            "fewer_chunks_than_usage_even_with_empty": sum(c["text"] + c["empty"] < c["usage"]
+                                                           for c in counts),
+            "with_empty_chunks": sum(c["empty"] > 0 for c in counts),
+            "empty_chunks": sum(c["empty"] for c in counts),
+            "text_chunks": sum(c["text"] for c in counts),
+            "usage_tokens": sum(c["usage"] for c in counts),
+        }
+        keep = next((r for r, c in zip(raws, counts, strict=True)
+                     if c["empty"] and c["text"] + c["empty"] == c["usage"]), None)
+        if keep is not None:
+            (out / f"{endpoint}_stream_empty_chunks.http").write_bytes(keep)
+    return result
+
+
+re_data = re.compile(rb"^data: (.*)$", re.M)
+
+
 def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(HERE))
     import vllm_setup  # type: ignore[import-not-found]
@@ -149,12 +224,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("model", type=Path)
     ap.add_argument("--port", type=int, default=8011)
     ap.add_argument("--out", type=Path, default=CAPTURES)
+    ap.add_argument("--survey", type=int, default=0, metavar="N",
+                    help="only count chunks against usage over N streams per endpoint")
     args = ap.parse_args(argv)
     server = vllm_setup.start_server(args.venv, args.model, args.port,
                                      args.model / "capture-serve.log")
     print(f"vllm up in {server.startup_s:.1f} s", flush=True)
     try:
-        capture(args.port, server.engine_pids(), args.out)
+        if args.survey:
+            print(json.dumps(survey(args.port, args.survey, out=args.out), indent=2))
+        else:
+            capture(args.port, server.engine_pids(), args.out)
     finally:
         server.stop()
     return 0
