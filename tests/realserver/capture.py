@@ -217,7 +217,7 @@ re_data = re.compile(rb"^data: (.*)$", re.M)
 
 def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(HERE))
-    import vllm_setup  # type: ignore[import-not-found]
+    import vllm_setup  # type: ignore[import-not-found,unused-ignore]
 
     ap = argparse.ArgumentParser(description="capture a real vLLM's wire bytes")
     ap.add_argument("venv", type=Path)

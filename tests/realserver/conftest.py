@@ -28,7 +28,7 @@ MODEL_ENV = "STREAMSLO_VLLM_MODEL"
 
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
-import vllm_setup  # type: ignore[import-not-found]  # noqa: E402
+import vllm_setup  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
 
 __all__ = ["Run", "run_streamslo"]
 

@@ -216,7 +216,7 @@ def test_a_scrape_of_vllm_tables_its_series_as_the_runs(tmp_path: Path) -> None:
     cpu = by["server process CPU"]
     idle = parse_prometheus_typed(texts[0].decode())[0]["process_cpu_seconds_total"]
     after = parse_prometheus_typed(texts[2].decode())[0]["process_cpu_seconds_total"]
-    assert cpu.value == pytest.approx(after - idle) and cpu.value < cpu.last
+    assert cpu.last is not None and cpu.value == pytest.approx(after - idle) and cpu.value < cpu.last
     assert {"running", "waiting", "kv", "preempt", "cpu", "memory"} <= {
         k.panel for k, _, _ in panel_series(run)}
     assert not any(r.sample.endswith(("_bucket", "_created")) for r in rows)
