@@ -172,6 +172,7 @@ def survey(port: int, streams: int = 40, concurrency: int = 4,
     """``streams`` chat and completions streams, ``concurrency`` at a time (the load of the
     real-server tests): how many chunks each had against the server's usage. Keeps the first
     stream of each endpoint that had empty chunks as ``<endpoint>_stream_empty_chunks.http``."""
+    out.mkdir(parents=True, exist_ok=True)
     result: dict[str, Any] = {}
     for name in ("chat_stream.http", "completions_stream.http"):
         method, path, body = REQUESTS[name]
@@ -215,6 +216,54 @@ def survey(port: int, streams: int = 40, concurrency: int = 4,
 re_data = re.compile(rb"^data: (.*)$", re.M)
 
 
+def survey_token_ids(port: int, streams: int = 40, concurrency: int = 4,
+                     out: Path = CAPTURES) -> dict[str, Any]:
+    """Chat streams asking vLLM for ``return_token_ids``: does the number of token ids across
+    a stream's chunks equal its usage even where chunks were merged? Keeps the first stream
+    with a merged chunk (several ids in one chunk) as ``chat_stream_token_ids.http``."""
+    method, path, body = REQUESTS["chat_stream.http"]
+    raws: list[bytes] = []
+
+    def worker(w: int, n: int) -> None:
+        for i in range(n):
+            req = json.loads(json.dumps(body).replace("lighthouse", f"lighthouse {w}.{i}"))
+            raws.append(raw_exchange(port, method, path, dict(req, return_token_ids=True)))
+
+    threads = [threading.Thread(target=worker, args=(w, streams // concurrency))
+               for w in range(concurrency)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    rows = []
+    for raw in raws:
+        ids: list[int] = []
+        chunks = merged = 0
+        usage = -1
+        for m in re_data.findall(_dechunk(raw.partition(b"\r\n\r\n")[2])):
+            if m == b"[DONE]":
+                continue
+            event = json.loads(m)
+            if event.get("usage"):
+                usage = int(event["usage"]["completion_tokens"])
+            for choice in event.get("choices", []):
+                got = choice.get("token_ids") or []
+                if got:
+                    chunks += 1
+                    merged += len(got) > 1
+                ids += got
+        rows.append({"ids": len(ids), "usage": usage, "chunks": chunks, "merged": merged, "raw": raw})
+    keep = next((r["raw"] for r in rows if r["merged"]), raws[0] if raws else b"")
+    (out / "chat_stream_token_ids.http").write_bytes(keep)
+    return {
+        "streams": len(rows),
+        "token_ids_equal_usage": sum(r["ids"] == r["usage"] for r in rows),
+        "with_merged_chunks": sum(r["merged"] > 0 for r in rows),
+        "chunks_with_ids": sum(r["chunks"] for r in rows),
+        "usage_tokens": sum(r["usage"] for r in rows),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(HERE))
     import vllm_setup  # type: ignore[import-not-found,unused-ignore]
@@ -233,6 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.survey:
             print(json.dumps(survey(args.port, args.survey, out=args.out), indent=2))
+            print(json.dumps(survey_token_ids(args.port, args.survey, out=args.out), indent=2))
         else:
             capture(args.port, server.engine_pids(), args.out)
     finally:

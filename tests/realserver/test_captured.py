@@ -13,7 +13,9 @@ show about vLLM's stream:
   (chat) and 8 (completions) chunks right after start-up on a busy machine. Over 80 streams
   per endpoint at 4 at a time (``capture.py --survey 80``), text + empty chunks equalled
   ``usage.completion_tokens`` in 60 of 80 chat and 57 of 80 completions streams; the others
-  had merged chunks (``captures.json`` ``survey``);
+  had merged chunks (``captures.json`` ``survey``); busier, 20 of 40 and 5 of 40;
+- asked ``return_token_ids: true``, each chunk lists its token ids: their count equalled usage
+  in 40 of 40 streams, 12 of them with merged chunks (``chat_stream_token_ids.http``);
 - the last choice chunk carries ``finish_reason: "length"``; then a usage-only chunk
   (``choices: []``, ``completion_tokens: 64``); then ``[DONE]``;
 - an engine that dies under a stream sends ``data: {"error": {..., "code": 500}}`` in the
@@ -97,6 +99,16 @@ def test_the_captured_stream_shape(name: str) -> None:
         # fewer chunks than tokens: vLLM merged deltas (the stream is complete: finish
         # "length", usage 64 = max_tokens, [DONE])
         assert empty == 0 and 0 < len(texts) < 64
+
+
+def test_vllms_token_ids_count_merged_chunks_exactly() -> None:
+    """Asked ``return_token_ids: true``, vLLM lists each chunk's token ids: their number is
+    the token count even where chunks were merged (40 of 40 streams in the survey, 12 of them
+    with merged chunks), where counting chunks is not."""
+    choices, texts = _choices("chat_stream_token_ids.http")
+    per_chunk = [len(c.get("token_ids") or []) for c in choices]
+    assert sum(per_chunk) == 64 == _events("chat_stream_token_ids.http")[-2]["usage"]["completion_tokens"]
+    assert max(per_chunk) > 1 and len(texts) < 64  # merged chunks
 
 
 def test_the_captured_error_shapes() -> None:
