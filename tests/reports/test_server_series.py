@@ -224,3 +224,33 @@ def test_the_bundled_servers_own_metrics(tmp_path: Path) -> None:
     assert active and max(r.value for r in active) >= 1
     cpu = next(r for r in rows if r.sample == "process_cpu_seconds_total")
     assert cpu.kind == "increase" and 0 < cpu.value < cpu.last  # the run's share, not the total
+
+
+@pytest.mark.parametrize("server, metrics, want", [
+    ("tgi", {"tgi_batch_current_size": [0, 3, 1], "tgi_queue_size": [0, 2, 0],
+             "tgi_batch_current_max_tokens": [0, 900, 100]},
+     {"running": "TGI batch size (running)", "waiting": "TGI queue size (waiting)",
+      "batch_tokens": "TGI batch max tokens"}),
+    ("sglang", {"sglang:num_running_reqs": [0, 5, 2], "sglang:num_queue_reqs": [0, 1, 0],
+                "sglang:token_usage": [0.0, 0.4, 0.1]},
+     {"running": "SGLang running requests", "waiting": "SGLang queued requests",
+      "kv": "SGLang token-pool usage"}),
+    ("older vllm", {"vllm:gpu_cache_usage_perc": [0.0, 0.3, 0.0]}, {"kv": "vLLM KV-cache usage"}),
+])
+def test_each_servers_streaming_series_by_its_own_names(server, metrics, want, tmp_path: Path) -> None:
+    from streamslo.reports.load import LoadedRun
+    from streamslo.reports.server_series import moved_samples, panel_series
+
+    lines = "\n".join(
+        _scrape(2.0 * i, {name: values[i] for name, values in metrics.items()},
+                {name: "gauge" for name in metrics} if i == 0 else None)
+        for i in range(3)) + "\n"
+    (tmp_path / "server").mkdir()
+    (tmp_path / "server" / "metrics.jsonl").write_text(lines)
+    run = LoadedRun("run", server, None, START, None, load_server_evidence(tmp_path))  # type: ignore[arg-type]
+    series = panel_series(run)
+    assert {k.panel: k.title for k, _, _ in series} == want
+    title_of = {name: k.title for k, name, _ in series}
+    peaks = {r.title: r.value for r in moved_samples(run)[0]}
+    for name, values in metrics.items():
+        assert peaks[title_of[name]] == max(values), name
