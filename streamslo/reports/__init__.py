@@ -7,6 +7,7 @@ Layout::
     bootstrap.py  confidence intervals that resample whole streams
     verdicts.py   SLO checks through streamslo.thresholds
     timeline.py   per-second series for the charts
+    server_series.py  the target's own series (vLLM, TGI, SGLang, process) over the run
     charts.py     matplotlib (Agg) charts as base64 PNG
     render.py     HTML / Markdown / JSON / terminal text
     build.py      build_report(): all of the above, files written
