@@ -1,7 +1,8 @@
 """Server-side evidence collected during a run: the target's Prometheus metrics and, for the
 bundled server, its processes over time.
 
-- ``server/metrics.jsonl``: ``/metrics`` every two seconds, one JSON line a scrape. The bundled
+- ``server/metrics.jsonl``: ``/metrics`` at the start, every two seconds and at the end, one
+  JSON line a scrape (:meth:`ServerEvidence.scrape_once`), parsed by ``prometheus_client``. The bundled
   server's are found by themselves (``/healthz`` says it is the bundled server); any other
   server's when ``--metrics-url`` names them (vLLM's ``/metrics``, say).
 - ``server/resources.jsonl``: the server's processes, one line a scrape: ``rss_bytes``,
@@ -20,10 +21,12 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
+import math
 import ssl
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -32,27 +35,86 @@ from streamslo.results import Layout
 from streamslo.results_writer import append_lines
 from streamslo.transport.common import make_ssl_context
 
-__all__ = ["ServerEvidence", "latest_server_rss", "parse_prometheus", "process_resources"]
+__all__ = [
+    "ServerEvidence",
+    "json_value",
+    "latest_server_rss",
+    "parse_prometheus",
+    "parse_prometheus_typed",
+    "process_resources",
+    "sample_key",
+]
 
 _BUNDLED = "streamslo-target"
 
 log = logging.getLogger("streamslo.evidence")
 
 
-def parse_prometheus(text: str) -> dict[str, float]:
-    """Prometheus text format -> ``{"name{labels}": value}`` (comments skipped)."""
-    out: dict[str, float] = {}
+def _label_value(v: str) -> str:
+    return v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def sample_key(name: str, labels: dict[str, str]) -> str:
+    """``name{k="v",...}`` with the labels sorted and escaped as in the text format: one key
+    per series, the same whatever order the server wrote the labels in."""
+    if not labels:
+        return name
+    inner = ",".join(f'{k}="{_label_value(v)}"' for k, v in sorted(labels.items()))
+    return f"{name}{{{inner}}}"
+
+
+def _families(text: str) -> Iterator[Any]:
+    """``prometheus_client``'s parser over the whole text; when one line breaks it (a server
+    that writes the format loosely), over each line alone, the broken lines skipped."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    try:
+        yield from list(text_string_to_metric_families(text))
+        return
+    except (ValueError, IndexError, TypeError):
+        pass
     for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        name, _, rest = line.rpartition(" ")
-        if not name:
+        if not line.strip() or line.startswith("#"):
             continue
         try:
-            out[name.strip()] = float(rest)
-        except ValueError:
+            yield from list(text_string_to_metric_families(line + "\n"))
+        except (ValueError, IndexError, TypeError):
             continue
-    return out
+
+
+def parse_prometheus_typed(text: str) -> tuple[dict[str, float], dict[str, str]]:
+    """Prometheus text format -> ``({"name{labels}": value}, {sample name: family type})``.
+
+    Parsed by ``prometheus_client``'s parser: a sample's own timestamp is not taken for its
+    value, label values may hold spaces, quotes and braces, and ``NaN``, ``+Inf`` and ``-Inf``
+    are floats. Types are the families' ``# TYPE`` (``counter``, ``gauge``, ``histogram``,
+    ``summary``; ``unknown`` without one), keyed by the sample's name (``x_bucket`` ->
+    ``histogram``). The parser names a counter's samples ``*_total`` even where the server
+    wrote the bare name.
+    """
+    values: dict[str, float] = {}
+    types: dict[str, str] = {}
+    for family in _families(text):
+        typ = "unknown" if family.type == "untyped" else str(family.type)
+        for sample in family.samples:
+            values[sample_key(sample.name, dict(sample.labels))] = float(sample.value)
+            types.setdefault(sample.name, typ)
+    return values, types
+
+
+def parse_prometheus(text: str) -> dict[str, float]:
+    """Prometheus text format -> ``{"name{labels}": value}`` (:func:`parse_prometheus_typed`)."""
+    return parse_prometheus_typed(text)[0]
+
+
+def json_value(v: float) -> float | str:
+    """A sample's value as strict JSON takes it: NaN and the infinities as the text format
+    writes them (``"NaN"``, ``"+Inf"``, ``"-Inf"``), every other value as a number."""
+    if math.isnan(v):
+        return "NaN"
+    if math.isinf(v):
+        return "+Inf" if v > 0 else "-Inf"
+    return v
 
 
 def process_resources(pids: list[int]) -> dict[str, float] | None:
@@ -142,6 +204,7 @@ class ServerEvidence:
         self._thread: threading.Thread | None = None
         self._t0 = time.time()
         self._failed = 0
+        self._types: dict[str, str] = {}
 
     def _get(self, url: str, timeout: float = 3.0) -> bytes | None:
         try:
@@ -180,32 +243,49 @@ class ServerEvidence:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.touch()
             # Whole lines only: a full disk or a kill never leaves half a scrape.
-            append_lines(path, (json.dumps(obj) + "\n").encode())
-        except OSError as exc:
+            append_lines(path, (json.dumps(obj, allow_nan=False) + "\n").encode())
+        except (OSError, ValueError) as exc:
             self._failed += 1
             if self._failed == 1:
                 log.warning("streamslo: cannot write %s (%s); skipping scrapes until it can", path, exc)
 
     def _loop(self) -> None:
+        # A scrape at once: the baseline every counter's increase over the run is taken from
+        # (a server that ran before the run has lifetime totals in its counters).
+        self.scrape_once()
         while not self._stop.wait(self.interval):
             self.scrape_once()
 
     def scrape_once(self) -> None:
-        """One scrape of the metrics and, for the bundled server, of its processes."""
+        """One scrape of the metrics and, for the bundled server, of its processes.
+
+        A line of ``metrics.jsonl``: ``t`` (seconds since :meth:`start`), ``epoch``,
+        ``metrics`` (``{"name{labels}": value}``, NaN and infinities as the strings
+        ``"NaN"``, ``"+Inf"``, ``"-Inf"``: strict JSON) and, when a sample name is seen for the
+        first time, ``types`` (``{sample name: "counter" | "gauge" | ...}``).
+        """
         now = time.time()
         t = round(now - self._t0, 3)
         metrics: dict[str, float] = {}
         if self.metrics_url:
             raw = self._get(self.metrics_url)
             if raw is not None:
-                metrics = parse_prometheus(raw.decode("utf-8", "replace"))
-                self._append(self.layout.server_metrics, {"t": t, "metrics": metrics})
+                metrics, types = parse_prometheus_typed(raw.decode("utf-8", "replace"))
+                line: dict[str, Any] = {
+                    "t": t, "epoch": round(now, 3),
+                    "metrics": {k: json_value(v) for k, v in metrics.items()},
+                }
+                new = {k: v for k, v in types.items() if self._types.get(k) != v}
+                if new:
+                    line["types"] = new
+                    self._types.update(new)
+                self._append(self.layout.server_metrics, line)
         res: dict[str, Any] | None = None
         if self.bundled:
             res = self._bundled_resources()
-        elif "process_resident_memory_bytes" in metrics:
+        elif math.isfinite(metrics.get("process_resident_memory_bytes", math.nan)):
             res = {"rss_bytes": metrics["process_resident_memory_bytes"]}
-            if "process_open_fds" in metrics:
+            if math.isfinite(metrics.get("process_open_fds", math.nan)):
                 res["open_files"] = metrics["process_open_fds"]
         if res:
             self._append(self.layout.server_resources, {"t": t, "epoch": round(now, 3), **res})
@@ -238,6 +318,8 @@ class ServerEvidence:
             return
         self._stop.set()
         self._thread.join(timeout=10)
+        # The last scrape: counters' increases run to the end of the drain.
+        self.scrape_once()
         if not self.bundled:
             return
         for path, dest in (("/debug/stalls", self.layout.server_stalls), ("/debug/workers", self.layout.server_workers)):

@@ -25,7 +25,7 @@ def test_the_plugin_page_lists_every_setting() -> None:
 
 def _markdown_files() -> list[Path]:
     repo = DOCS.parent
-    skip = {".venv", ".git", "build", "node_modules"}
+    skip = {".venv", ".vllm-venv", ".tox", ".git", "build", "node_modules"}
     return [p for p in repo.rglob("*.md") if not skip & set(p.relative_to(repo).parts)]
 
 

@@ -9,6 +9,7 @@ Layout::
     failures.py   the most frequent error texts per failure outcome
     glossary.py   metric names, units, directions and meanings; outcome meanings
     timeline.py   per-second series for the charts
+    server_series.py  the target's own series (vLLM, TGI, SGLang, process) over the run
     charts.py     matplotlib (Agg) charts as base64 PNG
     tables.py     the tables as rows of text (units, names, judged change, headline)
     render.py     HTML / Markdown / JSON / terminal text

@@ -7,7 +7,8 @@ figure registry, no GUI backend, nothing to close, safe in threads and under
 
 Charts: ITL and TTFT CDFs (before vs after, log scale, SLO bound marked), the worst chunk
 lateness per second, active streams and tokens/s over time, outcome counts (truncation causes),
-and the server's own evidence when present.
+the server's own evidence when present, and the server's own series that matter for streaming
+(running and waiting requests, KV cache, preemptions, CPU, memory) over the run's time axis.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
@@ -25,6 +27,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 from streamslo.metrics import trend_samples
 from streamslo.reports.load import LoadedRun
 from streamslo.reports.model import Report
+from streamslo.reports.server_series import panel_series
 from streamslo.reports.timeline import activity_timeline, cdf_points, lateness_timeline
 
 __all__ = ["COLORS", "Chart", "make_charts", "png_base64"]
@@ -208,7 +211,10 @@ def _outcomes(report: Report) -> Chart | None:
 
 def _server(runs: Sequence[LoadedRun], report: Report) -> Chart | None:
     present = [(r, s) for r, s in zip(runs, report.server, strict=True) if s.present]
-    if not present:
+    backlog_named = any((r.server.metrics["name"] == "streamslo_write_backlog_bytes").any()
+                        for r, _ in present if len(r.server.metrics))
+    if not present or not (backlog_named or any(s.stall_causes for _, s in present)):
+        # Neither panel has anything (another server's metrics): the series chart shows them.
         return None
     fig = Figure(figsize=(11.0, 3.4))
     ax1, ax2 = fig.subplots(1, 2)
@@ -253,6 +259,69 @@ def _server(runs: Sequence[LoadedRun], report: Report) -> Chart | None:
                  png_base64(fig), wide=True)
 
 
+#: Panel order and axis label of the server-series chart (server_series.Known.panel).
+_PANELS = {
+    "running": "requests running",
+    "waiting": "requests waiting",
+    "kv": "KV-cache usage (%)",
+    "preempt": "preemptions (since start)",
+    "batch_tokens": "batch max tokens",
+    "cpu": "CPU (cores)",
+    "memory": "RSS (MiB)",
+}
+
+
+def _panel_values(panel: str, frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    t = frame["t"].to_numpy(dtype=float)
+    v = frame["value"].to_numpy(dtype=float)
+    if panel == "kv":
+        return t, v * 100.0
+    if panel == "memory":
+        return t, v / (1 << 20)
+    if panel == "cpu" and t.size > 1:
+        # The CPU counter's increase between scrapes per second between them: cores busy.
+        return t[1:], np.diff(v) / np.maximum(np.diff(t), 1e-9)
+    return t, v
+
+
+def _server_series(runs: Sequence[LoadedRun]) -> Chart | None:
+    """The target's own series that matter for streaming over the run's time axis, one panel
+    per kind, with the client's open streams beside the server's running requests."""
+    found = [(run, panel_series(run)) for run in runs]
+    panels = [p for p in _PANELS if any(k.panel == p for _, series in found for k, _, _ in series)]
+    if not panels:
+        return None
+    cols = 2 if len(panels) > 1 else 1
+    rows = (len(panels) + cols - 1) // cols
+    fig = Figure(figsize=(11.0, 2.6 * rows), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(rows, cols, sharex=True, squeeze=False).ravel())
+    styles = ("-", "--", ":", "-.")
+    for ax, panel in zip(axes, panels, strict=False):
+        for run, series in found:
+            mine = [(k, n, f) for k, n, f in series if k.panel == panel]
+            for i, (known, name, frame) in enumerate(mine):
+                t, v = _panel_values(panel, frame)
+                ax.plot(t, v, styles[i % len(styles)], color=COLORS[run.label], drawstyle="steps-post",
+                        label=f"{_name(run)}: {known.title}" if len(runs) > 1 else name)
+            if panel == "running" and mine:
+                tl = activity_timeline(run, 1.0)
+                if not tl.empty:
+                    ax.plot(tl["t"], tl["active"], color=COLORS[run.label], alpha=0.45, lw=1,
+                            drawstyle="steps-post", label=f"{_name(run)}: client open streams")
+        ax.set_ylabel(_PANELS[panel], fontsize=8)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7, loc="upper right")
+    for ax in axes[len(panels):]:
+        ax.set_axis_off()
+    for ax in axes[-cols:]:
+        ax.set_xlabel("seconds since the run's start")
+    title = "The server's own series over the run"
+    fig.suptitle(title, fontsize=10)
+    caption = ("Scraped from the target's /metrics every 2 s. Counters are their increase since "
+               "the run's first scrape, not lifetime totals; CPU is the CPU counter's rate.")
+    return Chart("server_series", title, caption, png_base64(fig), wide=True)
+
+
 def make_charts(runs: Sequence[LoadedRun], report: Report) -> tuple[Chart, ...]:
     """Every chart that has data, in the report's order."""
     charts = [
@@ -262,5 +331,6 @@ def make_charts(runs: Sequence[LoadedRun], report: Report) -> tuple[Chart, ...]:
         _activity(runs),
         _outcomes(report),
         _server(runs, report),
+        _server_series(runs),
     ]
     return tuple(c for c in charts if c is not None)

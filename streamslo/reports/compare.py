@@ -51,10 +51,10 @@ from streamslo.reports.model import (
     Report,
     RunInfo,
     ScalarComparison,
-    ServerSample,
     ServerSummary,
     VerdictRow,
 )
+from streamslo.reports.server_series import counter_increase, is_counter, moved_samples, run_time
 from streamslo.result_schema import SummaryJson
 from streamslo.stream.outcome import OUTCOMES
 from streamslo.summary_table import integrity_warnings
@@ -280,19 +280,6 @@ def _stall_causes(stalls: Any) -> dict[str, float]:
     return out
 
 
-#: Scraped metric families the report keeps (the rest is process noise).
-_SERVER_PREFIXES = ("streamslo_", "process_cpu_seconds", "process_resident_memory")
-
-
-def _counter_total(values: list[float]) -> float:
-    """A counter's total over a run's scrapes, counting a drop as a reset to zero."""
-    total, prev = 0.0, 0.0
-    for v in values:
-        total += v - prev if v >= prev else v
-        prev = v
-    return total
-
-
 def _restarts_from_workers(workers: Any) -> dict[str, float]:
     if not isinstance(workers, dict):
         return {}
@@ -320,25 +307,23 @@ def server_summary(run: LoadedRun) -> ServerSummary:
     ev = run.server
     if not ev.present:
         return ServerSummary(run.label, False)
-    samples: list[ServerSample] = []
     causes: dict[str, float] = {}
     restarts: dict[str, float] = {}
     backlog: float | None = None
+    samples, more = moved_samples(run)
     m = ev.metrics
-    keep = m["name"].str.startswith(_SERVER_PREFIXES) & ~m["name"].str.endswith(
-        ("_bucket", "_created")
-    ) if len(m) else None
-    m = m[keep] if keep is not None else m
-    for sample, grp in m.sort_values("t").groupby("sample", sort=True):
+    m = m.assign(t_run=run_time(run)).sort_values("t_run") if len(m) else m
+    first_t = float(m["t_run"].min()) if len(m) else 0.0
+    for _, grp in m.groupby("sample", sort=True) if len(m) else ():
         name = str(grp["name"].iloc[0])
+        if not name.startswith(("streamslo_loop_stalls", "streamslo_worker_restarts",
+                                "streamslo_write_backlog_bytes")) or name.endswith("_created"):
+            continue
         labels = str(grp["labels"].iloc[0])
-        counter = name.endswith(("_total", "_sum", "_count"))
-        # counters: the total since the server started (a fresh bundled server per run in
-        # ``compare``; the first scrape comes seconds after the start, so a first-to-last
-        # difference would miss the first seconds), summed across resets: a Gunicorn worker
-        # that is killed and replaced starts its counters again from zero.
-        value = _counter_total(grp["value"].tolist()) if counter else float(grp["value"].max())
-        samples.append(ServerSample(str(sample), "total" if counter else "peak", value))
+        # Counters: their increase over the run (server_series), never a lifetime total.
+        value = (counter_increase(grp["value"].to_numpy(dtype=float),
+                                  from_zero=float(grp["t_run"].iloc[0]) > first_t)
+                 if is_counter(name, ev.types) else float(grp["value"].max()))
         label_val = labels.split("=", 1)[1].strip('"') if "=" in labels else (labels or "all")
         if name.startswith("streamslo_loop_stalls"):
             causes[label_val] = causes.get(label_val, 0.0) + value
@@ -355,13 +340,14 @@ def server_summary(run: LoadedRun) -> ServerSummary:
     return ServerSummary(
         label=run.label,
         present=True,
-        samples=tuple(samples),
+        samples=samples,
         stall_causes=causes,
         worker_restarts=restarts,
         peak_write_backlog_bytes=backlog,
         longest_stalls=_longest_stalls(ev.stalls),
         facts=tuple(facts),
         notes=ev.notes,
+        more_moved=more,
     )
 
 

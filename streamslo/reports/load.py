@@ -5,8 +5,9 @@ so the report and ``verify`` see the same rows) with a label (``before``, ``afte
 a human name, the run's start and duration, and any server-side evidence found in
 ``DIR/server/``:
 
-- ``metrics.jsonl``: one Prometheus scrape a line, ``{"t": s, "metrics": {sample: value}}``,
-  loaded as a tidy frame ``t, sample, name, labels, value``;
+- ``metrics.jsonl``: one Prometheus scrape a line, ``{"t": s, "epoch": s, "metrics": {sample:
+  value}, "types": {...}}``, loaded as a tidy frame ``t, epoch, sample, name, labels, value``
+  (values ``"NaN"``, ``"+Inf"``, ``"-Inf"`` as floats) and the samples' types;
 - ``stalls.json`` / ``workers.json``: the bundled server's ``/debug/stalls`` and
   ``/debug/workers`` at the end of the run, kept as parsed JSON.
 
@@ -46,6 +47,7 @@ __all__ = [
 #: Durations that differ by more than this fraction make a comparison warning.
 DURATION_TOLERANCE = 0.10
 
+_NON_FINITE = ("NaN", "+Inf", "-Inf")
 _SAMPLE = re.compile(r"^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)(?:\{(?P<labels>.*)\})?$")
 
 
@@ -54,13 +56,17 @@ class ServerEvidence:
     """What the target server said about itself during a run (all optional)."""
 
     metrics: pd.DataFrame
-    """Tidy scrapes: ``t`` (s since start), ``sample``, ``name``, ``labels``, ``value``."""
+    """Tidy scrapes: ``t`` (s since the scraping began), ``epoch`` (the scrape's time; NaN in
+    files written before it was recorded), ``sample``, ``name``, ``labels``, ``value``."""
     stalls: Any = None
     """Parsed ``stalls.json`` (``/debug/stalls`` at the end of the run), or None."""
     workers: Any = None
     """Parsed ``workers.json`` (``/debug/workers`` at the end of the run), or None."""
     notes: tuple[str, ...] = field(default=())
     """Things worth telling the reader about the evidence (skipped lines...)."""
+    types: dict[str, str] = field(default_factory=dict)
+    """Each sample name's family type from the server's ``# TYPE`` lines (``counter``,
+    ``gauge``, ``histogram``, ``summary``, ``unknown``); empty for older files."""
 
     @property
     def present(self) -> bool:
@@ -124,34 +130,45 @@ def _read_json_any(path: Path) -> Any:
         raise ResultsError(f"{path}: cannot be read as JSON ({exc})") from None
 
 
-def _read_metrics(path: Path) -> tuple[pd.DataFrame, tuple[str, ...]]:
+def _read_metrics(path: Path) -> tuple[pd.DataFrame, dict[str, str], tuple[str, ...]]:
     try:
         lines = path.read_text().splitlines()
     except OSError as exc:
         raise ResultsError(f"{path}: cannot be read ({exc})") from None
-    rows: list[tuple[float, str, str, str, float]] = []
+    rows: list[tuple[float, float, str, str, str, float]] = []
+    types: dict[str, str] = {}
     notes: list[str] = []
     numbered = [(i, ln) for i, ln in enumerate(lines, start=1) if ln.strip()]
     for pos, (lineno, line) in enumerate(numbered):
         try:
             obj = json.loads(line)
             t = float(obj["t"])
+            epoch = float(obj["epoch"]) if obj.get("epoch") is not None else float("nan")
             metrics = obj["metrics"]
             if not isinstance(metrics, dict):
                 raise TypeError("metrics is not an object")
+            new_rows = []
             for sample, value in metrics.items():
                 if value is None:
                     continue
+                if isinstance(value, str) and value not in _NON_FINITE:
+                    raise ValueError(f"{sample}: {value!r} is not a value")
                 name, labels = parse_sample_name(str(sample))
-                rows.append((t, str(sample), name, labels, float(value)))
+                # "NaN", "+Inf", "-Inf": how the writer keeps its JSON strict.
+                new_rows.append((t, epoch, str(sample), name, labels, float(value)))
+            line_types = obj.get("types") or {}
+            if not isinstance(line_types, dict):
+                raise TypeError("types is not an object")
         except (ValueError, KeyError, TypeError) as exc:
             if pos == len(numbered) - 1:
                 # A run killed mid-scrape leaves half a last line: keep what came before.
                 notes.append(f"{path.name}: skipped a damaged last line {lineno}")
                 continue
             raise ResultsError(f"{path}:{lineno}: not a metrics scrape ({exc})") from None
-    frame = pd.DataFrame(rows, columns=["t", "sample", "name", "labels", "value"])
-    return frame.astype({"t": "float64", "value": "float64"}), tuple(notes)
+        rows += new_rows
+        types.update({str(k): str(v) for k, v in line_types.items()})
+    frame = pd.DataFrame(rows, columns=["t", "epoch", "sample", "name", "labels", "value"])
+    return frame.astype({"t": "float64", "epoch": "float64", "value": "float64"}), types, tuple(notes)
 
 
 def load_server_evidence(directory: Path) -> ServerEvidence:
@@ -165,6 +182,7 @@ def load_server_evidence(directory: Path) -> ServerEvidence:
     empty = pd.DataFrame(
         {
             "t": pd.Series(dtype="float64"),
+            "epoch": pd.Series(dtype="float64"),
             "sample": pd.Series(dtype="object"),
             "name": pd.Series(dtype="object"),
             "labels": pd.Series(dtype="object"),
@@ -175,11 +193,13 @@ def load_server_evidence(directory: Path) -> ServerEvidence:
         return ServerEvidence(metrics=empty)
     metrics: pd.DataFrame = empty
     notes: tuple[str, ...] = ()
+    types: dict[str, str] = {}
     if layout.server_metrics.exists():
-        metrics, notes = _read_metrics(layout.server_metrics)
+        metrics, types, notes = _read_metrics(layout.server_metrics)
     stalls = _read_json_any(layout.server_stalls) if layout.server_stalls.exists() else None
     workers = _read_json_any(layout.server_workers) if layout.server_workers.exists() else None
-    return ServerEvidence(metrics=metrics, stalls=stalls, workers=workers, notes=notes)
+    return ServerEvidence(metrics=metrics, stalls=stalls, workers=workers, notes=notes,
+                          types=types)
 
 
 def _start(data: RunData) -> float | None:

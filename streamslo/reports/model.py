@@ -194,13 +194,25 @@ class VerdictRow:
 
 @dataclass(frozen=True)
 class ServerSample:
-    """One scraped server metric: a counter's total at the end of the run or a gauge's peak."""
+    """One of the server's own series over the run (:mod:`streamslo.reports.server_series`):
+    a counter's increase over the run or a gauge's peak, with its first, last, lowest and
+    highest scraped values."""
 
     sample: str
+    """``name{labels}`` as scraped."""
     kind: str
-    """``total`` (counters, ``*_total``/``*_sum``/``*_count``: the last scrape, since the server
-    started) or ``peak`` (gauges: the largest scraped value)."""
+    """``increase`` (counters: the rises between the run's scrapes, resets counted; never the
+    lifetime total) or ``peak`` (gauges: the largest scraped value)."""
     value: float
+    title: str = ""
+    """What it shows, for the series that matter for streaming (``vLLM running requests``);
+    empty for the others."""
+    first: float | None = None
+    last: float | None = None
+    low: float | None = None
+    high: float | None = None
+    per_s: float | None = None
+    """Counters: the increase per second of the scrapes' span (CPU seconds per second: cores)."""
 
 
 @dataclass(frozen=True)
@@ -220,6 +232,9 @@ class ServerSummary:
     facts: tuple[tuple[str, str], ...] = ()
     """Scalar fields of stalls.json / workers.json, as (key, value) text."""
     notes: tuple[str, ...] = ()
+    more_moved: int = 0
+    """Other series that moved beyond those listed in ``samples`` (all are in the run's
+    ``server/metrics.jsonl``)."""
 
 
 @dataclass(frozen=True)

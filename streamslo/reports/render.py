@@ -21,7 +21,7 @@ from typing import Any
 
 from streamslo.reports.charts import Chart
 from streamslo.reports.glossary import protocol_text
-from streamslo.reports.model import Report, RunInfo
+from streamslo.reports.model import Report, RunInfo, ServerSummary
 from streamslo.reports.tables import ci_text, fmt, headline, judged, report_rows, run_title
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "render_html",
     "render_json",
     "render_markdown",
+    "server_series_rows",
     "summary_table",
     "text_table",
 ]
@@ -107,6 +108,23 @@ def _banners(report: Report) -> str:
     return "\n".join(out)
 
 
+def server_series_rows(s: ServerSummary) -> list[list[str]]:
+    """The server's own series over the run, as table rows: the ones that matter for
+    streaming first (named), then the other series that moved. Counters show their increase
+    over the run (never the lifetime total) and per second; gauges their range."""
+    rows = [["server series", "type", "over the run", "first", "last", "min", "max"]]
+    for x in s.samples:
+        name = f"{x.title}: {x.sample}" if x.title else x.sample
+        if x.kind == "increase":
+            rate = f" ({fmt(x.per_s, 3)} /s)" if x.per_s is not None else ""
+            rows.append([name, "counter", f"+{fmt(x.value, 2)}{rate}", fmt(x.first, 2),
+                         fmt(x.last, 2), "", ""])
+        else:
+            rows.append([name, "gauge", f"peak {fmt(x.value, 2)}", fmt(x.first, 2),
+                         fmt(x.last, 2), fmt(x.low, 2), fmt(x.high, 2)])
+    return rows
+
+
 def _server_html(report: Report) -> str:
     parts: list[str] = []
     for s in report.server:
@@ -122,10 +140,12 @@ def _server_html(report: Report) -> str:
         rows += [[f"stall of {fmt(ms)} ms", f"{cause} at {frame}" if frame else cause]
                  for ms, cause, frame in s.longest_stalls]
         rows += [[k, v] for k, v in s.facts]
-        shown = ("streamslo_loop_stalls", "streamslo_worker_restarts", "streamslo_write_backlog")
-        rows += [[f"{x.sample} ({x.kind})", fmt(x.value, 2)] for x in s.samples
-                 if not x.sample.startswith(shown)]
-        parts.append(f"<h3>{html.escape(s.label)}</h3>" + html_table(rows))
+        parts.append(f"<h3>{html.escape(s.label)}</h3>" + (html_table(rows) if len(rows) > 1 else ""))
+        if s.samples:
+            parts.append(html_table(server_series_rows(s)))
+        if s.more_moved:
+            parts.append(f'<p class="note">{s.more_moved} more series moved during the run; '
+                         "every scrape is in the run's server/metrics.jsonl.</p>")
         parts += [f'<p class="note">{html.escape(n)}</p>' for n in s.notes]
     return "\n".join(parts)
 

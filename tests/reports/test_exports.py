@@ -11,7 +11,7 @@ import pytest
 
 MODULES = ["streamslo.reports", "streamslo.reports.load", "streamslo.reports.compare", "streamslo.reports.bootstrap", "streamslo.reports.model",
            "streamslo.reports.verdicts", "streamslo.reports.timeline", "streamslo.reports.charts", "streamslo.reports.render",
-           "streamslo.reports.build", "streamslo.reports.cli"]
+           "streamslo.reports.build", "streamslo.reports.cli", "streamslo.reports.server_series"]
 
 
 @pytest.mark.parametrize("name", MODULES)

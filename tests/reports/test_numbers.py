@@ -164,13 +164,19 @@ def test_activity_timeline_counts_tokens(compared: Built) -> None:
     assert lt["max_gap_ms"].to_numpy() == pytest.approx(want.to_numpy())
 
 
-def test_counter_total_survives_worker_restarts() -> None:
-    from streamslo.reports.compare import _counter_total
+def test_counter_increase_survives_worker_restarts() -> None:
+    import numpy as np
 
-    # a worker counts 5 stalls, is killed, its replacement counts 2 then 4
-    assert _counter_total([1.0, 5.0, 2.0, 4.0]) == 9.0
-    assert _counter_total([0.0, 30.0]) == 30.0
-    assert _counter_total([]) == 0.0
+    from streamslo.reports.server_series import counter_increase
+
+    # a worker had counted 1 stall at the run's first scrape, counts 4 more, is killed, its
+    # replacement counts 2 then 2 more: 8 within the run
+    assert counter_increase(np.array([1.0, 5.0, 2.0, 4.0])) == 8.0
+    # a series first seen after the run's first scrape counted its first value within the run
+    assert counter_increase(np.array([1.0, 5.0, 2.0, 4.0]), from_zero=True) == 9.0
+    # a lifetime total before the run is not the run's (the bug: 220 s of CPU shown as the run's)
+    assert counter_increase(np.array([220.0, 224.5, 227.7])) == pytest.approx(7.7)
+    assert counter_increase(np.array([])) == 0.0
 
 
 def test_goodput_is_shown_when_the_run_measured_it(tmp_path: Path) -> None:

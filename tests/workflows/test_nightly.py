@@ -52,3 +52,12 @@ def test_the_workflow_runs_the_nightly_scenario_and_keeps_its_results() -> None:
     # The external job is off by default and takes its target from secrets.
     assert "secrets.STREAMSLO_TARGET_URL" in text and "inputs.external" in text
     assert (REPO / "locustfiles" / "scenarios" / "nightly.toml").exists()
+
+
+def test_the_workflow_runs_the_real_server_tests_against_vllm() -> None:
+    text = WORKFLOW.read_text()
+    job = text[text.index("\n  vllm:"):text.index("\n  external:")]
+    assert "vllm_setup.py install" in job and "STREAMSLO_VLLM_VENV" in job
+    assert "pytest -ra tests/realserver" in job
+    tox = (REPO / "tox.ini").read_text()
+    assert "[testenv:vllm]" in tox and "vllm_setup.py install" in tox
