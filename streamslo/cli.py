@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sweep": ("streamslo.sweep", "runs at rising request rates: the knee and the highest rate that meets the SLO"),
     "proxy": ("streamslo.proxy.command", "a fault-injecting TCP proxy to put between the suite and a server"),
     "finalize": ("streamslo.finalize", "finalize the results directory of a run that was killed"),
+    "check": ("streamslo.check_cli", "check a server's stream contract before load testing it (exit 0 / 99 / 2)"),
 }
 
 #: Sub-commands that run children: SIGTERM and SIGHUP stop them like Ctrl-C (streamslo.signals).

@@ -88,6 +88,7 @@ class RunJson(TypedDict, total=False):
     skipped_rows: int
     windows: dict[str, Any]
     alerts: list[dict[str, Any]] | None
+    preflight: list[dict[str, Any]] | None
 
 
 class LatencySummary(TypedDict):
@@ -130,3 +131,4 @@ class SummaryJson(TypedDict, total=False):
     dropped_iterations: int
     dropped_iterations_by_scenario: dict[str, int]
     scenarios: dict[str, dict[str, Any]]
+    top_errors: dict[str, list[dict[str, Any]]]

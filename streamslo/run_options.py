@@ -240,6 +240,10 @@ class RunOptions:
         Switch(), "a saturated load generator does not fail the run", scenario=False, locust=False))
     quiet: bool = field(default=False, metadata=option(
         Switch(), "print no summary table", scenario=False, locust=False))
+    preflight: bool = field(default=True, metadata=option(
+        Switch(), "skip the preflight: one short request per protocol before any load, which stops a run "
+        "against a wrong target (no connection, TLS, 401/403, 404, unknown model, not a stream) with exit 2",
+        flag="--no-preflight", inverted=True, locust=False))
 
 
 def _rows() -> tuple[RunOption, ...]:

@@ -259,6 +259,7 @@ def execute(cfg: RunConfig) -> int:
     out.mkdir(parents=True, exist_ok=True)
     slo = cfg.slo if cfg.slo is not None else thresholds.DEFAULT_SLO
     workload = _describe_workload(cfg)  # a bad dataset or tokenizer: exit 2 before any load
+    preflight = _preflight(cfg)  # a wrong target: exit 2 before any load
     evidence = ServerEvidence(cfg.host, out, insecure=cfg.insecure, metrics_url=cfg.metrics_url)
     server = evidence.probe()
     start = time.time()
@@ -291,6 +292,7 @@ def execute(cfg: RunConfig) -> int:
         "server_mode": server.get("mode") if server else None,
         "server": server,
         "workload": workload,
+        "preflight": preflight,
     }
     if cfg.goodput:
         from streamslo.metrics import GoodputBounds
@@ -402,6 +404,47 @@ def _describe_workload(cfg: RunConfig) -> dict[str, Any]:
     if not envelope.plain:
         out["ws_envelope"] = {"request_template": cfg.ws_request_template,
                               "chunk_path": cfg.ws_chunk_path, "done_message": cfg.ws_done_message}
+    return out
+
+
+def _preflight(cfg: RunConfig) -> list[dict[str, Any]] | None:
+    """One short request per protocol in use before any load (``--no-preflight``: none).
+
+    Returns:
+        run.json's ``preflight``: each request's protocol, outcome, status, error and seconds.
+
+    Raises:
+        PreflightFailed: the target is wrong (exit 2, with the cause and the fix).
+    """
+    if not cfg.preflight:
+        return None
+    from streamslo.preflight import preflight
+    from streamslo.stream.envelope import WSEnvelope
+    from streamslo.workload import RequestOptions, resolve_system_prompt
+
+    request = RequestOptions(
+        endpoint=cfg.endpoint, model=cfg.model, max_tokens=cfg.max_tokens, temperature=cfg.temperature,
+        seed=cfg.seed, ignore_eos=cfg.ignore_eos, include_usage=cfg.usage, done_marker=cfg.done_marker,
+        coalesced_chunks=cfg.coalesced_chunks, system_prompt=resolve_system_prompt(cfg.system_prompt),
+    )
+    envelope = WSEnvelope.from_options(cfg.ws_request_template, cfg.ws_chunk_path, cfg.ws_done_message)
+    used = {"sse", "ws"} if cfg.protocol == "mixed" else {cfg.protocol}
+    if cfg.scenarios:
+        from streamslo.scenarios import from_wire
+
+        used = set()
+        for sc in from_wire(cfg.scenarios):
+            mix = dict(sc.protocol) if sc.protocol is not None else {cfg.protocol: 1.0}
+            used |= {"sse", "ws"} if "mixed" in mix else {p for p, w in mix.items() if w and p in ("sse", "ws")}
+    protocols = [p for p in ("sse", "ws") if p in used] or ["sse"]
+    results = preflight(cfg.host, protocols, request, headers=cfg.headers.as_dict(), insecure=cfg.insecure,
+                        envelope=envelope)
+    out = []
+    for r in results:
+        if not cfg.quiet and r.diagnosis is not None:
+            print(f"streamslo run: {r.describe()}: {r.diagnosis.cause} ({r.diagnosis.fix})", file=sys.stderr)
+        out.append({"protocol": r.protocol, "url": r.url, "outcome": r.record.outcome, "status": r.record.status,
+                    "error": r.record.error or None, "seconds": round(r.seconds, 3)})
     return out
 
 
