@@ -163,21 +163,27 @@ class _Checker:
         elif rec.status is None or rec.status != 101:
             self.add(f"WebSocket {WS_PATH}", "warn", f"not served ({_describe(rec)}); run SSE only", "--protocol sse")
         else:
-            self.add(f"WebSocket {WS_PATH}", "fail", _describe(rec))
+            self.add(f"WebSocket {WS_PATH}", "warn", f"served, with a problem: {_describe(rec)}")
 
-    def terminal_marker(self, rec: StreamRecord, tracker: StreamTracker) -> None:
+    def terminal_marker(self, rec: StreamRecord, tracker: StreamTracker) -> StreamRecord:
+        """The [DONE] check; returns the record the later checks judge (without [DONE]: a
+        stream read with --no-done-marker, so that they still see the whole answer)."""
         if tracker.done_seen and rec.outcome != "truncated":
             self.add("terminal marker [DONE]", "pass", "every stream ends with data: [DONE]")
-            return
-        if rec.outcome == "truncated" and "before [DONE]" in rec.error:
+            return rec
+        if rec.outcome == "truncated" and "body ended before [DONE]" in rec.error:
             again, t2 = self.stream(done_marker=False)
-            if again.outcome == "ok" or (t2.done_seen and again.outcome != "truncated"):
+            if t2.done_seen and again.outcome != "truncated":
                 self.add("terminal marker [DONE]", "fail",
                          "the body ends cleanly without data: [DONE]; a run needs --no-done-marker", "--no-done-marker")
-            else:
-                self.add("terminal marker [DONE]", "fail", f"no [DONE]: {_describe(rec)}", "--no-done-marker")
-            return
+                return again
+            self.add("terminal marker [DONE]", "fail", f"no [DONE]: {_describe(rec)}", "--no-done-marker")
+            return rec
+        if rec.outcome == "truncated":
+            self.add("terminal marker [DONE]", "fail", f"the stream is cut before [DONE]: {_describe(rec)}")
+            return rec
         self.add("terminal marker [DONE]", "skip", f"not reached: {_describe(rec)}")
+        return rec
 
     def max_tokens_and_ignore_eos(self, rec: StreamRecord) -> None:
         n = CHECK_MAX_TOKENS
@@ -308,11 +314,16 @@ def run_checks(
     c = _Checker(target, model, endpoint, ("sse", "ws") if websocket else ("sse",))
     c.models()
     rec, tracker = c.reachable()
+    judged = [rec]
+
+    def marker() -> None:
+        judged[0] = c.terminal_marker(rec, tracker)
+
     steps: list[Callable[[], None]] = [
         lambda: c.protocol_sse(rec),
-        lambda: c.terminal_marker(rec, tracker),
-        lambda: c.max_tokens_and_ignore_eos(rec),
-        lambda: c.usage(rec),
+        marker,
+        lambda: c.max_tokens_and_ignore_eos(judged[0]),
+        lambda: c.usage(judged[0]),
         c.other_endpoint,
     ]
     if websocket:

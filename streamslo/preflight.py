@@ -84,13 +84,12 @@ class PreflightResult:
 class PreflightFailed(BadInputError):
     """The preflight found the target wrong (exit code 2); the message holds cause and fix."""
 
-    def __init__(self, protocol: str, url: str, diagnosis: Diagnosis) -> None:
+    def __init__(self, protocol: str, url: str, diagnosis: Diagnosis, note: str = "") -> None:
         self.protocol = protocol
         self.url = url
         self.diagnosis = diagnosis
-        super().__init__(
-            f"preflight ({protocol}) {url}: {diagnosis.cause}\n  fix: {diagnosis.fix}\n"
-            "  (nothing else was sent; --no-preflight skips this check)")
+        tail = f"\n  ({note})" if note else ""
+        super().__init__(f"preflight ({protocol}) {url}: {diagnosis.cause}\n  fix: {diagnosis.fix}{tail}")
 
 
 def parse_target(url: str, headers: dict[str, str] | None = None, insecure: bool = False) -> Target:

@@ -418,7 +418,7 @@ def _preflight(cfg: RunConfig) -> list[dict[str, Any]] | None:
     """
     if not cfg.preflight:
         return None
-    from streamslo.preflight import preflight
+    from streamslo.preflight import PreflightFailed, preflight
     from streamslo.stream.envelope import WSEnvelope
     from streamslo.workload import RequestOptions, resolve_system_prompt
 
@@ -437,8 +437,12 @@ def _preflight(cfg: RunConfig) -> list[dict[str, Any]] | None:
             mix = dict(sc.protocol) if sc.protocol is not None else {cfg.protocol: 1.0}
             used |= {"sse", "ws"} if "mixed" in mix else {p for p, w in mix.items() if w and p in ("sse", "ws")}
     protocols = [p for p in ("sse", "ws") if p in used] or ["sse"]
-    results = preflight(cfg.host, protocols, request, headers=cfg.headers.as_dict(), insecure=cfg.insecure,
-                        envelope=envelope)
+    try:
+        results = preflight(cfg.host, protocols, request, headers=cfg.headers.as_dict(), insecure=cfg.insecure,
+                            envelope=envelope)
+    except PreflightFailed as exc:
+        raise PreflightFailed(exc.protocol, exc.url, exc.diagnosis,
+                              "nothing else was sent; --no-preflight skips this check") from None
     out = []
     for r in results:
         if not cfg.quiet and r.diagnosis is not None:
