@@ -289,6 +289,7 @@ def add_cli_arguments(
     *,
     required: Iterable[str] = (),
     help: Mapping[str, str] | None = None,
+    exclude: Iterable[str] = (),
 ) -> None:
     """Add every ``streamslo run`` option to ``parser``.
 
@@ -299,10 +300,12 @@ def add_cli_arguments(
         parser: the sub-command's parser.
         required: option names the command requires.
         help: option name -> help text that replaces the table's for this command.
+        exclude: option names the command refuses (left out of its parser and its help).
     """
     must = set(required)
+    left_out = set(exclude)
     for opt in OPTIONS:
-        if not opt.cli:
+        if not opt.cli or opt.name in left_out:
             continue
         text = (help or {}).get(opt.name) or opt.help_text()
         kw: dict[str, Any] = {"dest": opt.name, "default": None, "help": text.replace("%", "%%")}

@@ -60,7 +60,7 @@ class RunConfig(RunOptions):
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The ``streamslo run`` options, from the run-options table (``docs/cli.md``).
     Defaults are None, so that a scenario's values apply where the command line is silent."""
-    add_cli_arguments(p)
+    add_cli_arguments(p, required=("out",))
 
 
 def load_scenario(path: str) -> tuple[dict[str, Any], Any]:
