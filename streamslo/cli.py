@@ -190,6 +190,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BadInputError as exc:
         print(f"streamslo {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except OSError as exc:
+        if exc.filename is None:
+            logging.getLogger("streamslo").exception("internal error in %s", args.command)
+            return EXIT_INTERNAL
+        # A path the user gave that cannot be read or written: bad input, named, no traceback.
+        print(f"streamslo {args.command}: error: {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt as exc:
         code = exit_code_of(exc)
         print(f"streamslo {args.command}: interrupted ({signal.Signals(code - 128).name}); exit code {code}", file=sys.stderr)

@@ -29,7 +29,7 @@ from streamslo.run_options import (
     scenario_values,
 )
 
-__all__ = ["RunConfig", "add_arguments", "config_from_args", "execute", "load_scenario", "main"]
+__all__ = ["RunConfig", "add_arguments", "config_from_args", "execute", "load_scenario", "main", "prepare_out"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -137,6 +137,9 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     slo = budget = None
     cli = cli_values(args)
     if cli.get("scenario"):
+        from streamslo.scenario_files import resolve_scenario
+
+        cli["scenario"] = resolve_scenario(cli["scenario"])
         values, slo = load_scenario(cli["scenario"])
         _, budget = read_slo_file(cli["scenario"])
     values.update(cli)
@@ -254,9 +257,7 @@ def execute(cfg: RunConfig) -> int:
 
     layout = Layout(cfg.out)
     out = layout.root
-    if out.exists() and any(out.iterdir()):
-        raise BadInputError(f"{out}: the results directory is not empty (choose a new --out)")
-    out.mkdir(parents=True, exist_ok=True)
+    prepare_out(out)
     slo = cfg.slo if cfg.slo is not None else thresholds.DEFAULT_SLO
     workload = _describe_workload(cfg)  # a bad dataset or tokenizer: exit 2 before any load
     preflight = _preflight(cfg)  # a wrong target: exit 2 before any load
@@ -372,6 +373,9 @@ def execute(cfg: RunConfig) -> int:
         for a in watch.alerts:
             print(f"budget alert {a.name} fired at {a.fired_at}: burn rate {a.burn_long:g} (long), "
                   f"{a.burn_short:g} (short) > {a.factor:g}{' (abortOnFail: the run stopped)' if a is alert_abort else ''}")
+    if not cfg.quiet:
+        print(f"\nresults: {out}\nnext:    streamslo verify {out}    # the SLO verdicts (exit 0 / 99)\n"
+              f"         streamslo report {out}    # the HTML / Markdown report")
     if interrupted is not None:
         raise interrupted
     if died:
@@ -385,6 +389,33 @@ def execute(cfg: RunConfig) -> int:
         print(f"streamslo run: the run is invalid: {data.run.get('invalid_reason')}", file=sys.stderr)
         return EXIT_THRESHOLD
     return EXIT_OK
+
+
+def prepare_out(out: Path) -> None:
+    """Create the results directory ``out`` (new or empty) and make sure it can be written.
+
+    Raises:
+        BadInputError: not empty, not a directory, or not writable (the message names the
+            path and the reason).
+    """
+    import errno
+    import tempfile
+
+    try:
+        if out.exists() and not out.is_dir():
+            raise BadInputError(f"--out {out}: a file is there, not a directory (choose a new --out)")
+        if out.exists() and any(out.iterdir()):
+            raise BadInputError(f"--out {out}: the results directory is not empty (choose a new --out)")
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        if exc.errno == errno.ENOTDIR or (exc.errno == errno.EEXIST and not out.is_dir()):
+            reason = "a parent of it is a file, not a directory"
+        where = exc.filename if isinstance(exc.filename, str) and exc.filename != str(out) else None
+        raise BadInputError(f"--out {out}: cannot create or write the results directory: {reason}"
+                            + (f" ({where})" if where else "")) from None
 
 
 def _describe_workload(cfg: RunConfig) -> dict[str, Any]:
@@ -446,7 +477,8 @@ def _preflight(cfg: RunConfig) -> list[dict[str, Any]] | None:
     out = []
     for r in results:
         if not cfg.quiet and r.diagnosis is not None:
-            print(f"streamslo run: {r.describe()}: {r.diagnosis.cause} ({r.diagnosis.fix})", file=sys.stderr)
+            error = f" ({r.record.error})" if r.record.error else ""
+            print(f"streamslo run: {r.describe()}{error}; the run goes on", file=sys.stderr)
         out.append({"protocol": r.protocol, "url": r.url, "outcome": r.record.outcome, "status": r.record.status,
                     "error": r.record.error or None, "seconds": round(r.seconds, 3)})
     return out
@@ -510,10 +542,22 @@ def _watch(proc: subprocess.Popen[bytes], cfg: RunConfig, watch: Any) -> tuple[l
         (the abortOnFail checks that stopped it, the alert that stopped it or None, whether it
         ran past its end and was stopped).
     """
-    start = time.monotonic()
+    from streamslo.results import Layout, read_run_start
+
+    start: float | None = None if cfg.master else time.monotonic()
+    said = -math.inf
     limit = cfg.warmup + cfg.duration + cfg.drain + 120.0
     while proc.poll() is None:
         time.sleep(1.0)
+        if start is None:
+            # A master's clock starts when its workers start the load: until then say so
+            # (a progress line would count down a run that has not begun).
+            if read_run_start(Layout(cfg.out)) is None:
+                if time.monotonic() - said >= 15.0 and not cfg.quiet and cfg.progress != "off":
+                    said = time.monotonic()
+                    print(_waiting_words(cfg), file=sys.stderr, flush=True)
+                continue
+            start = time.monotonic()
         elapsed = time.monotonic() - start
         if elapsed > limit:
             print(f"streamslo run: locust still runs {elapsed:.0f}s after the start; stopping it", file=sys.stderr)
@@ -527,6 +571,16 @@ def _watch(proc: subprocess.Popen[bytes], cfg: RunConfig, watch: Any) -> tuple[l
             _stop(proc, cfg.drain)
             return list(verdict.failed), verdict.alert, False
     return [], None, False
+
+
+def _waiting_words(cfg: RunConfig) -> str:
+    """What a master says while no worker has started the load."""
+    n = cfg.expect_workers
+    locustfile = Path(__file__).resolve().parent / "loadgen" / "locustfile.py"
+    return (f"streamslo run: master waiting for {n} worker{'s' if n != 1 else ''} on "
+            f"{cfg.master_bind_host}:{cfg.master_bind_port}; the run starts when {'all' if n != 1 else 'it'} "
+            f"connected. Start {'each' if n != 1 else 'it'} with: locust -f {locustfile} --worker "
+            f"--master-host HOST --master-port {cfg.master_bind_port}")
 
 
 def _stop(proc: subprocess.Popen[bytes], drain: float) -> None:
