@@ -189,7 +189,6 @@ def main(args: argparse.Namespace) -> int:
         BadInputError: no DIR and no --slo, a bad SLO file, a missing results directory
             (``streamslo.cli`` prints it and exits 2).
     """
-    import pytest
 
     from streamslo.errors import EXIT_BAD_INPUT, BadInputError, ResultsError
     from streamslo.results import Layout
