@@ -102,12 +102,20 @@ class _Collector:
         self.failed: list[str] = []
         """The failed checks of the run itself (valid, complete, not empty), with their message."""
 
+        self.skipped: list[str] = []
+        """The checks of the run itself that were skipped (``--allow-incomplete``), with why."""
+
     def pytest_runtest_logreport(self, report: Any) -> None:
-        if not report.failed or "test_thresholds" in report.nodeid:
+        if "test_thresholds" in report.nodeid or not (report.failed or report.skipped):
+            return
+        name = report.nodeid.split("::")[-1]
+        if report.skipped:
+            reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+            self.skipped.append(f"{name}: {reason.removeprefix('Skipped: ')}")
             return
         crash = getattr(report.longrepr, "reprcrash", None)
         message = crash.message if crash is not None else (report.longreprtext.strip().splitlines() or [""])[-1]
-        self.failed.append(f"{report.nodeid.split('::')[-1]}: {message.removeprefix('Failed: ')}")
+        self.failed.append(f"{name}: {message.removeprefix('Failed: ')}")
 
     def pytest_sessionfinish(self, session: Any) -> None:
         from streamslo.verify.plugin import STATE_KEY
@@ -227,9 +235,12 @@ def main(args: argparse.Namespace) -> int:
             print(f"streamslo verify {run_dir}: SLO {collector.results[0].threshold.source}")
         for r in shown:
             print(f"  {'PASS' if r.passed else 'FAIL'}  {r.message}")
-    if verdict == 99 and not verbose:
+    if not verbose:
         for line in collector.failed:  # the checks of the run itself (valid, complete, ...)
             print(f"  FAIL  {line}")
+        if not args.quiet:
+            for line in collector.skipped:
+                print(f"  SKIP  {line}")
     if verdict == EXIT_BAD_INPUT:
         print("streamslo verify: error: bad input (see the pytest error above)", file=sys.stderr)
     elif verdict == 0:
