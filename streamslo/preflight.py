@@ -223,8 +223,6 @@ def diagnose(
         models: what ``/v1/models`` lists (for an unknown model).
     """
     outcome, error, status = rec.outcome, rec.error, rec.status
-    path = WS_PATH if protocol == "ws" else request.path
-    url = f"{target.scheme}://{target.host_header}{target.prefix}{path}"
     if outcome == "ok":
         return None
     if outcome == "connect_error" and rec.connect_s is None:
@@ -237,23 +235,23 @@ def diagnose(
     if outcome == "http_4xx" or (status is not None and 400 <= status < 500):
         low = error.lower()
         if status in (401, 403):
-            return Diagnosis(f"{url} answered {error or f'HTTP {status}'}: the server wants credentials",
+            return Diagnosis(f"answered {error or f'HTTP {status}'}: the server wants credentials",
                              "pass the key with --api-key-env VAR (the variable holding it) or --header 'Authorization: Bearer ...'")
         if "model" in low and status in (400, 404, 422, None):
             listed = f"; the server lists: {', '.join(models[:10])}" if models else ""
-            return Diagnosis(f"{url} answered {error}: unknown model {request.model!r}{listed}",
+            return Diagnosis(f"answered {error}: unknown model {request.model!r}{listed}",
                              "give --model with a name the server serves" + (f" (e.g. --model {models[0]})" if models else ""))
         if status == 404 or "404" in error:
             if protocol == "ws":
-                return Diagnosis(f"{url} answered {error}: no WebSocket endpoint there",
+                return Diagnosis(f"answered {error}: no WebSocket endpoint there",
                                  "use --protocol sse, or check the URL prefix in --host")
-            return Diagnosis(f"{url} answered {error}: wrong path",
+            return Diagnosis(f"answered {error}: wrong path",
                              "check the URL prefix in --host (the base URL, without /v1/...) and --endpoint "
                              "(chat: /v1/chat/completions, completions: /v1/completions)")
         if status == 405:
-            return Diagnosis(f"{url} answered {error}: the path does not take POST", "check --host and --endpoint")
+            return Diagnosis(f"answered {error}: the path does not take POST", "check --host and --endpoint")
         if status == 429:
-            return Diagnosis(f"{url} answered {error} (rate limited)", "the run goes on", fatal=False)
+            return Diagnosis(f"answered {error} (rate limited)", "the run goes on", fatal=False)
         hint = []
         if "ignore_eos" in low:
             hint.append("--no-ignore-eos")
@@ -262,16 +260,16 @@ def diagnose(
         fix = ("the server rejects a request option: " + " ".join(hint)) if hint else \
             "the server rejects the request: check --endpoint, --model and the options it does not accept " \
             "(--no-ignore-eos, --no-usage); `streamslo check URL` shows what it accepts"
-        return Diagnosis(f"{url} answered {error or f'HTTP {status}'}", fix)
+        return Diagnosis(f"answered {error or f'HTTP {status}'}", fix)
     if outcome == "malformed" and "is not an event stream" in error:
-        return Diagnosis(f"{url} answered {error}: not a streaming endpoint",
+        return Diagnosis(f"answered {error}: not a streaming endpoint",
                          "point --host at an OpenAI-compatible server that streams (text/event-stream); "
                          "check the path and --endpoint")
     if outcome == "malformed" and "HTTPProtocolError" in error and target.scheme == "http" and rec.status is None:
-        return Diagnosis(f"{url}: the answer is not HTTP ({error})",
+        return Diagnosis(f"the answer is not HTTP ({error})",
                          f"if the server speaks TLS, use https://{target.host_header}{target.prefix}")
     # The server answered: whatever went wrong is what the run measures.
-    return Diagnosis(f"{url}: {outcome}" + (f" ({error})" if error else ""), "the run goes on", fatal=False)
+    return Diagnosis(f"{outcome}" + (f" ({error})" if error else ""), "the run goes on", fatal=False)
 
 
 def preflight(
