@@ -257,10 +257,19 @@ def execute(cfg: RunConfig) -> int:
 
     layout = Layout(cfg.out)
     out = layout.root
+    created = not out.exists()
     prepare_out(out)
     slo = cfg.slo if cfg.slo is not None else thresholds.DEFAULT_SLO
-    workload = _describe_workload(cfg)  # a bad dataset or tokenizer: exit 2 before any load
-    preflight = _preflight(cfg)  # a wrong target: exit 2 before any load
+    try:
+        workload = _describe_workload(cfg)  # a bad dataset or tokenizer: exit 2 before any load
+        preflight = _preflight(cfg)  # a wrong target: exit 2 before any load
+    except BadInputError:
+        if created:  # leave no empty directory behind a run that never started
+            import contextlib
+
+            with contextlib.suppress(OSError):
+                out.rmdir()
+        raise
     evidence = ServerEvidence(cfg.host, out, insecure=cfg.insecure, metrics_url=cfg.metrics_url)
     server = evidence.probe()
     start = time.time()

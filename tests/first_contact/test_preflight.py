@@ -40,7 +40,7 @@ def test_closed_port_exits_2_in_seconds_with_the_cause(tmp_path: Path) -> None:
     assert took < 10
     assert "connection refused" in r.stderr.lower()
     assert "fix: start the server" in r.stderr
-    assert not (tmp_path / "out" / "streams.csv").exists()
+    assert not (tmp_path / "out").exists()  # no empty results directory left behind
 
 
 def test_https_to_a_plain_http_port_says_use_http(faulty_server, tmp_path: Path) -> None:
