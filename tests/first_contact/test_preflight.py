@@ -121,3 +121,11 @@ def test_no_preflight_skips_it(tmp_path: Path) -> None:
                "--allow-invalid")
     assert r.returncode == 99, r.stderr
     assert (tmp_path / "out" / "streams.csv").exists()
+
+
+def test_a_master_checks_the_target_before_waiting_for_workers(tmp_path: Path) -> None:
+    r, took = run(f"http://127.0.0.1:{unused_port()}", tmp_path / "out", "--master", "--expect-workers", "2",
+                  "--master-bind-port", str(unused_port()))
+    assert r.returncode == 2, r.stderr
+    assert took < 10 and "connection refused" in r.stderr
+    assert "waiting for" not in r.stderr
