@@ -481,15 +481,18 @@ def _preflight(cfg: RunConfig) -> list[dict[str, Any]] | None:
         results = preflight(cfg.host, protocols, request, headers=cfg.headers.as_dict(), insecure=cfg.insecure,
                             envelope=envelope)
     except PreflightFailed as exc:
-        raise PreflightFailed(exc.protocol, exc.url, exc.diagnosis,
+        # The server's own words go to the terminal: mask any credential it echoed.
+        hide = cfg.headers.redactor()
+        d = replace(exc.diagnosis, cause=hide(exc.diagnosis.cause))
+        raise PreflightFailed(exc.protocol, exc.url, d,
                               "nothing else was sent; --no-preflight skips this check") from None
     out = []
     for r in results:
         if not cfg.quiet and r.diagnosis is not None:
-            error = f" ({r.record.error})" if r.record.error else ""
+            error = f" ({cfg.headers.redactor()(r.record.error)})" if r.record.error else ""
             print(f"streamslo run: {r.describe()}{error}; the run goes on", file=sys.stderr)
         out.append({"protocol": r.protocol, "url": r.url, "outcome": r.record.outcome, "status": r.record.status,
-                    "error": r.record.error or None, "seconds": round(r.seconds, 3)})
+                    "error": cfg.headers.redactor()(r.record.error) or None, "seconds": round(r.seconds, 3)})
     return out
 
 

@@ -129,3 +129,17 @@ def test_a_master_checks_the_target_before_waiting_for_workers(tmp_path: Path) -
     assert r.returncode == 2, r.stderr
     assert took < 10 and "connection refused" in r.stderr
     assert "waiting for" not in r.stderr
+
+
+def test_a_key_the_server_echoes_is_masked(tmp_path: Path) -> None:
+    import os
+
+    key = "sk-live-0123456789abcdef"
+    body = b'{"error": {"message": "Invalid key sk-live-0123456789abcdef"}}'
+    with fixed_status_server(401, body) as srv:
+        cmd = [sys.executable, "-m", "streamslo", "run", "--host", srv.url, "--out", str(tmp_path / "o"),
+               "--model", "m", "--api-key-env", "FIRST_KEY"]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=REPO,
+                           env={**os.environ, "FIRST_KEY": key})
+    assert r.returncode == 2
+    assert key not in r.stderr and "Invalid key ***" in r.stderr
