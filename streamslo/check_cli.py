@@ -44,13 +44,17 @@ def main(args: argparse.Namespace) -> int:
     from streamslo.redact import resolve_headers
 
     headers = resolve_headers(args.header, args.header_file, args.api_key_env)
-    report = run_checks(args.url, model=args.model, endpoint=args.endpoint, headers=headers.as_dict(),
-                        insecure=args.insecure, websocket=args.websocket)
-    text = to_json(report)
+    hide = headers.redactor()  # a server's words may echo a credential: never print it
+    try:
+        report = run_checks(args.url, model=args.model, endpoint=args.endpoint, headers=headers.as_dict(),
+                            insecure=args.insecure, websocket=args.websocket)
+    except BadInputError as exc:
+        raise BadInputError(hide(str(exc))) from None
+    text = hide(to_json(report))
     if args.json == "-":
         sys.stdout.write(text)
     else:
-        print(format_table(report))
+        print(hide(format_table(report)))
         if args.json:
             _write(Path(args.json), text)
         if args.out:
