@@ -32,6 +32,7 @@ from streamslo.transport.ws import WSConnection
 from streamslo.workload import WS_PATH, RequestOptions, build_body, first_model_id
 
 __all__ = [
+    "PREFLIGHT_HEADER",
     "PREFLIGHT_MAX_TOKENS",
     "Diagnosis",
     "PreflightFailed",
@@ -42,6 +43,10 @@ __all__ = [
     "parse_target",
     "preflight",
 ]
+
+#: The header every preflight request carries, so that a server's logs (and tests) can tell
+#: it from the load.
+PREFLIGHT_HEADER = "X-Streamslo-Preflight"
 
 #: ``max_tokens`` of a preflight request: enough to see a few tokens and the end marker.
 PREFLIGHT_MAX_TOKENS = 4
@@ -281,10 +286,13 @@ def preflight(
     insecure: bool = False,
     envelope: WSEnvelope | None = None,
     limits: ClientLimits = PREFLIGHT_LIMITS,
+    auth_fatal: bool = True,
 ) -> list[PreflightResult]:
     """One short request per protocol; raise at the first that finds the target wrong.
 
-    ``request.model`` None: the first model ``/v1/models`` lists (as the run does).
+    ``request.model`` None: the first model ``/v1/models`` lists (as the run does). Each
+    request carries :data:`PREFLIGHT_HEADER`. ``auth_fatal`` False: a 401/403 is a note, not
+    a stop (a master whose workers bring their own credentials).
 
     Returns:
         Each request's result (those with a non-fatal diagnosis carry it as a note).
@@ -292,7 +300,7 @@ def preflight(
     Raises:
         PreflightFailed: the target is wrong (the message says why and what to change).
     """
-    target = parse_target(host, headers, insecure)
+    target = parse_target(host, {**(headers or {}), PREFLIGHT_HEADER: "1"}, insecure)
     models: list[str] = []
     if request.model is None:
         _, models = list_models(target, limits)
@@ -308,6 +316,8 @@ def preflight(
         if diagnosis is not None and diagnosis.fatal and not models and rec.status in (400, 404, 422):
             _, models = list_models(target, limits)
             diagnosis = diagnose(protocol, rec, target, request, models)
+        if diagnosis is not None and not auth_fatal and rec.status in (401, 403):
+            diagnosis = replace(diagnosis, fatal=False, fix="the workers must bring credentials (--header-file)")
         path = WS_PATH if protocol == "ws" else request.path
         url = f"{target.scheme}://{target.host_header}{target.prefix}{path}"
         if diagnosis is not None and diagnosis.fatal:

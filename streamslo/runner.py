@@ -478,8 +478,9 @@ def _preflight(cfg: RunConfig) -> list[dict[str, Any]] | None:
             used |= {"sse", "ws"} if "mixed" in mix else {p for p, w in mix.items() if w and p in ("sse", "ws")}
     protocols = [p for p in ("sse", "ws") if p in used] or ["sse"]
     try:
+        # A master without credentials of its own may have workers that bring theirs.
         results = preflight(cfg.host, protocols, request, headers=cfg.headers.as_dict(), insecure=cfg.insecure,
-                            envelope=envelope)
+                            envelope=envelope, auth_fatal=not (cfg.master and not cfg.headers))
     except PreflightFailed as exc:
         # The server's own words go to the terminal: mask any credential it echoed.
         hide = cfg.headers.redactor()

@@ -143,3 +143,12 @@ def test_a_key_the_server_echoes_is_masked(tmp_path: Path) -> None:
                            env={**os.environ, "FIRST_KEY": key})
     assert r.returncode == 2
     assert key not in r.stderr and "Invalid key ***" in r.stderr
+
+
+def test_preflight_requests_are_marked_and_auth_can_be_a_note() -> None:
+    """A master without credentials (its workers bring theirs) is not stopped by a 401."""
+    with fixed_status_server(401, b'{"error": {"message": "no key"}}') as srv:
+        results = preflight(srv.url, ["sse"], RequestOptions(model="m"), auth_fatal=False)
+        assert results[0].record.status == 401
+        assert results[0].diagnosis is not None and not results[0].diagnosis.fatal
+        assert srv.posts == 1
