@@ -127,6 +127,22 @@ def _negative_values(parser: argparse.ArgumentParser, argv: list[str]) -> list[s
     return out
 
 
+def _path_reason(exc: OSError) -> str:
+    """Why a path failed, in words: "a parent is a file" rather than "File exists"."""
+    import errno
+    from pathlib import Path
+
+    if exc.errno in (errno.ENOTDIR, errno.EEXIST) and isinstance(exc.filename, str):
+        if Path(exc.filename).is_file():
+            return "a file is there where a directory is needed"
+        for parent in Path(exc.filename).parents:
+            if parent.exists():
+                if not parent.is_dir():
+                    return f"{parent} is a file, not a directory"
+                break
+    return exc.strerror or str(exc)
+
+
 def _subparser(parser: argparse.ArgumentParser, command: str | None) -> argparse.ArgumentParser | None:
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction) and command in action.choices:
@@ -195,7 +211,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             logging.getLogger("streamslo").exception("internal error in %s", args.command)
             return EXIT_INTERNAL
         # A path the user gave that cannot be read or written: bad input, named, no traceback.
-        print(f"streamslo {args.command}: error: {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
+        print(f"streamslo {args.command}: error: {exc.filename}: {_path_reason(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt as exc:
         code = exit_code_of(exc)

@@ -92,3 +92,21 @@ def test_a_master_waiting_for_its_workers_says_so(faulty_server, tmp_path: Path)
     finally:
         proc.terminate()  # our own child: it finalizes and exits
         proc.communicate(timeout=60)
+
+
+@pytest.mark.parametrize("command", ["sweep", "report"])
+def test_other_commands_name_a_path_they_cannot_write(faulty_server, tmp_path: Path, command: str) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    if command == "sweep":
+        r = streamslo("sweep", "--host", f"http://127.0.0.1:{unused_port()}", "--rates", "1",
+                      "--out", str(blocker / "sweep"))
+    else:
+        run = tmp_path / "run"
+        made = streamslo("run", "--host", faulty_server.base_url, "--out", str(run), "--users", "1",
+                         "--duration", "1", "--quiet", "--allow-invalid")
+        assert made.returncode == 0, made.stderr
+        r = streamslo("report", str(run), "--out", str(blocker / "report.html"))
+    assert r.returncode == 2, r.stderr
+    assert str(blocker) in r.stderr and "Traceback" not in r.stderr
+    assert "is a file" in r.stderr or "a file is there" in r.stderr
