@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
@@ -97,11 +97,12 @@ def _describe(rec: StreamRecord) -> str:
 
 
 class _Checker:
-    def __init__(self, target: Target, model: str | None, endpoint: str, protocols: Sequence[str]) -> None:
+    """Runs the checks one after another; each adds its :class:`CheckItem`."""
+
+    def __init__(self, target: Target, model: str | None, endpoint: str) -> None:
         self.target = target
         self.model = model
         self.endpoint = endpoint
-        self.protocols = protocols
         self.items: list[CheckItem] = []
 
     def add(self, name: str, status: Status, detail: str, *flags: str) -> None:
@@ -311,7 +312,7 @@ def run_checks(
     """
     t0 = time.perf_counter()
     target = parse_target(url, headers, insecure)
-    c = _Checker(target, model, endpoint, ("sse", "ws") if websocket else ("sse",))
+    c = _Checker(target, model, endpoint)
     c.models()
     rec, tracker = c.reachable()
     judged = [rec]
@@ -330,12 +331,12 @@ def run_checks(
         steps.append(c.websocket)
     steps += [c.bad_request, c.metrics, c.keep_alive]
     shown = 0
-    for step in [lambda: None, *steps]:
+    for step in steps:
         step()
         if progress is not None:
             for item in c.items[shown:]:
                 progress(item)
-        shown = len(c.items)
+            shown = len(c.items)
     return CheckReport(url, c.model, c.items, time.perf_counter() - t0)
 
 
