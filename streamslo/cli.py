@@ -61,7 +61,7 @@ class _Parser(argparse.ArgumentParser):
                 words.append("COMMAND")
             else:
                 name = a.metavar if isinstance(a.metavar, str) else a.dest.upper()
-                words.append(f"[{name} ...]" if a.nargs in ("?", "*") else name)
+                words.append({"?": f"[{name}]", "*": f"[{name} ...]", "+": f"{name} ..."}.get(str(a.nargs), name))
         required = [a.option_strings[-1] + (f" {a.metavar}" if isinstance(a.metavar, str) else "")
                     for a in self._actions if a.required and a.option_strings]
         line = " ".join([f"usage: {self.prog}", *required, "[options]", *words])
