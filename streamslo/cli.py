@@ -13,6 +13,7 @@ import argparse
 import difflib
 import importlib
 import logging
+import re
 import signal
 import sys
 from collections.abc import Sequence
@@ -79,6 +80,11 @@ def _plain(message: str) -> str:
 
 def _did_you_mean(parser: argparse.ArgumentParser, message: str) -> str:
     """Append the closest known option to each unrecognised one."""
+    choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+    if choice:
+        options = re.findall(r"'([^']*)'", choice.group(2))
+        close = difflib.get_close_matches(choice.group(1), options, n=1, cutoff=0.6)
+        return message + (f"\n  did you mean {close[0]}?" if close else "")
     prefix = "unrecognized arguments: "
     if not message.startswith(prefix):
         return message

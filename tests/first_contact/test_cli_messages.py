@@ -86,3 +86,10 @@ def test_serve_logs_its_url_and_mode(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_a_typo_in_a_command_or_a_choice_gets_a_suggestion() -> None:
+    r = streamslo("runn")
+    assert r.returncode == 2 and "did you mean run?" in r.stderr
+    r = streamslo("run", "--out", "/tmp/x", "--protocol", "wss")
+    assert r.returncode == 2 and "--protocol: invalid choice: 'wss'" in r.stderr and "did you mean ws?" in r.stderr
