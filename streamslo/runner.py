@@ -272,6 +272,14 @@ def execute(cfg: RunConfig) -> int:
         raise
     evidence = ServerEvidence(cfg.host, out, insecure=cfg.insecure, metrics_url=cfg.metrics_url)
     server = evidence.probe()
+    if server is None and any(p["outcome"] != "ok" for p in preflight or ()):
+        # The preflight's stream went wrong: a server busy finishing it (a blocked event
+        # loop, a worker being replaced) may not answer /healthz at once. Ask twice more.
+        for _ in range(2):
+            time.sleep(1.0)
+            server = evidence.probe()
+            if server is not None:
+                break
     start = time.time()
     info: dict[str, Any] = {
         "tool_version": __version__,
