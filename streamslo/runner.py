@@ -272,9 +272,10 @@ def execute(cfg: RunConfig) -> int:
         raise
     evidence = ServerEvidence(cfg.host, out, insecure=cfg.insecure, metrics_url=cfg.metrics_url)
     server = evidence.probe()
-    if server is None and any(p["outcome"] != "ok" for p in preflight or ()):
-        # The preflight's stream went wrong: a server busy finishing it (a blocked event
-        # loop, a worker being replaced) may not answer /healthz at once. Ask twice more.
+    if server is None and any(p["outcome"] != "ok" for p in preflight or ()) and not _answers(cfg, "/healthz"):
+        # The preflight's stream went wrong and /healthz got no answer at all: a server busy
+        # finishing that stream (a blocked event loop, a worker being replaced) may answer
+        # in a moment. (A server without /healthz answers 404 at once: no wait for it.)
         for _ in range(2):
             time.sleep(1.0)
             server = evidence.probe()
@@ -503,6 +504,19 @@ def _preflight(cfg: RunConfig) -> list[dict[str, Any]] | None:
         out.append({"protocol": r.protocol, "url": r.url, "outcome": r.record.outcome, "status": r.record.status,
                     "error": cfg.headers.redactor()(r.record.error) or None, "seconds": round(r.seconds, 3)})
     return out
+
+
+def _answers(cfg: RunConfig, path: str) -> bool:
+    """Whether the target answers ``GET path`` (any status) within 3 s."""
+    from streamslo.errors import ProtocolError
+    from streamslo.transport.common import Target
+    from streamslo.transport.fetch import fetch
+
+    try:
+        fetch(Target.from_url(cfg.host, cfg.headers.as_dict(), cfg.insecure), path, timeout=3.0)
+    except (OSError, ProtocolError, ValueError):
+        return False
+    return True
 
 
 def _signal_name(exc: KeyboardInterrupt | None) -> str | None:
