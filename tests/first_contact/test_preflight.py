@@ -152,3 +152,23 @@ def test_preflight_requests_are_marked_and_auth_can_be_a_note() -> None:
         assert results[0].record.status == 401
         assert results[0].diagnosis is not None and not results[0].diagnosis.fatal
         assert srv.posts == 1
+
+
+@pytest.mark.parametrize(("case", "cause"), [
+    ("dns", "cannot resolve the host 'no-such-host.invalid'"),
+    ("404", "HTTP 404: no route /api/v1/chat/completions: wrong path"),
+    ("model", "unknown model 'gpt-typo'; the server lists: ok,"),
+    ("not-a-stream", "not a streaming endpoint"),
+])
+def test_each_wrong_target_exits_2_from_the_command_line(faulty_server, tmp_path: Path, case: str, cause: str) -> None:
+    base = faulty_server.base_url
+    host, extra = {
+        "dns": ("http://no-such-host.invalid:8000", []),
+        "404": (f"{base}/api", []),
+        "model": (base, ["--model", "gpt-typo"]),
+        "not-a-stream": (f"{base}/s/json_body", []),
+    }[case]
+    r, took = run(host, tmp_path / "out", *extra)
+    assert r.returncode == 2, r.stderr
+    assert took < 10, took
+    assert cause in r.stderr and "fix: " in r.stderr
