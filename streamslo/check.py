@@ -29,7 +29,8 @@ from streamslo.transport.sse import SSEConnection
 from streamslo.workload import WS_PATH, RequestOptions, build_body
 
 __all__ = [
-    "CHECK_MAX_TOKENS", "CheckItem", "CheckReport", "Status", "exit_code", "format_table", "run_checks", "to_json",
+    "CHECK_MAX_TOKENS", "NAME_WIDTH", "CheckItem", "CheckReport", "Status", "exit_code", "format_footer",
+    "format_item", "format_table", "run_checks", "to_json",
 ]
 
 Status = Literal["pass", "warn", "fail", "skip"]
@@ -343,19 +344,29 @@ def run_checks(
 _MARK = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "skip": "skip"}
 
 
-def format_table(report: CheckReport) -> str:
-    """The table ``check`` prints: one line per check, then the flags a run needs."""
-    width = max((len(i.name) for i in report.items), default=10)
-    lines = [f"streamslo check {report.url}" + (f" (model {report.model})" if report.model else "")]
-    for i in report.items:
-        flags = f"   [{' '.join(i.flags)}]" if i.flags else ""
-        lines.append(f"  {_MARK[i.status]}  {i.name:<{width}}  {i.detail}{flags}")
+#: The width of the name column: the longest check name.
+NAME_WIDTH = len("bad request → 4xx with an error body")
+
+
+def format_item(item: CheckItem, width: int = NAME_WIDTH) -> str:
+    """One line of the table."""
+    flags = f"   [{' '.join(item.flags)}]" if item.flags else ""
+    return f"  {_MARK[item.status]}  {item.name:<{width}}  {item.detail}{flags}"
+
+
+def format_footer(report: CheckReport) -> str:
+    """The counts, then every flag a run against the server needs."""
     counts = {s: sum(1 for i in report.items if i.status == s) for s in ("pass", "warn", "fail")}
-    lines.append(f"{counts['pass']} passed, {counts['warn']} warnings, {counts['fail']} failed "
-                 f"in {report.seconds:.1f} s")
+    lines = [f"{counts['pass']} passed, {counts['warn']} warnings, {counts['fail']} failed in {report.seconds:.1f} s"]
     if report.flags:
         lines.append("a run against this server needs: " + " ".join(report.flags))
     return "\n".join(lines)
+
+
+def format_table(report: CheckReport) -> str:
+    """The table ``check`` prints: one line per check, then the flags a run needs."""
+    head = f"streamslo check {report.url}" + (f" (model {report.model})" if report.model else "")
+    return "\n".join([head, *(format_item(i) for i in report.items), format_footer(report)])
 
 
 def to_json(report: CheckReport) -> str:

@@ -40,21 +40,36 @@ def _write(path: Path, text: str) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """``streamslo check``."""
-    from streamslo.check import exit_code, format_table, run_checks, to_json
+    from streamslo.check import (
+        CheckItem,
+        exit_code,
+        format_footer,
+        format_item,
+        run_checks,
+        to_json,
+    )
     from streamslo.redact import resolve_headers
 
     headers = resolve_headers(args.header, args.header_file, args.api_key_env)
     hide = headers.redactor()  # a server's words may echo a credential: never print it
+    table = args.json != "-"
+    if table:
+        print(f"streamslo check {args.url}", flush=True)
+
+    def show(item: CheckItem) -> None:  # each line as it is decided: a slow server shows progress
+        if table:
+            print(hide(format_item(item)), flush=True)
+
     try:
         report = run_checks(args.url, model=args.model, endpoint=args.endpoint, headers=headers.as_dict(),
-                            insecure=args.insecure, websocket=args.websocket)
+                            insecure=args.insecure, websocket=args.websocket, progress=show)
     except BadInputError as exc:
         raise BadInputError(hide(str(exc))) from None
     text = hide(to_json(report))
-    if args.json == "-":
+    if not table:
         sys.stdout.write(text)
     else:
-        print(hide(format_table(report)))
+        print(hide(format_footer(report)) + (f"\nmodel: {report.model}" if report.model else ""))
         if args.json:
             _write(Path(args.json), text)
         if args.out:
