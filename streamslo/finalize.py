@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from streamslo import __version__
-from streamslo.metrics import scenario_figures, summarize
+from streamslo.metrics import instant_failure_cause, scenario_figures, summarize
 from streamslo.result_schema import RunJson, SummaryJson
 from streamslo.results import (
     SCHEMA_VERSION,
@@ -182,6 +182,11 @@ def finalize(
     write_json(layout.run_json, run)
     data = load_run(layout.root)
     run["skipped_rows"] = data.skipped_rows
+    cause = instant_failure_cause(data) if not run.get("valid", True) else None
+    if cause:
+        # The generator looks saturated because every request failed at once: say that first.
+        run["invalid_reason"] = f"{cause} ({run.get('invalid_reason')})"
+        data.run["invalid_reason"] = run["invalid_reason"]
     summary = summarize(data)
     summary["dropped_iterations"] = dropped["dropped_iterations"]
     summary["dropped_iterations_by_scenario"] = dropped["dropped_iterations_by_scenario"]

@@ -60,6 +60,7 @@ __all__ = [
     "failure_mask",
     "gauge_value",
     "good_mask",
+    "instant_failure_cause",
     "latency_pool",
     "metric_kind",
     "percentile",
@@ -68,8 +69,12 @@ __all__ = [
     "scenario_figures",
     "select",
     "summarize",
+    "top_errors",
     "trend_samples",
 ]
+
+#: ``summary.json`` ``top_errors``: the most frequent error texts kept per outcome.
+TOP_ERRORS = 5
 
 PERCENTILES = (50, 90, 95, 99)
 
@@ -432,10 +437,61 @@ def summarize(data: RunData) -> SummaryJson:
         out["goodput"] = bounds.as_dict()
         out["goodput_per_s"] = gauge_value(data, "goodput_per_s")
         out["goodput_fraction"] = _ratio(*rate_value(data, "goodput_fraction"))
+    out["top_errors"] = top_errors(data)
     out["valid"] = data.valid
     if not data.valid:
         out["invalid_reason"] = data.run.get("invalid_reason")
     return out
+
+
+def top_errors(data: RunData, limit: int = TOP_ERRORS) -> dict[str, list[dict[str, Any]]]:
+    """``summary.json`` ``top_errors``: per failure outcome (in the documented order), its most
+    frequent error texts with their counts, most frequent first (ties: the text's order).
+
+    Returns:
+        ``{"connect_error": [{"error": "ConnectionRefusedError: ...", "count": 4600}], ...}``;
+        outcomes without a failed stream (or without error text) are left out.
+    """
+    s = data.streams
+    out: dict[str, list[dict[str, Any]]] = {}
+    if len(s) == 0 or "error" not in s.columns:
+        return out
+    for outcome in OUTCOMES:
+        if outcome in ("ok", "cancelled"):
+            continue
+        errors = s.loc[s["outcome"] == outcome, "error"].fillna("").astype(str)
+        errors = errors[errors != ""]
+        if errors.empty:
+            continue
+        counts = errors.value_counts()
+        ranked = sorted(counts.items(), key=lambda kv: (-int(kv[1]), str(kv[0])))[:limit]
+        out[outcome] = [{"error": str(text), "count": int(n)} for text, n in ranked]
+    return out
+
+
+def instant_failure_cause(data: RunData, share: float = 0.9) -> str | None:
+    """When nearly every request failed before any byte (no connection, a refused handshake,
+    an HTTP error), the words that name it: a load generator that looks saturated is then
+    busy failing and retrying, not slow. None otherwise.
+
+    Args:
+        data: the run.
+        share: the share of the (not cancelled) requests that must have failed so.
+    """
+    s = data.streams
+    counted = s[s["outcome"] != "cancelled"]
+    n = len(counted)
+    if n == 0:
+        return None
+    failed = counted[counted["outcome"].isin(NOT_BEGUN_OUTCOMES)]
+    if len(failed) < share * n:
+        return None
+    errors = failed["error"].fillna("").astype(str) if "error" in failed.columns else None
+    top = errors.value_counts().index[0] if errors is not None and len(errors) else ""
+    every = "all" if len(failed) == n else f"{len(failed):,} of"
+    return (f"{every} {n:,} requests failed before any byte"
+            + (f": {top}" if top else "")
+            + " — the load generator was busy failing and retrying, not slow")
 
 
 def scenario_figures(data: RunData) -> dict[str, dict[str, Any]]:

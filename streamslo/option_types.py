@@ -161,6 +161,8 @@ class Duration(ValueType):
     def parse(self, raw: object) -> float:
         if not isinstance(raw, (str, int, float)):
             raise ValueError(f"not a duration: {raw!r}")
+        if str(raw).strip().startswith("-"):
+            raise ValueError(f"must be positive, got {raw}")
         return parse_duration(raw)
 
     def wire(self, value: Any) -> Any:

@@ -89,6 +89,7 @@ class RunJson(TypedDict, total=False):
     windows: dict[str, Any]
     alerts: list[dict[str, Any]] | None
     server_freed: dict[str, Any]
+    preflight: list[dict[str, Any]] | None
 
 
 class LatencySummary(TypedDict):
@@ -135,3 +136,4 @@ class SummaryJson(TypedDict, total=False):
     client_cancelled: dict[str, Any]
     prefix_cache: dict[str, Any]
     server_freed: dict[str, Any]
+    top_errors: dict[str, list[dict[str, Any]]]

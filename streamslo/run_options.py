@@ -271,6 +271,10 @@ class RunOptions:
     cancel_check: float = field(default=10.0, metadata=option(
         Duration(), "--cancel-rate with a metrics URL: after the run the server's in-flight gauge must "
         "return to its baseline within this long (the verdict says if not)", locust=False))
+    preflight: bool = field(default=True, metadata=option(
+        Switch(), "skip the preflight: one short request per protocol before any load, which stops a run "
+        "against a wrong target (no connection, TLS, 401/403, 404, unknown model, not a stream) with exit 2",
+        flag="--no-preflight", inverted=True, locust=False))
 
 
 def _rows() -> tuple[RunOption, ...]:
@@ -316,6 +320,7 @@ def add_cli_arguments(
     *,
     required: Iterable[str] = (),
     help: Mapping[str, str] | None = None,
+    exclude: Iterable[str] = (),
 ) -> None:
     """Add every ``streamslo run`` option to ``parser``.
 
@@ -326,10 +331,12 @@ def add_cli_arguments(
         parser: the sub-command's parser.
         required: option names the command requires.
         help: option name -> help text that replaces the table's for this command.
+        exclude: option names the command refuses (left out of its parser and its help).
     """
     must = set(required)
+    left_out = set(exclude)
     for opt in OPTIONS:
-        if not opt.cli:
+        if not opt.cli or opt.name in left_out:
             continue
         text = (help or {}).get(opt.name) or opt.help_text()
         kw: dict[str, Any] = {"dest": opt.name, "default": None, "help": text.replace("%", "%%")}

@@ -29,7 +29,7 @@ from streamslo.run_options import (
     scenario_values,
 )
 
-__all__ = ["RunConfig", "add_arguments", "config_from_args", "execute", "load_scenario", "main"]
+__all__ = ["RunConfig", "add_arguments", "config_from_args", "execute", "load_scenario", "main", "prepare_out"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,7 +60,7 @@ class RunConfig(RunOptions):
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The ``streamslo run`` options, from the run-options table (``docs/cli.md``).
     Defaults are None, so that a scenario's values apply where the command line is silent."""
-    add_cli_arguments(p)
+    add_cli_arguments(p, required=("out",))
 
 
 def load_scenario(path: str) -> tuple[dict[str, Any], Any]:
@@ -159,6 +159,9 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     slo = budget = None
     cli = cli_values(args)
     if cli.get("scenario"):
+        from streamslo.scenario_files import resolve_scenario
+
+        cli["scenario"] = resolve_scenario(cli["scenario"])
         values, slo = load_scenario(cli["scenario"])
         _, budget = read_slo_file(cli["scenario"])
     values.update(cli)
@@ -278,13 +281,30 @@ def execute(cfg: RunConfig) -> int:
 
     layout = Layout(cfg.out)
     out = layout.root
-    if out.exists() and any(out.iterdir()):
-        raise BadInputError(f"{out}: the results directory is not empty (choose a new --out)")
-    out.mkdir(parents=True, exist_ok=True)
+    created = not out.exists()
+    prepare_out(out)
     slo = cfg.slo if cfg.slo is not None else thresholds.DEFAULT_SLO
-    workload = _describe_workload(cfg)  # a bad dataset or tokenizer: exit 2 before any load
+    try:
+        workload = _describe_workload(cfg)  # a bad dataset or tokenizer: exit 2 before any load
+        preflight = _preflight(cfg)  # a wrong target: exit 2 before any load
+    except BadInputError:
+        if created:  # leave no empty directory behind a run that never started
+            import contextlib
+
+            with contextlib.suppress(OSError):
+                out.rmdir()
+        raise
     evidence = ServerEvidence(cfg.host, out, insecure=cfg.insecure, metrics_url=cfg.metrics_url)
     server = evidence.probe()
+    if server is None and any(p["outcome"] != "ok" for p in preflight or ()) and not _answers(cfg, "/healthz"):
+        # The preflight's stream went wrong and /healthz got no answer at all: a server busy
+        # finishing that stream (a blocked event loop, a worker being replaced) may answer
+        # in a moment. (A server without /healthz answers 404 at once: no wait for it.)
+        for _ in range(2):
+            time.sleep(1.0)
+            server = evidence.probe()
+            if server is not None:
+                break
     freed = None
     if cfg.cancel_rate > 0 and evidence.metrics_url:
         from streamslo.freed import FreedCheck
@@ -321,6 +341,7 @@ def execute(cfg: RunConfig) -> int:
         "server_mode": server.get("mode") if server else None,
         "server": server,
         "workload": workload,
+        "preflight": preflight,
     }
     if cfg.goodput:
         from streamslo.metrics import GoodputBounds
@@ -402,6 +423,9 @@ def execute(cfg: RunConfig) -> int:
         for a in watch.alerts:
             print(f"budget alert {a.name} fired at {a.fired_at}: burn rate {a.burn_long:g} (long), "
                   f"{a.burn_short:g} (short) > {a.factor:g}{' (abortOnFail: the run stopped)' if a is alert_abort else ''}")
+    if not cfg.quiet:
+        print(f"\nresults: {out}\nnext:    streamslo verify {out}    # the SLO verdicts (exit 0 / 99)\n"
+              f"         streamslo report {out}    # the HTML / Markdown report")
     if interrupted is not None:
         raise interrupted
     if died:
@@ -418,6 +442,33 @@ def execute(cfg: RunConfig) -> int:
         print(f"streamslo run: the run is invalid: {data.run.get('invalid_reason')}", file=sys.stderr)
         return EXIT_THRESHOLD
     return EXIT_OK
+
+
+def prepare_out(out: Path) -> None:
+    """Create the results directory ``out`` (new or empty) and make sure it can be written.
+
+    Raises:
+        BadInputError: not empty, not a directory, or not writable (the message names the
+            path and the reason).
+    """
+    import errno
+    import tempfile
+
+    try:
+        if out.exists() and not out.is_dir():
+            raise BadInputError(f"--out {out}: a file is there, not a directory (choose a new --out)")
+        if out.exists() and any(out.iterdir()):
+            raise BadInputError(f"--out {out}: the results directory is not empty (choose a new --out)")
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        if exc.errno == errno.ENOTDIR or (exc.errno == errno.EEXIST and not out.is_dir()):
+            reason = "a parent of it is a file, not a directory"
+        where = exc.filename if isinstance(exc.filename, str) and exc.filename != str(out) else None
+        raise BadInputError(f"--out {out}: cannot create or write the results directory: {reason}"
+                            + (f" ({where})" if where else "")) from None
 
 
 def _describe_workload(cfg: RunConfig) -> dict[str, Any]:
@@ -438,6 +489,69 @@ def _describe_workload(cfg: RunConfig) -> dict[str, Any]:
         out["ws_envelope"] = {"request_template": cfg.ws_request_template,
                               "chunk_path": cfg.ws_chunk_path, "done_message": cfg.ws_done_message}
     return out
+
+
+def _preflight(cfg: RunConfig) -> list[dict[str, Any]] | None:
+    """One short request per protocol in use before any load (``--no-preflight``: none).
+
+    Returns:
+        run.json's ``preflight``: each request's protocol, outcome, status, error and seconds.
+
+    Raises:
+        PreflightFailed: the target is wrong (exit 2, with the cause and the fix).
+    """
+    if not cfg.preflight:
+        return None
+    from streamslo.preflight import PreflightFailed, preflight
+    from streamslo.stream.envelope import WSEnvelope
+    from streamslo.workload import RequestOptions, resolve_system_prompt
+
+    request = RequestOptions(
+        endpoint=cfg.endpoint, model=cfg.model, max_tokens=cfg.max_tokens, temperature=cfg.temperature,
+        seed=cfg.seed, ignore_eos=cfg.ignore_eos, include_usage=cfg.usage, done_marker=cfg.done_marker,
+        coalesced_chunks=cfg.coalesced_chunks, system_prompt=resolve_system_prompt(cfg.system_prompt),
+    )
+    envelope = WSEnvelope.from_options(cfg.ws_request_template, cfg.ws_chunk_path, cfg.ws_done_message)
+    used = {"sse", "ws"} if cfg.protocol == "mixed" else {cfg.protocol}
+    if cfg.scenarios:
+        from streamslo.scenarios import from_wire
+
+        used = set()
+        for sc in from_wire(cfg.scenarios):
+            mix = dict(sc.protocol) if sc.protocol is not None else {cfg.protocol: 1.0}
+            used |= {"sse", "ws"} if "mixed" in mix else {p for p, w in mix.items() if w and p in ("sse", "ws")}
+    protocols = [p for p in ("sse", "ws") if p in used] or ["sse"]
+    try:
+        # A master without credentials of its own may have workers that bring theirs.
+        results = preflight(cfg.host, protocols, request, headers=cfg.headers.as_dict(), insecure=cfg.insecure,
+                            envelope=envelope, auth_fatal=not (cfg.master and not cfg.headers))
+    except PreflightFailed as exc:
+        # The server's own words go to the terminal: mask any credential it echoed.
+        hide = cfg.headers.redactor()
+        d = replace(exc.diagnosis, cause=hide(exc.diagnosis.cause))
+        raise PreflightFailed(exc.protocol, exc.url, d,
+                              "nothing else was sent; --no-preflight skips this check") from None
+    out = []
+    for r in results:
+        if not cfg.quiet and r.diagnosis is not None:
+            error = f" ({cfg.headers.redactor()(r.record.error)})" if r.record.error else ""
+            print(f"streamslo run: {r.describe()}{error}; the run goes on", file=sys.stderr)
+        out.append({"protocol": r.protocol, "url": r.url, "outcome": r.record.outcome, "status": r.record.status,
+                    "error": cfg.headers.redactor()(r.record.error) or None, "seconds": round(r.seconds, 3)})
+    return out
+
+
+def _answers(cfg: RunConfig, path: str) -> bool:
+    """Whether the target answers ``GET path`` (any status) within 3 s."""
+    from streamslo.errors import ProtocolError
+    from streamslo.transport.common import Target
+    from streamslo.transport.fetch import fetch
+
+    try:
+        fetch(Target.from_url(cfg.host, cfg.headers.as_dict(), cfg.insecure), path, timeout=3.0)
+    except (OSError, ProtocolError, ValueError):
+        return False
+    return True
 
 
 def _signal_name(exc: KeyboardInterrupt | None) -> str | None:
@@ -498,10 +612,22 @@ def _watch(proc: subprocess.Popen[bytes], cfg: RunConfig, watch: Any) -> tuple[l
         (the abortOnFail checks that stopped it, the alert that stopped it or None, whether it
         ran past its end and was stopped).
     """
-    start = time.monotonic()
+    from streamslo.results import Layout, read_run_start
+
+    start: float | None = None if cfg.master else time.monotonic()
+    said = -math.inf
     limit = cfg.warmup + cfg.duration + cfg.drain + 120.0
     while proc.poll() is None:
         time.sleep(1.0)
+        if start is None:
+            # A master's clock starts when its workers start the load: until then say so
+            # (a progress line would count down a run that has not begun).
+            if read_run_start(Layout(cfg.out)) is None:
+                if time.monotonic() - said >= 15.0 and not cfg.quiet and cfg.progress != "off":
+                    said = time.monotonic()
+                    print(_waiting_words(cfg), file=sys.stderr, flush=True)
+                continue
+            start = time.monotonic()
         elapsed = time.monotonic() - start
         if elapsed > limit:
             print(f"streamslo run: locust still runs {elapsed:.0f}s after the start; stopping it", file=sys.stderr)
@@ -515,6 +641,16 @@ def _watch(proc: subprocess.Popen[bytes], cfg: RunConfig, watch: Any) -> tuple[l
             _stop(proc, cfg.drain)
             return list(verdict.failed), verdict.alert, False
     return [], None, False
+
+
+def _waiting_words(cfg: RunConfig) -> str:
+    """What a master says while no worker has started the load."""
+    n = cfg.expect_workers
+    locustfile = Path(__file__).resolve().parent / "loadgen" / "locustfile.py"
+    return (f"streamslo run: master waiting for {n} worker{'s' if n != 1 else ''} on "
+            f"{cfg.master_bind_host}:{cfg.master_bind_port}; the run starts when {'all' if n != 1 else 'it'} "
+            f"connected. Start {'each' if n != 1 else 'it'} with: locust -f {locustfile} --worker "
+            f"--master-host HOST --master-port {cfg.master_bind_port}")
 
 
 def _stop(proc: subprocess.Popen[bytes], drain: float) -> None:

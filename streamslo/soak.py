@@ -44,8 +44,10 @@ def main(args: argparse.Namespace) -> int:
     from streamslo.bundled import BundledServer
     from streamslo.compare import split_cpus
     from streamslo.runner import config_from_args, execute, load_scenario
+    from streamslo.scenario_files import resolve_scenario
     from streamslo.stages import parse_stages, total_duration
 
+    args.scenario = resolve_scenario(args.scenario)  # a file, or a packaged name (nightly)
     values, _ = load_scenario(args.scenario)
     out = args.out or Path("results") / f"soak-{dt.datetime.now():%Y%m%d-%H%M%S}"
     host = args.host or values.get("host")

@@ -15,6 +15,11 @@ def _ms(v: Any) -> str:
     return "-" if v is None else f"{v:,.1f}"
 
 
+def _clip(text: str, width: int = 100) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 def _rate(v: Any) -> str:
     return "no data" if v is None else f"{v * 100:.3f} %"
 
@@ -124,6 +129,12 @@ def format_summary(summary: SummaryJson, checks: Sequence[Any], run: RunJson) ->
             f"{name:<14}{_ms(st['p50']):>10}{_ms(st['p90']):>10}{_ms(st['p95']):>10}{_ms(st['p99']):>10}{_ms(st['max']):>10}{st['count']:>9}"
         )
     lines.extend(_replay_lines(summary))
+    top = summary.get("top_errors") or {}
+    if top:
+        lines.append("top errors")
+        for outcome, items in top.items():
+            for item in items[:3]:
+                lines.append(f"  {outcome:<18}{item['count']:>8,}  {_clip(str(item['error']))}")
     if checks:
         lines.append("thresholds")
         for c in checks:

@@ -60,7 +60,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "out": "the sweep's folder (new or empty): one results directory per run, sweep.json, sweep.html, sweep.md",
         "duration": "each run's length (default 60s)",
         "users": "--find-max: the streams the saturating run holds open (default 50)",
-    })
+    }, exclude=("request_rate", "stages", "shape"))  # the sweep sets the load itself
     how = p.add_mutually_exclusive_group()
     how.add_argument("--rates", type=parse_rates, help="request rates to run, e.g. 1,2,4,8 (req/s)")
     how.add_argument("--find-max", action="store_true",

@@ -190,11 +190,22 @@ def evaluate_threshold(
         raise ValueError(f"unknown metric {th.metric!r}; known metrics: {_known_metrics()}")
     label = f"{th.metric_key} {th.expression.split(th.op, 1)[0]}"
     if observed is None:
+        if th.selector and len(sub.streams) == 0:
+            basis = _no_match(dict(th.selector), len(data.streams))
         return CheckResult(th, None, False, samples, numerator, f"{label}: no data ({basis}); threshold {th.expression} cannot hold")
     passed = bool(_COMPARE[th.op](observed, th.value))
     verdict = "ok" if passed else "FAILED"
     message = f"{label} = {_fmt(observed)}{unit} ({basis}); threshold {th.expression}: {verdict}"
     return CheckResult(th, observed, passed, samples, numerator, message)
+
+
+def _no_match(selector: dict[str, str], total: int) -> str:
+    """Why a selected metric has no data: its selector matched no stream of the run."""
+    if set(selector) == {"protocol"}:
+        what = f"no {selector['protocol']} streams in this run"
+    else:
+        what = "no streams with " + ", ".join(f"{k}={v}" for k, v in selector.items()) + " in this run"
+    return f"{what}: the selector matched none of its {total} streams"
 
 
 def evaluate(slo: SLO, data: Any, *, duration_s: float | None = None) -> list[CheckResult]:

@@ -57,6 +57,7 @@ PUBLIC = [
     "streamslo.redact", "streamslo.histogram", "streamslo.windows", "streamslo.windows_file",
     "streamslo.live_eval", "streamslo.budget", "streamslo.drift", "streamslo.progress", "streamslo.exporter",
     "streamslo.watch", "streamslo.soak_results", "streamslo.reports.soak",
+    "streamslo.preflight", "streamslo.check", "streamslo.check_cli", "streamslo.scenario_files",
 ]
 
 

@@ -171,6 +171,11 @@ def _check(cfg: ServerConfig, args: argparse.Namespace) -> None:
         raise BadInputError(str(exc)) from None
     warn_if_exposed(args.host, args.port, keyed)
     _raise_fd_limit(cfg)
+    host = f"[{args.host}]" if ":" in args.host else args.host
+    faults = f", faults: {', '.join(cfg.faults)}" if cfg.faults else ", no faults"
+    log.info("serving http://%s:%d (mode %s%s; %s%s); streamslo run --host http://%s:%d ...",
+             host, args.port, cfg.mode, faults, args.server,
+             f", {args.workers} workers" if args.server == "gunicorn" else "", host, args.port)
 
 
 def _ignore(sig: int, frame: FrameType | None) -> None:

@@ -45,7 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allow-incomplete", action="store_true",
                         help="check a run that was not finalized (run.json complete: false)")
     parser.add_argument("--junit-xml", metavar="FILE", help="also write a JUnit XML report (for CI)")
-    parser.add_argument("-q", "--quiet", action="store_true", help="print only the verdicts")
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="print only the failed verdicts and the last line (-v: pytest's own output too)")
 
 
 def pytest_args(run_dir: Path, slo: str | None, allow_invalid: bool, junit_xml: str | None,
@@ -98,6 +99,23 @@ class _Collector:
     def __init__(self) -> None:
         self.results: list[Any] = []
         self.data: Any = None
+        self.failed: list[str] = []
+        """The failed checks of the run itself (valid, complete, not empty), with their message."""
+
+        self.skipped: list[str] = []
+        """The checks of the run itself that were skipped (``--allow-incomplete``), with why."""
+
+    def pytest_runtest_logreport(self, report: Any) -> None:
+        if "test_thresholds" in report.nodeid or not (report.failed or report.skipped):
+            return
+        name = report.nodeid.split("::")[-1]
+        if report.skipped:
+            reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+            self.skipped.append(f"{name}: {reason.removeprefix('Skipped: ')}")
+            return
+        crash = getattr(report.longrepr, "reprcrash", None)
+        message = crash.message if crash is not None else (report.longreprtext.strip().splitlines() or [""])[-1]
+        self.failed.append(f"{name}: {message.removeprefix('Failed: ')}")
 
     def pytest_sessionfinish(self, session: Any) -> None:
         from streamslo.verify.plugin import STATE_KEY
@@ -124,6 +142,37 @@ def _data_notes(data: Any) -> list[str]:
     return notes
 
 
+def _run_pytest(argv: list[str], collector: _Collector, show: bool) -> tuple[int, str]:
+    """``pytest.main`` over the checks, its output kept (and shown only when ``show``).
+
+    Third-party pytest plugins are not loaded (their warnings and hooks have nothing to do
+    with the checks); the checks' own plugin is named instead.
+    """
+    import contextlib
+    import io
+
+    import pytest
+
+    argv = list(argv)
+    if "streamslo.verify.plugin" not in argv:
+        argv += ["-p", "streamslo.verify.plugin"]
+    saved = os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    buf = io.StringIO()
+    try:
+        if show:
+            code = int(pytest.main(argv, plugins=[collector]))
+        else:
+            with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+                code = int(pytest.main(argv, plugins=[collector]))
+    finally:
+        if saved is None:
+            os.environ.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
+        else:
+            os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = saved
+    return code, buf.getvalue()
+
+
 def _check_slo_only(path: str) -> int:
     from streamslo.thresholds import load_slo
 
@@ -148,7 +197,6 @@ def main(args: argparse.Namespace) -> int:
         BadInputError: no DIR and no --slo, a bad SLO file, a missing results directory
             (``streamslo.cli`` prints it and exits 2).
     """
-    import pytest
 
     from streamslo.errors import EXIT_BAD_INPUT, BadInputError, ResultsError
     from streamslo.results import Layout
@@ -167,20 +215,32 @@ def main(args: argparse.Namespace) -> int:
     if not layout.streams_csv.is_file():
         raise ResultsError(f"{layout.streams_csv}: no such file (is {run_dir} a streamslo results directory?)")
     collector = _Collector()
-    code = int(pytest.main(
-        pytest_args(run_dir, args.slo, args.allow_invalid, args.junit_xml, args.quiet,
+    verbose = bool(getattr(args, "verbose", False))
+    code, output = _run_pytest(
+        pytest_args(run_dir, args.slo, args.allow_invalid, args.junit_xml, args.quiet and not verbose,
                     allow_incomplete=args.allow_incomplete),
-        plugins=[collector],
-    ))
+        collector, show=verbose,
+    )
     verdict = EXIT_FOR_PYTEST.get(code, 1)
+    if verdict not in (0, 99) and not verbose:
+        print(output, end="", file=sys.stderr)  # pytest's own error is the cause: show it
     if collector.data is not None:
         for line in _data_notes(collector.data):
             print(f"streamslo verify: {line}")
     if collector.results:
-        print()
-        print(f"streamslo verify {run_dir}: SLO {collector.results[0].threshold.source}")
-        for r in collector.results:
+        shown = [r for r in collector.results if not (args.quiet and r.passed)]
+        if shown:
+            if verbose:
+                print()
+            print(f"streamslo verify {run_dir}: SLO {collector.results[0].threshold.source}")
+        for r in shown:
             print(f"  {'PASS' if r.passed else 'FAIL'}  {r.message}")
+    if not verbose:
+        for line in collector.failed:  # the checks of the run itself (valid, complete, ...)
+            print(f"  FAIL  {line}")
+        if not args.quiet:
+            for line in collector.skipped:
+                print(f"  SKIP  {line}")
     if verdict == EXIT_BAD_INPUT:
         print("streamslo verify: error: bad input (see the pytest error above)", file=sys.stderr)
     elif verdict == 0:

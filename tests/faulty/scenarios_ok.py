@@ -230,3 +230,15 @@ async def _timed(out: Out, req: Request) -> None:
     await out.finish()
 
 
+
+
+@register(
+    "bare_errors",
+    ("ok", "ok"),
+    summary="Correct streams; a request whose body is not JSON gets a 400 with an empty body.",
+    sse=OK_STREAM + " A body that is not JSON: HTTP 400, Content-Length 0.",
+    ws=OK_WS,
+    note="For `streamslo check`: its bad-request check fails on the missing error body.",
+)
+async def _bare_errors(out: Out, req: Request) -> None:
+    await full_stream(out, req)

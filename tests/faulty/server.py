@@ -155,6 +155,9 @@ def _split_scenario(path: str) -> tuple[str | None, str]:
     return None, path
 
 
+#: Scenarios (selected by the path) whose answer to a body that is not JSON has no body.
+BARE_ERRORS = frozenset({"bare_errors"})
+
 _MIX_CYCLES: dict[str, Iterator[str]] = {name: itertools.cycle(names) for name, names in MIXES.items()}
 
 
@@ -182,6 +185,9 @@ async def _handle_http(conn: Conn, http: HttpRequest) -> bool:
         if not isinstance(body, dict):
             raise ValueError("not an object")
     except ValueError:
+        if forced in BARE_ERRORS:
+            await conn.send(response_head(400, [("content-length", "0")]))
+            return keep
         await send_json(conn, 400, error_body(400, "body is not a JSON object"), keep_alive=keep)
         return keep
     name = forced or body.get("model") or "ok"

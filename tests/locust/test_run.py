@@ -122,7 +122,9 @@ def test_unreachable_server_is_connect_error(tmp_path):
     from tests.faulty.process import unused_port
 
     out = tmp_path / "run"
-    r = streamslo_run(f"http://127.0.0.1:{unused_port()}", out, "--model", "x", "--users", "2", "--duration", "1", "--drain", "1")
+    # --no-preflight: the preflight would stop this run before any load (tests/first_contact)
+    r = streamslo_run(f"http://127.0.0.1:{unused_port()}", out, "--model", "x", "--users", "2", "--duration", "1",
+                      "--drain", "1", "--no-preflight")
     assert r.returncode == 99
     s = streams(out)
     assert len(s) > 0 and set(s["outcome"]) == {"connect_error"}

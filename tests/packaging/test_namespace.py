@@ -115,6 +115,8 @@ def test_the_wheel_installs_one_top_level_name(tmp_path: Path) -> None:
     assert "streamslo = streamslo.verify.plugin" in entry_points
     # The package carries the locustfile ``streamslo run`` uses, and the server is an extra.
     assert "streamslo/loadgen/locustfile.py" in names
+    # ... and the scenario files `--scenario nightly` names.
+    assert {"streamslo/scenario_files/nightly.toml", "streamslo/scenario_files/soak-short.toml"} <= set(names)
     requires = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
     assert any("torch" in r and "extra == \"server\"" in r for r in requires), requires
     assert not any("torch" in r and "extra" not in r for r in requires), requires

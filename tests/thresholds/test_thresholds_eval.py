@@ -157,6 +157,9 @@ def test_selector_that_matches_nothing_has_no_data(mixed_run) -> None:  # type: 
     data, _, _ = mixed_run
     res = _one("itl_ms{protocol:grpc}", "p(99)<200", data)
     assert res.observed is None and not res.passed and "no data" in res.message
+    assert "no grpc streams in this run: the selector matched none of its 40 streams" in res.message
+    res = _one("e2e_ms{protocol:ws,user_class:Nobody}", "p(99)<200", data)
+    assert "no streams with protocol=ws, user_class=Nobody in this run" in res.message
 
 
 def test_open_gaps_of_failed_streams_count(tmp_path: Path) -> None:

@@ -1,0 +1,1 @@
+from tests.faulty.fixtures import faulty_server  # noqa: F401

@@ -1,0 +1,52 @@
+"""``streamslo verify`` prints its verdicts, nothing of pytest's internals unless -v."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def run_dir(faulty_server, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("verify") / "run"
+    r = subprocess.run([sys.executable, "-m", "streamslo", "run", "--host", faulty_server.base_url,
+                        "--model", "truncated_close", "--users", "2", "--duration", "1", "--max-tokens", "6",
+                        "--out", str(out), "--quiet", "--allow-invalid"], capture_output=True, text=True,
+                       timeout=90, cwd=REPO)
+    assert r.returncode == 99, r.stderr
+    return out
+
+
+def verify(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "streamslo", "verify", *args, "--allow-invalid"],
+                          capture_output=True, text=True, timeout=90, cwd=REPO)
+
+
+def test_verify_prints_only_the_verdicts(run_dir: Path) -> None:
+    r = verify(str(run_dir))
+    assert r.returncode == 99
+    lines = r.stdout.splitlines()
+    assert lines[0] == f"streamslo verify {run_dir}: SLO <default>"
+    assert [ln.split()[0] for ln in lines[1:4]] == ["FAIL", "PASS", "PASS"]
+    assert lines[-1] == f"streamslo verify: SLO checks failed ({run_dir / 'slo.json'})"
+    assert len(lines) == 5
+    for noise in ("test session starts", "rootdir", "::", "PASSED", "warnings summary", "platform"):
+        assert noise not in r.stdout + r.stderr
+
+
+def test_quiet_prints_only_what_failed(run_dir: Path) -> None:
+    r = verify(str(run_dir), "-q")
+    assert r.returncode == 99
+    assert [ln.split()[0] for ln in r.stdout.splitlines()[1:-1]] == ["FAIL"]
+    assert "PASS" not in r.stdout and "." * 3 not in r.stdout
+
+
+def test_verbose_shows_pytest(run_dir: Path) -> None:
+    r = verify(str(run_dir), "-v")
+    assert r.returncode == 99
+    assert "test_run_is_complete PASSED" in r.stdout
