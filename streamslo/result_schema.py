@@ -56,6 +56,7 @@ class RunJson(TypedDict, total=False):
     protocol: str
     protocol_mix: dict[str, float]
     endpoint: str
+    api: str
     max_tokens: int
     stall_timeout: float
     request_timeout: float

@@ -68,6 +68,7 @@ __all__ = [
 
 # ------------------------------------------------------------------------------- the table
 _ENDPOINTS = ("chat", "completions", "stream")
+_APIS = ("openai-chat", "openai-completions", "openai-responses", "anthropic-messages")
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,13 @@ class RunOptions:
     protocol: str = field(default="sse", metadata=option(
         Choice(("sse", "ws", "mixed")), "transport: SSE, WebSocket, or half each"))
     endpoint: str = field(default="chat", metadata=option(
-        Choice(_ENDPOINTS), "/v1/chat/completions, /v1/completions or /v1/stream"))
+        Choice(_ENDPOINTS), "/v1/chat/completions, /v1/completions or /v1/stream (the older form of --api)"))
+    api: str = field(default="", metadata=option(
+        Choice(_APIS, empty=True), "the streaming dialect (docs/outcomes.md): OpenAI chat or completions chunks, "
+        "OpenAI Responses events (/v1/responses) or Anthropic Messages events (/v1/messages); "
+        "default: the one --endpoint names"))
+    path: str | None = field(default=None, metadata=option(
+        Text(name="PATH"), "the request path (default: the dialect's, e.g. /v1/responses)"))
     model: str | None = field(default=None, metadata=option(
         Text(name="NAME"), "model name (default: the first of /v1/models)"))
     max_tokens: int = field(default=64, metadata=option(Integer(1), "max_tokens per request"))

@@ -198,6 +198,7 @@ def _non_default(o: run_options.RunOption) -> object:
         "prompt_tokens": LengthDist.parse("uniform:3,9"), "output_tokens": LengthDist.parse("normal:20,5,1,40"),
         "tokenizer": "tok.json", "system_prompt": "be brief", "ws_request_template": "t.json",
         "ws_chunk_path": "data.chunk", "ws_done_message": '{"type": "done"}',
+        "api": "openai-responses", "path": "/v2/gen",
     }
     if o.name in special:
         return special[o.name]

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 from locust import User, task
 
 from streamslo.loadgen.recorder import RunRecorder, get_recorder
+from streamslo.stream.dialects import EVENT_APIS, tracker_for
 from streamslo.stream.timing import StreamRecord
 from streamslo.stream.tracker import StreamTracker
 from streamslo.transport.sync import ClientLimits, SSEConnection, WSConnection, stream_sse
@@ -64,7 +65,10 @@ def run_one_stream(
         rec.conversation_id, rec.turn = conversation
     expect = req.expectations(turn.max_tokens)
     envelope = recorder.opts.envelope
-    if protocol == "ws":
+    dialect = req.dialect
+    if dialect in EVENT_APIS:  # typed events: chosen here, once, off the chat path
+        tracker = tracker_for(dialect, rec, expect, limits.max_event_bytes, collect_text)
+    elif protocol == "ws":
         tracker = envelope.tracker(rec, expect, limits.max_event_bytes, collect_text)
     else:
         tracker = StreamTracker(rec, expect, limits.max_event_bytes, collect_text)

@@ -11,7 +11,14 @@ from dataclasses import dataclass, field
 
 from streamslo.stream.outcome import Outcome
 
-__all__ = ["SCENARIO_COLUMNS", "STREAM_COLUMNS", "WORKLOAD_COLUMNS", "StreamExpectations", "StreamRecord"]
+__all__ = [
+    "SCENARIO_COLUMNS",
+    "STREAM_COLUMNS",
+    "TOKEN_KIND_COLUMNS",
+    "WORKLOAD_COLUMNS",
+    "StreamExpectations",
+    "StreamRecord",
+]
 
 #: The columns of ``streams.csv``, in order (``docs/results.md``).
 STREAM_COLUMNS: tuple[str, ...] = (
@@ -36,6 +43,9 @@ STREAM_COLUMNS: tuple[str, ...] = (
     "conversation_id",
     "turn",
     "scenario",
+    "ttfo_ms",
+    "reasoning_tokens",
+    "tool_tokens",
 )
 
 #: The columns added by results schema 3 (token counts, multi-turn conversations): a reader
@@ -45,6 +55,11 @@ WORKLOAD_COLUMNS: tuple[str, ...] = ("usage_prompt_tokens", "conversation_id", "
 #: The column added by results schema 4: the k6-style scenario a stream belongs to (empty for a
 #: run without ``[scenarios.*]``). A reader of an older directory takes it as empty.
 SCENARIO_COLUMNS: tuple[str, ...] = ("scenario",)
+
+#: The columns added by results schema 5 (reasoning- and tool-aware timing, docs/timing.md):
+#: the time to the first answer token and the reasoning and tool-call token counts. A reader
+#: of an older directory takes them as empty.
+TOKEN_KIND_COLUMNS: tuple[str, ...] = ("ttfo_ms", "reasoning_tokens", "tool_tokens")
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +121,14 @@ class StreamRecord:
     """True when the last gap is a failed stream's open gap (last chunk to the end)."""
     reported_tokens: int | None = None
     """Token count for tpot: content chunks, or usage under coalesced chunks."""
+    ttfo_s: float | None = None
+    """Start to the first *answer* token (AIPerf's TTFO): reasoning and tool-call tokens come
+    before it; None when no answer token arrived."""
+    reasoning_tokens: int = 0
+    """Token positions that carried reasoning (``reasoning_content``, reasoning deltas,
+    ``thinking_delta``); part of :attr:`tokens`."""
+    tool_tokens: int = 0
+    """Token positions that carried tool-call arguments (or a tool's name); part of :attr:`tokens`."""
 
     @property
     def max_gap_s(self) -> float | None:
@@ -142,4 +165,7 @@ class StreamRecord:
             "conversation_id": self.conversation_id,
             "turn": self.turn,
             "scenario": self.scenario,
+            "ttfo_ms": _ms(self.ttfo_s),
+            "reasoning_tokens": self.reasoning_tokens,
+            "tool_tokens": self.tool_tokens,
         }
