@@ -14,7 +14,12 @@ from typing import Any
 
 from streamslo.errors import ResultsError
 from streamslo.stream.outcome import OUTCOMES
-from streamslo.stream.timing import SCENARIO_COLUMNS, STREAM_COLUMNS, TOKEN_KIND_COLUMNS, WORKLOAD_COLUMNS
+from streamslo.stream.timing import (
+    SCENARIO_COLUMNS,
+    STREAM_COLUMNS,
+    TOKEN_KIND_COLUMNS,
+    WORKLOAD_COLUMNS,
+)
 
 __all__ = ["ParsedStreams", "read_streams"]
 
