@@ -118,6 +118,10 @@ class ServerConfig:
     api_key_env: str | None = None
     """Name of the environment variable holding the API key; None serves without auth. The
     key itself never travels in the config (nor on a command line)."""
+    reasoning_tokens: int = 0
+    """Play a reasoning model: the first this many tokens of every answer are reasoning deltas
+    (chat ``reasoning_content``, Responses ``response.reasoning_text.delta``, Messages
+    ``thinking_delta``), counted in ``max_tokens`` and in usage as the dialects count them."""
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
     """Free-form notes shown by /healthz (never read by the server)."""
 
@@ -151,6 +155,8 @@ class ServerConfig:
             raise ValueError("--header-timeout and --body-timeout must be > 0")
         if cfg.max_connections < 1:
             raise ValueError("--max-connections must be >= 1")
+        if cfg.reasoning_tokens < 0:
+            raise ValueError("--reasoning-tokens must be >= 0")
         return cfg
 
     def has(self, fault: str) -> bool:

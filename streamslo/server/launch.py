@@ -93,6 +93,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     m.add_argument("--cancel-after", type=float, default=d.cancel_after_s,
                    help="silent-cancel: seconds of generation before the contention cancel")
     m.add_argument("--default-max-tokens", type=int, default=d.default_max_tokens)
+    m.add_argument("--reasoning-tokens", type=int, default=d.reasoning_tokens,
+                   help="play a reasoning model: the first N tokens of every answer are reasoning "
+                        "deltas, in each dialect's field (chat: reasoning_content; Responses: "
+                        "response.reasoning_text.delta; Messages: thinking_delta) (default 0)")
 
 
 def config_from_args(args: argparse.Namespace, state_file: str | None = None) -> ServerConfig:
@@ -114,7 +118,7 @@ def config_from_args(args: argparse.Namespace, state_file: str | None = None) ->
             graceful_timeout_s=args.graceful_timeout, state_file=state_file, server=args.server,
             max_body_bytes=args.max_body_bytes, header_timeout_s=args.header_timeout,
             body_timeout_s=args.body_timeout, max_connections=args.max_connections,
-            api_key_env=args.api_key_env,
+            api_key_env=args.api_key_env, reasoning_tokens=args.reasoning_tokens,
         )
     except ValueError as exc:
         raise BadInputError(str(exc)) from None

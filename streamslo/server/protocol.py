@@ -202,9 +202,22 @@ def parse_request(raw: bytes | str, kind: str | None, default_max_tokens: int,
 
 
 class ChunkFactory:
-    """Builds one request's chunks (SSE data or WS frames) and its non-streaming response."""
+    """Builds one request's chunks (SSE data or WS frames) and its non-streaming response.
 
-    def __init__(self, req: ParsedRequest, prompt_tokens: int) -> None:
+    Args:
+        req: the request.
+        prompt_tokens: the prompt's length in tokens (usage).
+        reasoning: play a reasoning model: the first this many tokens are reasoning deltas
+            (chat: ``delta.reasoning_content``; completions have no such field).
+    """
+
+    framed = False
+    """Whether :meth:`token` and friends return whole SSE events (the event dialects, whose
+    events carry ``event:`` lines) rather than one event's data."""
+    done = b"data: [DONE]\n\n"
+    """What ends an SSE stream after the last chunk (the event dialects: nothing more)."""
+
+    def __init__(self, req: ParsedRequest, prompt_tokens: int, reasoning: int = 0) -> None:
         self.req = req
         self.chat = req.kind == "chat"
         prefix = "chatcmpl" if self.chat else "cmpl"
@@ -217,6 +230,7 @@ class ChunkFactory:
             f'{{"id":"{self.id}","object":"{self.object}","created":{self.created},'
             f'"model":{json.dumps(req.model)},"choices":[{{"index":0,'
         )
+        self._reasoning_left = reasoning if self.chat else 0
 
     def role(self) -> str | None:
         """The first chat chunk (role, no content); None for completions."""
@@ -228,8 +242,15 @@ class ChunkFactory:
         """One content chunk holding one token."""
         t = json.dumps(text)
         if self.chat:
+            if self._reasoning_left:
+                self._reasoning_left -= 1
+                return f'{self._head}"delta":{{"reasoning_content":{t}}},"finish_reason":null}}]}}'
             return f'{self._head}"delta":{{"content":{t}}},"finish_reason":null}}]}}'
         return f'{self._head}"text":{t},"logprobs":null,"finish_reason":null}}]}}'
+
+    def error(self, message: str) -> str:
+        """An in-stream error (the server failed mid-stream)."""
+        return json.dumps(error_body(500, message, "server_error"))
 
     def _usage(self, completion: int) -> dict[str, int]:
         return {"prompt_tokens": self.prompt_tokens, "completion_tokens": completion,
