@@ -115,6 +115,9 @@ class SummaryJson(TypedDict, total=False):
     itl_ms: LatencySummary
     tpot_ms: LatencySummary
     e2e_ms: LatencySummary
+    ttfo_ms: LatencySummary
+    reasoning_tokens: int
+    tool_tokens: int
     ttft_sched_ms: LatencySummary
     e2e_sched_ms: LatencySummary
     duration_s: float | None

@@ -92,7 +92,7 @@ class GoodputSpec(ValueType):
         return " ".join(f"{k}:{v:g}" for k, v in bounds.as_dict().items())
 
     def describe(self) -> str:
-        return "`KEY:MS` words (`ttft`, `tpot`, `e2el`)"
+        return "`KEY:MS` words (`ttft`, `tpot`, `e2el`, `ttfo`)"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -164,7 +164,7 @@ class RunOptions:
     ws_done_message: str = field(default="[DONE]", metadata=option(
         Text(optional=False, name="TEXT"), "WebSocket: the message that ends a request: text, or a JSON object the message contains"))
     goodput: str = field(default="", metadata=option(
-        GoodputSpec(), "per-request SLOs for goodput, vLLM's syntax in ms: ttft:500 tpot:50 e2el:2000",
+        GoodputSpec(), "per-request SLOs for goodput, vLLM's syntax in ms: ttft:500 tpot:50 e2el:2000 (ttfo: the first answer token)",
         locust=False))
     # --- credentials and transport
     api_key_env: str | None = field(default=None, metadata=option(
