@@ -169,3 +169,27 @@ def test_in_band_errors():
 def test_paths():
     assert API_PATHS["openai-responses"] == "/v1/responses"
     assert API_PATHS["anthropic-messages"] == "/v1/messages"
+
+
+def test_chat_reasoning_and_tool_call_deltas_are_typed_tokens():
+    """openai-chat: reasoning_content (and vLLM's reasoning) deltas are reasoning tokens,
+    tool_calls deltas tool tokens; TTFO is the first content delta."""
+    head = '{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,'
+    deltas = [
+        '{"role":"assistant"}',
+        '{"reasoning_content":"think"}',
+        '{"reasoning":"more"}',
+        '{"content":"Hi"}',
+        '{"tool_calls":[{"index":0,"function":{"name":"f","arguments":""}}]}',
+        '{"tool_calls":[{"index":0,"function":{"arguments":"{}"}}]}',
+    ]
+    parts = [f'data: {head}"delta":{d},"finish_reason":null}}]}}\n\n'.encode() for d in deltas]
+    parts.append(f'data: {head}"delta":{{}},"finish_reason":"tool_calls"}}]}}\n\n'.encode())
+    parts.append(b"data: [DONE]\n\n")
+    pieces = [HEAD] + [b"%x\r\n%s\r\n" % (len(p), p) for p in parts] + [b"0\r\n\r\n"]
+    reads = [(0.01 * i, p) for i, p in enumerate(pieces)]
+    rec = run("openai-chat", reads, StreamExpectations(max_tokens=8, ignore_eos=False))
+    assert rec.outcome == "ok", rec.error
+    assert (rec.tokens, rec.reasoning_tokens, rec.tool_tokens) == (5, 2, 2)
+    assert rec.ttft_s == pytest.approx(0.02)  # the first reasoning delta (the role chunk is no token)
+    assert rec.ttfo_s == pytest.approx(0.04)
