@@ -71,6 +71,22 @@ __all__ = [
 
 #: Latency metrics the report shows, in order.
 LATENCY_METRICS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
+#: Shown too when a run saw reasoning or tool-call tokens: the first answer token.
+ANSWER_METRICS = ("ttfo_ms",)
+
+
+def _latency_metrics(runs: Sequence[LoadedRun]) -> tuple[str, ...]:
+    """The latency metrics of these runs: :data:`LATENCY_METRICS`, and ``ttfo_ms`` when any run
+    measured a first answer token apart from the first token (a reasoning or tool-calling model)."""
+    for run in runs:
+        s = run.streams
+        if all(c in s.columns for c in ("reasoning_tokens", "tool_tokens")) and (
+            (s["reasoning_tokens"].fillna(0) > 0).any() or (s["tool_tokens"].fillna(0) > 0).any()
+        ):
+            return (*LATENCY_METRICS, *ANSWER_METRICS)
+    return LATENCY_METRICS
+
+
 #: Percentiles whose before/after difference gets a confidence interval.
 CI_PERCENTILES = (50, 90, 95, 99)
 #: Rates the report shows (docs/outcomes.md).
@@ -411,7 +427,7 @@ def build_model(
         passed=all(v.after_passed for v in verdicts),
         rates=tuple(rate_comparison(runs, m, settings) for m in REPORT_RATES),
         throughput=throughput,
-        latency=tuple(latency_comparison(runs, m, settings) for m in LATENCY_METRICS),
+        latency=tuple(latency_comparison(runs, m, settings) for m in _latency_metrics(runs)),
         outcomes=outcome_counts(runs),
         server=tuple(server_summary(r) for r in runs),
         bootstrap=settings,
