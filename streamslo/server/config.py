@@ -122,6 +122,10 @@ class ServerConfig:
     """Play a reasoning model: the first this many tokens of every answer are reasoning deltas
     (chat ``reasoning_content``, Responses ``response.reasoning_text.delta``, Messages
     ``thinking_delta``), counted in ``max_tokens`` and in usage as the dialects count them."""
+    tool_call_tokens: int = 0
+    """Play a tool-calling model: the last this many tokens of every answer (of ``max_tokens``)
+    are tool-call argument deltas (chat ``tool_calls``, Responses
+    ``response.function_call_arguments.delta``, Messages ``input_json_delta``)."""
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
     """Free-form notes shown by /healthz (never read by the server)."""
 
@@ -155,8 +159,8 @@ class ServerConfig:
             raise ValueError("--header-timeout and --body-timeout must be > 0")
         if cfg.max_connections < 1:
             raise ValueError("--max-connections must be >= 1")
-        if cfg.reasoning_tokens < 0:
-            raise ValueError("--reasoning-tokens must be >= 0")
+        if cfg.reasoning_tokens < 0 or cfg.tool_call_tokens < 0:
+            raise ValueError("--reasoning-tokens and --tool-call-tokens must be >= 0")
         return cfg
 
     def has(self, fault: str) -> bool:

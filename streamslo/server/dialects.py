@@ -172,10 +172,14 @@ class ResponsesChunks(ChunkFactory):
     framed = True
     done = b""
 
-    def __init__(self, req: ParsedRequest, prompt_tokens: int, reasoning: int = 0) -> None:
+    def __init__(self, req: ParsedRequest, prompt_tokens: int, reasoning: int = 0, tool: int = 0) -> None:
         super().__init__(req, prompt_tokens)
         self.id = f"resp_{random.getrandbits(64):016x}"
         self._left = reasoning
+        self._tool_from = max(reasoning, req.max_tokens - tool) if tool else None
+        self._i = 0
+        self._args: list[str] = []
+        self._fc_id = f"fc_{random.getrandbits(64):016x}"
         self._reasoning = 0
         self._seq = 0
         self._phase = ""  # "", "reasoning", "message"
@@ -232,7 +236,41 @@ class ResponsesChunks(ChunkFactory):
         return {"id": self._msg_id, "type": "message", "status": "completed", "role": "assistant",
                 "content": [{"type": "output_text", "text": "".join(self._texts), "annotations": []}]}
 
+    def _close_message(self) -> str:
+        i = self._out_index()
+        text = "".join(self._texts)
+        return (self._ev("response.output_text.done", item_id=self._msg_id, output_index=i, content_index=0,
+                         text=text, logprobs=[])
+                + self._ev("response.content_part.done", item_id=self._msg_id, output_index=i, content_index=0,
+                           part={"type": "output_text", "text": text, "annotations": []})
+                + self._ev("response.output_item.done", output_index=i, item=self._message_item()))
+
+    def _fc_index(self) -> int:
+        return (1 if self._reasoning else 0) + (1 if self._texts else 0)
+
+    def _fc_item(self, status: str) -> dict[str, Any]:
+        return {"id": self._fc_id, "type": "function_call", "status": status, "call_id": f"call_{self._fc_id[-8:]}",
+                "name": "lookup", "arguments": "".join(self._args)}
+
+    def _tool(self, text: str) -> str:
+        out = ""
+        if self._phase != "tool":
+            if self._phase == "reasoning":
+                out += self._close_reasoning()
+            elif self._phase == "message":
+                out += self._close_message()
+            self._phase = "tool"
+            out += self._ev("response.output_item.added", output_index=self._fc_index(), item=self._fc_item("in_progress"))
+        self._args.append(text)
+        return out + self._ev("response.function_call_arguments.delta", item_id=self._fc_id,
+                              output_index=self._fc_index(), delta=text)
+
     def token(self, text: str) -> str:
+        if self._tool_from is not None:
+            i = self._i
+            self._i += 1
+            if i >= self._tool_from:
+                return self._tool(text)
         if self._left:
             self._left -= 1
             out = ""
@@ -252,8 +290,10 @@ class ResponsesChunks(ChunkFactory):
 
     def _output(self) -> list[dict[str, Any]]:
         items = [self._reasoning_item()] if self._reasoning else []
-        if self._phase == "message":
+        if self._texts:
             items.append(self._message_item())
+        if self._args:
+            items.append(self._fc_item("completed"))
         return items
 
     def _usage_obj(self, n: int) -> dict[str, Any]:
@@ -266,13 +306,12 @@ class ResponsesChunks(ChunkFactory):
         if self._phase == "reasoning":
             out += self._close_reasoning()
         elif self._phase == "message":
-            i = self._out_index()
-            text = "".join(self._texts)
-            out += self._ev("response.output_text.done", item_id=self._msg_id, output_index=i, content_index=0,
-                            text=text, logprobs=[])
-            out += self._ev("response.content_part.done", item_id=self._msg_id, output_index=i, content_index=0,
-                            part={"type": "output_text", "text": text, "annotations": []})
-            out += self._ev("response.output_item.done", output_index=i, item=self._message_item())
+            out += self._close_message()
+        elif self._phase == "tool":
+            i = self._fc_index()
+            out += self._ev("response.function_call_arguments.done", item_id=self._fc_id, output_index=i,
+                            arguments="".join(self._args))
+            out += self._ev("response.output_item.done", output_index=i, item=self._fc_item("completed"))
         usage = self._usage_obj(completion_tokens)
         if reason == "length":
             final = self._response("incomplete", output=self._output(), usage=usage,
@@ -300,10 +339,12 @@ class MessagesChunks(ChunkFactory):
     framed = True
     done = b""
 
-    def __init__(self, req: ParsedRequest, prompt_tokens: int, reasoning: int = 0) -> None:
+    def __init__(self, req: ParsedRequest, prompt_tokens: int, reasoning: int = 0, tool: int = 0) -> None:
         super().__init__(req, prompt_tokens)
         self.id = f"msg_{random.getrandbits(64):016x}"
         self._left = reasoning
+        self._tool_from = max(reasoning, req.max_tokens - tool) if tool else None
+        self._i = 0
         self._index = -1
         self._phase = ""
         self._texts: list[str] = []
@@ -332,6 +373,17 @@ class MessagesChunks(ChunkFactory):
 
     def token(self, text: str) -> str:
         t = json.dumps(text)
+        if self._tool_from is not None:
+            i = self._i
+            self._i += 1
+            if i >= self._tool_from:
+                out = ""
+                if self._phase != "tool":
+                    out = self._block({"type": "tool_use", "id": f"toolu_{self.id[-12:]}", "name": "lookup",
+                                       "input": {}})
+                    self._phase = "tool"
+                return (f'{out}event: content_block_delta\ndata: {{"type":"content_block_delta","index":{self._index},'
+                        f'"delta":{{"type":"input_json_delta","partial_json":{t}}}}}\n\n')
         if self._left:
             self._left -= 1
             out = ""
@@ -350,7 +402,7 @@ class MessagesChunks(ChunkFactory):
         return f"{out}{self._text_head}{t}}}}}\n\n"
 
     def finish(self, reason: str, completion_tokens: int) -> str:
-        stop = "max_tokens" if reason == "length" else "end_turn"
+        stop = "max_tokens" if reason == "length" else ("tool_use" if self._phase == "tool" else "end_turn")
         out = self._stop_block()
         out += _event("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
                                         "usage": {"output_tokens": completion_tokens}})
@@ -366,10 +418,11 @@ class MessagesChunks(ChunkFactory):
                 "usage": {"input_tokens": self.prompt_tokens, "output_tokens": completion_tokens}}
 
 
-def chunk_factory(req: ParsedRequest, prompt_tokens: int, reasoning: int = 0) -> ChunkFactory:
-    """The chunk factory of a request's dialect."""
+def chunk_factory(req: ParsedRequest, prompt_tokens: int, reasoning: int = 0, tool: int = 0) -> ChunkFactory:
+    """The chunk factory of a request's dialect (``reasoning``, ``tool``: ``--reasoning-tokens``,
+    ``--tool-call-tokens``)."""
     if req.kind == "responses":
-        return ResponsesChunks(req, prompt_tokens, reasoning)
+        return ResponsesChunks(req, prompt_tokens, reasoning, tool)
     if req.kind == "messages":
-        return MessagesChunks(req, prompt_tokens, reasoning)
-    return ChunkFactory(req, prompt_tokens, reasoning)
+        return MessagesChunks(req, prompt_tokens, reasoning, tool)
+    return ChunkFactory(req, prompt_tokens, reasoning, tool)

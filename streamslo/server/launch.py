@@ -97,6 +97,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="play a reasoning model: the first N tokens of every answer are reasoning "
                         "deltas, in each dialect's field (chat: reasoning_content; Responses: "
                         "response.reasoning_text.delta; Messages: thinking_delta) (default 0)")
+    m.add_argument("--tool-call-tokens", type=int, default=d.tool_call_tokens,
+                   help="play a tool-calling model: the last N tokens of every answer (of max_tokens) are "
+                        "tool-call argument deltas (chat: tool_calls; Responses: "
+                        "response.function_call_arguments.delta; Messages: input_json_delta) (default 0)")
 
 
 def config_from_args(args: argparse.Namespace, state_file: str | None = None) -> ServerConfig:
@@ -119,6 +123,7 @@ def config_from_args(args: argparse.Namespace, state_file: str | None = None) ->
             max_body_bytes=args.max_body_bytes, header_timeout_s=args.header_timeout,
             body_timeout_s=args.body_timeout, max_connections=args.max_connections,
             api_key_env=args.api_key_env, reasoning_tokens=args.reasoning_tokens,
+            tool_call_tokens=args.tool_call_tokens,
         )
     except ValueError as exc:
         raise BadInputError(str(exc)) from None

@@ -155,7 +155,7 @@ class Runtime:
             raise APIError(429, f"server is at capacity: {exc}", "rate_limit_error") from None
         self.streams.add(stream)
         stream.on_close.append(lambda: self.streams.discard(stream))
-        return stream, chunk_factory(req, len(ids), self.cfg.reasoning_tokens)
+        return stream, chunk_factory(req, len(ids), self.cfg.reasoning_tokens, self.cfg.tool_call_tokens)
 
     def backlog_bytes(self) -> float:
         """Bytes generated but not yet accepted by the transport, over all streams."""

@@ -131,3 +131,42 @@ def test_api_key_in_x_api_key(tmp_path: Path) -> None:
         assert status == 200 and evs[-1][0] == "message_stop"
     finally:
         s.stop()
+
+
+TOOL = 3
+
+
+@pytest.fixture(scope="module")
+def tool_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    s = start_server(["--mode", "fixed", "--token-interval-ms", "5", "--reasoning-tokens", "2",
+                      "--tool-call-tokens", str(TOOL)], tmp_path_factory.mktemp("tools"))
+    yield s
+    s.stop()
+
+
+@pytest.mark.parametrize("api", ["openai-chat", "openai-responses", "anthropic-messages"])
+def test_tool_calling_mode(tool_server: Server, api: str) -> None:
+    """--tool-call-tokens: the last tokens are tool-call argument deltas in each dialect's own
+    shape; streamslo counts them as tool tokens, and the stream is still ok."""
+    opts = RequestOptions(api=api, max_tokens=N)
+    rec = StreamRecord(api, "sse", "test", time.time(), time.perf_counter())
+    stream_sse(Target.from_url(tool_server.url), opts.path, build_body(opts, "hello"),
+               tracker_for(api, rec, opts.expectations()), ClientLimits(stall_timeout=10, request_timeout=30))
+    assert rec.outcome == "ok", rec.error
+    assert (rec.tokens, rec.reasoning_tokens, rec.tool_tokens) == (N, 2, TOOL)
+    assert rec.usage_completion_tokens == N
+
+
+def test_tool_events_follow_the_documented_shape(tool_server: Server) -> None:
+    _, evs = events(tool_server.url, "/v1/responses", {**RESPONSES, "ignore_eos": True})
+    names = [n for n, _ in evs]
+    assert names.count("response.function_call_arguments.delta") == TOOL
+    added = [d["item"] for n, d in evs if n == "response.output_item.added"]
+    assert [i["type"] for i in added] == ["reasoning", "message", "function_call"]  # type: ignore[index]
+    assert "response.function_call_arguments.done" in names
+    _, evs = events(tool_server.url, "/v1/messages", MESSAGES)
+    starts = [d["content_block"]["type"] for n, d in evs if n == "content_block_start"]  # type: ignore[index]
+    assert starts == ["thinking", "text", "tool_use"]
+    parts = [d["delta"]["partial_json"] for n, d in evs if n == "content_block_delta"  # type: ignore[index]
+             and d["delta"]["type"] == "input_json_delta"]  # type: ignore[index]
+    assert len(parts) == TOOL
