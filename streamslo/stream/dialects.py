@@ -131,6 +131,13 @@ class EventTracker(StreamTracker):
         super().on_ws_text(t, text)
         self.progress_t = self._tok_t
 
+    def on_eof(self, t: float, body_complete: bool) -> None:
+        if self.rec.outcome is None and not (not self._expect.done_marker and body_complete and self.began):
+            what = f"body ended before {self.TERMINAL}" if body_complete else "connection closed mid-body"
+            self._finish(t, Outcome.TRUNCATED, what)
+            return
+        super().on_eof(t, body_complete)
+
     def on_stall(self, t: float, stall_timeout: float) -> None:
         if self.rec.outcome is not None or not self.began:
             super().on_stall(t, stall_timeout)
