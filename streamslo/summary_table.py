@@ -91,13 +91,15 @@ def format_summary(summary: SummaryJson, checks: Sequence[Any], run: RunJson) ->
         f"rates     truncation {_rate(summary['truncation_rate'])}   5xx {_rate(summary['http_5xx_rate'])}   errors {_rate(summary['error_rate'])}"
     )
     lines.append(f"{'latency (ms)':<14}{'p50':>10}{'p90':>10}{'p95':>10}{'p99':>10}{'max':>10}{'count':>9}")
-    for name in ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "ttft_sched_ms", "e2e_sched_ms"):
+    for name in ("ttft_ms", "ttfo_ms", "itl_ms", "tpot_ms", "e2e_ms", "ttft_sched_ms", "e2e_sched_ms"):
         st = cast("LatencySummary | None", summary.get(name))
         if not st:
             continue
         lines.append(
             f"{name:<14}{_ms(st['p50']):>10}{_ms(st['p90']):>10}{_ms(st['p95']):>10}{_ms(st['p99']):>10}{_ms(st['max']):>10}{st['count']:>9}"
         )
+    if summary.get("reasoning_tokens") or summary.get("tool_tokens"):
+        lines.append(f"tokens    reasoning {summary.get('reasoning_tokens', 0)}   tool calls {summary.get('tool_tokens', 0)}")
     if checks:
         lines.append("thresholds")
         for c in checks:
