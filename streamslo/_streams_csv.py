@@ -23,7 +23,7 @@ from streamslo.stream.timing import (
 
 __all__ = ["ParsedStreams", "read_streams"]
 
-_FLOAT_COLUMNS = ("started_at", "scheduled_at", "connect_ms", "ttft_ms", "e2e_ms", "max_gap_ms", "ttfo_ms")
+_FLOAT_COLUMNS = ("started_at", "scheduled_at", "connect_ms", "ttft_ms", "e2e_ms", "max_gap_ms", "ttfo_ms", "ttftc_ms")
 _INT_COLUMNS = (
     "status", "tokens", "expected_tokens", "usage_completion_tokens", "bytes", "usage_prompt_tokens", "turn",
     "reasoning_tokens", "tool_tokens",

@@ -92,6 +92,7 @@ _SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("ttft_ms", "trend", "ms", "start of the request to the first content chunk, per stream that began"),
     MetricSpec("itl_ms", "trend", "ms", "every gap between consecutive content chunks, pooled over streams (a failed stream adds its open last gap); itl_ms{token:answer}: only the gaps after each stream's first answer token"),
     MetricSpec("ttfo_ms", "trend", "ms", "start of the request to the first answer token (reasoning and tool-call tokens come before it), per stream that began and had one"),
+    MetricSpec("ttftc_ms", "trend", "ms", "start of the request to the first tool-call token (time to first tool call), per stream that began and had one"),
     MetricSpec("tpot_ms", "trend", "ms", "(e2e - ttft) / (tokens - 1), per stream with at least two tokens"),
     MetricSpec("e2e_ms", "trend", "ms", "start of the request to the end of the stream"),
     MetricSpec("connect_ms", "trend", "ms", "time to establish the connection, for requests that opened one"),
@@ -376,7 +377,7 @@ def _trend_series(data: RunData, name: str) -> Any:
         return col.dropna().to_numpy(dtype=float)
     if name in ("ttft_ms", "e2e_ms", "max_gap_ms"):
         return pool[name].dropna().to_numpy(dtype=float)
-    if name == "ttfo_ms":
+    if name in ("ttfo_ms", "ttftc_ms"):
         if name not in pool.columns:  # a directory from before results schema 5
             return np.empty(0)
         return pool[name].dropna().to_numpy(dtype=float)
@@ -478,6 +479,7 @@ def summarize(data: RunData) -> SummaryJson:
         out["ttfo_ms"] = LatencyStats.of(trend_samples(data, "ttfo_ms")).as_dict()
         out["reasoning_tokens"] = int(counter_value(data, "reasoning_tokens"))
     if "tool_tokens" in s.columns and (s["tool_tokens"].fillna(0) > 0).any():
+        out["ttftc_ms"] = LatencyStats.of(trend_samples(data, "ttftc_ms")).as_dict()
         out["tool_tokens"] = int(counter_value(data, "tool_tokens"))
     if s["scheduled_at"].notna().any():
         out["ttft_sched_ms"] = LatencyStats.of(trend_samples(data, "ttft_sched_ms")).as_dict()

@@ -116,6 +116,7 @@ class SummaryJson(TypedDict, total=False):
     tpot_ms: LatencySummary
     e2e_ms: LatencySummary
     ttfo_ms: LatencySummary
+    ttftc_ms: LatencySummary
     reasoning_tokens: int
     tool_tokens: int
     ttft_sched_ms: LatencySummary

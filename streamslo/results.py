@@ -62,7 +62,7 @@ __all__ = [
 #: 3: ``streams.csv`` columns ``usage_prompt_tokens``, ``conversation_id``, ``turn``, and ``run.json``
 #: ``workload`` and ``goodput`` (a reader takes the columns as empty in older directories);
 #: 4: ``streams.csv`` ``scenario``; 5: ``streams.csv`` ``ttfo_ms``, ``reasoning_tokens``,
-#: ``tool_tokens`` and ``run.json`` ``api`` (the dialect).
+#: ``tool_tokens``, ``ttftc_ms`` and ``run.json`` ``api`` (the dialect).
 SCHEMA_VERSION = 5
 
 GAP_COLUMNS: tuple[str, ...] = ("stream_id", "index", "gap_ms", "t", "open")

@@ -46,6 +46,7 @@ STREAM_COLUMNS: tuple[str, ...] = (
     "ttfo_ms",
     "reasoning_tokens",
     "tool_tokens",
+    "ttftc_ms",
 )
 
 #: The columns added by results schema 3 (token counts, multi-turn conversations): a reader
@@ -59,7 +60,7 @@ SCENARIO_COLUMNS: tuple[str, ...] = ("scenario",)
 #: The columns added by results schema 5 (reasoning- and tool-aware timing, docs/timing.md):
 #: the time to the first answer token and the reasoning and tool-call token counts. A reader
 #: of an older directory takes them as empty.
-TOKEN_KIND_COLUMNS: tuple[str, ...] = ("ttfo_ms", "reasoning_tokens", "tool_tokens")
+TOKEN_KIND_COLUMNS: tuple[str, ...] = ("ttfo_ms", "reasoning_tokens", "tool_tokens", "ttftc_ms")
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +130,8 @@ class StreamRecord:
     ``thinking_delta``); part of :attr:`tokens`."""
     tool_tokens: int = 0
     """Token positions that carried tool-call arguments (or a tool's name); part of :attr:`tokens`."""
+    ttftc_s: float | None = None
+    """Start to the first tool-call token (time to first tool call); None without one."""
 
     @property
     def max_gap_s(self) -> float | None:
@@ -168,4 +171,5 @@ class StreamRecord:
             "ttfo_ms": _ms(self.ttfo_s),
             "reasoning_tokens": self.reasoning_tokens,
             "tool_tokens": self.tool_tokens,
+            "ttftc_ms": _ms(self.ttftc_s),
         }

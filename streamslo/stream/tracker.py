@@ -458,6 +458,8 @@ class StreamTracker:
             rec.reasoning_tokens += 1
         else:
             rec.tool_tokens += 1
+            if rec.ttftc_s is None:
+                rec.ttftc_s = t - rec.t0
         mt = self._expect.max_tokens
         if mt is not None and rec.tokens > mt:
             self._finish(t, Outcome.MALFORMED, f"more content chunks ({rec.tokens}) than max_tokens ({mt})")

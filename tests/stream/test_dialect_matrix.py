@@ -51,6 +51,7 @@ def test_ok_counts(matrix, api):
     assert len(rec.gap_s) == MAX_TOKENS - 1
     assert rec.ttfo_s == rec.ttft_s
     assert rec.reasoning_tokens == rec.tool_tokens == 0
+    assert rec.ttftc_s is None
     assert rec.finish_reason == ("max_output_tokens" if api == "openai-responses" else "max_tokens")
 
 
@@ -61,6 +62,7 @@ def test_reasoning_and_tool_tokens(matrix, api):
     assert rec.reasoning_tokens == 2 and rec.tool_tokens == 2
     assert rec.ttfo_s is not None and rec.ttft_s is not None
     assert rec.ttfo_s - rec.ttft_s >= 0.009  # two reasoning tokens, 5 ms apart at least
+    assert rec.ttftc_s is not None and rec.ttftc_s > rec.ttfo_s  # the tool call comes after the answer
 
 
 @pytest.mark.parametrize("api", ["openai-responses", "anthropic-messages"])

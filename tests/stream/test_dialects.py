@@ -193,3 +193,4 @@ def test_chat_reasoning_and_tool_call_deltas_are_typed_tokens():
     assert (rec.tokens, rec.reasoning_tokens, rec.tool_tokens) == (5, 2, 2)
     assert rec.ttft_s == pytest.approx(0.02)  # the first reasoning delta (the role chunk is no token)
     assert rec.ttfo_s == pytest.approx(0.04)
+    assert rec.ttftc_s == pytest.approx(0.05)

@@ -155,6 +155,7 @@ def test_tool_calling_mode(tool_server: Server, api: str) -> None:
     assert rec.outcome == "ok", rec.error
     assert (rec.tokens, rec.reasoning_tokens, rec.tool_tokens) == (N, 2, TOOL)
     assert rec.usage_completion_tokens == N
+    assert rec.ttftc_s is not None and rec.ttfo_s is not None and rec.ttftc_s > rec.ttfo_s
 
 
 def test_tool_events_follow_the_documented_shape(tool_server: Server) -> None:
