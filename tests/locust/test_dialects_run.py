@@ -51,7 +51,7 @@ def test_a_run_per_dialect_is_ok_with_ttfo(reasoning_server: Server, tmp_path: P
     lead = (s["ttfo_ms"] - s["ttft_ms"]).to_numpy()
     first = g[g["index"] <= REASONING].groupby("stream_id")["gap_ms"].sum()
     assert np.allclose(lead, first.reindex(s["stream_id"]).to_numpy(), atol=0.01)
-    assert np.median(lead) > (REASONING - 2) * INTERVAL_MS  # paced by the server (a loose bound: shared CPUs)
+    assert np.median(lead) > REASONING * INTERVAL_MS / 4  # paced by the server (a loose bound: shared CPUs)
     run = json.loads((out / "run.json").read_text())
     assert run["api"] == api and run["schema_version"] == 5
     summary = json.loads((out / "summary.json").read_text())
