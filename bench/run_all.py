@@ -67,6 +67,9 @@ BENCHES: tuple[Bench, ...] = (
     Bench("relay", "bench_relay", "Worker-to-master record relay",
           (),
           ("--records", "1000", "--repeats", "2", "--seconds", "8")),
+    Bench("replay", "bench_replay", "Trace replay, client hang-ups and the prefix cache",
+          (),
+          ("--quick",)),
 )
 
 

@@ -16,6 +16,7 @@ from streamslo.loadgen.locustfile import (
     SlowSSEStreamUser,
     SlowWebSocketStreamUser,
     SSEStreamUser,
+    TraceReplayUser,
     WebSocketStreamUser,
 )
 
@@ -25,5 +26,6 @@ __all__ = [
     "ScenarioUser",
     "SlowSSEStreamUser",
     "SlowWebSocketStreamUser",
+    "TraceReplayUser",
     "WebSocketStreamUser",
 ]

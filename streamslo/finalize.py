@@ -188,6 +188,9 @@ def finalize(
     per_scenario = scenario_figures(data)
     if per_scenario:
         summary["scenarios"] = per_scenario
+    from streamslo.replay_summary import replay_figures  # schedule lag, hang-ups, prefix cache
+
+    summary.update(cast(SummaryJson, replay_figures(data)))
     from streamslo.soak_results import finalize_extras  # windows, budget, drift (docs/soak.md)
 
     run_extra, summary_extra = finalize_extras(layout.root, run, data)

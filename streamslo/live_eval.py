@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from streamslo.metrics import metric_kind
+from streamslo.stream.outcome import EXCLUDED_OUTCOMES
 from streamslo.thresholds import SLO, CheckResult, Threshold
 from streamslo.windows import GROUP_KEYS, Group, GroupAggregate, counts_of, merge_groups
 
@@ -56,7 +57,7 @@ def rate_from_counts(name: str, outcomes: Mapping[str, int], began: int) -> tupl
     """
     if metric_kind(name) != "rate" or name in LIVE_UNSUPPORTED:
         raise KeyError(name)
-    counted = sum(v for k, v in outcomes.items() if k != "cancelled")
+    counted = sum(v for k, v in outcomes.items() if k not in EXCLUDED_OUTCOMES)
     if name == "truncation_rate":
         return began - int(outcomes.get("ok", 0)), began
     if name == "error_rate":
@@ -136,7 +137,7 @@ def evaluate_live(th: Threshold, groups: Mapping[Group, GroupAggregate], elapsed
     else:  # gauge: requests_per_s, tokens_per_s
         total = merge_groups(sub.values())
         outcomes, _ = counts_of(sub)
-        value = total.tokens if th.metric == "tokens_per_s" else total.requests - outcomes.get("cancelled", 0)
+        value = total.tokens if th.metric == "tokens_per_s" else total.requests - sum(outcomes.get(o, 0) for o in EXCLUDED_OUTCOMES)
         samples = total.requests
         observed = value / elapsed_s if elapsed_s > 0 else None
         unit, basis = "/s", f"{value} over {elapsed_s:.0f} s"

@@ -35,7 +35,12 @@ import numpy as np
 
 from streamslo.result_schema import LatencySummary, SummaryJson
 from streamslo.results import RunData
-from streamslo.stream.outcome import BEGUN_STATUSES_WS, NOT_BEGUN_OUTCOMES, OUTCOMES
+from streamslo.stream.outcome import (
+    BEGUN_STATUSES_WS,
+    EXCLUDED_OUTCOMES,
+    NOT_BEGUN_OUTCOMES,
+    OUTCOMES,
+)
 
 __all__ = [
     "COUNTER_METRICS",
@@ -103,7 +108,7 @@ _SPECS: tuple[MetricSpec, ...] = (
     # http_5xx_rate is both a headline rate and an outcome rate: listed once.
     MetricSpec("http_5xx_rate", "rate", "ratio", "requests that ended http_5xx, over all not cancelled"),
     MetricSpec("error_rate", "rate", "ratio", "requests that did not end ok, over all not cancelled"),
-    *(_outcome_rate(o) for o in OUTCOMES if o not in ("cancelled", "http_5xx")),
+    *(_outcome_rate(o) for o in OUTCOMES if o not in ("cancelled", "client_cancelled", "http_5xx")),
     MetricSpec("requests", "counter", "count", "every request of the run, cancelled ones included"),
     MetricSpec("tokens", "counter", "count", "content chunks received (usage under --coalesced-chunks)"),
     MetricSpec("streams_began", "counter", "count", "streams that began and were not cancelled"),
@@ -240,9 +245,10 @@ def began_mask(streams: Any) -> Any:
 
 
 def counted_mask(streams: Any) -> Any:
-    """Which requests count in rates: every one the load test did not cancel itself. A missing
-    outcome (a damaged row) counts, as a failure."""
-    return (streams["outcome"] != "cancelled").fillna(True).astype(bool)
+    """Which requests count in rates: every one the load test did not cancel itself (at the
+    run's end, or a client hanging up on purpose: ``client_cancelled``). A missing outcome (a
+    damaged row) counts, as a failure."""
+    return (~streams["outcome"].isin(tuple(EXCLUDED_OUTCOMES))).fillna(True).astype(bool)
 
 
 def failure_mask(streams: Any, rate: str) -> Any:

@@ -89,6 +89,7 @@ class RunJson(TypedDict, total=False):
     skipped_rows: int
     windows: dict[str, Any]
     alerts: list[dict[str, Any]] | None
+    server_freed: dict[str, Any]
 
 
 class LatencySummary(TypedDict):
@@ -135,3 +136,7 @@ class SummaryJson(TypedDict, total=False):
     dropped_iterations: int
     dropped_iterations_by_scenario: dict[str, int]
     scenarios: dict[str, dict[str, Any]]
+    schedule_lag_ms: LatencySummary
+    client_cancelled: dict[str, Any]
+    prefix_cache: dict[str, Any]
+    server_freed: dict[str, Any]

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
+from streamslo.cancel import CancelAfterSpec
 from streamslo.errors import BadInputError
 from streamslo.lengths import LengthDist, LengthSpec
 from streamslo.option_types import (
@@ -247,6 +248,36 @@ class RunOptions:
         Switch(), "a saturated load generator does not fail the run", scenario=False, locust=False))
     quiet: bool = field(default=False, metadata=option(
         Switch(), "print no summary table", scenario=False, locust=False))
+    # --- replay: traces, shared prefixes, clients that hang up (docs/workloads.md)
+    trace: str | None = field(default=None, metadata=option(
+        Text(name="PATH"), "replay a request trace with its timing and lengths (Mooncake JSONL, JSONL/CSV "
+        "with a time column, BurstGPT CSV; docs/workloads.md); the run lasts the trace",
+        web_ui=False))
+    trace_speed: float = field(default=1.0, metadata=option(
+        Number(0, above=True), "--trace: replay speed (2: twice the arrivals per second)"))
+    trace_format: str = field(default="auto", metadata=option(
+        Choice(("auto", "mooncake", "jsonl", "csv", "burstgpt")), "--trace's format (auto: detected)"))
+    trace_late: str = field(default="send", metadata=option(
+        Choice(("send", "drop")), "--trace: an arrival the generator cannot start on time is sent late "
+        "(its lateness in schedule_lag_ms) or dropped and counted (dropped_iterations)"))
+    trace_max_lag: float = field(default=0.05, metadata=option(
+        Duration(), "--trace-late drop: an arrival later than this is dropped"))
+    trace_block_tokens: int = field(default=512, metadata=option(
+        Integer(1), "--trace: prompt tokens per hash id (Mooncake's blocks: 512)"))
+    prefix_groups: int = field(default=0, metadata=option(
+        Integer(0), "synthetic prompts share N prefixes (system prompts, documents), each group an equal "
+        "share of the traffic (0: none)"))
+    prefix_tokens: LengthDist = field(default=LengthDist.fixed(256), metadata=option(
+        LengthSpec(), "--prefix-groups: each shared prefix's length (words, or tokens with --tokenizer)"))
+    cancel_rate: float = field(default=0.0, metadata=option(
+        Fraction(), "share of streams the client hangs up on (client_cancelled; AIPerf's "
+        "--request-cancellation-rate, as a fraction)"))
+    cancel_after: str = field(default="2s", metadata=option(
+        CancelAfterSpec(), "--cancel-rate: when the client hangs up, from the request's start: a time, "
+        "N content chunks (20tok), or uniform:LOW,HIGH"))
+    cancel_check: float = field(default=10.0, metadata=option(
+        Duration(), "--cancel-rate with a metrics URL: after the run the server's in-flight gauge must "
+        "return to its baseline within this long (the verdict says if not)", locust=False))
 
 
 def _rows() -> tuple[RunOption, ...]:

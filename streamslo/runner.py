@@ -127,6 +127,28 @@ def _scenario_run(values: dict[str, Any], cli: dict[str, Any]) -> dict[str, Any]
     return out
 
 
+def _trace_run(values: dict[str, Any], cli: dict[str, Any]) -> dict[str, Any]:
+    """What ``--trace`` decides for the Locust run: one replaying user per generator process,
+    and a length of the trace's span at its speed (unless ``--duration`` cuts it shorter).
+
+    Raises:
+        BadInputError: scenarios, a request rate, stages or a shape as well (each sets the
+            arrivals), or an unreadable trace.
+    """
+    from streamslo.trace import describe_trace
+
+    clash = [k for k in ("scenarios", "stages", "shape", "request_rate") if values.get(k)]
+    if clash:
+        raise BadInputError(f"--trace sets the arrivals; remove {', '.join(clash)}")
+    info = describe_trace(values["trace"], values.get("trace_format", "auto"))
+    span = info.span_s / values.get("trace_speed", 1.0)
+    generators = values.get("expect_workers", 1) if values.get("master") else values.get("processes", 1)
+    out: dict[str, Any] = {"users": max(1, generators)}
+    if "duration" not in cli:
+        out["duration"] = max(1.0, math.ceil(span + 1.0))
+    return out
+
+
 def config_from_args(args: argparse.Namespace) -> RunConfig:
     """Merge the command line over the scenario file (if any), over the defaults.
 
@@ -151,6 +173,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         budget = own_budget or budget
     if values.get("scenarios"):
         values.update(_scenario_run(values, cli))
+    if values.get("trace"):
+        values.update(_trace_run(values, cli))
     if not values.get("host"):
         raise BadInputError("--host is required (or 'host' in the scenario's [load])")
     if not values.get("out"):
@@ -192,8 +216,8 @@ def _locust_command(cfg: RunConfig, locustfile: Path) -> list[str]:
     """Locust's command line: its own options translated, then every stream-user option that
     differs from its default (never a secret: see :meth:`RunConfig.locust_environment`)."""
     run_time = cfg.warmup + cfg.duration
-    if cfg.scenarios:
-        # The scenarios end the run themselves (Locust's clock starts before they do): its
+    if cfg.scenarios or cfg.trace:
+        # The scenarios (a trace) end the run themselves (Locust's clock starts before they do): its
         # run time is only a safety net.
         run_time += SCENARIO_SLACK_S
     spawn = cfg.spawn_rate if cfg.spawn_rate > 0 else float(cfg.users)
@@ -263,6 +287,12 @@ def execute(cfg: RunConfig) -> int:
     workload = _describe_workload(cfg)  # a bad dataset or tokenizer: exit 2 before any load
     evidence = ServerEvidence(cfg.host, out, insecure=cfg.insecure, metrics_url=cfg.metrics_url)
     server = evidence.probe()
+    freed = None
+    if cfg.cancel_rate > 0 and evidence.metrics_url:
+        from streamslo.freed import FreedCheck
+
+        freed = FreedCheck(evidence.metrics_url)
+        freed.before()  # the in-flight gauge before any load: the baseline it must return to
     start = time.time()
     info: dict[str, Any] = {
         "tool_version": __version__,
@@ -340,6 +370,7 @@ def execute(cfg: RunConfig) -> int:
         raise BadInputError(f"locust rejected the options:\n{tail}")
     run_start = read_run_start(layout) or start
     end = time.time()
+    server_freed = freed.after(cfg.cancel_check) if freed is not None and not died else None
     if died:
         # Locust was killed: the run's end is its last record, not now.
         end = last_record_epoch(load_run(out)) or end
@@ -358,6 +389,7 @@ def execute(cfg: RunConfig) -> int:
             "killed": died,
             "overran": overran,
             "locust_exit_code": rc,
+            **({"server_freed": server_freed} if server_freed is not None else {}),
         },
         slo,
         extra_checks=aborted,
@@ -380,6 +412,9 @@ def execute(cfg: RunConfig) -> int:
               f"what it had written is finalized in {out} (run.json killed: true). "
               f"See {layout.locust_log}:\n{tail}", file=sys.stderr)
         return EXIT_INTERNAL
+    if server_freed is not None and server_freed.get("passed") is False:
+        print(f"streamslo run: {server_freed['reason']}", file=sys.stderr)
+        return EXIT_THRESHOLD
     if failed or alert_abort is not None:
         return EXIT_THRESHOLD
     if not data.valid and not cfg.allow_invalid:

@@ -38,8 +38,8 @@ __all__ = [
     "to_wire",
 ]
 
-#: k6's executors this tool runs.
-EXECUTORS = ("constant-vus", "ramping-vus", "constant-arrival-rate", "ramping-arrival-rate")
+#: k6's executors this tool runs, and ``trace`` (a timed trace replay, ``docs/workloads.md``).
+EXECUTORS = ("constant-vus", "ramping-vus", "constant-arrival-rate", "ramping-arrival-rate", "trace")
 
 _COMMON = ("executor", "startTime", "gracefulStop", "protocol", "slowReaders", "promptTokens", "outputTokens")
 #: Keys each executor accepts besides the common ones (k6's names).
@@ -48,7 +48,9 @@ _KEYS: Mapping[str, tuple[str, ...]] = {
     "ramping-vus": ("startVUs", "stages", "gracefulRampDown"),
     "constant-arrival-rate": ("rate", "timeUnit", "duration", "preAllocatedVUs", "maxVUs"),
     "ramping-arrival-rate": ("startRate", "timeUnit", "stages", "preAllocatedVUs", "maxVUs"),
+    "trace": ("trace", "speed", "format", "late", "maxLag", "blockTokens", "maxVUs"),
 }
+_TRACE_LATE = ("send", "drop")
 _PROTOCOLS = ("sse", "ws")
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 
@@ -91,6 +93,13 @@ class Scenario:
     output_tokens: LengthDist | None = None
     line: int | None = None
     """The line of its ``[scenarios.NAME]`` header."""
+    trace: str | None = None
+    """``trace``: the trace file (relative paths: from the working directory)."""
+    trace_format: str = "auto"
+    trace_speed: float = 1.0
+    trace_late: str = "send"
+    trace_max_lag: float = 0.05
+    trace_block_tokens: int = 512
 
     @property
     def arrival_rate(self) -> bool:
@@ -118,7 +127,7 @@ class Scenario:
 
     def peak_vus(self) -> int:
         """The most VUs it can hold: VUs (or their peak), or ``maxVUs``."""
-        if self.arrival_rate:
+        if self.arrival_rate or self.executor == "trace":
             return self.max_vus
         return max([self.vus, *(st.target for st in self.stages)])
 
@@ -299,6 +308,8 @@ def _parse_one(t: _Table) -> Scenario:
     }
     if executor == "constant-vus":
         return Scenario(**common, vus=int(t.number("vus", 1, whole=True, minimum=1)), duration=t.duration("duration"))
+    if executor == "trace":
+        return _parse_trace(t, common)
     if executor == "ramping-vus":
         stages = tuple(Stage(d, int(tgt)) for d, tgt in t.stages(whole=True))
         return Scenario(
@@ -322,6 +333,34 @@ def _parse_one(t: _Table) -> Scenario:
     return Scenario(
         **common, **pool, rate=t.number("startRate", 0.0) / unit, rate_stages=rate_stages,
         duration=sum(d for d, _ in rate_stages),
+    )
+
+
+def _parse_trace(t: _Table, common: dict[str, Any]) -> Scenario:
+    """A ``trace`` scenario: the trace is read once here (its span is the schedule's length)."""
+    from streamslo.errors import BadInputError
+    from streamslo.trace import TRACE_FORMATS, describe_trace
+
+    path = t.table.get("trace")
+    if not isinstance(path, str) or not path:
+        raise t.fail(None, "trace is required (the trace file's path)")
+    fmt = t.table.get("format", "auto")
+    if fmt not in TRACE_FORMATS:
+        raise t.fail("format", f"expected one of {', '.join(TRACE_FORMATS)}, got {fmt!r}")
+    late = t.table.get("late", "send")
+    if late not in _TRACE_LATE:
+        raise t.fail("late", f"expected send or drop, got {late!r}")
+    speed = t.number("speed", 1.0)
+    if speed <= 0:
+        raise t.fail("speed", "must be more than 0")
+    try:
+        info = describe_trace(path, fmt)
+    except BadInputError as exc:
+        raise t.fail("trace", str(exc)) from None
+    return Scenario(
+        **common, trace=path, trace_format=fmt, trace_speed=speed, trace_late=late,
+        trace_max_lag=t.duration("maxLag", 0.05), trace_block_tokens=int(t.number("blockTokens", 512, whole=True, minimum=1)),
+        max_vus=int(t.number("maxVUs", 0, whole=True)), duration=info.span_s / speed,
     )
 
 

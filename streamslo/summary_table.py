@@ -81,6 +81,31 @@ def run_warnings(run: Mapping[str, Any]) -> list[str]:
     return out + integrity_warnings(run)
 
 
+def _replay_lines(summary: SummaryJson) -> list[str]:
+    """Schedule lag, client hang-ups, the prefix cache and the freed check (when they apply)."""
+    out = []
+    lag = summary.get("schedule_lag_ms")
+    if lag:
+        out.append(f"schedule lag  p50 {_ms(lag['p50'])} ms   p99 {_ms(lag['p99'])} ms   max {_ms(lag['max'])} ms"
+                   f"   ({lag['count']} scheduled streams)")
+    cc = summary.get("client_cancelled")
+    if cc:
+        share = cc.get("fraction")
+        out.append(f"client hang-ups  {cc['count']} streams ({_rate(share)} of requests), in no rate")
+    pc = summary.get("prefix_cache")
+    if pc:
+        hit, miss = pc["ttft_ms_hit"], pc["ttft_ms_miss"]
+        out.append(f"prefix cache  hit rate {_rate(pc['hit_rate'])} of prompt tokens   streams with a hit "
+                   f"{pc['streams_hit']}/{pc['streams']}   TTFT p50 hit {_ms(hit['p50'])} ms, miss {_ms(miss['p50'])} ms")
+    freed = summary.get("server_freed")
+    if freed:
+        verdict = {True: "PASS", False: "FAIL", None: "n/a "}[freed.get("passed")]
+        detail = freed.get("reason") or (f"{freed.get('gauge')} back at {freed.get('baseline'):g} "
+                                         f"after {freed.get('waited_s'):g} s")
+        out.append(f"  {verdict}  server freed hung-up streams: {detail}")
+    return out
+
+
 def format_summary(summary: SummaryJson, checks: Sequence[Any], run: RunJson) -> str:
     """A table of outcomes, rates, latencies and threshold verdicts."""
     lines = [f"!! {line}" for line in run_warnings(run)]
@@ -98,6 +123,7 @@ def format_summary(summary: SummaryJson, checks: Sequence[Any], run: RunJson) ->
         lines.append(
             f"{name:<14}{_ms(st['p50']):>10}{_ms(st['p90']):>10}{_ms(st['p95']):>10}{_ms(st['p99']):>10}{_ms(st['max']):>10}{st['count']:>9}"
         )
+    lines.extend(_replay_lines(summary))
     if summary.get("reasoning_tokens") or summary.get("tool_tokens"):
         lines.append(f"tokens    reasoning {summary.get('reasoning_tokens', 0)}   tool calls {summary.get('tool_tokens', 0)}")
     if checks:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streamslo.histogram import LogHistogram
-from streamslo.stream.outcome import OUTCOMES, began
+from streamslo.stream.outcome import EXCLUDED_OUTCOMES, OUTCOMES, began
 from streamslo.stream.timing import StreamRecord
 
 __all__ = [
@@ -120,7 +120,7 @@ def _group_of(rec: StreamRecord) -> Group:
 def group_began(group: Group) -> bool:
     """Whether the streams of ``group`` began and were not cancelled (the latency pool)."""
     status = int(group[3]) if group[3].isdigit() else None
-    return group[2] != "cancelled" and began(status, group[2])
+    return group[2] not in EXCLUDED_OUTCOMES and began(status, group[2])
 
 
 def add_record(agg: GroupAggregate, rec: StreamRecord, group: Group) -> None:
@@ -129,7 +129,7 @@ def add_record(agg: GroupAggregate, rec: StreamRecord, group: Group) -> None:
     ``connect_ms`` from every request not cancelled)."""
     agg.requests += 1
     agg.tokens += rec.reported_tokens if rec.reported_tokens is not None else rec.tokens
-    if group[2] != "cancelled" and rec.connect_s is not None:
+    if group[2] not in EXCLUDED_OUTCOMES and rec.connect_s is not None:
         agg.trend("connect_ms").add(rec.connect_s * 1000.0)
     if not group_began(group):
         return

@@ -27,6 +27,7 @@ from streamslo.errors import ResultsError
 from streamslo.live_eval import totals_from_wire, totals_to_wire
 from streamslo.results import Layout, RunData, read_json, write_json
 from streamslo.results_writer import append_lines
+from streamslo.stream.outcome import EXCLUDED_OUTCOMES
 from streamslo.windows import (
     DEFAULT_WINDOW_S,
     WINDOW_COLUMNS,
@@ -221,7 +222,7 @@ def aggregate_streams(streams: Any, gaps: Any, window_s: float) -> dict[int, dic
         ntok = int(num(tokens) or 0)
         agg.tokens += ntok
         c = num(conn)
-        if group[2] != "cancelled" and c is not None:
+        if group[2] not in EXCLUDED_OUTCOMES and c is not None:
             agg.trend("connect_ms").add(c)
         if not group_began(group):
             continue

@@ -19,6 +19,7 @@ from typing import Any
 
 from streamslo.datasets import Conversation, Dataset, load_dataset
 from streamslo.errors import BadInputError
+from streamslo.prefix import PrefixGroups
 from streamslo.prompts import TextMeasure
 from streamslo.run_options import DEFAULTS, RunOptions
 from streamslo.stream.dialects import API_PATHS, ENDPOINT_APIS
@@ -345,6 +346,10 @@ class Workload:
             self.source = "synthetic"
         random.Random(opts.seed).shuffle(entries)
         self._entries = entries
+        self.prefixes: PrefixGroups | None = None
+        """``--prefix-groups``: the shared prefixes, one put before each conversation's first turn."""
+        if opts.prefix_groups > 0:
+            self.prefixes = PrefixGroups(opts.prefix_groups, opts.prefix_tokens, self.measure, opts.seed)
 
     def _max_tokens(self, hint: int | None) -> int:
         out = self.opts.output_tokens
@@ -367,6 +372,9 @@ class Workload:
                 turns.append(Turn(prompt, self._max_tokens(hint)))
             j += 1
         self._i += 1
+        if self.prefixes is not None:
+            _, prefix = self.prefixes.pick()
+            turns[0] = Turn(f"{prefix}\n\n{turns[0].prompt}", turns[0].max_tokens)
         return ConversationPlan(tuple(turns))
 
     def describe(self) -> dict[str, Any]:
@@ -386,6 +394,17 @@ class Workload:
             out["dataset"] = self.dataset.info.as_dict()
         if self.source == "prompt_file":
             out["prompt_file"] = o.prompt_file
+        if self.prefixes is not None:
+            out["prefix_groups"] = {"groups": o.prefix_groups, "prefix_tokens": o.prefix_tokens.as_dict()}
+        if o.trace:
+            from streamslo.trace import describe_trace
+
+            out["source"] = "trace"
+            out["trace"] = {**describe_trace(o.trace, o.trace_format).as_dict(), "speed": o.trace_speed,
+                            "late": o.trace_late, "max_lag_s": o.trace_max_lag,
+                            "block_tokens": o.trace_block_tokens}
+        if o.cancel_rate > 0:
+            out["cancel"] = {"rate": o.cancel_rate, "after": o.cancel_after}
         return out
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from streamslo import metrics
 from streamslo.results import RunData
-from streamslo.stream.outcome import OUTCOMES, began
+from streamslo.stream.outcome import EXCLUDED_OUTCOMES, OUTCOMES, began
 
 STATUSES = [None, 101, 200, 204, 299, 300, 404, 429, 500, 503]
 
@@ -41,7 +41,7 @@ def test_every_rate_is_its_failures_over_its_population(rate: str) -> None:
     frame = _frame(rows)
     data = RunData(path=None, run={}, streams=frame, gaps=pd.DataFrame())  # type: ignore[arg-type]
     num, den = metrics.rate_value(data, rate)
-    counted = [o != "cancelled" for _, o in rows]
+    counted = [o not in EXCLUDED_OUTCOMES for _, o in rows]  # cancelled, client_cancelled
     if rate == "truncation_rate":
         population = [c and began(s, o) for (s, o), c in zip(rows, counted, strict=True)]
         failing = [p and o != "ok" for (_, o), p in zip(rows, population, strict=True)]

@@ -52,7 +52,7 @@ def test_secrets_and_local_paths_stay_out_of_the_web_ui():
     hidden = {o.locust_dest for o in OPTIONS if o.locust_flag and not o.in_web_ui}
     assert hidden == {"results_dir", "prompt_file", "api_key_env", "header", "header_file", "processes_hint", "slo",
                       # local files to read: a dataset, a tokenizer, a system prompt's @FILE, a template
-                      "dataset", "tokenizer", "system_prompt", "ws_request_template",
+                      "dataset", "tokenizer", "system_prompt", "ws_request_template", "trace",
                       # set by streamslo run from a scenario file's [scenarios.*], not by hand
                       "scenarios_json"}
     for o in OPTIONS:
@@ -198,6 +198,8 @@ def _non_default(o: run_options.RunOption) -> object:
         "prompt_tokens": LengthDist.parse("uniform:3,9"), "output_tokens": LengthDist.parse("normal:20,5,1,40"),
         "tokenizer": "tok.json", "system_prompt": "be brief", "ws_request_template": "t.json",
         "ws_chunk_path": "data.chunk", "ws_done_message": '{"type": "done"}',
+        "trace": "t.jsonl", "trace_format": "burstgpt", "trace_late": "drop", "cancel_rate": 0.25,
+        "cancel_after": "uniform:10tok,20tok", "prefix_tokens": LengthDist.parse("uniform:30,90"),
         "api": "openai-responses", "path": "/v2/gen",
     }
     if o.name in special:

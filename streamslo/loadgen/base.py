@@ -8,6 +8,7 @@ Subclasses only say which transport and whether they read slowly.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from locust import User, task
@@ -64,6 +65,9 @@ def run_one_stream(
     if conversation is not None:
         rec.conversation_id, rec.turn = conversation
     expect = req.expectations(turn.max_tokens)
+    after_s, after_tokens = recorder.cancel_draw()
+    if after_s is not None or after_tokens is not None:
+        expect = replace(expect, cancel_after_s=after_s, cancel_after_tokens=after_tokens)
     envelope = recorder.opts.envelope
     dialect = req.dialect
     if dialect in EVENT_APIS:  # typed events: chosen here, once, off the chat path

@@ -223,9 +223,43 @@ def _run_arrivals(ctx: _Context) -> None:
     ctx.finish(group)
 
 
+def _run_trace(ctx: _Context) -> None:
+    """A ``trace`` scenario: this process's share of the trace at its offsets (open loop; see
+    :mod:`streamslo.loadgen.replay`), each stream tagged with the scenario."""
+    from streamslo.loadgen.base import run_one_stream
+    from streamslo.loadgen.replay import TracePlan, due_requests
+
+    sc = ctx.sc
+    assert sc.trace is not None
+    cap = process_share(sc.max_vus, ctx.index, ctx.n) if sc.max_vus else 0
+    group = Group()
+    busy = [0]
+    plan = TracePlan(sc.trace, sc.trace_format, sc.trace_speed, sc.trace_late, sc.trace_max_lag,
+                     sc.trace_block_tokens, dropped_as=sc.name)
+
+    def one(protocol: str, slow: bool, turn: Any, scheduled_at: float) -> None:
+        try:
+            run_one_stream(ctx.recorder, protocol, _user_class(protocol, slow), ctx.limits(slow),
+                           scheduled_at=scheduled_at, turn=turn, scenario=sc.name)
+        finally:
+            busy[0] -= 1
+
+    for turn, scheduled_at in due_requests(ctx.recorder, plan, ctx.index, ctx.n, ctx.stopping,
+                                           lambda: bool(cap) and busy[0] >= cap):
+        protocol, slow = ctx.pick()
+        busy[0] += 1
+        group.spawn(one, protocol, slow, turn, scheduled_at)
+    if not ctx.stopping():
+        group.join()  # the trace's streams end on their own; then the scenario has ended
+    ctx.finish(group)
+
+
 def run_scenario(ctx: _Context) -> None:
     """One scenario in this process: wait for its ``startTime``, then run its executor."""
     if ctx.sleep_until(time.perf_counter() + ctx.sc.start_time):
+        return
+    if ctx.sc.executor == "trace":
+        _run_trace(ctx)
         return
     (_run_arrivals if ctx.sc.arrival_rate else _run_vus)(ctx)
 

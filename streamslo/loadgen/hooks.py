@@ -46,6 +46,7 @@ def _apply_mix(environment: Any) -> None:
     by_name = {cls.__name__: cls for cls in environment.user_classes}
     # Scenarios and the open loop: one generating user per process, which runs the schedule.
     for wanted, name, what in ((opts.scenarios, "ScenarioUser", "[scenarios.*]"),
+                               (opts.trace, "TraceReplayUser", "--trace"),
                                (opts.request_rate > 0, "OpenLoopStreamUser", "--request-rate")):
         if wanted:
             cls = by_name.get(name)

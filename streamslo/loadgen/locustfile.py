@@ -13,6 +13,7 @@ or headless through ``streamslo run``. The user mix follows ``--protocol`` and
 from streamslo.loadgen.executors import ScenarioUser
 from streamslo.loadgen.hooks import install
 from streamslo.loadgen.openloop import OpenLoopStreamUser
+from streamslo.loadgen.replay import TraceReplayUser
 from streamslo.loadgen.sse_user import SlowSSEStreamUser, SSEStreamUser
 from streamslo.loadgen.ws_user import SlowWebSocketStreamUser, WebSocketStreamUser
 
@@ -22,6 +23,7 @@ __all__ = [
     "ScenarioUser",
     "SlowSSEStreamUser",
     "SlowWebSocketStreamUser",
+    "TraceReplayUser",
     "WebSocketStreamUser",
 ]
 

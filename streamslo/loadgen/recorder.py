@@ -17,7 +17,8 @@ Each stream is reported to Locust with named entries per protocol (``SSE``/``WS`
 - ``stream``: the whole stream; a failure named by its outcome (``truncated: ...``).
 
 Cancelled streams (the run stopped them) are written to the results but not reported as
-failures; streams that started in the warm-up are left out of everything.
+failures; a stream the client hung up on (``client_cancelled``) reports its ``ttft`` and ``itl``
+but no ``stream`` entry; streams that started in the warm-up are left out of everything.
 
 Error text comes from the server: before a stream is recorded anywhere, every secret (the API
 key, secret header values) is masked in it, and a ``streams.csv`` text cell that a spreadsheet
@@ -38,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import gevent
 import gevent.lock
 
+from streamslo.cancel import CancelPlan
 from streamslo.errors import ProtocolError
 from streamslo.loadgen.monitor import GeneratorMonitor
 from streamslo.loadgen.options import LoadOptions
@@ -142,6 +144,7 @@ class RunRecorder:
         self._tag = f"p{id(self) & 0xFFFFFF:06x}"
         self._target: Target | None = None
         self._request: RequestOptions | None = None
+        self._cancel_plan: CancelPlan | None = None
         self._flusher: gevent.Greenlet | None = None
         self._queue: deque[StreamRecord] = deque()
         self._request_lock = gevent.lock.Semaphore()
@@ -352,6 +355,19 @@ class RunRecorder:
             scheduled_at=scheduled_at,
         )
 
+    def cancel_draw(self) -> tuple[float | None, int | None]:
+        """``--cancel-rate``: when the client hangs up on the next stream, (seconds, content
+        chunks), or (None, None) to let it finish. Seeded by the run's seed and the process."""
+        opts = self.opts
+        if opts.cancel_rate <= 0:
+            return None, None
+        plan = self._cancel_plan
+        if plan is None or plan.after.spec() != opts.cancel_after or plan.rate != opts.cancel_rate:
+            index = int(getattr(getattr(self.env, "runner", None), "worker_index", 0) or 0)
+            plan = self._cancel_plan = CancelPlan(opts.cancel_rate, opts.cancel_after,
+                                                  opts.seed * 1_000_003 + 7919 * index + 17)
+        return plan.draw()
+
     def new_conversation_id(self) -> str:
         """A conversation id unique across processes (multi-turn runs)."""
         return f"{self._tag}-c{next(self._conversations)}"
@@ -428,6 +444,8 @@ class RunRecorder:
                 mean = sum(rec.gap_s) / len(rec.gap_s)
                 fire(request_type=kind, name="itl", response_time=mean * 1000.0, response_length=0, exception=None, context={})
                 fire(request_type=kind, name="max_gap", response_time=max(rec.gap_s) * 1000.0, response_length=0, exception=None, context={})
+        if outcome == "client_cancelled":
+            return  # hung up on purpose: its TTFT and gaps count, its cut-short stream neither way
         e2e = (rec.e2e_s or 0.0) * 1000.0
         exc = None if outcome == "ok" else StreamFailure(f"{outcome}: {rec.error[:80]}" if rec.error else outcome)
         fire(request_type=kind, name="stream", response_time=e2e, response_length=rec.bytes, exception=exc, context={})

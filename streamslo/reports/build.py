@@ -9,11 +9,13 @@ caller to print. It prints nothing itself.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from streamslo.errors import BadInputError
 from streamslo.reports.model import BootstrapSettings, Report, VerdictRow
 
 __all__ = ["DEFAULT_CONFIDENCE", "DEFAULT_RESAMPLES", "ReportResult", "build_report"]
@@ -44,9 +46,26 @@ class ReportResult:
 
 
 def _write(path: Path, text: str) -> None:
+    """Write ``text`` whole (a temporary file, then a rename).
+
+    Raises:
+        BadInputError: the file cannot be written (the path and the reason).
+    """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise BadInputError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _mkdir(folder: Path) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BadInputError(f"cannot write the report into {folder}: {exc.strerror or exc}") from None
 
 
 def build_report(
@@ -81,6 +100,7 @@ def build_report(
     Raises:
         ResultsError: a results directory or file is missing or damaged (names the file).
         SLOFileError: the SLO file does not parse (names the file and line).
+        BadInputError: a file of the report cannot be written (names it and why).
     """
     from streamslo.reports.charts import make_charts
     from streamslo.reports.compare import build_model
@@ -93,6 +113,7 @@ def build_report(
     )
     from streamslo.reports.load import load_report_runs
     from streamslo.reports.render import render_html, render_json, render_markdown, summary_table
+    from streamslo.reports.replay import replay_html, replay_json, replay_markdown, replay_tables
     from streamslo.reports.scenarios import (
         scenario_html,
         scenario_json,
@@ -134,15 +155,20 @@ def build_report(
     extra_html += [("Long run: windows, error budget, drift", soak_html(soak))] if soak else []
     extra_md = "\n".join(part for part in (scenario_markdown(scenarios), levels_markdown(levels),
                                             turns_markdown(turns), soak_markdown(soak)) if part)
+    replay = replay_tables(runs)  # trace arrivals, hang-ups, prefix cache (docs/workloads.md)
+    if replay:
+        extra_html += [("Replay: arrivals, hang-ups, prefix cache", replay_html(replay))]
+        extra_md = "\n".join(part for part in (extra_md, replay_markdown(replay)) if part)
 
     html_path = Path(out_html)
-    html_path.parent.mkdir(parents=True, exist_ok=True)
+    _mkdir(html_path.parent)
     md_path = html_path.with_suffix(".md")
     json_path = html_path.with_suffix(".json")
     _write(html_path, render_html(report, charts, extra_html))
     _write(md_path, render_markdown(report, extra_md))
     _write(json_path, render_json(report, {"soak": soak_json(soak), "scenarios": scenario_json(runs),
-                                           "levels": levels_json(levels), "turns": turns}))
+                                           "levels": levels_json(levels), "turns": turns,
+                                           "replay": replay_json(runs)}))
     return ReportResult(
         html=html_path,
         markdown=md_path,

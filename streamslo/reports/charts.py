@@ -53,9 +53,11 @@ def png_base64(fig: Figure) -> str:
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def _plain_log(axis: object) -> None:
-    """Log axis labelled 10, 20, 50, 100 instead of 10^1 (other minor ticks unlabelled)."""
-    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))  # type: ignore[attr-defined]
+def _plain_log(axis: object, decades: float = 0.0) -> None:
+    """Log axis labelled 10, 20, 50, 100 instead of 10^1 (other minor ticks unlabelled); over
+    more than three ``decades`` only the powers of ten, so the labels do not overlap."""
+    subs = (1.0,) if decades > 3 else (1.0, 2.0, 5.0)
+    axis.set_major_locator(LogLocator(base=10, subs=subs))  # type: ignore[attr-defined]
     axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))  # type: ignore[attr-defined]
     axis.set_minor_formatter(NullFormatter())  # type: ignore[attr-defined]
 
@@ -76,14 +78,16 @@ def _bound(report: Report, metric: str) -> float | None:
 
 
 def _cdf(runs: Sequence[LoadedRun], report: Report, metric: str, title: str) -> Chart | None:
-    fig = Figure(figsize=(11.0, 3.6))
+    fig = Figure(figsize=(11.0, 2.6))
     ax, tail = fig.subplots(1, 2, gridspec_kw={"width_ratios": [3, 2]})
     drawn = False
+    lo, hi = np.inf, 0.0
     for run in runs:
         x, f = cdf_points(trend_samples(run.data, metric))
         x_pos = x > 0
         if x_pos.sum() == 0:
             continue
+        lo, hi = min(lo, float(x[x_pos].min())), max(hi, float(x[x_pos].max()))
         kw = {"where": "post", "color": COLORS[run.label], "label": _name(run)}
         ax.step(x[x_pos], f[x_pos], **kw)
         n = x.size
@@ -97,7 +101,7 @@ def _cdf(runs: Sequence[LoadedRun], report: Report, metric: str, title: str) -> 
         if bound:
             a.axvline(bound, color="#555", ls="--", lw=1, label=f"SLO bound {bound:g} ms")
         a.set_xscale("log")
-        _plain_log(a.xaxis)
+        _plain_log(a.xaxis, float(np.log10(max(hi, bound or 0.0) / lo)))
         a.set_xlabel(f"{metric} (ms, log scale)")
         a.grid(True, which="both", alpha=0.3)
     ax.axhline(0.99, color="#999", ls=":", lw=1)
@@ -142,16 +146,21 @@ def _lateness(runs: Sequence[LoadedRun], report: Report) -> Chart | None:
 
 
 def _activity(runs: Sequence[LoadedRun]) -> Chart | None:
-    fig = Figure(figsize=(6.4, 4.2))
+    fig = Figure(figsize=(6.4, 3.6))
     ax1, ax2 = fig.subplots(2, 1, sharex=True)
     drawn = False
     for run in runs:
         tl = activity_timeline(run, 1.0)
-        if tl.empty:
-            continue
+        if tl.empty or not (tl["tokens_per_s"] > 0).any():
+            continue  # no token: two flat zero lines say less than the tables
+        if len(tl) > 2:
+            tl = tl.iloc[:-1]  # the last second is partial: its averages would fall to the floor
         c = COLORS[run.label]
-        ax1.plot(tl["t"], tl["active"], drawstyle="steps-post", color=c, label=_name(run))
-        ax2.plot(tl["t"], tl["tokens_per_s"], drawstyle="steps-post", color=c, label=_name(run))
+        # each bucket drawn across its second: steps-post needs the end of the last one
+        x = np.append(tl["t"].to_numpy(dtype=float), float(tl["t"].iloc[-1]) + 1.0)
+        for ax, col in ((ax1, "active"), (ax2, "tokens_per_s")):
+            y = tl[col].to_numpy(dtype=float)
+            ax.plot(x, np.append(y, y[-1]), drawstyle="steps-post", color=c, label=_name(run))
         drawn = True
     if not drawn:
         return None
@@ -163,23 +172,24 @@ def _activity(runs: Sequence[LoadedRun]) -> Chart | None:
     ax1.legend(loc="upper right", fontsize=8)
     title = "Active streams and tokens/s over time"
     ax1.set_title(title)
-    return Chart("activity", title, "Per 1 s bucket.", png_base64(fig))
+    return Chart("activity", title, "Per 1 s bucket (the last, partial second is not drawn).",
+                 png_base64(fig))
 
 
-def _outcomes(report: Report) -> Chart:
+def _outcomes(report: Report) -> Chart | None:
+    """Failed requests by outcome; None with fewer than two failure outcomes (the tables say
+    it)."""
     failures = [
         o for o in report.outcomes
-        if o.protocol == "all" and o.outcome not in ("ok", "cancelled")
+        if o.protocol == "all" and o.outcome not in ("ok", "cancelled", "client_cancelled")
         and (o.after or o.before)
     ]
-    fig = Figure(figsize=(6.4, 3.4))
+    if len(failures) < 2:
+        return None  # one cause or none: the outcome table and the failures section say it
+    fig = Figure(figsize=(6.4, 1.4 + 0.45 * len(failures)))
     ax = fig.add_subplot()
-    title = "Truncation causes: requests that did not end ok"
-    if not failures:
-        ax.text(0.5, 0.5, "no failed requests in any run", ha="center", va="center",
-                fontsize=12, color="#2e7d32", transform=ax.transAxes)
-        ax.set_axis_off()
-    else:
+    title = "Failed requests by outcome"
+    if failures:
         y = np.arange(len(failures))
         pairs = [("before", [o.before or 0 for o in failures])] if report.before else []
         pairs.append((report.after.label, [o.after for o in failures]))
@@ -206,10 +216,14 @@ def _server(runs: Sequence[LoadedRun], report: Report) -> Chart | None:
     for run, _ in present:
         m = run.server.metrics
         sub = m[m["name"] == "streamslo_write_backlog_bytes"] if len(m) else m
-        if len(sub):
+        if len(sub) and float(sub["value"].abs().max()) > 0:
             ax1.plot(sub["t"], sub["value"] / 1024.0, color=COLORS[run.label], label=_name(run))
             drew_backlog = True
+    causes = sorted({c for _, s in present for c in s.stall_causes})
+    if not drew_backlog and not causes:
+        return None  # nothing moved: no flat zero on an empty axis
     if drew_backlog:
+        ax1.set_ylim(bottom=0)
         ax1.set_title("Server write backlog", fontsize=10)
         ax1.set_xlabel("seconds since start")
         ax1.set_ylabel("KiB")
@@ -219,7 +233,6 @@ def _server(runs: Sequence[LoadedRun], report: Report) -> Chart | None:
         ax1.text(0.5, 0.5, "no write backlog scraped", ha="center", va="center",
                  transform=ax1.transAxes)
         ax1.set_axis_off()
-    causes = sorted({c for _, s in present for c in s.stall_causes})
     if causes:
         y = np.arange(len(causes))
         h = min(0.8 / len(present), 0.3)

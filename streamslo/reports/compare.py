@@ -24,6 +24,7 @@ import pandas as pd
 from streamslo import __version__
 from streamslo.metrics import (
     LatencyStats,
+    counted_mask,
     counter_value,
     latency_pool,
     rate_value,
@@ -37,10 +38,13 @@ from streamslo.reports.bootstrap import (
     difference_interval,
     resamples_for,
 )
+from streamslo.reports.failures import failure_groups
+from streamslo.reports.glossary import change_word, glossary_terms, protocol_text
 from streamslo.reports.load import LoadedRun, comparability_warnings
 from streamslo.reports.model import (
     BootstrapSettings,
     Difference,
+    GlossaryEntry,
     LatencyComparison,
     OutcomeCount,
     RateComparison,
@@ -66,6 +70,7 @@ __all__ = [
     "outcome_counts",
     "rate_comparison",
     "run_info",
+    "run_phrase",
     "server_summary",
 ]
 
@@ -120,7 +125,7 @@ def clustered_samples(run: LoadedRun, metric: str) -> Clustered:
 def clustered_rate(run: LoadedRun, metric: str) -> Clustered:
     """0/1 indicators of a rate's numerator over its denominator's requests (docs/outcomes.md)."""
     s = run.streams
-    counted = s[(s["outcome"] != "cancelled").fillna(True)]
+    counted = s[counted_mask(s)]
     if metric == "truncation_rate":
         units = latency_pool(counted)
         hit = units["outcome"] != "ok"
@@ -135,6 +140,7 @@ def clustered_rate(run: LoadedRun, metric: str) -> Clustered:
 
 
 def _difference(
+    metric: str,
     stat: str,
     before: float | None,
     after: float | None,
@@ -148,7 +154,8 @@ def _difference(
     if delta is not None:
         low, high = difference_interval(boot_before, boot_after, confidence)
     significant = None if low is None or high is None else bool(low > 0 or high < 0)
-    return Difference(stat, before, after, delta, low, high, resamples, significant)
+    return Difference(stat, before, after, delta, low, high, resamples, significant,
+                      change_word(metric, delta, significant))
 
 
 def _seeds(seed: int, key: str) -> tuple[np.random.Generator, np.random.Generator]:
@@ -174,6 +181,7 @@ def latency_comparison(
     boot_a = bootstrap_percentiles(ca, CI_PERCENTILES, n, rng_a)
     diffs = tuple(
         _difference(
+            metric,
             f"p{p}",
             getattr(before_stats, f"p{p}"),
             getattr(after_stats, f"p{p}"),
@@ -204,16 +212,14 @@ def rate_comparison(
     boot_b = bootstrap_means(clustered_rate(runs[0], metric), n, rng_b)
     boot_a = bootstrap_means(clustered_rate(runs[1], metric), n, rng_a)
     before, after = _ratio(before_counts), _ratio(after_counts)
-    diff = _difference("rate", before, after, boot_b, boot_a, n, settings.confidence)
+    diff = _difference(metric, "rate", before, after, boot_b, boot_a, n, settings.confidence)
     return RateComparison(metric, before, after, before_counts, after_counts, diff)
 
 
 def run_info(run: LoadedRun, summary: SummaryJson) -> RunInfo:
     """What ran, whether it is valid, and its throughput."""
     r = run.run
-    protocol = r.get("protocol")
-    if r.get("protocol_mix"):
-        protocol = f"{protocol} {r.get('protocol_mix')}"
+    protocol = protocol_text(r.get("protocol"), r.get("protocol_mix"))
     return RunInfo(
         label=run.label,
         name=run.name,
@@ -375,6 +381,12 @@ def server_summary(run: LoadedRun) -> ServerSummary:
     )
 
 
+def run_phrase(label: str, name: str) -> str:
+    """``The before run (naive)``; a single run is ``The run (NAME)``, never "The run run"."""
+    who = "The run" if label == "run" else f"The {label} run"
+    return f"{who} ({name})" if name else who
+
+
 def _scalar(metric: str, before: Any, after: Any) -> ScalarComparison:
     b = None if before is None else float(before)
     a = None if after is None else float(after)
@@ -399,22 +411,26 @@ def build_model(
     infos = tuple(run_info(r, s) for r, s in zip(runs, summaries, strict=True))
     warnings = comparability_warnings(runs[0], runs[1]) if len(runs) > 1 else ()
     invalid = tuple(
-        f"The {'' if r.label == 'run' else r.label + ' '}run ({r.name}): {w}"
+        f"{run_phrase(r.label, r.name)}: {w}"
         for r in runs for w in integrity_warnings(r.run, r.data.skipped_rows)
     ) + tuple(
-        f"The {i.label} run ({i.name}) is INVALID: {i.invalid_reason or 'no reason recorded'}. "
+        f"{run_phrase(i.label, i.name)} is INVALID: {i.invalid_reason or 'no reason recorded'}. "
         "Its latencies measure the load generator, not the server."
         for i in infos
         if not i.valid
     )
     empty = tuple(
-        f"The {i.label} run ({i.name}) holds no requests." for i in infos if i.requests == 0
+        f"{run_phrase(i.label, i.name)} holds no requests." for i in infos if i.requests == 0
     )
     before_s = summaries[0] if len(runs) > 1 else {}
     # Goodput shows when either run measured it (``--goodput`` bounds in its run.json).
     goodput = ("goodput_per_s", "goodput_fraction")
     shown = ("tokens_per_s", "requests_per_s", *tuple(k for k in goodput if any(k in s for s in summaries)))
     throughput = tuple(_scalar(k, before_s.get(k), summaries[-1].get(k)) for k in shown)
+    latency = tuple(latency_comparison(runs, m, settings) for m in _latency_metrics(runs))
+    # The latency tables leave out a metric no run measured; so does the glossary.
+    measured = [lc.metric for lc in latency
+                if lc.after.count or (lc.before is not None and lc.before.count)]
     return Report(
         mode="compare" if len(runs) > 1 else "single",
         generated_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
@@ -427,8 +443,11 @@ def build_model(
         passed=all(v.after_passed for v in verdicts),
         rates=tuple(rate_comparison(runs, m, settings) for m in REPORT_RATES),
         throughput=throughput,
-        latency=tuple(latency_comparison(runs, m, settings) for m in _latency_metrics(runs)),
+        latency=latency,
         outcomes=outcome_counts(runs),
         server=tuple(server_summary(r) for r in runs),
         bootstrap=settings,
+        failures=failure_groups(runs),
+        glossary=tuple(GlossaryEntry(*t) for t in glossary_terms(
+            [*measured, *REPORT_RATES, *shown, *(v.metric for v in verdicts)])),
     )

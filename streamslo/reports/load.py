@@ -84,6 +84,9 @@ class LoadedRun:
     """Length of the run in seconds (run.json, else the span of its streams)."""
     server: ServerEvidence
     """Server-side evidence from ``DIR/server/``."""
+    top_errors: Any = None
+    """summary.json's ``top_errors`` as written (None when absent); the report counts
+    streams.csv's ``error`` column when it is missing."""
 
     @property
     def path(self) -> Path:
@@ -192,6 +195,16 @@ def _name(data: RunData) -> str:
     return str(mode) if mode else data.path.name
 
 
+def _top_errors(data: RunData) -> Any:
+    """summary.json's ``top_errors`` (a convenience file: a damaged one is ignored)."""
+    path = Layout(data.path).summary_json
+    try:
+        summary = json.loads(path.read_text()) if path.exists() else None
+    except (OSError, ValueError):
+        return None
+    return summary.get("top_errors") if isinstance(summary, dict) else None
+
+
 def _load_one(directory: Path, label: str) -> LoadedRun:
     data = load_run(directory)
     return LoadedRun(
@@ -201,6 +214,7 @@ def _load_one(directory: Path, label: str) -> LoadedRun:
         start_epoch=_start(data),
         duration_s=run_duration_s(data),
         server=load_server_evidence(data.path),
+        top_errors=_top_errors(data),
     )
 
 
@@ -215,9 +229,14 @@ def load_report_runs(before_dir: Path | None, after_dir: Path) -> tuple[LoadedRu
     return (_load_one(Path(before_dir), "before"), _load_one(Path(after_dir), "after"))
 
 
-def _protocol(run: RunJson) -> Any:
-    mix = run.get("protocol_mix")
-    return run.get("protocol") if mix in (None, {}, "") else (run.get("protocol"), mix)
+def _protocol(run: RunJson) -> str:
+    from streamslo.reports.glossary import protocol_text
+
+    return protocol_text(run.get("protocol"), run.get("protocol_mix"))
+
+
+def _word(v: Any) -> str:
+    return "not set" if v is None or v == "" else str(v)
 
 
 def comparability_warnings(before: LoadedRun, after: LoadedRun) -> tuple[str, ...]:
@@ -230,15 +249,14 @@ def comparability_warnings(before: LoadedRun, after: LoadedRun) -> tuple[str, ..
     b, a = before.run, after.run
     for key, what in (("scenario", "scenario"), ("users", "users")):
         if b.get(key) != a.get(key):
-            out.append(f"The runs differ in {what}: {b.get(key)!r} before, {a.get(key)!r} after.")
+            out.append(f"The runs differ in {what}: {_word(b.get(key))} before, "
+                       f"{_word(a.get(key))} after.")
     if _protocol(b) != _protocol(a):
-        out.append(
-            f"The runs differ in protocol: {_protocol(b)!r} before, {_protocol(a)!r} after."
-        )
+        out.append(f"The runs differ in protocol: {_protocol(b)} before, {_protocol(a)} after.")
     if b.get("max_tokens") != a.get("max_tokens"):
         out.append(
-            f"The runs differ in max_tokens: {b.get('max_tokens')!r} before, "
-            f"{a.get('max_tokens')!r} after (TPOT and E2E are not comparable)."
+            f"The runs differ in max_tokens: {_word(b.get('max_tokens'))} before, "
+            f"{_word(a.get('max_tokens'))} after (TPOT and E2E are not comparable)."
         )
     # The configured length when run.json has it (a hung server's drain stretches the measured
     # one), else the measured one.

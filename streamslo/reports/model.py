@@ -15,8 +15,10 @@ single-run report the ``before`` side of every comparison is None.
     ├── throughput: ScalarComparison ...
     ├── latency: LatencyComparison   TTFT, ITL, TPOT, E2E: LatencyStats, Difference per percentile
     ├── outcomes: OutcomeCount ...   by cause, overall and by protocol
+    ├── failures: FailureGroup ...   the most frequent error texts per run and failure outcome
     ├── server: ServerSummary ...    server-side evidence per run, when present
-    └── bootstrap: BootstrapSettings
+    ├── bootstrap: BootstrapSettings
+    └── glossary: GlossaryEntry ...  every metric shown: id, name, unit, meaning
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ from streamslo.metrics import LatencyStats
 __all__ = [
     "BootstrapSettings",
     "Difference",
+    "ErrorText",
+    "FailureGroup",
+    "GlossaryEntry",
     "LatencyComparison",
     "OutcomeCount",
     "RateComparison",
@@ -86,6 +91,9 @@ class Difference:
     """Stream resamples the interval used (bounded for very large runs)."""
     significant: bool | None
     """True when the interval excludes 0: the change is real at the report's confidence."""
+    change: str | None = None
+    """``better`` or ``worse`` (a real change, judged by the metric's direction: lower latency
+    and fewer failures are better), ``within noise``, or None (nothing to compare)."""
 
 
 @dataclass(frozen=True)
@@ -129,6 +137,42 @@ class OutcomeCount:
     protocol: str
     before: int | None
     after: int
+
+
+@dataclass(frozen=True)
+class ErrorText:
+    """One error text and how many streams ended with it."""
+
+    error: str
+    count: int
+
+
+@dataclass(frozen=True)
+class FailureGroup:
+    """The most frequent error texts of one run's failure outcome."""
+
+    label: str
+    """The run's label (``before``, ``after``, ``run``)."""
+    name: str
+    outcome: str
+    count: int
+    """Streams of the run that ended with ``outcome``."""
+    errors: tuple[ErrorText, ...]
+    """Most frequent first."""
+    other: int
+    """Streams of the outcome whose text is not among ``errors``."""
+    source: str
+    """``summary.json`` (the run's own ``top_errors``) or ``streams.csv`` (counted here)."""
+
+
+@dataclass(frozen=True)
+class GlossaryEntry:
+    """One metric the report shows, explained (from the metric registry)."""
+
+    metric: str
+    name: str
+    unit: str
+    meaning: str
 
 
 @dataclass(frozen=True)
@@ -214,6 +258,10 @@ class Report:
     outcomes: tuple[OutcomeCount, ...]
     server: tuple[ServerSummary, ...]
     bootstrap: BootstrapSettings
+    failures: tuple[FailureGroup, ...] = ()
+    """Top error texts per run and failure outcome (empty when every request ended ok)."""
+    glossary: tuple[GlossaryEntry, ...] = ()
+    """Every metric the report shows."""
 
     @property
     def after(self) -> RunInfo:

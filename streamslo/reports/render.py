@@ -2,8 +2,10 @@
 
 The HTML page has inline CSS and charts as ``data:image/png;base64`` images: it loads nothing
 from the network and opens offline. Order: validity banners (an invalid run is said first),
-comparability warnings, the SLO verdicts, then rates, throughput, latency with confidence
-intervals, outcomes, charts, server evidence, run details and method notes.
+comparability warnings, the headline, the SLO verdicts, the failures (top error texts), rates
+and throughput, latency with confidence intervals, outcomes, charts, the extra sections, server
+evidence, run details, the glossary and method notes. A section without data is left out. The
+tables' rows come from :mod:`streamslo.reports.tables`.
 
 Nothing here computes or prints: these functions return strings.
 """
@@ -13,11 +15,14 @@ from __future__ import annotations
 import html
 import json
 import math
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from streamslo.reports.charts import Chart
-from streamslo.reports.model import Difference, Report, RunInfo
+from streamslo.reports.glossary import protocol_text
+from streamslo.reports.model import Report, RunInfo
+from streamslo.reports.tables import ci_text, fmt, headline, judged, report_rows, run_title
 
 __all__ = [
     "CSS",
@@ -40,8 +45,9 @@ main{max-width:1080px;margin:0 auto;padding:24px 28px 48px;background:#fff;min-h
 h1{font-size:26px;margin:0 0 4px}h2{font-size:19px;margin:30px 0 8px;border-bottom:2px solid
 #e3e6eb;padding-bottom:4px}.sub{color:#5a6270;font-size:13px;margin-bottom:14px}
 table{border-collapse:collapse;width:100%;font-size:13px;margin:6px 0 10px}
-th,td{border:1px solid #dde1e7;padding:5px 8px;text-align:right}
-th{background:#eef1f5;font-weight:600}td:first-child,th:first-child{text-align:left}
+th,td{border:1px solid #dde1e7;padding:4px 8px;text-align:right}
+table.gl{font-size:12px}table.gl td,table.gl th{padding:2px 8px}
+th{background:#eef1f5;font-weight:600}td:first-child,th:first-child,td.t,th.t{text-align:left}
 tr:nth-child(even) td{background:#fafbfc}
 .banner{padding:10px 14px;border-radius:6px;margin:8px 0;font-size:14px;font-weight:500}
 .invalid{background:#fde2e1;border:2px solid #c0392b;color:#7b1d14}
@@ -50,148 +56,15 @@ tr:nth-child(even) td{background:#fafbfc}
 .failb{background:#fde2e1;border:2px solid #c0392b;color:#7b1d14}
 .v{font-weight:700;border-radius:4px;padding:1px 7px;font-size:12px}
 .v-pass,.v-fixed{background:#d7f0db;color:#1b5e20}.v-fail,.v-regressed{background:#fbd3d0;
-color:#8e1b10}.real{color:#1b5e20;font-weight:600}.noise{color:#7a7f88}
-.charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(470px,1fr));gap:10px 18px}
+color:#8e1b10}.better{color:#1b5e20;font-weight:600}.worse{color:#b71c1c;font-weight:600}
+.noise{color:#7a7f88}td.k{color:#5a6270;white-space:nowrap;width:1%;text-align:left}
+.kv td{background:#fff!important}.cols{display:grid;grid-template-columns:1fr 1fr;gap:0 18px}
+.cols h2{margin-top:18px}
+.charts{display:grid;grid-template-columns:repeat(2,minmax(0,1fr));gap:10px 18px}
 figure{margin:6px 0 14px}figure.wide{grid-column:1/-1}figure img{width:100%;border:1px solid #e3e6eb}
 figcaption{font-size:12px;color:#5a6270}.note{font-size:12px;color:#5a6270}
 code{background:#eef1f5;padding:1px 4px;border-radius:3px}
 """
-
-
-def fmt(v: Any, digits: int = 1, signed: bool = False, pct: bool = False) -> str:
-    """Format a number for a table (``—`` for missing)."""
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "—"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if not isinstance(v, (int, float)):
-        return str(v)
-    x = float(v) * (100.0 if pct else 1.0)
-    sign = "+" if signed else ""
-    text = f"{x:{sign},.{digits}f}"
-    return text + (" %" if pct else "")
-
-
-def _obs(metric: str, v: float | None, signed: bool = False) -> str:
-    if metric.endswith("_rate") or "_rate{" in metric:
-        return fmt(v, 3, signed, pct=True)
-    return fmt(v, 1, signed)
-
-
-def _ci(d: Difference | None, pct: bool = False) -> str:
-    if d is None or d.ci_low is None:
-        return "—"
-    digits = 3 if pct else 1
-    return f"[{fmt(d.ci_low, digits, True, pct)}, {fmt(d.ci_high, digits, True, pct)}]"
-
-
-def _real(d: Difference | None) -> str:
-    if d is None or d.significant is None:
-        return "—"
-    return "real" if d.significant else "within noise"
-
-
-def _rows(report: Report) -> dict[str, list[list[str]]]:
-    """Every table of the report as rows of text (shared by HTML, Markdown and the terminal)."""
-    two = report.before is not None
-    t: dict[str, list[list[str]]] = {}
-    if two:
-        t["verdicts"] = [["SLO", "threshold", "before", "after", "delta", "verdict"]] + [
-            [v.metric, v.expression, _obs(v.metric, v.before), _obs(v.metric, v.after),
-             _obs(v.metric, v.delta, True), v.verdict]
-            for v in report.verdicts
-        ]
-        t["rates"] = [["rate", "before", "after", "delta", "95% CI of delta", "change"]] + [
-            [r.metric, _rate_cell(r.before, r.before_counts), _rate_cell(r.after, r.after_counts),
-             fmt(r.difference.delta if r.difference else None, 3, True, True),
-             _ci(r.difference, True), _real(r.difference)]
-            for r in report.rates
-        ]
-        t["throughput"] = [["", "before", "after", "delta"]] + [
-            [s.metric, fmt(s.before), fmt(s.after), fmt(s.delta, 1, True)]
-            for s in report.throughput
-        ]
-        lat = [["metric", "stat", "before (ms)", "after (ms)", "delta (ms)", "95% CI of delta",
-                "change"]]
-        for lc in report.latency:
-            for d in lc.differences:
-                lat.append([lc.metric, d.stat, fmt(d.before), fmt(d.after), fmt(d.delta, 1, True),
-                            _ci(d), _real(d)])
-            lat.append([lc.metric, "max", fmt(lc.before.max if lc.before else None),
-                        fmt(lc.after.max), "", "", ""])
-            lat.append([lc.metric, "samples", fmt(lc.before.count if lc.before else None, 0),
-                        fmt(lc.after.count, 0), "", "", ""])
-        t["latency"] = lat
-        t["outcomes"] = [["outcome", "protocol", "before", "after"]] + [
-            [o.outcome, o.protocol, fmt(o.before, 0), fmt(o.after, 0)]
-            for o in report.outcomes if o.protocol != "all" or o.before or o.after
-            or o.outcome == "ok"
-        ]
-    else:
-        t["verdicts"] = [["SLO", "threshold", "observed", "verdict"]] + [
-            [v.metric, v.expression, _obs(v.metric, v.after), v.verdict] for v in report.verdicts
-        ]
-        t["rates"] = [["rate", "value"]] + [
-            [r.metric, _rate_cell(r.after, r.after_counts)] for r in report.rates
-        ]
-        t["throughput"] = [["", "value"]] + [[s.metric, fmt(s.after)] for s in report.throughput]
-        lat = [["metric", "p50", "p90", "p95", "p99", "max", "mean", "samples"]]
-        for lc in report.latency:
-            a = lc.after
-            lat.append([lc.metric, fmt(a.p50), fmt(a.p90), fmt(a.p95), fmt(a.p99), fmt(a.max),
-                        fmt(a.mean), fmt(a.count, 0)])
-        t["latency"] = lat
-        t["outcomes"] = [["outcome", "protocol", "requests"]] + [
-            [o.outcome, o.protocol, fmt(o.after, 0)]
-            for o in report.outcomes if o.protocol != "all" or o.after or o.outcome == "ok"
-        ]
-    t["runs"] = [["", *[f"{r.label} ({r.name})" if r.name != r.label else r.label
-                        for r in report.runs]]] + [
-        [key, *[_run_field(r, key) for r in report.runs]]
-        for key in ("valid", "path", "target", "scenario", "users", "protocol", "start",
-                    "duration_s", "requests", "streams_began", "tokens", "generator")
-    ]
-    return t
-
-
-def _rate_cell(v: float | None, counts: tuple[int, int] | None) -> str:
-    if counts is None:
-        return "—"
-    return f"{fmt(v, 3, pct=True)} ({counts[0]:,}/{counts[1]:,})"
-
-
-def _run_field(r: RunInfo, key: str) -> str:
-    if key == "valid":
-        return "yes" if r.valid else f"NO: {r.invalid_reason or 'no reason recorded'}"
-    if key == "generator":
-        g = r.generator
-        if not g:
-            return "—"
-        return ", ".join(f"{k} {fmt(v, 2) if isinstance(v, float) else v}" for k, v in g.items())
-    if key == "duration_s":
-        return fmt(r.duration_s, 1) + " s" if r.duration_s is not None else "—"
-    v = getattr(r, key)
-    return fmt(v, 0) if isinstance(v, int) and not isinstance(v, bool) else fmt(v)
-
-
-def _headline(report: Report) -> str:
-    text = _verdict_line(report)
-    if not report.after.valid:
-        text += " But the run is INVALID: these latencies measure the load generator."
-    return text
-
-
-def _verdict_line(report: Report) -> str:
-    failed = [v for v in report.verdicts if not v.after_passed]
-    who = "the after run" if report.before is not None else "the run"
-    if not report.verdicts:
-        return "No SLO thresholds were checked."
-    if not failed:
-        fixed = [v for v in report.verdicts if v.verdict == "fixed"]
-        extra = f" ({len(fixed)} fixed since the before run)" if fixed else ""
-        return f"PASS: {who} met all {len(report.verdicts)} SLO thresholds{extra}."
-    names = ", ".join(f"{v.metric} {v.expression}" for v in failed)
-    return f"FAIL: {who} broke {len(failed)} of {len(report.verdicts)} thresholds: {names}."
 
 
 # ---------------------------------------------------------------- HTML
@@ -199,7 +72,12 @@ def _verdict_line(report: Report) -> str:
 
 def html_table(rows: Sequence[Sequence[str]], verdict_col: int | None = None,
            change_col: int | None = None) -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in rows[0])
+    """An HTML table; ``verdict_col`` cells become badges, ``change_col`` cells are coloured
+    (``better`` green, ``worse`` red, ``within noise`` grey)."""
+    text_cols = {i for i in range(1, len(rows[0]))
+                 if any(i < len(r) and not _NUMERIC.match(r[i]) for r in rows[1:])}
+    head = "".join(f'<th class="t">{html.escape(c)}</th>' if i in text_cols
+                   else f"<th>{html.escape(c)}</th>" for i, c in enumerate(rows[0]))
     body = []
     for row in rows[1:]:
         cells = []
@@ -207,18 +85,25 @@ def html_table(rows: Sequence[Sequence[str]], verdict_col: int | None = None,
             text = html.escape(c)
             if i == verdict_col:
                 text = f'<span class="v v-{html.escape(c)}">{text}</span>'
-            elif i == change_col and c in ("real", "within noise"):
-                text = f'<span class="{"real" if c == "real" else "noise"}">{text}</span>'
-            cells.append(f"<td>{text}</td>")
+            elif i == change_col and c in _CHANGE_CLASS:
+                text = f'<span class="{_CHANGE_CLASS[c]}">{text}</span>'
+            cells.append(f'<td class="t">{text}</td>' if i in text_cols else f"<td>{text}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+#: Cells that read as numbers (right-aligned); text cells are left-aligned.
+_NUMERIC = re.compile(r"^([-+—\[]|[0-9]|no data|$)")
+
+_CHANGE_CLASS = {"better": "better", "worse": "worse", "within noise": "noise",
+                 "no change": "noise", "real": "noise"}
 
 
 def _banners(report: Report) -> str:
     out = [f'<div class="banner invalid">&#9888; {html.escape(m)}</div>' for m in report.invalid]
     out += [f'<div class="banner warn">&#9888; {html.escape(m)}</div>' for m in report.warnings]
     cls = "okb" if report.passed else "failb"
-    out.append(f'<div class="banner {cls}">{html.escape(_headline(report))}</div>')
+    out.append(f'<div class="banner {cls}">{html.escape(headline(report))}</div>')
     return "\n".join(out)
 
 
@@ -253,36 +138,104 @@ def figures_html(charts: Iterable[Chart]) -> str:
     ) + "</div>"
 
 
+def _title(report: Report) -> str:
+    names = [r.name for r in report.runs]
+    if len(names) == 2:
+        return f"streamslo report: {names[0]} vs {names[1]}"
+    return f"streamslo report: {names[0]}"
+
+
+def _run_line(r: RunInfo) -> str:
+    bits = [str(r.target) if r.target else "",
+            f"{fmt(r.duration_s, 0)} s" if r.duration_s is not None else "",
+            f"{r.users} users" if r.users is not None else "",
+            protocol_text(r.protocol) if r.protocol else "",
+            f"{r.requests:,} requests"]
+    return " · ".join(b for b in bits if b and b != "—")
+
+
+def _subtitle(report: Report) -> str:
+    lines = ([f"{run_title(r)}: {_run_line(r)}" for r in report.runs] if len(report.runs) > 1
+             else [_run_line(report.after)])
+    return "<br>".join([*(html.escape(x) for x in lines),
+                        f"generated {html.escape(report.generated_at)} by streamslo "
+                        f"{html.escape(report.tool_version)} · SLO: "
+                        f"{html.escape(report.slo_source)}"])
+
+
+def _failures_html(report: Report, rows: list[list[str]]) -> str:
+    src = sorted({g.source for g in report.failures})
+    return (html_table(rows) + '<p class="note">The most frequent error texts of each outcome '
+            f"(counted from {html.escape(' and '.join(src))}).</p>")
+
+
+def _kv_table(rows: Sequence[Sequence[str]]) -> str:
+    """``key, value`` rows laid out two pairs a row (half the height), no head."""
+    half = (len(rows) + 1) // 2
+    left, right = list(rows[:half]), list(rows[half:])
+    body = []
+    for i, row in enumerate(left):
+        other = right[i] if i < len(right) else ["", ""]
+        body.append("<tr>" + "".join(f'<td class="k">{html.escape(k)}</td><td class="t">'
+                                     f"{html.escape(v)}</td>"
+                                     for k, v in (row[:2], other[:2])) + "</tr>")
+    return f'<table class="kv"><tbody>{"".join(body)}</tbody></table>'
+
+
+def _side_by_side(*parts: tuple[str, str]) -> list[str]:
+    cols = "".join(f"<div><h2>{html.escape(t)}</h2>{b}</div>" for t, b in parts)
+    return [f'<div class="cols">{cols}</div>']
+
+
+def _section(title: str, body: str) -> list[str]:
+    return [f"<h2>{html.escape(title)}</h2>", body] if body else []
+
+
 def render_html(report: Report, charts: Sequence[Chart], extra_sections: Sequence[tuple[str, str]] = ()) -> str:
     """The whole report as one self-contained HTML page; ``extra_sections`` (title, HTML)
-    come after the charts (the long-run section, :mod:`streamslo.reports.soak`)."""
-    t = _rows(report)
+    come after the charts (the long-run section, :mod:`streamslo.reports.soak`).
+
+    A section without data is left out (no failures: no failures section; no server
+    evidence: no server section).
+    """
+    t = report_rows(report)
     two = report.before is not None
-    title = ("streamslo report: " + " vs ".join(
-        f"{r.label} ({r.name})" if r.name != r.label else r.label for r in report.runs))
+    title = _title(report)
     b = report.bootstrap
     method = (
         "Percentiles: numpy <code>linear</code> over every sample (ITL pools every gap of every "
         "stream that began, including a failed stream's last open gap). "
-        f"Confidence intervals: {int(b.confidence * 100)} % percentile bootstrap of "
-        f"after&nbsp;&minus;&nbsp;before, resampling whole {b.unit}s ({b.resamples} resamples "
-        f"requested, fewer for very large runs; seed {b.seed}). A change is <em>real</em> when "
-        "the interval excludes 0."
+        + (f"Confidence intervals: {int(b.confidence * 100)} % percentile bootstrap of "
+           f"after&nbsp;&minus;&nbsp;before, resampling whole {b.unit}s ({b.resamples} resamples "
+           f"requested, fewer for very large runs; seed {b.seed}). A change is judged "
+           "<em>better</em> or <em>worse</em> (by the metric's direction: lower latency and "
+           "fewer failures are better) when the interval excludes 0, else <em>within noise</em>."
+           if two else "")
     )
+    verdicts = (html_table(t["verdicts"], verdict_col=len(t["verdicts"][0]) - 1)
+                if report.verdicts else '<p class="note">No SLO thresholds were checked.</p>')
+    server = _server_html(report) if any(s.present for s in report.server) else ""
     sections = [
         f"<h1>{html.escape(title)}</h1>",
-        f'<div class="sub">generated {html.escape(report.generated_at)} by streamslo '
-        f"{html.escape(report.tool_version)} &middot; SLO: {html.escape(report.slo_source)}</div>",
+        f'<div class="sub">{_subtitle(report)}</div>',
         _banners(report),
-        "<h2>SLO verdicts</h2>", html_table(t["verdicts"], verdict_col=len(t["verdicts"][0]) - 1),
-        "<h2>Runs</h2>", html_table(t["runs"]),
-        "<h2>Failure rates</h2>", html_table(t["rates"], change_col=5 if two else None),
-        "<h2>Throughput</h2>", html_table(t["throughput"]),
-        "<h2>Latency (ms)</h2>", html_table(t["latency"], change_col=6 if two else None),
-        "<h2>Outcomes</h2>", html_table(t["outcomes"]),
-        "<h2>Charts</h2>", figures_html(charts),
+        "<h2>SLO verdicts</h2>", verdicts,
+        *_section("Failures: the most frequent error texts",
+                  _failures_html(report, t["failures"]) if report.failures else ""),
+        *(_side_by_side(("Failure rates", html_table(t["rates"])),
+                        ("Throughput", html_table(t["throughput"]))) if not two else
+          ["<h2>Failure rates</h2>", html_table(t["rates"], change_col=5),
+           "<h2>Throughput</h2>", html_table(t["throughput"])]),
+        *_section("Latency (ms)", html_table(t["latency"], change_col=6 if two else None)
+                  if len(t["latency"]) > 1 else ""),
+        *_section("Outcomes", html_table(t["outcomes"]) if len(t["outcomes"]) > 1 else ""),
+        *_section("Charts", figures_html(charts) if charts else ""),
         *[part for title, body in extra_sections for part in (f"<h2>{html.escape(title)}</h2>", body)],
-        "<h2>Server-side evidence</h2>", _server_html(report),
+        *_section("Server-side evidence", server),
+        "<h2>Runs</h2>" if two else "<h2>Run</h2>",
+        html_table(t["runs"]) if two else _kv_table(t["runs"][1:]),
+        *_section("Glossary", html_table(t["glossary"]).replace("<table>", '<table class="gl">', 1)
+                  if report.glossary else ""),
         f'<p class="note">{method}</p>',
     ]
     body = "\n".join(sections)
@@ -309,18 +262,21 @@ def md_table(rows: Sequence[Sequence[str]]) -> str:
 def render_markdown(report: Report, extra: str = "") -> str:
     """A Markdown summary for a CI comment: banners, verdicts, rates, headline latency, then
     ``extra`` (the long-run section)."""
-    t = _rows(report)
+    t = report_rows(report)
     out = ["## streamslo report", ""]
     out += [f"> :warning: **{m}**" for m in report.invalid]
     out += [f"> :warning: {m}" for m in report.warnings]
     if report.invalid or report.warnings:
         out.append("")
-    out += [f"**{_headline(report)}**", "", "### SLO verdicts", "", md_table(t["verdicts"]), "",
+    out += [f"**{headline(report)}**", "", "### SLO verdicts", "", md_table(t["verdicts"]), "",
             "### Failure rates", "", md_table(t["rates"]), "",
             "### Latency (ms)", "", md_table(t["latency"]), "",
             "### Throughput", "", md_table(t["throughput"]), "",
             "### Outcomes", "", md_table(t["outcomes"]), "",
+            *(["### Failures: the most frequent error texts", "", md_table(t["failures"]), ""]
+              if report.failures else []),
             *([extra] if extra else []),
+            *(["### Glossary", "", md_table(t["glossary"]), ""] if report.glossary else []),
             f"_SLO: {report.slo_source}; CIs: {int(report.bootstrap.confidence * 100)} % "
             f"bootstrap over whole streams, seed {report.bootstrap.seed}._", ""]
     return "\n".join(out)
@@ -340,19 +296,19 @@ def text_table(rows: Sequence[Sequence[str]]) -> str:
 def summary_table(report: Report) -> str:
     """Plain-text summary for the terminal: banners, the verdicts and headline latency."""
     out = [f"!! {m}" for m in report.invalid] + [f"!  {m}" for m in report.warnings]
-    out += [text_table(_rows(report)["verdicts"]), ""]
+    out += [text_table(report_rows(report)["verdicts"]), ""]
     if report.before is not None:
-        rows = [["latency (ms)", "before", "after", "delta", "95% CI", "change"]]
+        rows = [["latency (ms)", "before", "after", "change", "95 % CI", "judged"]]
         for lc in report.latency:
             for d in lc.differences:
                 if d.stat in ("p50", "p99"):
                     rows.append([f"{lc.metric} {d.stat}", fmt(d.before), fmt(d.after),
-                                 fmt(d.delta, 1, True), _ci(d), _real(d)])
+                                 fmt(d.delta, 1, True), ci_text(d), judged(d)])
     else:
         rows = [["latency (ms)", "p50", "p99", "max"]]
         rows += [[lc.metric, fmt(lc.after.p50), fmt(lc.after.p99), fmt(lc.after.max)]
                  for lc in report.latency]
-    out += [text_table(rows), "", _headline(report)]
+    out += [text_table(rows), "", headline(report)]
     return "\n".join(out)
 
 

@@ -24,7 +24,7 @@ from streamslo.reports.load import LoadedRun
 from streamslo.results import Layout, read_json
 from streamslo.windows_file import read_windows
 
-__all__ = ["SoakSection", "soak_charts", "soak_html", "soak_json", "soak_markdown", "soak_sections"]
+__all__ = ["MIN_WINDOWS", "SoakSection", "soak_charts", "soak_html", "soak_json", "soak_markdown", "soak_sections"]
 
 
 @dataclass(frozen=True)
@@ -81,9 +81,24 @@ def _section(run: LoadedRun) -> SoakSection | None:
                        list(windows_info.get("rebuilt_windows") or []))
 
 
+#: A run with fewer windows than this (and no error budget or alert) gets no long-run
+#: section: a 10 s run's one or two windows draw no timeline and judge no drift.
+MIN_WINDOWS = 3
+
+
+def _worth_showing(sec: SoakSection) -> bool:
+    return len(sec.windows) >= MIN_WINDOWS or sec.budget is not None or bool(sec.alerts)
+
+
 def soak_sections(runs: Sequence[LoadedRun]) -> tuple[SoakSection, ...]:
-    """The long-run section of every run that has windows."""
-    return tuple(s for s in (_section(r) for r in runs) if s is not None)
+    """The long-run section of every run with at least :data:`MIN_WINDOWS` windows (or an
+    error budget or alert)."""
+    return tuple(s for s in (_section(r) for r in runs) if s is not None and _worth_showing(s))
+
+
+def _judged(sec: SoakSection, name: str) -> bool:
+    """Whether drift judged the series (not ``too short``)."""
+    return str(sec.drift.get(name, {}).get("verdict", "")) not in ("", "too short")
 
 
 def _t(sec: SoakSection, epoch: float) -> float:
@@ -153,7 +168,7 @@ def _drift(runs: Sequence[LoadedRun], sections: Sequence[SoakSection]) -> Chart 
     series = []
     for sec in sections:
         for name, (unit, t, y, counter) in collect_series(by_label[sec.label].path, sec.windows).items():
-            if not counter and len(t) >= 3:
+            if not counter and len(t) >= 3 and _judged(sec, name):
                 series.append((sec, name, unit, t, y))
     if not series:
         return None
@@ -197,13 +212,21 @@ def _tables(sec: SoakSection) -> list[tuple[str, list[list[str]]]]:
             out.append(("Alerts fired", [["alert", "fired at (UTC)", "burn long", "burn short", "factor", "abortOnFail"]] + [
                 [a["name"], a["fired_at"], _f(a["burn_long"]), _f(a["burn_short"]), _f(a["factor"], 1),
                  "yes" if a.get("abort_on_fail") else "no"] for a in sec.alerts]))
-    if sec.drift:
+    judged = {name: d for name, d in sec.drift.items() if _judged(sec, name)}
+    if judged:
         out.append(("Drift and leaks", [["series", "verdict", "slope / h", "95 % CI / h", "growth", "points"]] + [
             [name, d["verdict"], _f(d.get("slope_per_h"), 3),
              "—" if d.get("ci_low_per_h") is None else f"[{_f(d['ci_low_per_h'], 3)}, {_f(d['ci_high_per_h'], 3)}]",
              "—" if d.get("growth_pct") is None else f"{d['growth_pct']:.1f} %", str(d.get("points"))]
-            for name, d in sec.drift.items()]))
+            for name, d in judged.items()]))
     return out
+
+
+def _too_short(sec: SoakSection) -> str:
+    """One line for the series too short to judge ("" when none)."""
+    names = [name for name in sec.drift if not _judged(sec, name)]
+    return (f"Drift not judged for {', '.join(names)}: too few points in this run."
+            if names else "")
 
 
 def soak_html(sections: Sequence[SoakSection]) -> str:
@@ -217,6 +240,8 @@ def soak_html(sections: Sequence[SoakSection]) -> str:
             head = "".join(f"<th>{html.escape(c)}</th>" for c in rows[0])
             body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows[1:])
             parts.append(f"<h4>{html.escape(title)}</h4><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+        if _too_short(sec):
+            parts.append(f'<p class="note">{html.escape(_too_short(sec))}</p>')
     return "\n".join(parts)
 
 
@@ -229,6 +254,8 @@ def soak_markdown(sections: Sequence[SoakSection]) -> str:
             out += [f"**{title}**", "", "| " + " | ".join(rows[0]) + " |", "|" + "|".join(" --- " for _ in rows[0]) + "|"]
             out += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows[1:]]
             out.append("")
+        if _too_short(sec):
+            out += [f"_{_too_short(sec)}_", ""]
     return "\n".join(out)
 
 

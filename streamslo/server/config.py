@@ -19,6 +19,15 @@ adds single ones on top of either mode):
   trainer is isolated (one thread, lowest priority).
 - ``silent-cancel``: generation cancelled after ``cancel_after_s`` of wall time, ending with
   ``finish_reason: "stop"`` as if complete (incident C's silent truncation).
+- ``leak-cancelled``: a stream whose client hung up keeps generating for nobody, and its slot
+  (the in-flight gauge ``streamslo_requests_running``, admission) is never given back. Not one of
+  the incidents: ``naive`` mode leaves it off; ``--fault leak-cancelled`` turns it on.
+
+The prefix cache (always on): prompts are cut into blocks of ``prefix_block_tokens`` token ids,
+each block keyed by a hash chained over the blocks before it (vLLM's automatic prefix caching);
+a request's leading blocks found in the cache are ``cached_tokens`` (reported in
+``usage.prompt_tokens_details``), and its prefill costs ``prefill_us_per_token`` for each prompt
+token that is not cached, before its first token.
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ from typing import Any
 __all__ = [
     "CONFIG_ENV",
     "FAULTS",
+    "INCIDENT_FAULTS",
     "MAX_BODY_BYTES",
     "MAX_CONNECTIONS",
     "MAX_PROMPT_CHARS",
@@ -44,8 +54,8 @@ __all__ = [
 CONFIG_ENV = "STREAMSLO_SERVER_CONFIG"
 #: The one model name served (any name is accepted and served by this model; see protocol).
 MODEL_ID = "streamslo-tiny"
-#: Every fault name, in the order the incidents introduce them.
-FAULTS: tuple[str, ...] = (
+#: The incidents' faults, in the order the incidents introduce them (``naive`` turns on all).
+INCIDENT_FAULTS: tuple[str, ...] = (
     "loop-blocking-generate",
     "per-token-sync",
     "per-request-setup",
@@ -53,6 +63,8 @@ FAULTS: tuple[str, ...] = (
     "training-contention",
     "silent-cancel",
 )
+#: Every fault name: the incidents', then those only ``--fault`` turns on.
+FAULTS: tuple[str, ...] = (*INCIDENT_FAULTS, "leak-cancelled")
 #: Default largest accepted ``max_tokens`` (``--max-tokens-limit``).
 MAX_TOKENS_LIMIT = 4096
 #: Default largest request body (HTTP) or WebSocket message, in bytes (``--max-body-bytes``).
@@ -115,6 +127,13 @@ class ServerConfig:
     max_connections: int = MAX_CONNECTIONS
     """Open client connections (HTTP and WebSocket) one process serves; past it a request
     gets 503 and a WebSocket an error frame and close 1013."""
+    prefix_block_tokens: int = 16
+    """Prefix cache: token ids per cached block."""
+    prefix_cache_blocks: int = 65536
+    """Prefix cache: blocks kept (least recently used go first)."""
+    prefill_us_per_token: float = 20.0
+    """Simulated prefill cost per prompt token not served from the prefix cache (microseconds),
+    paid before a stream's first token; 0 turns the cost off (the cache still counts hits)."""
     api_key_env: str | None = None
     """Name of the environment variable holding the API key; None serves without auth. The
     key itself never travels in the config (nor on a command line)."""
@@ -141,7 +160,7 @@ class ServerConfig:
         unknown = [f for f in faults if f not in FAULTS]
         if unknown:
             raise ValueError(f"--fault: unknown {unknown}; known: {', '.join(FAULTS)}")
-        active = set(FAULTS) if mode == "naive" else set(faults)
+        active = (set(INCIDENT_FAULTS) | set(faults)) if mode == "naive" else set(faults)
         cfg = cls(mode=mode, faults=tuple(f for f in FAULTS if f in active), **kw)
         if cfg.device not in ("cpu", "cuda", "auto"):
             raise ValueError(f"--device: expected cpu, cuda or auto, got {cfg.device!r}")
@@ -161,6 +180,9 @@ class ServerConfig:
             raise ValueError("--max-connections must be >= 1")
         if cfg.reasoning_tokens < 0 or cfg.tool_call_tokens < 0:
             raise ValueError("--reasoning-tokens and --tool-call-tokens must be >= 0")
+        if cfg.prefix_block_tokens < 1 or cfg.prefix_cache_blocks < 0 or cfg.prefill_us_per_token < 0:
+            raise ValueError("--prefix-block-tokens must be >= 1, --prefix-cache-blocks and "
+                             "--prefill-us-per-token >= 0")
         return cfg
 
     def has(self, fault: str) -> bool:

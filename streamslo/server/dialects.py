@@ -172,8 +172,9 @@ class ResponsesChunks(ChunkFactory):
     framed = True
     done = b""
 
-    def __init__(self, req: ParsedRequest, prompt_tokens: int, reasoning: int = 0, tool: int = 0) -> None:
-        super().__init__(req, prompt_tokens)
+    def __init__(self, req: ParsedRequest, prompt_tokens: int, reasoning: int = 0, tool: int = 0,
+                 cached_tokens: int = 0) -> None:
+        super().__init__(req, prompt_tokens, cached_tokens)
         self.id = f"resp_{random.getrandbits(64):016x}"
         self._left = reasoning
         self._tool_from = max(reasoning, req.max_tokens - tool) if tool else None
@@ -297,7 +298,7 @@ class ResponsesChunks(ChunkFactory):
         return items
 
     def _usage_obj(self, n: int) -> dict[str, Any]:
-        return {"input_tokens": self.prompt_tokens, "input_tokens_details": {"cached_tokens": 0},
+        return {"input_tokens": self.prompt_tokens, "input_tokens_details": {"cached_tokens": self.cached_tokens},
                 "output_tokens": n, "output_tokens_details": {"reasoning_tokens": self._reasoning},
                 "total_tokens": self.prompt_tokens + n}
 
@@ -339,8 +340,9 @@ class MessagesChunks(ChunkFactory):
     framed = True
     done = b""
 
-    def __init__(self, req: ParsedRequest, prompt_tokens: int, reasoning: int = 0, tool: int = 0) -> None:
-        super().__init__(req, prompt_tokens)
+    def __init__(self, req: ParsedRequest, prompt_tokens: int, reasoning: int = 0, tool: int = 0,
+                 cached_tokens: int = 0) -> None:
+        super().__init__(req, prompt_tokens, cached_tokens)
         self.id = f"msg_{random.getrandbits(64):016x}"
         self._left = reasoning
         self._tool_from = max(reasoning, req.max_tokens - tool) if tool else None
@@ -418,11 +420,12 @@ class MessagesChunks(ChunkFactory):
                 "usage": {"input_tokens": self.prompt_tokens, "output_tokens": completion_tokens}}
 
 
-def chunk_factory(req: ParsedRequest, prompt_tokens: int, reasoning: int = 0, tool: int = 0) -> ChunkFactory:
+def chunk_factory(req: ParsedRequest, prompt_tokens: int, reasoning: int = 0, tool: int = 0,
+                  cached_tokens: int = 0) -> ChunkFactory:
     """The chunk factory of a request's dialect (``reasoning``, ``tool``: ``--reasoning-tokens``,
-    ``--tool-call-tokens``)."""
+    ``--tool-call-tokens``; ``cached_tokens``: prompt tokens the prefix cache served)."""
     if req.kind == "responses":
-        return ResponsesChunks(req, prompt_tokens, reasoning, tool)
+        return ResponsesChunks(req, prompt_tokens, reasoning, tool, cached_tokens)
     if req.kind == "messages":
-        return MessagesChunks(req, prompt_tokens, reasoning, tool)
-    return ChunkFactory(req, prompt_tokens, reasoning, tool)
+        return MessagesChunks(req, prompt_tokens, reasoning, tool, cached_tokens)
+    return ChunkFactory(req, prompt_tokens, cached_tokens, reasoning, tool)

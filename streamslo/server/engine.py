@@ -57,6 +57,8 @@ class GenRequest:
     temperature: float
     seed: int
     ignore_eos: bool
+    prefill_s: float = 0.0
+    """Simulated prefill time of the prompt's uncached tokens, paid before generation starts."""
 
 
 class TokenStream:
@@ -87,6 +89,12 @@ class TokenStream:
         self.timed_out = False
         self.writer_task: asyncio.Task[Any] | None = None
         self.chunk_bytes = 0
+        self.leak = False
+        """The ``leak-cancelled`` fault: a client that leaves abandons the stream instead of
+        cancelling it (set by the producer)."""
+        self.abandoned = False
+        """The client left, and the fault keeps generating: tokens are thrown away, the slot
+        is never given back."""
 
     # -- producer side -------------------------------------------------------------------
     def has_space(self) -> bool:
@@ -100,6 +108,11 @@ class TokenStream:
     # -- loop side -----------------------------------------------------------------------
     def push(self, item: StreamItem) -> None:
         """Add an item (on the loop thread) and wake the consumer."""
+        if self.abandoned:
+            self.consumed += 1 if item[0] == "token" else 0  # nobody reads: the buffer never fills
+            if item[0] != "token":
+                self.finish_reason = item[1] if item[0] == "end" else "error"
+            return
         self._items.append(item)
         if item[0] != "token":
             self.finish_reason = item[1] if item[0] == "end" else None
@@ -122,8 +135,22 @@ class TokenStream:
         if self._space is not None:
             self._space.set()
 
+    def client_gone(self) -> None:
+        """The client disconnected: stop generation, or, under the ``leak-cancelled`` fault,
+        abandon the stream (it generates on for nobody and keeps its slot)."""
+        if self.leak and self.finish_reason is None and not self.cancelled:
+            self.abandoned = True
+            self._items.clear()
+            w = self._waiter
+            if w is not None and not w.done():
+                w.set_result(None)
+            return
+        self.cancel()
+
     def cancel(self) -> None:
         """Stop generation (client gone, write timeout, shutdown). Idempotent."""
+        if self.abandoned:
+            return  # the fault: the writer's end does not free an abandoned stream
         self.cancelled = True
         if self._space is not None:
             self._space.set()
@@ -144,7 +171,7 @@ class TokenStream:
 
     async def __anext__(self) -> StreamItem:
         while not self._items:
-            if self._closed and self.cancelled:
+            if (self._closed and self.cancelled) or self.abandoned:
                 raise StopAsyncIteration
             self._waiter = self.loop.create_future()
             await self._waiter
@@ -180,11 +207,22 @@ class Producer:
         if self.full:
             raise Overloaded(f"server holds {self.inflight} streams (--max-streams)")
         cap = None if self.cfg.has("unbounded-write") else self.cfg.stream_buffer_tokens
-        stream = TokenStream(req, asyncio.get_running_loop(), cap)
+        loop = asyncio.get_running_loop()
+        stream = TokenStream(req, loop, cap)
+        stream.leak = self.cfg.has("leak-cancelled")
         self.inflight += 1
         stream.on_close.append(self._release)
-        self._start(stream)
+        if req.prefill_s > 0:
+            # The prefill of the uncached prompt tokens: the first token comes this much later
+            # (off the decode loop, so the running streams' gaps do not pay for it).
+            loop.call_later(req.prefill_s, self._start_unless_cancelled, stream)
+        else:
+            self._start(stream)
         return stream
+
+    def _start_unless_cancelled(self, stream: TokenStream) -> None:
+        if not stream.cancelled:
+            self._start(stream)
 
     def _release(self) -> None:
         self.inflight -= 1

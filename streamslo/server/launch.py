@@ -101,6 +101,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="play a tool-calling model: the last N tokens of every answer (of max_tokens) are "
                         "tool-call argument deltas (chat: tool_calls; Responses: "
                         "response.function_call_arguments.delta; Messages: input_json_delta) (default 0)")
+    m.add_argument("--prefix-block-tokens", type=int, default=d.prefix_block_tokens,
+                   help="prefix cache: token ids per cached block")
+    m.add_argument("--prefix-cache-blocks", type=int, default=d.prefix_cache_blocks,
+                   help="prefix cache: blocks kept (0: no cache)")
+    m.add_argument("--prefill-us-per-token", type=float, default=d.prefill_us_per_token,
+                   help="simulated prefill cost per uncached prompt token, in microseconds")
 
 
 def config_from_args(args: argparse.Namespace, state_file: str | None = None) -> ServerConfig:
@@ -122,8 +128,9 @@ def config_from_args(args: argparse.Namespace, state_file: str | None = None) ->
             graceful_timeout_s=args.graceful_timeout, state_file=state_file, server=args.server,
             max_body_bytes=args.max_body_bytes, header_timeout_s=args.header_timeout,
             body_timeout_s=args.body_timeout, max_connections=args.max_connections,
-            api_key_env=args.api_key_env, reasoning_tokens=args.reasoning_tokens,
-            tool_call_tokens=args.tool_call_tokens,
+            reasoning_tokens=args.reasoning_tokens, tool_call_tokens=args.tool_call_tokens,
+            api_key_env=args.api_key_env, prefix_block_tokens=args.prefix_block_tokens,
+            prefix_cache_blocks=args.prefix_cache_blocks, prefill_us_per_token=args.prefill_us_per_token,
         )
     except ValueError as exc:
         raise BadInputError(str(exc)) from None

@@ -24,7 +24,10 @@ __all__ = [
     "LOOP_LAG",
     "LOOP_STALLS",
     "OUTCOMES",
+    "PREFIX_CACHE_HITS",
+    "PREFIX_CACHE_QUERIES",
     "REQUESTS",
+    "REQUESTS_RUNNING",
     "REQUEST_LATENCY",
     "TOKENS",
     "WRITE_BACKLOG",
@@ -35,6 +38,13 @@ __all__ = [
 _LAT = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 
 ACTIVE_STREAMS = Gauge("streamslo_active_streams", "Streams being written now", ["transport"])
+REQUESTS_RUNNING = Gauge(
+    "streamslo_requests_running",
+    "Streams admitted and not yet released (vLLM's num_requests_running): a stream whose client "
+    "left must leave this gauge",
+)
+PREFIX_CACHE_QUERIES = Counter("streamslo_prefix_cache_queries", "Prompt tokens looked up in the prefix cache")
+PREFIX_CACHE_HITS = Counter("streamslo_prefix_cache_hits", "Prompt tokens served from the prefix cache")
 TOKENS = Counter("streamslo_tokens", "Content tokens written to clients")
 OUTCOMES = Counter(
     "streamslo_stream_outcomes", "How streams ended (server's view)", ["outcome"]

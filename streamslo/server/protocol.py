@@ -207,6 +207,7 @@ class ChunkFactory:
     Args:
         req: the request.
         prompt_tokens: the prompt's length in tokens (usage).
+        cached_tokens: prompt tokens served from the prefix cache (usage).
         reasoning: play a reasoning model: the first this many tokens are reasoning deltas
             (chat: ``delta.reasoning_content``; completions have no such field).
         tool: play a tool-calling model: the last this many tokens (of ``max_tokens``) are
@@ -219,8 +220,11 @@ class ChunkFactory:
     done = b"data: [DONE]\n\n"
     """What ends an SSE stream after the last chunk (the event dialects: nothing more)."""
 
-    def __init__(self, req: ParsedRequest, prompt_tokens: int, reasoning: int = 0, tool: int = 0) -> None:
+    def __init__(self, req: ParsedRequest, prompt_tokens: int, cached_tokens: int = 0, reasoning: int = 0,
+                 tool: int = 0) -> None:
         self.req = req
+        self.cached_tokens = cached_tokens
+        """Prompt tokens served from the prefix cache (``usage.prompt_tokens_details``)."""
         self.chat = req.kind == "chat"
         prefix = "chatcmpl" if self.chat else "cmpl"
         self.id = f"{prefix}-{next(_ids):x}{random.getrandbits(32):08x}"
@@ -272,9 +276,10 @@ class ChunkFactory:
         """An in-stream error (the server failed mid-stream)."""
         return json.dumps(error_body(500, message, "server_error"))
 
-    def _usage(self, completion: int) -> dict[str, int]:
+    def _usage(self, completion: int) -> dict[str, Any]:
         return {"prompt_tokens": self.prompt_tokens, "completion_tokens": completion,
-                "total_tokens": self.prompt_tokens + completion}
+                "total_tokens": self.prompt_tokens + completion,
+                "prompt_tokens_details": {"cached_tokens": self.cached_tokens}}
 
     def finish(self, reason: str, completion_tokens: int) -> str:
         """The last chunk: empty delta/text, ``finish_reason``, and usage when asked."""

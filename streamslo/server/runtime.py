@@ -23,6 +23,7 @@ from streamslo.server.dialects import chunk_factory
 from streamslo.server.engine import BatchEngine, GenRequest, Overloaded, TokenStream
 from streamslo.server.model import GPT, GPTConfig
 from streamslo.server.naive import LoopGenerator, RequestSetup, freeze_heap, heavy_boot_heap
+from streamslo.server.prefix_cache import PrefixCache
 from streamslo.server.protocol import APIError, ChunkFactory, ParsedRequest
 from streamslo.server.tokenizer import EOS_ID, Tokenizer
 from streamslo.server.watchdog import LoopWatchdog
@@ -61,6 +62,7 @@ class Runtime:
         self.setup: RequestSetup | None = None
         self.trainer: subprocess.Popen[bytes] | None = None
         self._sweeper: asyncio.Task[None] | None = None
+        self.prefix_cache = PrefixCache(cfg.prefix_block_tokens, cfg.prefix_cache_blocks)
         self.device = _resolve_device(cfg.device)
         self.tok = Tokenizer.from_seed(cfg.seed)
         gcfg = GPTConfig(vocab_size=self.tok.size)
@@ -92,6 +94,8 @@ class Runtime:
             self._start_trainer()
         metrics.install_restart_collector(cfg.state_file)
         metrics.WRITE_BACKLOG.set_function(self.backlog_bytes)
+        gen = self.gen
+        metrics.REQUESTS_RUNNING.set_function(lambda: float(gen.inflight))
         self.watchdog.start()
         self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
         _CURRENT.append(self)
@@ -148,14 +152,19 @@ class Runtime:
         if self.setup is not None:
             self.setup.run()  # the per-request-setup fault: on the loop, on purpose
         ids = [EOS_ID, *self.tok.encode(req.prompt)]  # <eos> doubles as BOS, as in GPT-2
-        greq = GenRequest(ids, req.max_tokens, req.temperature, req.seed, req.ignore_eos)
+        cached = self.prefix_cache.lookup(ids)
+        metrics.PREFIX_CACHE_QUERIES.inc(len(ids))
+        metrics.PREFIX_CACHE_HITS.inc(cached)
+        prefill_s = (len(ids) - cached) * self.cfg.prefill_us_per_token / 1e6
+        greq = GenRequest(ids, req.max_tokens, req.temperature, req.seed, req.ignore_eos, prefill_s)
         try:
             stream = self.gen.submit(greq)
         except Overloaded as exc:
             raise APIError(429, f"server is at capacity: {exc}", "rate_limit_error") from None
         self.streams.add(stream)
         stream.on_close.append(lambda: self.streams.discard(stream))
-        return stream, chunk_factory(req, len(ids), self.cfg.reasoning_tokens, self.cfg.tool_call_tokens)
+        return stream, chunk_factory(req, len(ids), self.cfg.reasoning_tokens, self.cfg.tool_call_tokens,
+                                     cached_tokens=cached)
 
     def backlog_bytes(self) -> float:
         """Bytes generated but not yet accepted by the transport, over all streams."""

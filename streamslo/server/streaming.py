@@ -88,7 +88,7 @@ class SSEStreamResponse(Response):
         while True:
             msg = await receive()
             if msg["type"] == "http.disconnect":
-                self.stream.cancel()
+                self.stream.client_gone()
                 return
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

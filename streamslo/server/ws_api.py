@@ -77,7 +77,8 @@ class _ReadAhead:
         while True:
             msg: dict[str, Any] = dict(await self.ws.receive())
             if msg["type"] == "websocket.disconnect":
-                self._stop_current()
+                if self.current is not None:
+                    self.current.client_gone()
                 self._push(None)
                 return
             frame: str | bytes = msg["text"] if msg.get("text") is not None else msg.get("bytes") or b""
@@ -159,7 +160,7 @@ async def _serve_one(ws: WebSocket, stream: TokenStream, chunks: ChunkFactory) -
         outcome = "write_timeout"
         return False
     except _GONE:  # client gone mid-stream
-        stream.cancel()
+        stream.client_gone()
         outcome = "cancelled"
         return False
     finally:

@@ -1,7 +1,8 @@
 """The stream outcome taxonomy (docs/outcomes.md), one enum used everywhere.
 
 Every request ends with exactly one :class:`Outcome`. ``cancelled`` (the load test itself
-stopped the stream) is excluded from every rate.
+stopped the stream) and ``client_cancelled`` (a client that hung up on purpose) are excluded
+from every rate (:data:`EXCLUDED_OUTCOMES`).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from enum import StrEnum
 
 __all__ = [
     "BEGUN_STATUSES_WS",
+    "EXCLUDED_OUTCOMES",
     "FAILURE_OUTCOMES",
     "NOT_BEGUN_OUTCOMES",
     "OUTCOMES",
@@ -45,6 +47,9 @@ class Outcome(StrEnum):
     """No connection, refused, or reset before any response."""
     CANCELLED = "cancelled"
     """The load test stopped the stream (end of run after the drain); excluded from rates."""
+    CLIENT_CANCELLED = "client_cancelled"
+    """The client hung up on purpose (``--cancel-rate``, a user closing the tab); excluded
+    from every rate, counted on its own."""
 
     def __str__(self) -> str:
         return self.value
@@ -53,8 +58,12 @@ class Outcome(StrEnum):
 #: Every outcome name, in the documented order.
 OUTCOMES: tuple[str, ...] = tuple(o.value for o in Outcome)
 
-#: Outcomes that count as failures (everything but ok and cancelled).
-FAILURE_OUTCOMES: frozenset[str] = frozenset(OUTCOMES) - {"ok", "cancelled"}
+#: Outcomes the load test itself caused: in no rate, numerator or denominator, and in no
+#: latency figure (``cancelled`` at the run's end, ``client_cancelled`` by ``--cancel-rate``).
+EXCLUDED_OUTCOMES: frozenset[str] = frozenset({"cancelled", "client_cancelled"})
+
+#: Outcomes that count as failures (everything but ok and the excluded ones).
+FAILURE_OUTCOMES: frozenset[str] = frozenset(OUTCOMES) - {"ok"} - EXCLUDED_OUTCOMES
 
 #: The status recorded for an accepted WebSocket.
 BEGUN_STATUSES_WS = 101

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from streamslo.stream.outcome import Outcome
 
 __all__ = [
+    "REPLAY_COLUMNS",
     "SCENARIO_COLUMNS",
     "STREAM_COLUMNS",
     "TOKEN_KIND_COLUMNS",
@@ -43,6 +44,8 @@ STREAM_COLUMNS: tuple[str, ...] = (
     "conversation_id",
     "turn",
     "scenario",
+    "schedule_lag_ms",
+    "cached_tokens",
     "ttfo_ms",
     "reasoning_tokens",
     "tool_tokens",
@@ -57,6 +60,11 @@ WORKLOAD_COLUMNS: tuple[str, ...] = ("usage_prompt_tokens", "conversation_id", "
 #: run without ``[scenarios.*]``). A reader of an older directory takes it as empty.
 SCENARIO_COLUMNS: tuple[str, ...] = ("scenario",)
 
+#: The columns added with trace replay and the prefix cache: how late a scheduled stream
+#: started (``started_at - scheduled_at``), and the prompt tokens the server served from its
+#: prefix cache (``usage.prompt_tokens_details.cached_tokens``). A reader of an older directory
+#: takes them as empty.
+REPLAY_COLUMNS: tuple[str, ...] = ("schedule_lag_ms", "cached_tokens")
 #: The columns added by results schema 5 (reasoning- and tool-aware timing, docs/timing.md):
 #: the time to the first answer token and the reasoning and tool-call token counts. A reader
 #: of an older directory takes them as empty.
@@ -69,6 +77,11 @@ class StreamExpectations:
 
     max_tokens: int | None = None
     """The ``max_tokens`` sent, or None when the request set none."""
+    cancel_after_s: float | None = None
+    """``--cancel-after``: the client hangs up this long after the request started, unless
+    the stream ended first (``client_cancelled``)."""
+    cancel_after_tokens: int | None = None
+    """``--cancel-after Ntok``: the client hangs up once this many content chunks arrived."""
     ignore_eos: bool = True
     """The request asked for ``ignore_eos: true``: exactly ``max_tokens`` tokens, ``length``."""
     coalesced_chunks: bool = False
@@ -111,6 +124,8 @@ class StreamRecord:
     """Multi-turn runs: 1 for a conversation's first request, 2 for the next..."""
     scenario: str | None = None
     """The ``[scenarios.NAME]`` this stream belongs to; None outside scenarios."""
+    cached_tokens: int | None = None
+    """The server's ``usage.prompt_tokens_details.cached_tokens`` (prefix-cache hits)."""
     finish_reason: str | None = None
     bytes: int = 0
     error: str = ""
@@ -168,6 +183,9 @@ class StreamRecord:
             "conversation_id": self.conversation_id,
             "turn": self.turn,
             "scenario": self.scenario,
+            "schedule_lag_ms": (None if self.scheduled_at is None
+                                else round((self.started_at - self.scheduled_at) * 1000.0, 3)),
+            "cached_tokens": self.cached_tokens,
             "ttfo_ms": _ms(self.ttfo_s),
             "reasoning_tokens": self.reasoning_tokens,
             "tool_tokens": self.tool_tokens,

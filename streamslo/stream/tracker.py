@@ -11,6 +11,11 @@ Life of a request::
                                          └─ non-2xx ─ on_http_error           ├─ on_stall / on_deadline
                                                                               └─ on_cancel
 
+A request the client hangs up on (``--cancel-after``: after a time, or after N content
+chunks) ends ``client_cancelled``: after N chunks the tracker finishes itself at the Nth; after
+a time the transport reads only until :meth:`StreamTracker.deadline`, and the watchdog's
+expiry there is the client's hang-up, not a ``timeout``.
+
 The first thing that ends the stream decides its outcome (docs/outcomes.md). After ``[DONE]``
 an SSE client keeps reading to the end of the body, briefly (at most ``MAX_AFTER_DONE_BYTES``;
 the transport waits at most ``AFTER_DONE_WAIT_S``): more data there is ``malformed``; a transport
@@ -170,6 +175,7 @@ class StreamTracker:
         if (
             outcome is not Outcome.OK
             and outcome is not Outcome.CANCELLED
+            and outcome is not Outcome.CLIENT_CANCELLED
             and self._last_token_t is not None
             and not self._done
         ):
@@ -189,6 +195,13 @@ class StreamTracker:
         for its end ran out): the outcome stays what ``[DONE]`` made it."""
         if self.rec.outcome is not None:
             self.state = TrackerState.FINISHED
+
+    def deadline(self, request_timeout: float) -> float:
+        """When the transport stops reading (``perf_counter``): the request's deadline, or the
+        client's hang-up (``--cancel-after`` a time) if that comes first."""
+        end = self.rec.t0 + request_timeout
+        after = self._expect.cancel_after_s
+        return end if after is None else min(end, self.rec.t0 + after)
 
     # ------------------------------------------------------------ transport
     def on_connected(self, t: float) -> None:
@@ -357,9 +370,13 @@ class StreamTracker:
         self._finish(t, Outcome.STALLED, f"no {what} for {stall_timeout:g}s {where}")
 
     def on_deadline(self, t: float, request_timeout: float) -> None:
-        """The request ran past its deadline."""
+        """The request ran past its deadline (or the client's hang-up time came)."""
         if self.rec.outcome is not None:
             self.stop_reading()
+            return
+        after = self._expect.cancel_after_s
+        if after is not None and after < request_timeout and t - self.rec.t0 >= after:
+            self._finish(t, Outcome.CLIENT_CANCELLED, f"the client hung up after {after:g}s")
             return
         self._finish(t, Outcome.TIMEOUT, f"request still streaming after {request_timeout:g}s")
 
@@ -413,6 +430,10 @@ class StreamTracker:
             pt = usage.get("prompt_tokens")
             if isinstance(pt, int) and not isinstance(pt, bool):
                 rec.usage_prompt_tokens = pt
+            details = usage.get("prompt_tokens_details")
+            cached = details.get("cached_tokens") if isinstance(details, dict) else None
+            if isinstance(cached, int) and not isinstance(cached, bool) and cached >= 0:
+                rec.cached_tokens = cached
         elif usage is not None:
             self._finish(t, Outcome.MALFORMED, "usage is not an object")
             return
@@ -460,9 +481,17 @@ class StreamTracker:
             rec.tool_tokens += 1
             if rec.ttftc_s is None:
                 rec.ttftc_s = t - rec.t0
-        mt = self._expect.max_tokens
+        ex = self._expect
+        mt = ex.max_tokens
         if mt is not None and rec.tokens > mt:
             self._finish(t, Outcome.MALFORMED, f"more content chunks ({rec.tokens}) than max_tokens ({mt})")
+            return
+        if ex.cancel_after_tokens is not None and rec.tokens >= ex.cancel_after_tokens:
+            self._finish(t, Outcome.CLIENT_CANCELLED, f"the client hung up after {rec.tokens} tokens")
+            return
+        if ex.cancel_after_s is not None and t - rec.t0 >= ex.cancel_after_s:
+            # The hang-up time passed while this read was on its way: the client is gone.
+            self._finish(t, Outcome.CLIENT_CANCELLED, f"the client hung up after {ex.cancel_after_s:g}s")
 
     def _terminal(self, t: float) -> None:
         """The terminal marker arrived: check the counts (docs/outcomes.md)."""

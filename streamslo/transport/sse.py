@@ -57,7 +57,7 @@ class SSEConnection:
         Returns when the tracker holds an outcome. Never raises for the server's behaviour;
         only cancellation (``GreenletExit``, ``KeyboardInterrupt``) propagates.
         """
-        deadline = tracker.rec.t0 + self.limits.request_timeout
+        deadline = tracker.deadline(self.limits.request_timeout)
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
         headers.update(self.target.headers)
         request = build_request(

@@ -106,7 +106,7 @@ class WSConnection:
         next request can reuse it; closes it after anything else. Never raises for the
         server's behaviour; only cancellation propagates.
         """
-        deadline = tracker.rec.t0 + self.limits.request_timeout
+        deadline = tracker.deadline(self.limits.request_timeout)
         reusable = False
 
         def run() -> None:

@@ -26,7 +26,7 @@ _runs = pytest.mark.skipif(
 )
 
 
-@pytest.mark.parametrize("name", ["stream_users", "accuracy", "burst", "memory", "scaleout", "relay"])
+@pytest.mark.parametrize("name", ["stream_users", "accuracy", "burst", "memory", "scaleout", "relay", "replay"])
 def test_committed_results_render(name: str) -> None:
     """The JSON of bench/results (what RESULTS.md shows) still renders with today's code."""
     data = json.loads((RESULTS / f"{name}.json").read_text(encoding="utf-8"))

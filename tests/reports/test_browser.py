@@ -72,3 +72,39 @@ def test_chromium_screenshot(compared: Built, tmp_path: Path) -> None:
     top = rows_busy[:2400]
     longest_empty = max(len(m) for m in re.findall("0+", "".join("1" if b else "0" for b in top)) or [""])
     assert longest_empty < 600
+
+
+#: About two screens: a 10 s run's page, at 1280 px wide, stays under this height.
+TWO_SCREENS_PX = 2700
+
+
+def _page_height(exe: str, page: Path, tmp_path: Path) -> int:
+    """The rendered page's height in px, read back from the DOM chromium dumps."""
+    probe = tmp_path / "probe.html"
+    probe.write_text(page.read_text().replace(
+        "</body>", '<script>document.body.dataset.h = document.documentElement.scrollHeight'
+                   "</script></body>"))
+    cmd = [exe, "--headless", "--disable-gpu", "--no-first-run", "--disable-dev-shm-usage",
+           "--disable-background-networking", "--disable-component-update",
+           f"--user-data-dir={tmp_path / 'profile-h'}", "--window-size=1280,1000", "--dump-dom",
+           probe.resolve().as_uri()]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.insert(1, "--no-sandbox")
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=90, check=False)
+    found = re.search(r'data-h="(\d+)"', proc.stdout)
+    assert found, f"chromium gave no page height (rc {proc.returncode}): {proc.stderr[-2000:]}"
+    return int(found.group(1))
+
+
+def test_a_10s_run_reads_in_about_two_screens(tmp_path: Path) -> None:
+    from streamslo.reports import build_report
+    from tests.reports.conftest import write_fixed
+
+    exe = _chromium()
+    run = write_fixed(tmp_path / "ten", n=70, duration=10.0)
+    res = build_report(None, run.path, tmp_path / "out" / "report.html", resamples=50)
+    height = _page_height(exe, res.html, tmp_path)
+    assert 900 < height < TWO_SCREENS_PX, height
+    text = re.sub(r"<[^>]+>", " ", re.sub(r'src="data:[^"]*"', "", res.html.read_text()))
+    assert "{'" not in text and "too short" not in text
+    assert "Glossary" in text and "Time to first token (ttft_ms)" in text

@@ -41,14 +41,59 @@ def test_cli_compare_writes_three_files_and_prints_table(
     assert str(out.resolve()) in stdout
 
 
-def test_cli_default_out_is_cwd(
+def test_cli_default_out_is_a_folder_named_for_the_runs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    a = write_fixed(tmp_path / "fixed")
+    b, a = write_naive(tmp_path / "naive"), write_fixed(tmp_path / "fixed")
     monkeypatch.chdir(tmp_path)
-    code, _, _ = _cli([str(a.path), "--resamples", "50"], capsys)
+    code, stdout, _ = _cli([str(a.path), "--resamples", "50"], capsys)
     assert code == 0
-    assert (tmp_path / "report.html").exists() and (tmp_path / "report.json").exists()
+    folder = tmp_path / "report-fixed"
+    assert {p.name for p in folder.iterdir()} == {"report.html", "report.md", "report.json"}
+    assert str((folder / "report.html").resolve()) in stdout
+    assert not (tmp_path / "report.html").exists()
+    code, _, _ = _cli([str(b.path), str(a.path), "--resamples", "50"], capsys)
+    assert code == 0 and (tmp_path / "report-naive-vs-fixed" / "report.html").exists()
+
+
+def test_cli_never_overwrites_without_force(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = write_fixed(tmp_path / "fixed")
+    out = tmp_path / "rep"
+    assert _cli([str(a.path), "--out", str(out), "--resamples", "20"], capsys)[0] == 0
+    (out / "report.html").write_text("mine")
+    code, _, err = _cli([str(a.path), "--out", str(out), "--resamples", "20"], capsys)
+    assert code == EXIT_BAD_INPUT
+    assert str(out / "report.html") in err and "--force" in err
+    assert (out / "report.html").read_text() == "mine"
+    code, _, _ = _cli([str(a.path), "--out", str(out), "--resamples", "20", "--force"], capsys)
+    assert code == 0 and (out / "report.html").read_text().startswith("<!DOCTYPE html>")
+
+
+def test_cli_path_errors_exit_2_with_the_path_and_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = write_fixed(tmp_path / "fixed")
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    code, _, err = _cli([str(a.path), "--out", str(afile / "sub"), "--resamples", "20"], capsys)
+    assert code == EXIT_BAD_INPUT and str(afile) in err and "is a file" in err
+    code, _, err = _cli([str(tmp_path / "nope"), "--resamples", "20"], capsys)
+    assert code == EXIT_BAD_INPUT and str(tmp_path / "nope") in err and "does not exist" in err
+
+    # a folder that cannot be written (simulated: root writes through a read-only mode)
+    def refuse(self: Path, *args: object, **kwargs: object) -> int:
+        raise PermissionError(13, "Permission denied", str(self))
+
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Path, "write_text", refuse)
+        code, _, err = _cli([str(a.path), "--out", str(ro), "--resamples", "20"], capsys)
+    assert code == EXIT_BAD_INPUT and str(ro / "report.html") in err
+    assert "Permission denied" in err
+    assert not list(ro.iterdir())  # nothing half-written left behind
 
 
 @pytest.mark.parametrize(
