@@ -223,7 +223,16 @@ class EventTracker(StreamTracker):
         inp = usage.get(prompt_key)
         if isinstance(inp, int) and not isinstance(inp, bool):
             self.rec.usage_prompt_tokens = inp
+        self._cached(usage)
         return True
+
+    def _cached(self, usage: dict[str, Any]) -> None:
+        """Prompt tokens the server served from its cache: Responses'
+        ``input_tokens_details.cached_tokens``, Anthropic's ``cache_read_input_tokens``."""
+        details = usage.get("input_tokens_details")
+        cached = details.get("cached_tokens") if isinstance(details, dict) else usage.get("cache_read_input_tokens")
+        if isinstance(cached, int) and not isinstance(cached, bool):
+            self.rec.cached_tokens = cached
 
     def _reason(self, t: float, reason: object, where: str) -> bool:
         """Record a stop reason; False (and ``malformed``) when it is not a string."""
@@ -391,6 +400,7 @@ class AnthropicTracker(EventTracker):
                 inp = usage.get("input_tokens")
                 if isinstance(inp, int) and not isinstance(inp, bool):
                     self.rec.usage_prompt_tokens = inp
+                self._cached(usage)
             self._other(kind)
             return
         if kind == "error":

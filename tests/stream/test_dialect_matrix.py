@@ -48,6 +48,8 @@ def test_ok_counts(matrix, api):
     rec = matrix[("ok", api)]
     assert rec.tokens == MAX_TOKENS == rec.usage_completion_tokens
     assert rec.usage_prompt_tokens == 3
+    if api == "openai-responses":
+        assert rec.cached_tokens == 0  # input_tokens_details.cached_tokens
     assert len(rec.gap_s) == MAX_TOKENS - 1
     assert rec.ttfo_s == rec.ttft_s
     assert rec.reasoning_tokens == rec.tool_tokens == 0
