@@ -50,10 +50,12 @@ __all__ = [
     "PERCENTILES",
     "RATE_METRICS",
     "SELECTOR_KEYS",
+    "TOKEN_SELECTOR_VALUES",
     "TREND_METRICS",
     "GoodputBounds",
     "LatencyStats",
     "MetricSpec",
+    "answer_gaps",
     "began_mask",
     "counted_mask",
     "counter_value",
@@ -98,7 +100,9 @@ def _outcome_rate(outcome: str) -> MetricSpec:
 
 _SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("ttft_ms", "trend", "ms", "start of the request to the first content chunk, per stream that began"),
-    MetricSpec("itl_ms", "trend", "ms", "every gap between consecutive content chunks, pooled over streams (a failed stream adds its open last gap)"),
+    MetricSpec("itl_ms", "trend", "ms", "every gap between consecutive content chunks, pooled over streams (a failed stream adds its open last gap); itl_ms{token:answer}: only the gaps after each stream's first answer token"),
+    MetricSpec("ttfo_ms", "trend", "ms", "start of the request to the first answer token (reasoning and tool-call tokens come before it), per stream that began and had one"),
+    MetricSpec("ttftc_ms", "trend", "ms", "start of the request to the first tool-call token (time to first tool call), per stream that began and had one"),
     MetricSpec("tpot_ms", "trend", "ms", "(e2e - ttft) / (tokens - 1), per stream with at least two tokens"),
     MetricSpec("e2e_ms", "trend", "ms", "start of the request to the end of the stream"),
     MetricSpec("connect_ms", "trend", "ms", "time to establish the connection, for requests that opened one"),
@@ -113,6 +117,8 @@ _SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("requests", "counter", "count", "every request of the run, cancelled ones included"),
     MetricSpec("tokens", "counter", "count", "content chunks received (usage under --coalesced-chunks)"),
     MetricSpec("streams_began", "counter", "count", "streams that began and were not cancelled"),
+    MetricSpec("reasoning_tokens", "counter", "count", "token positions that carried reasoning (part of tokens)"),
+    MetricSpec("tool_tokens", "counter", "count", "token positions that carried tool-call arguments (part of tokens)"),
     MetricSpec("goodput_fraction", "rate", "ratio", "requests that ended ok and met every goodput bound, over all not cancelled"),
     MetricSpec("goodput_per_s", "gauge", "per_s", "requests that ended ok and met every goodput bound, per second of the run"),
     MetricSpec("requests_per_s", "gauge", "per_s", "requests not cancelled, per second of the run"),
@@ -127,7 +133,7 @@ COUNTER_METRICS = tuple(m.name for m in _SPECS if m.kind == "counter")
 GAUGE_METRICS = tuple(m.name for m in _SPECS if m.kind == "gauge")
 
 #: Goodput bound names as vLLM's ``--goodput`` writes them, and the metric each bounds.
-GOODPUT_KEYS: Mapping[str, str] = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2el": "e2e_ms"}
+GOODPUT_KEYS: Mapping[str, str] = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2el": "e2e_ms", "ttfo": "ttfo_ms"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,11 +143,13 @@ class GoodputBounds:
     ttft_ms: float | None = None
     tpot_ms: float | None = None
     e2e_ms: float | None = None
+    ttfo_ms: float | None = None
+    """Time to the first answer token (a stream with none fails this bound)."""
 
     @property
     def any(self) -> bool:
         """Whether any bound is set (goodput is measured only then)."""
-        return any(v is not None for v in (self.ttft_ms, self.tpot_ms, self.e2e_ms))
+        return any(v is not None for v in (self.ttft_ms, self.tpot_ms, self.e2e_ms, self.ttfo_ms))
 
     def as_dict(self) -> dict[str, float]:
         """The bounds that are set, by metric name (``run.json``'s ``goodput``)."""
@@ -185,10 +193,13 @@ class GoodputBounds:
         raw = run.get("goodput")
         if not isinstance(raw, Mapping):
             return cls()
-        fields = {"ttft_ms", "tpot_ms", "e2e_ms"}
+        fields = {"ttft_ms", "tpot_ms", "e2e_ms", "ttfo_ms"}
         return cls(**{k: float(v) for k, v in raw.items() if k in fields and isinstance(v, (int, float))})
 #: Columns of streams.csv a threshold selector may filter on (k6 tags style).
-SELECTOR_KEYS = ("protocol", "user_class", "outcome", "status", "scenario")
+SELECTOR_KEYS = ("protocol", "user_class", "outcome", "status", "scenario", "token")
+#: ``token:VALUE`` selects gaps, not streams: ``itl_ms{token:answer}`` keeps each stream's gaps
+#: after its first answer token (a reasoning model's answer alone).
+TOKEN_SELECTOR_VALUES = ("answer",)
 
 
 def metric_kind(name: str) -> MetricKind | None:
@@ -276,6 +287,8 @@ def good_mask(streams: Any, bounds: GoodputBounds) -> Any:
         mask &= (streams["ttft_ms"] <= bounds.ttft_ms).fillna(False).astype(bool)
     if bounds.e2e_ms is not None:
         mask &= (streams["e2e_ms"] <= bounds.e2e_ms).fillna(False).astype(bool)
+    if bounds.ttfo_ms is not None:
+        mask &= (streams["ttfo_ms"] <= bounds.ttfo_ms).fillna(False).astype(bool)
     if bounds.tpot_ms is not None:
         tokens = streams["tokens"].astype("float64")
         tpot = (streams["e2e_ms"] - streams["ttft_ms"]) / (tokens - 1)
@@ -293,14 +306,55 @@ def select(data: RunData, selector: Mapping[str, str]) -> RunData:
         return data
     streams = data.streams
     mask = np.ones(len(streams), dtype=bool)
+    token = None
     for key, value in selector.items():
         if key not in SELECTOR_KEYS:
             raise KeyError(key)
+        if key == "token":
+            if str(value) not in TOKEN_SELECTOR_VALUES:
+                raise KeyError(f"token:{value}")
+            token = str(value)
+            continue
         col = streams[key].astype("string")
         mask &= (col == str(value)).fillna(False).to_numpy(dtype=bool)
     sub = streams[mask]
     gaps = data.gaps[data.gaps["stream_id"].isin(sub["stream_id"])]
+    if token == "answer":
+        gaps = answer_gaps(sub, gaps)
     return RunData(path=data.path, run=data.run, streams=sub, gaps=gaps)
+
+
+def answer_gaps(streams: Any, gaps: Any) -> Any:
+    """The gaps that end after each stream's first answer token (``itl_ms{token:answer}``).
+
+    A stream's gaps run on its own clock: its first token came at the end of gap 1 minus that
+    gap, its first answer token ``ttfo_ms - ttft_ms`` later; a gap is the answer's when it ends
+    after that (all of a stream's gaps when its first token was an answer token; none without
+    an answer token). Tool-call tokens after the answer stay in (docs/metrics.md).
+    """
+    if "ttfo_ms" not in streams.columns:
+        return gaps.iloc[0:0]  # a directory from before results schema 5: no answer known
+    if len(gaps) == 0:
+        return gaps
+    lead = (streams["ttfo_ms"] - streams["ttft_ms"]).astype("float64")
+    lead.index = streams["stream_id"].astype(str)
+    firsts = gaps[gaps["index"] == 1]
+    first_t = _series(firsts["t"].to_numpy(dtype=float) - firsts["gap_ms"].to_numpy(dtype=float) / 1000.0,
+                        firsts["stream_id"].astype(str))
+    ids = gaps["stream_id"].astype(str)
+    lead_of = ids.map(lead).to_numpy(dtype=float)
+    start = ids.map(first_t).to_numpy(dtype=float)
+    end = gaps["t"].to_numpy(dtype=float)
+    keep = (lead_of <= 0.0005) | (end - start > lead_of / 1000.0 + 1e-6)  # (ms rounding in the CSV)
+    keep &= ~np.isnan(lead_of)
+    return gaps[keep]
+
+
+def _series(values: np.ndarray, index: Any) -> Any:
+    """A pandas Series (pandas imported late: the registry loads without it)."""
+    import pandas as pd
+
+    return pd.Series(values, index=index.to_numpy())
 
 
 def latency_pool(streams: Any) -> Any:
@@ -334,6 +388,10 @@ def _trend_series(data: RunData, name: str) -> Any:
         return col.dropna().to_numpy(dtype=float)
     if name in ("ttft_ms", "e2e_ms", "max_gap_ms"):
         return pool[name].dropna().to_numpy(dtype=float)
+    if name in ("ttfo_ms", "ttftc_ms"):
+        if name not in pool.columns:  # a directory from before results schema 5
+            return np.empty(0)
+        return pool[name].dropna().to_numpy(dtype=float)
     raise KeyError(name)
 
 
@@ -365,6 +423,8 @@ def counter_value(data: RunData, name: str) -> float:
         return float(s["tokens"].fillna(0).sum())
     if name == "streams_began":
         return float((began_mask(s) & counted_mask(s)).sum())
+    if name in ("reasoning_tokens", "tool_tokens"):
+        return float(s[name].fillna(0).sum()) if name in s.columns else 0.0
     raise KeyError(name)
 
 
@@ -425,6 +485,13 @@ def summarize(data: RunData) -> SummaryJson:
     out["itl_ms"] = LatencyStats.of(trend_samples(data, "itl_ms")).as_dict()
     out["tpot_ms"] = LatencyStats.of(trend_samples(data, "tpot_ms")).as_dict()
     out["e2e_ms"] = LatencyStats.of(trend_samples(data, "e2e_ms")).as_dict()
+    if "reasoning_tokens" in s.columns and (s["reasoning_tokens"].fillna(0) > 0).any():
+        # A reasoning model's run: when the answer began, and how much was reasoning.
+        out["ttfo_ms"] = LatencyStats.of(trend_samples(data, "ttfo_ms")).as_dict()
+        out["reasoning_tokens"] = int(counter_value(data, "reasoning_tokens"))
+    if "tool_tokens" in s.columns and (s["tool_tokens"].fillna(0) > 0).any():
+        out["ttftc_ms"] = LatencyStats.of(trend_samples(data, "ttftc_ms")).as_dict()
+        out["tool_tokens"] = int(counter_value(data, "tool_tokens"))
     if s["scheduled_at"].notna().any():
         out["ttft_sched_ms"] = LatencyStats.of(trend_samples(data, "ttft_sched_ms")).as_dict()
         out["e2e_sched_ms"] = LatencyStats.of(trend_samples(data, "e2e_sched_ms")).as_dict()

@@ -206,6 +206,7 @@ def resolve_headers(
     header_file: str | None = None,
     api_key_env: str | None = None,
     environ: Mapping[str, str] | None = None,
+    anthropic: bool = False,
 ) -> Headers:
     """The extra headers of a run.
 
@@ -217,6 +218,8 @@ def resolve_headers(
         api_key_env: an environment variable holding a bearer API key: sends
             ``Authorization: Bearer <key>`` (it overrides an ``Authorization`` header).
         environ: the environment (default ``os.environ``).
+        anthropic: the Anthropic Messages dialect: the key goes in ``x-api-key`` (and no
+            ``Authorization`` header is made).
 
     Returns:
         The headers. Secret: values of credential-like names (:func:`is_secret_header`), every
@@ -247,8 +250,12 @@ def resolve_headers(
         key = env.get(api_key_env)
         if not key:
             raise BadInputError(f"--api-key-env: environment variable {api_key_env} is not set")
-        pairs.append(("Authorization", f"Bearer {key}"))
-        secrets += [key, f"Bearer {key}"]
+        if anthropic:
+            pairs.append(("x-api-key", key))
+            secrets.append(key)
+        else:
+            pairs.append(("Authorization", f"Bearer {key}"))
+            secrets += [key, f"Bearer {key}"]
     return Headers(tuple(pairs), tuple(dict.fromkeys(s for s in secrets if s)))
 
 

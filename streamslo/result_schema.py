@@ -56,6 +56,7 @@ class RunJson(TypedDict, total=False):
     protocol: str
     protocol_mix: dict[str, float]
     endpoint: str
+    api: str
     max_tokens: int
     stall_timeout: float
     request_timeout: float
@@ -116,6 +117,10 @@ class SummaryJson(TypedDict, total=False):
     itl_ms: LatencySummary
     tpot_ms: LatencySummary
     e2e_ms: LatencySummary
+    ttfo_ms: LatencySummary
+    ttftc_ms: LatencySummary
+    reasoning_tokens: int
+    tool_tokens: int
     ttft_sched_ms: LatencySummary
     e2e_sched_ms: LatencySummary
     duration_s: float | None

@@ -60,8 +60,10 @@ __all__ = [
 #: The version of the results directory's format, in ``run.json``. 1: before ``run.json``
 #: carried it (no ``complete`` flag); 2: ``schema_version``, ``complete``, ``killed``, write errors;
 #: 3: ``streams.csv`` columns ``usage_prompt_tokens``, ``conversation_id``, ``turn``, and ``run.json``
-#: ``workload`` and ``goodput`` (a reader takes the columns as empty in older directories).
-SCHEMA_VERSION = 4
+#: ``workload`` and ``goodput`` (a reader takes the columns as empty in older directories);
+#: 4: ``streams.csv`` ``scenario``; 5: ``streams.csv`` ``ttfo_ms``, ``reasoning_tokens``,
+#: ``tool_tokens``, ``ttftc_ms`` and ``run.json`` ``api`` (the dialect).
+SCHEMA_VERSION = 5
 
 GAP_COLUMNS: tuple[str, ...] = ("stream_id", "index", "gap_ms", "t", "open")
 

@@ -69,6 +69,7 @@ __all__ = [
 
 # ------------------------------------------------------------------------------- the table
 _ENDPOINTS = ("chat", "completions", "stream")
+_APIS = ("openai-chat", "openai-completions", "openai-responses", "anthropic-messages")
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,7 @@ class GoodputSpec(ValueType):
         return " ".join(f"{k}:{v:g}" for k, v in bounds.as_dict().items())
 
     def describe(self) -> str:
-        return "`KEY:MS` words (`ttft`, `tpot`, `e2el`)"
+        return "`KEY:MS` words (`ttft`, `tpot`, `e2el`, `ttfo`)"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -117,7 +118,13 @@ class RunOptions:
     protocol: str = field(default="sse", metadata=option(
         Choice(("sse", "ws", "mixed")), "transport: SSE, WebSocket, or half each"))
     endpoint: str = field(default="chat", metadata=option(
-        Choice(_ENDPOINTS), "/v1/chat/completions, /v1/completions or /v1/stream"))
+        Choice(_ENDPOINTS), "/v1/chat/completions, /v1/completions or /v1/stream (the older form of --api)"))
+    api: str = field(default="", metadata=option(
+        Choice(_APIS, empty=True), "the streaming dialect (docs/outcomes.md): OpenAI chat or completions chunks, "
+        "OpenAI Responses events (/v1/responses) or Anthropic Messages events (/v1/messages); "
+        "default: the one --endpoint names"))
+    path: str | None = field(default=None, metadata=option(
+        Text(name="PATH"), "the request path (default: the dialect's, e.g. /v1/responses)"))
     model: str | None = field(default=None, metadata=option(
         Text(name="NAME"), "model name (default: the first of /v1/models)"))
     max_tokens: int = field(default=64, metadata=option(Integer(1), "max_tokens per request"))
@@ -158,7 +165,7 @@ class RunOptions:
     ws_done_message: str = field(default="[DONE]", metadata=option(
         Text(optional=False, name="TEXT"), "WebSocket: the message that ends a request: text, or a JSON object the message contains"))
     goodput: str = field(default="", metadata=option(
-        GoodputSpec(), "per-request SLOs for goodput, vLLM's syntax in ms: ttft:500 tpot:50 e2el:2000",
+        GoodputSpec(), "per-request SLOs for goodput, vLLM's syntax in ms: ttft:500 tpot:50 e2el:2000 (ttfo: the first answer token)",
         locust=False))
     # --- credentials and transport
     api_key_env: str | None = field(default=None, metadata=option(

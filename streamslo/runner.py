@@ -28,6 +28,7 @@ from streamslo.run_options import (
     locust_argv,
     scenario_values,
 )
+from streamslo.stream.dialects import ENDPOINT_APIS
 
 __all__ = ["RunConfig", "add_arguments", "config_from_args", "execute", "load_scenario", "main", "prepare_out"]
 
@@ -48,7 +49,8 @@ class RunConfig(RunOptions):
     """``--header-file``, ``--header`` and ``--api-key-env`` resolved (validated at once)."""
 
     def __post_init__(self) -> None:
-        headers = resolve_headers(self.header, self.header_file, self.api_key_env)
+        headers = resolve_headers(self.header, self.header_file, self.api_key_env,
+                                  anthropic=self.api == "anthropic-messages")
         object.__setattr__(self, "headers", headers)
 
     def locust_environment(self) -> dict[str, str]:
@@ -326,6 +328,7 @@ def execute(cfg: RunConfig) -> int:
         "protocol": cfg.protocol,
         "protocol_mix": _mix(cfg),
         "endpoint": cfg.endpoint,
+        "api": cfg.api or ENDPOINT_APIS[cfg.endpoint],
         "max_tokens": cfg.max_tokens,
         "stall_timeout": cfg.stall_timeout,
         "request_timeout": cfg.request_timeout,

@@ -121,7 +121,7 @@ def format_summary(summary: SummaryJson, checks: Sequence[Any], run: RunJson) ->
         f"rates     truncation {_rate(summary['truncation_rate'])}   5xx {_rate(summary['http_5xx_rate'])}   errors {_rate(summary['error_rate'])}"
     )
     lines.append(f"{'latency (ms)':<14}{'p50':>10}{'p90':>10}{'p95':>10}{'p99':>10}{'max':>10}{'count':>9}")
-    for name in ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "ttft_sched_ms", "e2e_sched_ms"):
+    for name in ("ttft_ms", "ttfo_ms", "ttftc_ms", "itl_ms", "tpot_ms", "e2e_ms", "ttft_sched_ms", "e2e_sched_ms"):
         st = cast("LatencySummary | None", summary.get(name))
         if not st:
             continue
@@ -135,6 +135,8 @@ def format_summary(summary: SummaryJson, checks: Sequence[Any], run: RunJson) ->
         for outcome, items in top.items():
             for item in items[:3]:
                 lines.append(f"  {outcome:<18}{item['count']:>8,}  {_clip(str(item['error']))}")
+    if summary.get("reasoning_tokens") or summary.get("tool_tokens"):
+        lines.append(f"tokens    reasoning {summary.get('reasoning_tokens', 0)}   tool calls {summary.get('tool_tokens', 0)}")
     if checks:
         lines.append("thresholds")
         for c in checks:

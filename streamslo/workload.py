@@ -22,6 +22,7 @@ from streamslo.errors import BadInputError
 from streamslo.prefix import PrefixGroups
 from streamslo.prompts import TextMeasure
 from streamslo.run_options import DEFAULTS, RunOptions
+from streamslo.stream.dialects import API_PATHS, ENDPOINT_APIS
 from streamslo.stream.timing import StreamExpectations
 
 __all__ = [
@@ -71,18 +72,33 @@ class RequestOptions:
     """A system message first in every chat request (the text, already read from a file)."""
     extra: dict[str, object] = field(default_factory=dict)
     """Further body fields."""
+    api: str = DEFAULTS.api
+    """The streaming dialect (``--api``); empty: the one :attr:`endpoint` names."""
+    path_override: str | None = DEFAULTS.path
+    """``--path``: the request path instead of the dialect's."""
 
     def __post_init__(self) -> None:
         if self.endpoint not in ENDPOINT_PATHS:
             raise BadInputError(
                 f"--endpoint must be one of {', '.join(ENDPOINT_PATHS)}, not {self.endpoint!r}"
             )
+        if self.api and self.api not in API_PATHS:
+            raise BadInputError(f"--api must be one of {', '.join(API_PATHS)}, not {self.api!r}")
+        if self.path_override is not None and not self.path_override.startswith("/"):
+            raise BadInputError(f"--path must start with '/', not {self.path_override!r}")
         if self.max_tokens < 1:
             raise BadInputError(f"--max-tokens must be at least 1, not {self.max_tokens}")
 
     @property
+    def dialect(self) -> str:
+        """The ``--api`` name in effect: ``--api``, else the dialect of ``--endpoint``."""
+        return self.api or ENDPOINT_APIS[self.endpoint]
+
+    @property
     def path(self) -> str:
-        return ENDPOINT_PATHS[self.endpoint]
+        if self.path_override:
+            return self.path_override
+        return API_PATHS[self.api] if self.api else ENDPOINT_PATHS[self.endpoint]
 
     def expectations(self, max_tokens: int | None = None) -> StreamExpectations:
         """What a complete answer looks like; ``max_tokens``: the request's own, if it set one."""
@@ -112,7 +128,11 @@ def build_body(
     body: dict[str, object] = {}
     if opts.model is not None:
         body["model"] = opts.model
-    if opts.endpoint == "chat":
+    dialect = opts.dialect
+    n = max_tokens or opts.max_tokens
+    if dialect in ("openai-responses", "anthropic-messages"):
+        return _event_dialect_body(opts, dialect, body, prompt, history, n)
+    if dialect == "openai-chat":
         messages: list[dict[str, str]] = []
         if opts.system_prompt:
             messages.append({"role": "system", "content": opts.system_prompt})
@@ -126,7 +146,7 @@ def build_body(
         parts += [text for pair in history for text in pair]
         body["prompt"] = "\n\n".join([*parts, prompt]) if parts else prompt
     body["stream"] = True
-    body["max_tokens"] = max_tokens or opts.max_tokens
+    body["max_tokens"] = n
     body["temperature"] = opts.temperature
     if opts.seed is not None:
         body["seed"] = opts.seed
@@ -134,6 +154,43 @@ def build_body(
         body["ignore_eos"] = True
     if opts.include_usage:
         body["stream_options"] = {"include_usage": True}
+    body.update(opts.extra)
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def _event_dialect_body(
+    opts: RequestOptions,
+    dialect: str,
+    body: dict[str, object],
+    prompt: str,
+    history: Sequence[tuple[str, str]],
+    max_tokens: int,
+) -> bytes:
+    """An OpenAI Responses or Anthropic Messages request (docs/outcomes.md, "Dialects").
+
+    Both dialects always report usage (no ``stream_options``) and have no ``seed``; neither
+    has ``ignore_eos`` either, which is sent as the same extension field the OpenAI dialects
+    send (self-hosted servers honour it; ``--no-ignore-eos`` for servers that refuse unknown
+    fields).
+    """
+    messages: list[dict[str, str]] = []
+    for user, assistant in history:
+        messages += [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]
+    messages.append({"role": "user", "content": prompt})
+    if dialect == "openai-responses":
+        if opts.system_prompt:
+            body["instructions"] = opts.system_prompt
+        body["input"] = messages
+        body["max_output_tokens"] = max_tokens
+    else:
+        if opts.system_prompt:
+            body["system"] = opts.system_prompt
+        body["messages"] = messages
+        body["max_tokens"] = max_tokens
+    body["stream"] = True
+    body["temperature"] = opts.temperature
+    if opts.ignore_eos:
+        body["ignore_eos"] = True
     body.update(opts.extra)
     return json.dumps(body, separators=(",", ":")).encode()
 

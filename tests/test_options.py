@@ -202,6 +202,7 @@ def _non_default(o: run_options.RunOption) -> object:
         "ws_chunk_path": "data.chunk", "ws_done_message": '{"type": "done"}',
         "trace": "t.jsonl", "trace_format": "burstgpt", "trace_late": "drop", "cancel_rate": 0.25,
         "cancel_after": "uniform:10tok,20tok", "prefix_tokens": LengthDist.parse("uniform:30,90"),
+        "api": "openai-responses", "path": "/v2/gen",
     }
     if o.name in special:
         return special[o.name]

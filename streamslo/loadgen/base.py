@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 from locust import User, task
 
 from streamslo.loadgen.recorder import RunRecorder, get_recorder
+from streamslo.stream.dialects import EVENT_APIS, tracker_for
 from streamslo.stream.timing import StreamRecord
 from streamslo.stream.tracker import StreamTracker
 from streamslo.transport.sync import ClientLimits, SSEConnection, WSConnection, stream_sse
@@ -68,7 +69,10 @@ def run_one_stream(
     if after_s is not None or after_tokens is not None:
         expect = replace(expect, cancel_after_s=after_s, cancel_after_tokens=after_tokens)
     envelope = recorder.opts.envelope
-    if protocol == "ws":
+    dialect = req.dialect
+    if dialect in EVENT_APIS:  # typed events: chosen here, once, off the chat path
+        tracker = tracker_for(dialect, rec, expect, limits.max_event_bytes, collect_text)
+    elif protocol == "ws":
         tracker = envelope.tracker(rec, expect, limits.max_event_bytes, collect_text)
     else:
         tracker = StreamTracker(rec, expect, limits.max_event_bytes, collect_text)

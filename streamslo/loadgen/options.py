@@ -13,6 +13,7 @@ from typing import Any
 
 from streamslo.redact import Headers, Redactor, resolve_headers, take_inherited_headers
 from streamslo.run_options import RunOptions, from_locust, register_locust_arguments
+from streamslo.stream.dialects import ANTHROPIC_VERSION
 from streamslo.stream.envelope import WSEnvelope
 from streamslo.transport.sync import ClientLimits
 from streamslo.workload import RequestOptions, resolve_system_prompt
@@ -66,10 +67,16 @@ class LoadOptions(RunOptions):
             BadInputError: an option has a bad value (the message names it).
         """
         values = from_locust(options)
+        anthropic = values["api"] == "anthropic-messages"
         headers = take_inherited_headers().merged(
-            resolve_headers(values["header"], values["header_file"], values["api_key_env"], os.environ)
+            resolve_headers(values["header"], values["header_file"], values["api_key_env"], os.environ,
+                            anthropic=anthropic)
         )
+        if anthropic:  # a default: a header of the user's (later) replaces it
+            headers = Headers((("anthropic-version", ANTHROPIC_VERSION),)).merged(headers)
         request = RequestOptions(
+            api=values["api"],
+            path_override=values["path"],
             endpoint=values["endpoint"],
             model=values["model"],
             max_tokens=values["max_tokens"],

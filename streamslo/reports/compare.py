@@ -76,6 +76,22 @@ __all__ = [
 
 #: Latency metrics the report shows, in order.
 LATENCY_METRICS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
+#: Shown too when a run saw reasoning or tool-call tokens: the first answer token.
+ANSWER_METRICS = ("ttfo_ms",)
+
+
+def _latency_metrics(runs: Sequence[LoadedRun]) -> tuple[str, ...]:
+    """The latency metrics of these runs: :data:`LATENCY_METRICS`, and ``ttfo_ms`` when any run
+    measured a first answer token apart from the first token (a reasoning or tool-calling model)."""
+    for run in runs:
+        s = run.streams
+        if all(c in s.columns for c in ("reasoning_tokens", "tool_tokens")) and (
+            (s["reasoning_tokens"].fillna(0) > 0).any() or (s["tool_tokens"].fillna(0) > 0).any()
+        ):
+            return (*LATENCY_METRICS, *ANSWER_METRICS)
+    return LATENCY_METRICS
+
+
 #: Percentiles whose before/after difference gets a confidence interval.
 CI_PERCENTILES = (50, 90, 95, 99)
 #: Rates the report shows (docs/outcomes.md).
@@ -397,7 +413,7 @@ def build_model(
     goodput = ("goodput_per_s", "goodput_fraction")
     shown = ("tokens_per_s", "requests_per_s", *tuple(k for k in goodput if any(k in s for s in summaries)))
     throughput = tuple(_scalar(k, before_s.get(k), summaries[-1].get(k)) for k in shown)
-    latency = tuple(latency_comparison(runs, m, settings) for m in LATENCY_METRICS)
+    latency = tuple(latency_comparison(runs, m, settings) for m in _latency_metrics(runs))
     # The latency tables leave out a metric no run measured; so does the glossary.
     measured = [lc.metric for lc in latency
                 if lc.after.count or (lc.before is not None and lc.before.count)]

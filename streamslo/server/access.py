@@ -45,10 +45,15 @@ def is_loopback(client: Any) -> bool:
 
 
 def _bearer(scope: Scope) -> bytes | None:
+    """The key a request carries: ``Authorization: Bearer <key>``, or Anthropic's
+    ``x-api-key: <key>`` (the Messages dialect's header)."""
     for name, value in scope.get("headers", ()):
         if name.lower() == b"authorization":
             scheme, _, token = bytes(value).strip().partition(b" ")
             return token.strip() if scheme.lower() == b"bearer" else None
+    for name, value in scope.get("headers", ()):
+        if name.lower() == b"x-api-key":
+            return bytes(value).strip()
     return None
 
 

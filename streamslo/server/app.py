@@ -24,6 +24,7 @@ from starlette.types import Receive, Scope, Send
 from streamslo.server import http_api, metrics
 from streamslo.server.access import AccessGuard
 from streamslo.server.config import ServerConfig
+from streamslo.server.dialects import anthropic_error_body
 from streamslo.server.protocol import APIError, error_body
 from streamslo.server.runtime import Runtime
 from streamslo.server.ws_api import ws_endpoint
@@ -61,7 +62,8 @@ async def _api_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, APIError)
     _count(request, exc.status)
     retry = {"retry-after": "1"} if exc.status in (429, 503) else None
-    return JSONResponse(exc.body(), status_code=exc.status, headers=_refusal_headers(request, retry))
+    body = anthropic_error_body(exc.status, exc.message) if request.scope["path"] == "/v1/messages" else exc.body()
+    return JSONResponse(body, status_code=exc.status, headers=_refusal_headers(request, retry))
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -117,6 +119,8 @@ def create_app(config: ServerConfig | None = None) -> Starlette:
         Route("/v1/chat/completions", http_api.chat_completions, methods=post),
         Route("/v1/completions", http_api.completions, methods=post),
         Route("/v1/stream", http_api.legacy_stream, methods=post),
+        Route("/v1/responses", http_api.responses, methods=post),
+        Route("/v1/messages", http_api.messages, methods=post),
         Route("/v1/models", http_api.models, methods=["GET"]),
         Route("/healthz", http_api.healthz, methods=["GET"]),
         Route("/readyz", http_api.readyz, methods=["GET"]),

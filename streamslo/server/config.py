@@ -137,6 +137,14 @@ class ServerConfig:
     api_key_env: str | None = None
     """Name of the environment variable holding the API key; None serves without auth. The
     key itself never travels in the config (nor on a command line)."""
+    reasoning_tokens: int = 0
+    """Play a reasoning model: the first this many tokens of every answer are reasoning deltas
+    (chat ``reasoning_content``, Responses ``response.reasoning_text.delta``, Messages
+    ``thinking_delta``), counted in ``max_tokens`` and in usage as the dialects count them."""
+    tool_call_tokens: int = 0
+    """Play a tool-calling model: the last this many tokens of every answer (of ``max_tokens``)
+    are tool-call argument deltas (chat ``tool_calls``, Responses
+    ``response.function_call_arguments.delta``, Messages ``input_json_delta``)."""
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
     """Free-form notes shown by /healthz (never read by the server)."""
 
@@ -170,6 +178,8 @@ class ServerConfig:
             raise ValueError("--header-timeout and --body-timeout must be > 0")
         if cfg.max_connections < 1:
             raise ValueError("--max-connections must be >= 1")
+        if cfg.reasoning_tokens < 0 or cfg.tool_call_tokens < 0:
+            raise ValueError("--reasoning-tokens and --tool-call-tokens must be >= 0")
         if cfg.prefix_block_tokens < 1 or cfg.prefix_cache_blocks < 0 or cfg.prefill_us_per_token < 0:
             raise ValueError("--prefix-block-tokens must be >= 1, --prefix-cache-blocks and "
                              "--prefill-us-per-token >= 0")

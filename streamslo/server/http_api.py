@@ -17,6 +17,7 @@ from starlette.responses import JSONResponse, Response
 
 from streamslo.server import metrics, workerstate
 from streamslo.server.config import MODEL_ID
+from streamslo.server.dialects import parse_dialect_request
 from streamslo.server.openapi import build_schema
 from streamslo.server.protocol import APIError, error_body, parse_request
 from streamslo.server.runtime import Runtime
@@ -29,11 +30,13 @@ __all__ = [
     "debug_workers",
     "healthz",
     "legacy_stream",
+    "messages",
     "metrics_endpoint",
     "models",
     "openapi_json",
     "read_body",
     "readyz",
+    "responses",
 ]
 
 
@@ -89,6 +92,27 @@ async def _generate(request: Request, kind: str, endpoint: str, default_stream: 
     if not req.stream:
         return await complete_response(stream, chunks)
     return SSEStreamResponse(stream, chunks, endpoint)
+
+
+async def _generate_dialect(request: Request, kind: str, endpoint: str) -> Response:
+    rt = _rt(request)
+    raw = await read_body(request)
+    req = parse_dialect_request(raw, kind, rt.cfg.default_max_tokens, rt.rng, rt.cfg.max_tokens_limit)
+    stream, chunks = rt.open(req)
+    metrics.REQUESTS.labels(endpoint, "200").inc()
+    if not req.stream:
+        return await complete_response(stream, chunks)
+    return SSEStreamResponse(stream, chunks, endpoint)
+
+
+async def responses(request: Request) -> Response:
+    """``POST /v1/responses`` (OpenAI Responses API events)."""
+    return await _generate_dialect(request, "responses", "/v1/responses")
+
+
+async def messages(request: Request) -> Response:
+    """``POST /v1/messages`` (Anthropic Messages events)."""
+    return await _generate_dialect(request, "messages", "/v1/messages")
 
 
 async def chat_completions(request: Request) -> Response:

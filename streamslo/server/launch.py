@@ -93,6 +93,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     m.add_argument("--cancel-after", type=float, default=d.cancel_after_s,
                    help="silent-cancel: seconds of generation before the contention cancel")
     m.add_argument("--default-max-tokens", type=int, default=d.default_max_tokens)
+    m.add_argument("--reasoning-tokens", type=int, default=d.reasoning_tokens,
+                   help="play a reasoning model: the first N tokens of every answer are reasoning "
+                        "deltas, in each dialect's field (chat: reasoning_content; Responses: "
+                        "response.reasoning_text.delta; Messages: thinking_delta) (default 0)")
+    m.add_argument("--tool-call-tokens", type=int, default=d.tool_call_tokens,
+                   help="play a tool-calling model: the last N tokens of every answer (of max_tokens) are "
+                        "tool-call argument deltas (chat: tool_calls; Responses: "
+                        "response.function_call_arguments.delta; Messages: input_json_delta) (default 0)")
     m.add_argument("--prefix-block-tokens", type=int, default=d.prefix_block_tokens,
                    help="prefix cache: token ids per cached block")
     m.add_argument("--prefix-cache-blocks", type=int, default=d.prefix_cache_blocks,
@@ -120,6 +128,7 @@ def config_from_args(args: argparse.Namespace, state_file: str | None = None) ->
             graceful_timeout_s=args.graceful_timeout, state_file=state_file, server=args.server,
             max_body_bytes=args.max_body_bytes, header_timeout_s=args.header_timeout,
             body_timeout_s=args.body_timeout, max_connections=args.max_connections,
+            reasoning_tokens=args.reasoning_tokens, tool_call_tokens=args.tool_call_tokens,
             api_key_env=args.api_key_env, prefix_block_tokens=args.prefix_block_tokens,
             prefix_cache_blocks=args.prefix_cache_blocks, prefill_us_per_token=args.prefill_us_per_token,
         )

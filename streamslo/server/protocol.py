@@ -202,9 +202,26 @@ def parse_request(raw: bytes | str, kind: str | None, default_max_tokens: int,
 
 
 class ChunkFactory:
-    """Builds one request's chunks (SSE data or WS frames) and its non-streaming response."""
+    """Builds one request's chunks (SSE data or WS frames) and its non-streaming response.
 
-    def __init__(self, req: ParsedRequest, prompt_tokens: int, cached_tokens: int = 0) -> None:
+    Args:
+        req: the request.
+        prompt_tokens: the prompt's length in tokens (usage).
+        cached_tokens: prompt tokens served from the prefix cache (usage).
+        reasoning: play a reasoning model: the first this many tokens are reasoning deltas
+            (chat: ``delta.reasoning_content``; completions have no such field).
+        tool: play a tool-calling model: the last this many tokens (of ``max_tokens``) are
+            tool-call argument deltas (chat: ``delta.tool_calls``; not on completions).
+    """
+
+    framed = False
+    """Whether :meth:`token` and friends return whole SSE events (the event dialects, whose
+    events carry ``event:`` lines) rather than one event's data."""
+    done = b"data: [DONE]\n\n"
+    """What ends an SSE stream after the last chunk (the event dialects: nothing more)."""
+
+    def __init__(self, req: ParsedRequest, prompt_tokens: int, cached_tokens: int = 0, reasoning: int = 0,
+                 tool: int = 0) -> None:
         self.req = req
         self.cached_tokens = cached_tokens
         """Prompt tokens served from the prefix cache (``usage.prompt_tokens_details``)."""
@@ -219,6 +236,12 @@ class ChunkFactory:
             f'{{"id":"{self.id}","object":"{self.object}","created":{self.created},'
             f'"model":{json.dumps(req.model)},"choices":[{{"index":0,'
         )
+        self._reasoning_left = reasoning if self.chat else 0
+        # Tool mode only: the token index where the tool call starts (None: never).
+        self._tool_from = max(reasoning, req.max_tokens - tool) if tool and self.chat else None
+        self._i = 0
+        self.tool_called = False
+        """A tool call began (a natural end is then ``tool_calls``)."""
 
     def role(self) -> str | None:
         """The first chat chunk (role, no content); None for completions."""
@@ -230,8 +253,28 @@ class ChunkFactory:
         """One content chunk holding one token."""
         t = json.dumps(text)
         if self.chat:
+            if self._tool_from is not None:
+                i = self._i
+                self._i += 1
+                if i >= self._tool_from:
+                    return self._tool_token(t)
+            if self._reasoning_left:
+                self._reasoning_left -= 1
+                return f'{self._head}"delta":{{"reasoning_content":{t}}},"finish_reason":null}}]}}'
             return f'{self._head}"delta":{{"content":{t}}},"finish_reason":null}}]}}'
         return f'{self._head}"text":{t},"logprobs":null,"finish_reason":null}}]}}'
+
+    def _tool_token(self, t: str) -> str:
+        if not self.tool_called:
+            self.tool_called = True
+            call = f'{{"index":0,"id":"call_{self.id[-8:]}","type":"function","function":{{"name":"lookup","arguments":{t}}}}}'
+        else:
+            call = f'{{"index":0,"function":{{"arguments":{t}}}}}'
+        return f'{self._head}"delta":{{"tool_calls":[{call}]}},"finish_reason":null}}]}}'
+
+    def error(self, message: str) -> str:
+        """An in-stream error (the server failed mid-stream)."""
+        return json.dumps(error_body(500, message, "server_error"))
 
     def _usage(self, completion: int) -> dict[str, Any]:
         return {"prompt_tokens": self.prompt_tokens, "completion_tokens": completion,
@@ -240,6 +283,8 @@ class ChunkFactory:
 
     def finish(self, reason: str, completion_tokens: int) -> str:
         """The last chunk: empty delta/text, ``finish_reason``, and usage when asked."""
+        if reason == "stop" and self.tool_called:
+            reason = "tool_calls"
         choice: dict[str, Any] = {"index": 0, "finish_reason": reason}
         if self.chat:
             choice["delta"] = {}

@@ -19,6 +19,7 @@ import torch
 
 from streamslo.server import metrics, workerstate
 from streamslo.server.config import ServerConfig
+from streamslo.server.dialects import chunk_factory
 from streamslo.server.engine import BatchEngine, GenRequest, Overloaded, TokenStream
 from streamslo.server.model import GPT, GPTConfig
 from streamslo.server.naive import LoopGenerator, RequestSetup, freeze_heap, heavy_boot_heap
@@ -162,7 +163,8 @@ class Runtime:
             raise APIError(429, f"server is at capacity: {exc}", "rate_limit_error") from None
         self.streams.add(stream)
         stream.on_close.append(lambda: self.streams.discard(stream))
-        return stream, ChunkFactory(req, len(ids), cached)
+        return stream, chunk_factory(req, len(ids), self.cfg.reasoning_tokens, self.cfg.tool_call_tokens,
+                                     cached_tokens=cached)
 
     def backlog_bytes(self) -> float:
         """Bytes generated but not yet accepted by the transport, over all streams."""

@@ -8,7 +8,6 @@ write timeout (a slow reader), and it counts tokens written, so the buffer bound
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -66,7 +65,7 @@ async def pump(stream: TokenStream, chunks: ChunkFactory, emit: Callable[[str], 
                 await emit(chunks.finish(value, n))
                 return value
             else:
-                await emit(json.dumps(error_body(500, value, "server_error")))
+                await emit(chunks.error(value))
                 return "error"
         return "cancelled"
     finally:
@@ -96,15 +95,17 @@ class SSEStreamResponse(Response):
         t0 = time.perf_counter()
         await send({"type": "http.response.start", "status": 200, "headers": sse.HEADERS})
 
+        encode = (lambda data: data.encode()) if self.chunks.framed else sse.encode
+
         async def emit(data: str) -> None:
-            await send({"type": "http.response.body", "body": sse.encode(data), "more_body": True})
+            await send({"type": "http.response.body", "body": encode(data), "more_body": True})
 
         listener = asyncio.ensure_future(self._listen(receive))
         outcome = "error"
         try:
             outcome = await pump(self.stream, self.chunks, emit, "sse")
             if outcome != "cancelled":
-                await send({"type": "http.response.body", "body": sse.DONE, "more_body": False})
+                await send({"type": "http.response.body", "body": self.chunks.done, "more_body": False})
         except asyncio.CancelledError:
             if not write_timed_out(self.stream):
                 raise

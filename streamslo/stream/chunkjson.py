@@ -17,6 +17,9 @@ from typing import Any, NoReturn
 from streamslo.stream.caps import MAX_JSON_DEPTH
 
 __all__ = [
+    "ANSWER",
+    "REASONING",
+    "TOOL",
     "ChunkJSONError",
     "error_message",
     "error_status",
@@ -25,7 +28,15 @@ __all__ = [
     "loads_chunk",
 ]
 
-_CONTENT_KEYS = ("content", "reasoning_content", "reasoning")
+_REASONING_KEYS = ("reasoning_content", "reasoning")
+
+#: What a token position carries (:func:`has_text`'s answer; 0: not a token).
+ANSWER = 1
+"""Answer text (``content``, ``text``): the message a conversation sends back."""
+REASONING = 2
+"""Reasoning text (``reasoning_content``, vLLM's ``reasoning``; a dialect's reasoning deltas)."""
+TOOL = 3
+"""Tool-call arguments or a tool's name."""
 # The characters that matter to nesting: quotes and backslashes (strings), brackets.
 _SPECIAL = re.compile(r'["\\\[\]{}]')
 
@@ -93,25 +104,29 @@ def loads_chunk(text: str) -> Any:
         raise ChunkJSONError(str(exc)[:120]) from None
 
 
-def has_text(choice: dict[str, Any]) -> bool:
-    """Whether one choice of a chunk carries text in any field (a content chunk)."""
+def has_text(choice: dict[str, Any]) -> int:
+    """Whether one choice of a chunk carries text in any field (a content chunk), and which
+    kind: :data:`ANSWER`, :data:`REASONING` or :data:`TOOL` (all truthy), else 0."""
     text = choice.get("text")
     if isinstance(text, str) and text:
-        return True
+        return ANSWER
     delta = choice.get("delta")
     if not isinstance(delta, dict):
-        return False
-    for key in _CONTENT_KEYS:
+        return 0
+    v = delta.get("content")
+    if isinstance(v, str) and v:
+        return ANSWER
+    for key in _REASONING_KEYS:
         v = delta.get(key)
         if isinstance(v, str) and v:
-            return True
+            return REASONING
     calls = delta.get("tool_calls")
     if isinstance(calls, list):
         for call in calls:
             fn = call.get("function") if isinstance(call, dict) else None
             if isinstance(fn, dict) and (fn.get("arguments") or fn.get("name")):
-                return True
-    return False
+                return TOOL
+    return 0
 
 
 def error_status(error: Any, default: int) -> int:

@@ -11,7 +11,15 @@ from dataclasses import dataclass, field
 
 from streamslo.stream.outcome import Outcome
 
-__all__ = ["REPLAY_COLUMNS", "SCENARIO_COLUMNS", "STREAM_COLUMNS", "WORKLOAD_COLUMNS", "StreamExpectations", "StreamRecord"]
+__all__ = [
+    "REPLAY_COLUMNS",
+    "SCENARIO_COLUMNS",
+    "STREAM_COLUMNS",
+    "TOKEN_KIND_COLUMNS",
+    "WORKLOAD_COLUMNS",
+    "StreamExpectations",
+    "StreamRecord",
+]
 
 #: The columns of ``streams.csv``, in order (``docs/results.md``).
 STREAM_COLUMNS: tuple[str, ...] = (
@@ -38,6 +46,10 @@ STREAM_COLUMNS: tuple[str, ...] = (
     "scenario",
     "schedule_lag_ms",
     "cached_tokens",
+    "ttfo_ms",
+    "reasoning_tokens",
+    "tool_tokens",
+    "ttftc_ms",
 )
 
 #: The columns added by results schema 3 (token counts, multi-turn conversations): a reader
@@ -53,6 +65,10 @@ SCENARIO_COLUMNS: tuple[str, ...] = ("scenario",)
 #: prefix cache (``usage.prompt_tokens_details.cached_tokens``). A reader of an older directory
 #: takes them as empty.
 REPLAY_COLUMNS: tuple[str, ...] = ("schedule_lag_ms", "cached_tokens")
+#: The columns added by results schema 5 (reasoning- and tool-aware timing, docs/timing.md):
+#: the time to the first answer token and the reasoning and tool-call token counts. A reader
+#: of an older directory takes them as empty.
+TOKEN_KIND_COLUMNS: tuple[str, ...] = ("ttfo_ms", "reasoning_tokens", "tool_tokens", "ttftc_ms")
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +137,16 @@ class StreamRecord:
     """True when the last gap is a failed stream's open gap (last chunk to the end)."""
     reported_tokens: int | None = None
     """Token count for tpot: content chunks, or usage under coalesced chunks."""
+    ttfo_s: float | None = None
+    """Start to the first *answer* token (AIPerf's TTFO): reasoning and tool-call tokens come
+    before it; None when no answer token arrived."""
+    reasoning_tokens: int = 0
+    """Token positions that carried reasoning (``reasoning_content``, reasoning deltas,
+    ``thinking_delta``); part of :attr:`tokens`."""
+    tool_tokens: int = 0
+    """Token positions that carried tool-call arguments (or a tool's name); part of :attr:`tokens`."""
+    ttftc_s: float | None = None
+    """Start to the first tool-call token (time to first tool call); None without one."""
 
     @property
     def max_gap_s(self) -> float | None:
@@ -160,4 +186,8 @@ class StreamRecord:
             "schedule_lag_ms": (None if self.scheduled_at is None
                                 else round((self.started_at - self.scheduled_at) * 1000.0, 3)),
             "cached_tokens": self.cached_tokens,
+            "ttfo_ms": _ms(self.ttfo_s),
+            "reasoning_tokens": self.reasoning_tokens,
+            "tool_tokens": self.tool_tokens,
+            "ttftc_ms": _ms(self.ttftc_s),
         }

@@ -32,7 +32,14 @@ from enum import Enum
 from typing import cast
 
 from streamslo.stream.caps import MAX_AFTER_DONE_BYTES, MAX_ERROR_BODY_BYTES
-from streamslo.stream.chunkjson import error_message, error_status, has_text, loads_chunk
+from streamslo.stream.chunkjson import (
+    ANSWER,
+    REASONING,
+    error_message,
+    error_status,
+    has_text,
+    loads_chunk,
+)
 from streamslo.stream.outcome import Outcome, status_began
 from streamslo.stream.sse import DEFAULT_MAX_EVENT_BYTES, SSEDecoder, SSEEvent, SSEProtocolError
 from streamslo.stream.timing import StreamExpectations, StreamRecord
@@ -435,7 +442,7 @@ class StreamTracker:
         if not isinstance(choices, list):
             self._finish(t, Outcome.MALFORMED, "choices is not a list")
             return
-        content = False
+        content = 0  # the token's kind (chunkjson.ANSWER, REASONING, TOOL); 0: no token
         for choice in choices:
             if not isinstance(choice, dict):
                 self._finish(t, Outcome.MALFORMED, "a choice is not an object")
@@ -446,14 +453,15 @@ class StreamTracker:
                     self._finish(t, Outcome.MALFORMED, "finish_reason is not a string")
                     return
                 rec.finish_reason = fr
-            if not content and has_text(choice):
-                content = True
+            if not content:
+                content = has_text(choice)
         if content:
             if self.text is not None:
                 self.text.append(_content_text(choices))
-            self._token(t)
+            self._token(t, content)
 
-    def _token(self, t: float) -> None:
+    def _token(self, t: float, kind: int = ANSWER) -> None:
+        """One token position at ``t``; ``kind``: what it carried (chunkjson's kinds)."""
         rec = self.rec
         rec.tokens += 1
         self._ws_content_seen = True
@@ -464,6 +472,15 @@ class StreamTracker:
             rec.gap_s.append(t - last)
             rec.gap_t.append(t)
         self._last_token_t = t
+        if kind == ANSWER:
+            if rec.ttfo_s is None:
+                rec.ttfo_s = t - rec.t0
+        elif kind == REASONING:
+            rec.reasoning_tokens += 1
+        else:
+            rec.tool_tokens += 1
+            if rec.ttftc_s is None:
+                rec.ttftc_s = t - rec.t0
         ex = self._expect
         mt = ex.max_tokens
         if mt is not None and rec.tokens > mt:

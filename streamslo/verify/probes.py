@@ -21,6 +21,7 @@ from typing import Any
 
 from streamslo.stream import caps
 from streamslo.stream.chunkjson import loads_chunk
+from streamslo.stream.dialects import API_PATHS, ENDPOINT_APIS, tracker_for
 from streamslo.stream.timing import StreamExpectations, StreamRecord
 from streamslo.stream.tracker import StreamTracker
 from streamslo.transport.common import ClientLimits
@@ -54,19 +55,25 @@ class ProbeRequest:
     request_timeout_s: float = 60.0
     """The whole request ends ``timeout`` past this."""
     headers: tuple[tuple[str, str], ...] = ()
+    api: str = ""
+    """The dialect (``--api`` names); empty: the one :attr:`endpoint` names."""
 
     def options(self, model: str) -> RequestOptions:
         """The shared request options (:mod:`streamslo.workload`) for this probe."""
         return RequestOptions(
             endpoint=self.endpoint, model=model, max_tokens=self.max_tokens,
-            ignore_eos=self.ignore_eos, include_usage=self.include_usage,
+            ignore_eos=self.ignore_eos, include_usage=self.include_usage, api=self.api,
         )
 
     @property
     def path(self) -> str:
         if self.endpoint not in ENDPOINT_PATHS:
             raise ValueError(f"unknown endpoint {self.endpoint!r}; expected {', '.join(ENDPOINT_PATHS)}")
-        return ENDPOINT_PATHS[self.endpoint]
+        return API_PATHS[self.api] if self.api else ENDPOINT_PATHS[self.endpoint]
+
+    def tracker(self, rec: StreamRecord) -> StreamTracker:
+        """The tracker of this probe's dialect."""
+        return tracker_for(self.api or ENDPOINT_APIS[self.endpoint], rec, self.expectations)
 
     @property
     def expectations(self) -> StreamExpectations:
@@ -131,7 +138,7 @@ async def probe_sse(base_url: str, req: ProbeRequest | None = None) -> StreamRec
     async with httpx.AsyncClient(timeout=timeout) as client:
         model = await _model(client, base_url, req)
         rec = _record("sse")
-        tracker = StreamTracker(rec, req.expectations)
+        tracker = req.tracker(rec)
 
         async def trace(name: str, info: Any) -> None:
             if name == "connection.connect_tcp.complete":
@@ -237,7 +244,7 @@ async def probe_ws(base_url: str, req: ProbeRequest | None = None) -> StreamReco
     async with httpx.AsyncClient(timeout=httpx.Timeout(req.stall_timeout_s)) as client:
         model = await _model(client, base_url, req)
     rec = _record("ws")
-    tracker = StreamTracker(rec, req.expectations)
+    tracker = req.tracker(rec)
     try:
         async with asyncio.timeout(req.request_timeout_s):
             async with connect(

@@ -43,6 +43,7 @@ def stream_row(stream_id: str, **fields: Any) -> dict[str, Any]:
         "max_gap_ms": None, "bytes": 1000, "error": "",
         "usage_prompt_tokens": None, "conversation_id": None, "turn": None, "scenario": None,
         "schedule_lag_ms": None, "cached_tokens": None,
+        "ttfo_ms": 50.0, "reasoning_tokens": 0, "tool_tokens": 0, "ttftc_ms": None,
     }
     unknown = sorted(set(fields) - set(STREAM_COLUMNS))
     if unknown:

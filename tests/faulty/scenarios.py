@@ -18,7 +18,12 @@ __all__ = ["EXPECTED", "HOSTILE", "MIXES", "SCENARIOS", "UNSETTLED", "WS_HANDSHA
 
 #: Path-selected mixes: ``/s/<mix>/...`` gives each request (each WebSocket connection) the
 #: next scenario of the mix in turn.
-MIXES: dict[str, tuple[str, ...]] = {"mix_hostile": ("ok", *HOSTILE)}
+MIXES: dict[str, tuple[str, ...]] = {
+    "mix_hostile": ("ok", *HOSTILE),
+    # /v1/responses and /v1/messages (tests/faulty/dialects.py): each dialect's faults in turn.
+    "mix_dialect": ("ok", "cut", "no_terminal", "error_midway", "filtered", "keepalive", "empty_deltas",
+                    "usage_more", "ok_reasoning"),
+}
 
 #: Scenarios that, on WebSocket, act on the handshake when selected by the path prefix.
 #: :data:`EXPECTED` assumes the path prefix for these on ``ws``.

@@ -88,6 +88,7 @@ from tests.faulty.constants import (
     TIMED_ITL_S,
     TIMED_TTFT_S,
 )
+from tests.faulty.dialects import DIALECT_ENDPOINTS, DIALECT_SCENARIOS, run_dialect
 from tests.faulty.responses import Request, SseOut, WsOut, token_text
 from tests.faulty.scenarios import EXPECTED, MIXES, SCENARIOS, UNSETTLED, WS_HANDSHAKE_SCENARIOS
 from tests.faulty.wire import (
@@ -165,7 +166,7 @@ async def _handle_http(conn: Conn, http: HttpRequest) -> bool:
     """Answer one HTTP request; True when the connection can carry another."""
     keep = http.keep_alive
     forced, path = _split_scenario(http.target.split("?", 1)[0])
-    if forced is not None and forced not in SCENARIOS:
+    if forced is not None and forced not in SCENARIOS and forced not in DIALECT_SCENARIOS:
         await send_json(conn, 404, error_body(404, f"no scenario {forced!r}"), keep_alive=keep)
         return keep
     if path == "/v1/ws":
@@ -175,6 +176,8 @@ async def _handle_http(conn: Conn, http: HttpRequest) -> bool:
         body = _models() if path == "/v1/models" else {"status": "ok"}
         await send_json(conn, 200, body, keep_alive=keep)
         return keep
+    if path in DIALECT_ENDPOINTS and http.method == "POST":
+        return await _handle_dialect(conn, http, DIALECT_ENDPOINTS[path], forced, keep)
     endpoint = _ENDPOINTS.get(path)
     if endpoint is None or http.method != "POST":
         status = 404 if endpoint is None else 405
@@ -199,6 +202,27 @@ async def _handle_http(conn: Conn, http: HttpRequest) -> bool:
     if conn.closed:
         return False
     if not out.ended:  # a scenario that forgot to end: end it cleanly
+        await out.finish()
+    return keep and not conn.closed
+
+
+async def _handle_dialect(conn: Conn, http: HttpRequest, dialect: str, forced: str | None, keep: bool) -> bool:
+    """``POST /v1/responses`` or ``/v1/messages``: the scenario of :mod:`tests.faulty.dialects`."""
+    try:
+        body = json.loads(http.body or b"{}")
+        if not isinstance(body, dict):
+            raise ValueError("not an object")
+    except ValueError:
+        await send_json(conn, 400, error_body(400, "body is not a JSON object"), keep_alive=keep)
+        return keep
+    name = str(forced or body.get("model") or "ok")
+    out = SseOut(conn, Request("chat", body, name), keep_alive=keep)
+    if not await run_dialect(out, dialect, body, name):
+        await send_json(conn, 404, error_body(404, f"model {name!r} not found"), keep_alive=keep)
+        return keep
+    if conn.closed:
+        return False
+    if not out.ended:
         await out.finish()
     return keep and not conn.closed
 

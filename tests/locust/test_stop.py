@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from streamslo.results import Layout, load_run
+from streamslo.results import SCHEMA_VERSION, Layout, load_run
 from tests.locust.helpers import REPO
 
 pytestmark = pytest.mark.load
@@ -96,7 +96,7 @@ def _wait_rows(streams_csv: Path, proc: subprocess.Popen[str], timeout: float) -
 
 def _finalized(out: Path) -> dict:
     run = json.loads(Layout(out).run_json.read_text())
-    assert run["complete"] is True and run["schema_version"] == 4
+    assert run["complete"] is True and run["schema_version"] == SCHEMA_VERSION
     data = load_run(out)
     assert len(data.streams) > 0 and (data.streams["outcome"] == "ok").sum() > 0
     assert data.skipped_rows == 0

@@ -12,7 +12,7 @@ import pytest
 
 from streamslo import thresholds
 from streamslo.finalize import finalize, finalize_killed
-from streamslo.results import Layout, ResultsWriter, load_run, read_json
+from streamslo.results import SCHEMA_VERSION, Layout, ResultsWriter, load_run, read_json
 from tests.results_dir.helpers import record
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,7 +39,7 @@ def test_a_run_is_incomplete_until_finalized(tmp_path):
     assert load_run(out).complete is False
     summary, _ = finalize(out, {"end_epoch": T0 + 10})
     run = read_json(Layout(out).run_json)
-    assert run["complete"] is True and run["schema_version"] == 4 and "finalized_at" in run
+    assert run["complete"] is True and run["schema_version"] == SCHEMA_VERSION and "finalized_at" in run
     assert summary["requests"] == 6 and load_run(out).complete
 
 

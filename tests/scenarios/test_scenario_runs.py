@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from streamslo.results import SCHEMA_VERSION
 from tests.locust.helpers import streams, streamslo_run
 
 pytestmark = pytest.mark.load
@@ -145,7 +146,7 @@ startTime = "500ms"
     assert slo["itl_ms{scenario:chat,protocol:sse} count>0"]["passed"]
     assert not slo["e2e_ms max<900"]["passed"]
     run = json.loads((out / "run.json").read_text())
-    assert [sc["name"] for sc in run["scenarios"]] == ["chat", "bulk"] and run["schema_version"] == 4
+    assert [sc["name"] for sc in run["scenarios"]] == ["chat", "bulk"] and run["schema_version"] == SCHEMA_VERSION
     # Per-scenario figures: summary.json and the report's scenario table.
     figures = json.loads((out / "summary.json").read_text())["scenarios"]
     assert figures["chat"]["requests"] == len(chat) and figures["bulk"]["requests"] == 12

@@ -8,6 +8,7 @@ import json
 import pandas as pd
 import pytest
 
+from streamslo.results import SCHEMA_VERSION
 from tests.faulty.fixtures import faulty_server  # noqa: F401
 from tests.locust.helpers import streamslo_run
 
@@ -35,7 +36,7 @@ def test_multi_turn_conversations_carry_their_history(faulty_server, tmp_path): 
     assert s["conversation_id"].nunique() >= 3
     run = json.loads((out / "run.json").read_text())
     assert run["workload"]["turns"] == 3 and run["workload"]["system_prompt"] is True
-    assert run["schema_version"] == 4
+    assert run["schema_version"] == SCHEMA_VERSION
 
 
 def test_a_dataset_sets_each_requests_max_tokens_and_goodput_is_recorded(faulty_server, tmp_path):  # noqa: F811

@@ -1,0 +1,173 @@
+"""The bundled server's /v1/responses and /v1/messages against the dialects' documented event
+shapes (read here by a plain line parser, independent of streamslo's core), and the same
+streams judged by streamslo's dialect trackers: ok, token counts equal to usage, reasoning
+deltas first (``--reasoning-tokens``)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from streamslo.stream.dialects import tracker_for
+from streamslo.stream.timing import StreamRecord
+from streamslo.transport.sync import ClientLimits, Target, stream_sse
+from streamslo.workload import RequestOptions, build_body
+from tests.target_server.conftest import Server, start_server
+
+N = 10
+REASONING = 3
+
+
+@pytest.fixture(scope="module")
+def reasoning_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    s = start_server(["--mode", "fixed", "--token-interval-ms", "5", "--reasoning-tokens", str(REASONING)],
+                     tmp_path_factory.mktemp("reasoning"))
+    yield s
+    s.stop()
+
+
+def events(url: str, path: str, body: dict[str, object], headers: dict[str, str] | None = None
+           ) -> tuple[int, list[tuple[str, dict[str, object]]]]:
+    """(status, [(event name, data object)]) read with a plain line parser."""
+    out: list[tuple[str, dict[str, object]]] = []
+    with httpx.stream("POST", url + path, json=body, headers=headers, timeout=30) as r:
+        if r.status_code != 200:
+            r.read()
+            return r.status_code, [("", r.json())]
+        assert r.headers["content-type"].startswith("text/event-stream")
+        name, data = "", []
+        for line in r.iter_lines():
+            if line.startswith("event:"):
+                name = line[6:].strip()
+            elif line.startswith("data:"):
+                data.append(line[5:].strip())
+            elif not line and data:
+                out.append((name, json.loads("\n".join(data))))
+                name, data = "", []
+    return 200, out
+
+
+RESPONSES = {"model": "m", "input": [{"role": "user", "content": "tell me a story"}], "stream": True,
+             "max_output_tokens": N, "ignore_eos": True, "temperature": 1.0}
+MESSAGES = {"model": "m", "messages": [{"role": "user", "content": "tell me a story"}], "stream": True,
+            "max_tokens": N, "ignore_eos": True}
+
+
+def test_responses_events_follow_the_documented_shape(reasoning_server: Server) -> None:
+    status, evs = events(reasoning_server.url, "/v1/responses", RESPONSES)
+    assert status == 200
+    names = [n for n, _ in evs]
+    assert all(n == d["type"] for n, d in evs)
+    assert names[:2] == ["response.created", "response.in_progress"]
+    assert [d["sequence_number"] for _, d in evs] == list(range(len(evs)))
+    deltas = [n for n in names if n.endswith(".delta")]
+    assert deltas == ["response.reasoning_text.delta"] * REASONING + ["response.output_text.delta"] * (N - REASONING)
+    assert names[-1] == "response.incomplete"
+    final = evs[-1][1]["response"]
+    assert isinstance(final, dict)
+    assert final["status"] == "incomplete" and final["incomplete_details"] == {"reason": "max_output_tokens"}
+    assert final["usage"]["output_tokens"] == N
+    assert final["usage"]["output_tokens_details"]["reasoning_tokens"] == REASONING
+    text = "".join(str(d["delta"]) for n, d in evs if n == "response.output_text.delta")
+    assert final["output"][-1]["content"][0]["text"] == text
+
+
+def test_responses_without_ignore_eos_completes_or_runs_out(reasoning_server: Server) -> None:
+    status, evs = events(reasoning_server.url, "/v1/responses", {**RESPONSES, "ignore_eos": False, "input": "hi"})
+    assert status == 200 and evs[-1][0] in ("response.completed", "response.incomplete")
+
+
+def test_messages_events_follow_the_documented_shape(reasoning_server: Server) -> None:
+    status, evs = events(reasoning_server.url, "/v1/messages", MESSAGES,
+                         headers={"anthropic-version": "2023-06-01"})
+    assert status == 200
+    names = [n for n, _ in evs]
+    assert all(n == d["type"] for n, d in evs)
+    assert names[0] == "message_start" and names[-2:] == ["message_delta", "message_stop"]
+    kinds = [d["delta"]["type"] for n, d in evs if n == "content_block_delta"]  # type: ignore[index]
+    assert kinds == ["thinking_delta"] * REASONING + ["signature_delta"] + ["text_delta"] * (N - REASONING)
+    starts = [d["content_block"]["type"] for n, d in evs if n == "content_block_start"]  # type: ignore[index]
+    assert starts == ["thinking", "text"]
+    assert names.count("content_block_stop") == 2
+    delta = evs[-2][1]
+    assert delta["delta"] == {"stop_reason": "max_tokens", "stop_sequence": None}
+    assert delta["usage"] == {"output_tokens": N}
+
+
+def test_messages_requires_max_tokens_with_anthropic_errors(reasoning_server: Server) -> None:
+    body = {k: v for k, v in MESSAGES.items() if k != "max_tokens"}
+    status, evs = events(reasoning_server.url, "/v1/messages", body)
+    assert status == 400
+    err = evs[0][1]
+    assert err["type"] == "error" and err["error"]["type"] == "invalid_request_error"  # type: ignore[index]
+    assert "max_tokens" in err["error"]["message"]  # type: ignore[index]
+
+
+@pytest.mark.parametrize("api", ["openai-chat", "openai-responses", "anthropic-messages"])
+def test_streamslo_reads_each_dialect(reasoning_server: Server, api: str) -> None:
+    opts = RequestOptions(api=api, max_tokens=N)
+    rec = StreamRecord(api, "sse", "test", time.time(), time.perf_counter())
+    tracker = tracker_for(api, rec, opts.expectations())
+    stream_sse(Target.from_url(reasoning_server.url), opts.path, build_body(opts, "hello"), tracker,
+               ClientLimits(stall_timeout=10, request_timeout=30))
+    assert rec.outcome == "ok", rec.error
+    assert rec.tokens == N == rec.usage_completion_tokens
+    assert rec.reasoning_tokens == REASONING and rec.tool_tokens == 0
+    assert rec.ttft_s is not None and rec.ttfo_s is not None
+    assert rec.ttfo_s - rec.ttft_s >= REASONING * 0.005 * 0.8  # three decode steps of 5 ms
+    assert len(rec.gap_s) == N - 1
+
+
+def test_api_key_in_x_api_key(tmp_path: Path) -> None:
+    s = start_server(["--mode", "fixed", "--api-key-env", "DIALECT_KEY"], tmp_path, env={"DIALECT_KEY": "sekrit"})
+    try:
+        assert events(s.url, "/v1/messages", MESSAGES)[0] == 401
+        status, evs = events(s.url, "/v1/messages", MESSAGES, headers={"x-api-key": "sekrit"})
+        assert status == 200 and evs[-1][0] == "message_stop"
+    finally:
+        s.stop()
+
+
+TOOL = 3
+
+
+@pytest.fixture(scope="module")
+def tool_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    s = start_server(["--mode", "fixed", "--token-interval-ms", "5", "--reasoning-tokens", "2",
+                      "--tool-call-tokens", str(TOOL)], tmp_path_factory.mktemp("tools"))
+    yield s
+    s.stop()
+
+
+@pytest.mark.parametrize("api", ["openai-chat", "openai-responses", "anthropic-messages"])
+def test_tool_calling_mode(tool_server: Server, api: str) -> None:
+    """--tool-call-tokens: the last tokens are tool-call argument deltas in each dialect's own
+    shape; streamslo counts them as tool tokens, and the stream is still ok."""
+    opts = RequestOptions(api=api, max_tokens=N)
+    rec = StreamRecord(api, "sse", "test", time.time(), time.perf_counter())
+    stream_sse(Target.from_url(tool_server.url), opts.path, build_body(opts, "hello"),
+               tracker_for(api, rec, opts.expectations()), ClientLimits(stall_timeout=10, request_timeout=30))
+    assert rec.outcome == "ok", rec.error
+    assert (rec.tokens, rec.reasoning_tokens, rec.tool_tokens) == (N, 2, TOOL)
+    assert rec.usage_completion_tokens == N
+    assert rec.ttftc_s is not None and rec.ttfo_s is not None and rec.ttftc_s > rec.ttfo_s
+
+
+def test_tool_events_follow_the_documented_shape(tool_server: Server) -> None:
+    _, evs = events(tool_server.url, "/v1/responses", {**RESPONSES, "ignore_eos": True})
+    names = [n for n, _ in evs]
+    assert names.count("response.function_call_arguments.delta") == TOOL
+    added = [d["item"] for n, d in evs if n == "response.output_item.added"]
+    assert [i["type"] for i in added] == ["reasoning", "message", "function_call"]  # type: ignore[index]
+    assert "response.function_call_arguments.done" in names
+    _, evs = events(tool_server.url, "/v1/messages", MESSAGES)
+    starts = [d["content_block"]["type"] for n, d in evs if n == "content_block_start"]  # type: ignore[index]
+    assert starts == ["thinking", "text", "tool_use"]
+    parts = [d["delta"]["partial_json"] for n, d in evs if n == "content_block_delta"  # type: ignore[index]
+             and d["delta"]["type"] == "input_json_delta"]  # type: ignore[index]
+    assert len(parts) == TOOL
