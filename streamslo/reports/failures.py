@@ -15,7 +15,11 @@ import pandas as pd
 
 from streamslo.reports.load import LoadedRun
 from streamslo.reports.model import ErrorText, FailureGroup
+from streamslo.results import Layout
 from streamslo.stream.outcome import OUTCOMES
+
+#: The results files' names (the one Layout names them).
+_FILES = Layout("")
 
 __all__ = ["NO_TEXT", "TOP_ERRORS", "failure_groups", "top_errors"]
 
@@ -95,9 +99,9 @@ def failure_groups(runs: Sequence[LoadedRun], limit: int = TOP_ERRORS) -> tuple[
         s = run.streams
         totals = s["outcome"].value_counts() if len(s) else pd.Series(dtype="int64")
         texts = _from_summary(run.top_errors, limit)
-        source = "summary.json"
+        source = _FILES.summary_json.name
         if texts is None:
-            texts, source = top_errors(s, limit), "streams.csv"
+            texts, source = top_errors(s, limit), _FILES.streams_csv.name
         for outcome, rows in sorted(texts.items(), key=lambda kv: (_rank(kv[0]), kv[0])):
             total = int(totals.get(outcome, sum(n for _, n in rows)))
             if total == 0:
