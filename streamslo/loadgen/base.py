@@ -16,7 +16,7 @@ from streamslo.loadgen.recorder import RunRecorder, get_recorder
 from streamslo.stream.timing import StreamRecord
 from streamslo.stream.tracker import StreamTracker
 from streamslo.transport.sync import ClientLimits, SSEConnection, WSConnection, stream_sse
-from streamslo.workload import WS_PATH, Turn, Workload, build_body
+from streamslo.workload.requests import WS_PATH, Turn, Workload, build_body
 
 __all__ = ["StreamUser", "run_conversation", "run_one_stream"]
 

@@ -6,9 +6,9 @@ Locust's dispatcher knowing about scenarios. Each scenario runs in its own green
 user, from its ``startTime``:
 
 - VU executors (``constant-vus``, ``ramping-vus``): the process keeps its share of the wanted
-  VUs (:func:`~streamslo.scenarios.process_share`), each VU a greenlet running one conversation
+  VUs (:func:`~streamslo.workload.scenarios.process_share`), each VU a greenlet running one conversation
   after another (closed loop); a VU above a falling target ends after its current iteration.
-- Arrival-rate executors: arrivals at the times :func:`~streamslo.scenarios.arrival_offsets`
+- Arrival-rate executors: arrivals at the times :func:`~streamslo.workload.scenarios.arrival_offsets`
   fixes in advance; process ``i`` of ``n`` takes arrivals ``i, i+n, i+2n...``. Each arrival
   takes a free VU from a pool of ``preAllocatedVUs`` growing up to ``maxVUs`` (this process's
   share); with none free the arrival is dropped and counted (``dropped_iterations``), and the
@@ -34,9 +34,9 @@ from locust import User, task
 
 from streamslo.loadgen.base import run_conversation
 from streamslo.loadgen.recorder import RunRecorder, get_recorder
-from streamslo.scenarios import Scenario, arrival_offsets, from_wire, process_share
 from streamslo.transport.sync import ClientLimits, SSEConnection, WSConnection
-from streamslo.workload import WS_PATH, Workload
+from streamslo.workload.requests import WS_PATH, Workload
+from streamslo.workload.scenarios import Scenario, arrival_offsets, from_wire, process_share
 
 __all__ = [
     "DONE_MESSAGE",

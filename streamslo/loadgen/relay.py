@@ -2,7 +2,7 @@
 
 In Locust's distributed mode (``--processes N``, or a master and ``--worker`` processes on any
 hosts) a worker writes no file. Every second it sends the streams that finished since its last
-message, as one :class:`~streamslo.record_batch.RecordBatch` (``streams.csv`` rows already
+message, as one :class:`~streamslo.results.batch.RecordBatch` (``streams.csv`` rows already
 formatted, gaps as columns of numbers), over Locust's own ZeroMQ connection, in a custom
 message; the master appends them to the one results directory (``docs/distributed.md``).
 
@@ -46,12 +46,12 @@ from typing import TYPE_CHECKING, Any
 
 import gevent
 
-from streamslo.record_batch import RecordBatch
+from streamslo.results.batch import RecordBatch
 from streamslo.stream.timing import StreamRecord
 
 if TYPE_CHECKING:
-    from streamslo.results import Layout
-    from streamslo.results_writer import ResultsWriter
+    from streamslo.results.layout import Layout
+    from streamslo.results.writer import ResultsWriter
 
 __all__ = [
     "ACK",
@@ -231,7 +231,7 @@ class WorkerState:
 
     def as_dict(self) -> dict[str, Any]:
         """Its entry in ``relay.json``."""
-        from streamslo.results import iso_utc
+        from streamslo.results.layout import iso_utc
 
         def iso(t: float | None) -> str | None:
             return None if t is None else iso_utc(t)
@@ -423,7 +423,7 @@ class RelayReceiver:
         """Write ``relay.json`` and the workers' ``procs/<tag>.json`` if they changed."""
         if self.layout is None:
             return
-        from streamslo.results import write_json
+        from streamslo.results.layout import write_json
 
         try:
             for st in self.workers.values():
@@ -455,7 +455,7 @@ class RelayReceiver:
 
 
 def _iso(t: float | None) -> str | None:
-    from streamslo.results import iso_utc
+    from streamslo.results.layout import iso_utc
 
     return None if t is None else iso_utc(t)
 

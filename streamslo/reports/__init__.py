@@ -5,12 +5,12 @@ Layout::
     load.py       results directories -> labelled runs, tidy frames, comparability warnings
     compare.py    pure before/after maths -> the report model (model.py)
     bootstrap.py  confidence intervals that resample whole streams
-    verdicts.py   SLO checks through streamslo.thresholds
+    verdicts.py   SLO checks through streamslo.slo.thresholds
     timeline.py   per-second series for the charts
     charts.py     matplotlib (Agg) charts as base64 PNG
     render.py     HTML / Markdown / JSON / terminal text
     build.py      build_report(): all of the above, files written
-    cli.py        ``streamslo report``
+    command.py    ``streamslo report``
 
 Importing this package is light (``streamslo --help`` imports it); pandas and matplotlib load
 on first use of :func:`build_report`.

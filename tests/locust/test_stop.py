@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from streamslo.results import Layout, load_run
+from streamslo.results.layout import Layout, load_run
 from tests.locust.helpers import REPO
 
 pytestmark = pytest.mark.load

@@ -12,7 +12,7 @@ import pytest
 from streamslo.stream.timing import StreamRecord
 from streamslo.stream.tracker import StreamTracker
 from streamslo.transport.sync import ClientLimits, Target, WSConnection, stream_sse
-from streamslo.workload import RequestOptions, build_body
+from streamslo.workload.requests import RequestOptions, build_body
 from tests.faulty.scenarios import HOSTILE
 from tests.faulty.server import EXPECTED, REQUEST_TIMEOUT_S, STALL_TIMEOUT_S
 
