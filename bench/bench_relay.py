@@ -43,7 +43,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from streamslo.results.batch import GapColumns, RecordBatch  # noqa: E402
-from streamslo.results.layout import ResultsWriter  # noqa: E402
+from streamslo.results.writer import ResultsWriter  # noqa: E402
 from streamslo.stream.outcome import Outcome  # noqa: E402
 from streamslo.stream.timing import STREAM_COLUMNS, StreamRecord  # noqa: E402
 

@@ -53,9 +53,9 @@ PUBLIC = [
     "streamslo.run.evidence", "streamslo.results.summary_table", "streamslo.stream.sse", "streamslo.stream.tracker",
     "streamslo.stream.timing", "streamslo.stream.outcome", "streamslo.stream.http1", "streamslo.transport.sync",
     "streamslo.transport.common", "streamslo.transport.sse", "streamslo.transport.ws", "streamslo.transport.watchdog",
-    "streamslo.server.bundled", "streamslo.slo._parse", "streamslo.options.run", "streamslo.options.values",
+    "streamslo.server.bundled", "streamslo.slo._parse", "streamslo.options.run_options", "streamslo.options.values",
     "streamslo.options.redact", "streamslo.figures.histogram", "streamslo.figures.windows", "streamslo.run.windows_file",
-    "streamslo.slo.live", "streamslo.slo.budget", "streamslo.figures.drift", "streamslo.run.progress", "streamslo.run.exporter",
+    "streamslo.slo.live_eval", "streamslo.slo.budget", "streamslo.figures.drift", "streamslo.run.progress", "streamslo.run.exporter",
     "streamslo.run.watch", "streamslo.run.soak_results", "streamslo.reports.soak",
 ]
 

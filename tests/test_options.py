@@ -14,10 +14,10 @@ import pytest
 from streamslo.commands import run as runner
 from streamslo.commands import soak
 from streamslo.errors import BadInputError
-from streamslo.options import run as run_options
+from streamslo.options import run_options
 from streamslo.options.lengths import LengthDist
 from streamslo.options.redact import HEADERS_ENV, Headers
-from streamslo.options.run import (
+from streamslo.options.run_options import (
     DEFAULTS,
     OPTIONS,
     RunOptions,
@@ -169,7 +169,7 @@ def test_soak_takes_the_run_options():
 def test_the_cli_reference_is_generated_from_the_table():
     doc = (REPO / "docs" / "cli.md").read_text(encoding="utf-8")
     block = doc[doc.index(run_options.BEGIN): doc.index(run_options.END) + len(run_options.END)]
-    assert block == markdown_reference(), "docs/cli.md is stale: python -m streamslo.options.run docs/cli.md"
+    assert block == markdown_reference(), "docs/cli.md is stale: python -m streamslo.options.run_options docs/cli.md"
     for o in OPTIONS:
         if o.cli:
             assert f"`{o.flag}`" in block
@@ -178,7 +178,7 @@ def test_the_cli_reference_is_generated_from_the_table():
 _LOCUST_ROUNDTRIP = """
 import json, sys
 from locust import argument_parser
-from streamslo.options.run import from_locust, register_locust_arguments
+from streamslo.options.run_options import from_locust, register_locust_arguments
 parser = argument_parser.get_empty_argument_parser()
 argument_parser.setup_parser_arguments(parser)
 register_locust_arguments(parser)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
 import shlex
 import sys
 import time
@@ -32,9 +31,9 @@ from pathlib import Path
 
 from streamslo.errors import EXIT_OK, EXIT_THRESHOLD, BadInputError
 from streamslo.options.units import duration_arg, fraction_arg, positive_int_arg
-from streamslo.server.bundled import BundledServer
+from streamslo.server.bundled import BundledServer, split_cpus
 
-__all__ = ["DEFAULTS", "CompareDefaults", "add_arguments", "level_counts", "main", "ramp_stages", "split_cpus"]
+__all__ = ["DEFAULTS", "CompareDefaults", "add_arguments", "level_counts", "main", "ramp_stages"]
 
 
 @dataclass(frozen=True)
@@ -107,24 +106,6 @@ def ramp_stages(top: int, levels: int, duration: float, ramp_s: float = DEFAULTS
         ramp = min(ramp_s, share / 2)
         parts.append(f"{ramp:.3g}s:{n},{share - ramp:.3g}s:{n}")
     return ",".join(parts)
-
-
-def split_cpus() -> tuple[str | None, str | None]:
-    """(server cpus, generator cpus) for taskset, or (None, None) on one core."""
-    try:
-        cpus = sorted(os.sched_getaffinity(0))
-    except AttributeError:
-        return None, None
-    if len(cpus) < 2 or not _has_taskset():
-        return None, None
-    half = len(cpus) // 2
-    return ",".join(map(str, cpus[:half])), ",".join(map(str, cpus[half:]))
-
-
-def _has_taskset() -> bool:
-    from shutil import which
-
-    return which("taskset") is not None
 
 
 def _one_run(label: str, args: argparse.Namespace, out: Path, url: str | None, serve_args: str) -> int:

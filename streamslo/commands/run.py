@@ -21,7 +21,7 @@ from typing import Any
 
 from streamslo.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_THRESHOLD, BadInputError
 from streamslo.options.redact import HEADERS_ENV, Headers, install_log_redaction, resolve_headers
-from streamslo.options.run import (
+from streamslo.options.run_options import (
     RunOptions,
     add_cli_arguments,
     cli_values,
@@ -34,7 +34,7 @@ __all__ = ["RunConfig", "add_arguments", "config_from_args", "execute", "load_sc
 
 @dataclass(frozen=True, kw_only=True)
 class RunConfig(RunOptions):
-    """One headless load run: every run option (:class:`~streamslo.options.run.RunOptions`),
+    """One headless load run: every run option (:class:`~streamslo.options.run_options.RunOptions`),
     with a host and a results directory, and what is built from them."""
 
     host: str

@@ -17,7 +17,7 @@ import datetime as dt
 from dataclasses import replace
 from pathlib import Path
 
-from streamslo.options.run import add_cli_arguments
+from streamslo.options.run_options import add_cli_arguments
 
 __all__ = ["add_arguments", "main"]
 
@@ -41,10 +41,9 @@ def main(args: argparse.Namespace) -> int:
     """``streamslo soak``."""
     import shlex
 
-    from streamslo.commands.compare import split_cpus
     from streamslo.commands.run import config_from_args, execute, load_scenario
     from streamslo.options.stages import parse_stages, total_duration
-    from streamslo.server.bundled import BundledServer
+    from streamslo.server.bundled import BundledServer, split_cpus
 
     values, _ = load_scenario(args.scenario)
     out = args.out or Path("results") / f"soak-{dt.datetime.now():%Y%m%d-%H%M%S}"

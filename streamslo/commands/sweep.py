@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from streamslo.errors import EXIT_OK, EXIT_THRESHOLD, BadInputError, StreamSLOError
-from streamslo.options.run import add_cli_arguments
+from streamslo.options.run_options import add_cli_arguments
 from streamslo.options.units import positive_int_arg
 
 __all__ = ["add_arguments", "even_rates", "main", "parse_rates"]

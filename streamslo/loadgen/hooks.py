@@ -28,7 +28,7 @@ from streamslo.loadgen.prewarm import prewarm
 from streamslo.loadgen.recorder import RunRecorder, get_recorder
 from streamslo.loadgen.shapes import StagesShape, builtin_stages, parse_stages
 from streamslo.options.redact import take_inherited_headers
-from streamslo.options.run import OPTIONS
+from streamslo.options.run_options import OPTIONS
 from streamslo.workload.requests import user_weights
 
 __all__ = ["install", "swarm_refusal"]
@@ -228,7 +228,7 @@ def install() -> None:
     hooks.test_stop.add_listener(_stop)
     hooks.init.add_listener(_remember)
     hooks.quitting.add_listener(_quitting)
-    relay.install(hooks)  # distributed runs: workers' streams travel to the master
+    relay.install(hooks, get_recorder)  # distributed runs: workers' streams travel to the master
     live_windows.install(hooks, _env_holder)  # last: its quitting listener runs first (reverse order)
 
 

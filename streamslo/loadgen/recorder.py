@@ -43,9 +43,9 @@ from streamslo.figures.windows import WindowAggregator
 from streamslo.loadgen.monitor import GeneratorMonitor
 from streamslo.loadgen.options import LoadOptions
 from streamslo.options.redact import Redactor, csv_safe, install_log_redaction
-from streamslo.options.run import OPTIONS
-from streamslo.results.layout import Layout, ResultsWriter, ensure_streams_header
-from streamslo.results.writer import new_tag, warm_pyarrow
+from streamslo.options.run_options import OPTIONS
+from streamslo.results.layout import Layout
+from streamslo.results.writer import ResultsWriter, ensure_streams_header, new_tag, warm_pyarrow
 from streamslo.stream.chunkjson import loads_chunk
 from streamslo.stream.outcome import Outcome
 from streamslo.stream.timing import StreamRecord

@@ -42,7 +42,7 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import gevent
 
@@ -59,6 +59,7 @@ __all__ = [
     "RECORDS",
     "RelayReceiver",
     "RelaySender",
+    "Relaying",
     "WorkerState",
     "install",
 ]
@@ -460,13 +461,28 @@ def _iso(t: float | None) -> str | None:
     return None if t is None else iso_utc(t)
 
 
-def install(events: Any) -> None:
-    """Register the relay's listeners on Locust's events (called once by
-    :func:`streamslo.loadgen.hooks.install`): at init, the master takes batches in and the
-    workers take acknowledgements and finish requests."""
-    from locust.runners import MasterRunner, WorkerRunner
+class Relaying(Protocol):
+    """What the relay needs of a process's recorder (:class:`streamslo.loadgen.recorder.RunRecorder`,
+    which imports this module, not the other way round)."""
 
-    from streamslo.loadgen.recorder import get_recorder
+    def attach_receiver(self, runner: Any) -> RelayReceiver:
+        """This process is a Locust master: it writes what its workers send."""
+        ...
+
+    def attach_sender(self, runner: Any) -> RelaySender:
+        """This process is a Locust worker: its streams go to the master through ``runner``."""
+        ...
+
+    def finish_now(self) -> None:
+        """A worker, asked by its master for its last streams."""
+        ...
+
+
+def install(events: Any, get_recorder: Callable[[Any], Relaying]) -> None:
+    """Register the relay's listeners on Locust's events (called once by
+    :func:`streamslo.loadgen.hooks.install`, with its ``get_recorder``): at init, the master
+    takes batches in and the workers take acknowledgements and finish requests."""
+    from locust.runners import MasterRunner, WorkerRunner
 
     def _init(environment: Any, runner: Any = None, **_: Any) -> None:
         if isinstance(runner, MasterRunner):

@@ -1,4 +1,4 @@
-"""The building blocks of the run-options table (:mod:`streamslo.options.run`): how a value
+"""The building blocks of the run-options table (:mod:`streamslo.options.run_options`): how a value
 is read and written (:class:`ValueType` and its kinds), and one row (:class:`RunOption`).
 
 A value type reads text (a command line, Locust's web UI form) and the native values of a TOML

@@ -21,8 +21,7 @@ One process writes the directory. In a distributed run (``--processes N``, a Loc
 and its workers, on one host or many) the workers write nothing: they send their finished
 streams to the master in batches (:mod:`streamslo.loadgen.relay`), and the master writes them.
 Rows are still appended whole under an advisory lock, so a directory shared by several runs'
-processes stays readable. The writer is :class:`streamslo.results.writer.ResultsWriter`
-(re-exported here).
+processes stays readable. The writer is :class:`streamslo.results.writer.ResultsWriter`.
 """
 
 from __future__ import annotations
@@ -37,17 +36,14 @@ from typing import Any, cast
 
 from streamslo.errors import ResultsError
 from streamslo.results.schema import RunJson
-from streamslo.results.writer import ResultsWriter, ensure_streams_header
 
 __all__ = [
     "GAP_COLUMNS",
     "SCHEMA_VERSION",
     "Layout",
-    "ResultsWriter",
     "RunData",
     "compact_gaps",
     "create_json",
-    "ensure_streams_header",
     "is_complete",
     "iso_utc",
     "load_run",

@@ -5,7 +5,7 @@ Each poll (once a second) costs the same at the first minute and the tenth hour:
 appended to ``windows.csv`` since the last poll feed the budget's burn-rate alerts
 (:class:`streamslo.slo.budget.BurnTracker`), and ``live.json`` (rewritten by Locust every
 2 s; merged histograms by group) feeds the live ``abortOnFail`` checks
-(:func:`streamslo.slo.live.live_abort_check`), the progress line and the Prometheus exporter.
+(:func:`streamslo.slo.live_eval.live_abort_check`), the progress line and the Prometheus exporter.
 Nothing here loads ``streams.csv`` or the gaps.
 """
 
@@ -20,7 +20,7 @@ from streamslo.run.exporter import ExporterSnapshot, GeneratorExporter
 from streamslo.run.progress import Progress, ProgressState
 from streamslo.run.windows_file import LiveState, WindowsTail, read_live
 from streamslo.slo.budget import Budget, BurnTracker, FiredAlert
-from streamslo.slo.live import counts_of, live_abort_check, rate_from_counts
+from streamslo.slo.live_eval import counts_of, live_abort_check, rate_from_counts
 from streamslo.slo.thresholds import SLO, CheckResult
 from streamslo.stream.outcome import OUTCOMES
 

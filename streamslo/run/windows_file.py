@@ -34,7 +34,7 @@ from streamslo.figures.windows import (
 )
 from streamslo.results.layout import Layout, RunData, read_json, write_json
 from streamslo.results.writer import append_lines
-from streamslo.slo.live import totals_from_wire, totals_to_wire
+from streamslo.slo.live_eval import totals_from_wire, totals_to_wire
 
 __all__ = [
     "LiveState",

@@ -23,7 +23,7 @@ from types import TracebackType
 from streamslo.errors import StreamSLOError
 from streamslo.server.deps import require_server_extra
 
-__all__ = ["BundledServer", "ServerStartError", "free_port", "log_tail"]
+__all__ = ["BundledServer", "ServerStartError", "free_port", "log_tail", "split_cpus"]
 
 
 class ServerStartError(StreamSLOError):
@@ -119,3 +119,21 @@ class BundledServer:
 
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
         self.stop()
+
+
+def split_cpus() -> tuple[str | None, str | None]:
+    """(server cpus, generator cpus) for taskset, or (None, None) on one core."""
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except AttributeError:
+        return None, None
+    if len(cpus) < 2 or not _has_taskset():
+        return None, None
+    half = len(cpus) // 2
+    return ",".join(map(str, cpus[:half])), ",".join(map(str, cpus[half:]))
+
+
+def _has_taskset() -> bool:
+    from shutil import which
+
+    return which("taskset") is not None

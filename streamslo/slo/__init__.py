@@ -1,6 +1,6 @@
 """SLOs: thresholds in k6's grammar (:mod:`~streamslo.slo.thresholds`, parsed by
 :mod:`~streamslo.slo._parse`), checked on running totals while a run goes
-(:mod:`~streamslo.slo.live`), and error budgets with burn-rate alerts
+(:mod:`~streamslo.slo.live_eval`), and error budgets with burn-rate alerts
 (:mod:`~streamslo.slo.budget`).
 """
 

@@ -35,7 +35,7 @@ from streamslo.errors import SLOFileError
 from streamslo.figures.metrics import RATE_METRICS, metric_kind
 from streamslo.options.units import format_duration, parse_duration
 from streamslo.results.layout import iso_utc
-from streamslo.slo.live import LIVE_UNSUPPORTED, rate_from_counts
+from streamslo.slo.live_eval import LIVE_UNSUPPORTED, rate_from_counts
 from streamslo.stream.outcome import OUTCOMES
 
 __all__ = [

@@ -149,7 +149,7 @@ def streamslo_run(
 @pytest.fixture(scope="session")
 def streamslo_probe_url(pytestconfig: pytest.Config) -> str:
     """``--streamslo-probe-url`` (or ``STREAMSLO_PROBE_URL``); the probe checks skip without it."""
-    from streamslo.verify.plugin import get_state
+    from streamslo.verify.state import get_state
 
     url = get_state(pytestconfig).settings.probe_url
     if not url:

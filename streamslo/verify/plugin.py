@@ -30,13 +30,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from streamslo.verify.slo import OPTIONS, MarkerOverride, Settings, parse_marker, resolve_settings
+from streamslo.verify.slo import OPTIONS, Settings, parse_marker, resolve_settings
+from streamslo.verify.state import MARKER_KEY, STATE_KEY, SessionState, get_state
 
 __all__ = [
     "MARKER_KEY",
@@ -54,30 +54,6 @@ __all__ = [
     "streamslo_slo",
 ]
 
-
-@dataclass
-class SessionState:
-    """What the plugin keeps for one pytest session (in ``config.stash``)."""
-
-    settings: Settings
-    slo: Any = None
-    """The session's :class:`streamslo.slo.thresholds.SLO`; None until first needed (default SLO)."""
-    data: Any = None
-    """The :class:`streamslo.results.layout.RunData` of ``--streamslo-run-dir``, loaded at configure."""
-    results: list[Any] = field(default_factory=list)
-    """Every :class:`streamslo.slo.thresholds.CheckResult` the generated checks produced."""
-
-    def session_slo(self) -> Any:
-        """The session's SLO (the incidents' default when no file was given)."""
-        if self.slo is None:
-            from streamslo.slo.thresholds import DEFAULT_SLO
-
-            self.slo = DEFAULT_SLO
-        return self.slo
-
-
-STATE_KEY = pytest.StashKey[SessionState]()
-MARKER_KEY = pytest.StashKey[MarkerOverride]()
 
 _MARKER_HELP = (
     "streamslo(file=None, thresholds=None, allow_invalid=None, allow_incomplete=None): check "
@@ -132,11 +108,6 @@ def pytest_configure(config: pytest.Config) -> None:
             state.data = load_run(settings.run_dir)
         except ResultsError as exc:
             raise pytest.UsageError(f"streamslo: bad results directory ({settings.source_of('run_dir')}): {exc}") from None
-
-
-def get_state(config: pytest.Config) -> SessionState:
-    """The plugin's :class:`SessionState` for this session."""
-    return config.stash[STATE_KEY]
 
 
 def pytest_report_header(config: pytest.Config) -> list[str] | None:

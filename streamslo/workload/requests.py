@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from streamslo.errors import BadInputError
-from streamslo.options.run import DEFAULTS, RunOptions
+from streamslo.options.run_options import DEFAULTS, RunOptions
 from streamslo.stream.timing import StreamExpectations
 from streamslo.workload.datasets import Conversation, Dataset, load_dataset
 from streamslo.workload.prompts import TextMeasure

@@ -18,7 +18,8 @@ import pytest
 
 from streamslo.loadgen.relay import ACK, RECORDS, RelayReceiver, RelaySender
 from streamslo.results.batch import GapColumns, RecordBatch
-from streamslo.results.layout import Layout, ResultsWriter, load_run
+from streamslo.results.layout import Layout, load_run
+from streamslo.results.writer import ResultsWriter
 from tests.results_dir.helpers import record
 
 RUN_START = 1_700_000_000.0

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from streamslo.results.layout import Layout, ResultsWriter, load_run, read_json
+from streamslo.results.layout import Layout, load_run, read_json
+from streamslo.results.writer import ResultsWriter
 from streamslo.run.finalize import finalize, finalize_killed
 from streamslo.slo import thresholds
 from tests.results_dir.helpers import record

@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 
 from streamslo.results import gaps as gapfiles
-from streamslo.results.layout import Layout, ResultsWriter, compact_gaps, load_run
+from streamslo.results.layout import Layout, compact_gaps, load_run
+from streamslo.results.writer import ResultsWriter
 from tests.results_dir.helpers import record
 
 REPO = Path(__file__).resolve().parents[2]

@@ -13,15 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from streamslo.results.layout import (
-    SCHEMA_VERSION,
-    Layout,
-    ResultsWriter,
-    is_complete,
-    load_run,
-    read_json,
-)
-from streamslo.results.writer import PartialAppend, append_lines
+from streamslo.results.layout import SCHEMA_VERSION, Layout, is_complete, load_run, read_json
+from streamslo.results.writer import PartialAppend, ResultsWriter, append_lines
 from streamslo.run.finalize import writer_totals
 from tests.results_dir.helpers import lines, record
 
@@ -157,7 +150,8 @@ def test_a_full_disk_for_real(tmp_path):
         """
         import json, random, resource, signal, sys, time
         from pathlib import Path
-        from streamslo.results.layout import Layout, ResultsWriter, load_run
+        from streamslo.results.layout import Layout, load_run
+        from streamslo.results.writer import ResultsWriter
         from tests.results_dir.helpers import record
 
         out = Path(sys.argv[1])

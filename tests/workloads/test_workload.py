@@ -10,7 +10,7 @@ import pytest
 
 from streamslo.errors import BadInputError
 from streamslo.options.lengths import LengthDist
-from streamslo.options.run import DEFAULTS
+from streamslo.options.run_options import DEFAULTS
 from streamslo.workload.prompts import TextMeasure
 from streamslo.workload.requests import RequestOptions, Workload, build_body, resolve_system_prompt
 
