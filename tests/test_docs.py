@@ -61,7 +61,7 @@ def test_every_toml_example_is_a_valid_file(tmp_path: Path) -> None:
     as ``--scenario`` reads it, anything else as an SLO file."""
     import tomllib
 
-    from streamslo.commands.run import load_scenario
+    from streamslo.run.execute import load_scenario
     from streamslo.slo.thresholds import parse_slo
 
     blocks = _toml_blocks()

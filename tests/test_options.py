@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from streamslo.commands import run as runner
 from streamslo.commands import soak
 from streamslo.errors import BadInputError
 from streamslo.options import run_options
@@ -27,6 +26,7 @@ from streamslo.options.run_options import (
     scenario_values,
 )
 from streamslo.options.values import Duration, Switch, TextList
+from streamslo.run import execute as runner
 from streamslo.workload.requests import ENDPOINT_PATHS, RequestOptions
 
 REPO = Path(__file__).resolve().parents[1]

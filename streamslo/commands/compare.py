@@ -114,7 +114,7 @@ def _one_run(label: str, args: argparse.Namespace, out: Path, url: str | None, s
     Raises:
         KeyboardInterrupt: a stop signal; the run's directory is finalized, the server stopped.
     """
-    from streamslo.commands.run import RunConfig, execute
+    from streamslo.run.execute import RunConfig, execute
 
     server_cpus, gen_cpus = split_cpus()
     server = None

@@ -41,8 +41,8 @@ def main(args: argparse.Namespace) -> int:
     """``streamslo soak``."""
     import shlex
 
-    from streamslo.commands.run import config_from_args, execute, load_scenario
     from streamslo.options.stages import parse_stages, total_duration
+    from streamslo.run.execute import config_from_args, execute, load_scenario
     from streamslo.server.bundled import BundledServer, split_cpus
 
     values, _ = load_scenario(args.scenario)

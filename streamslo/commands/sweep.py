@@ -70,8 +70,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _run(base: Any, out: Path, label: str, **changes: Any) -> tuple[int, Any]:
-    from streamslo.commands.run import execute
     from streamslo.results.layout import load_run
+    from streamslo.run.execute import execute
 
     cfg = replace(base, out=out, quiet=True, **changes)
     print(f"[sweep] {label}: {out.name}", flush=True)
@@ -110,10 +110,10 @@ def main(args: argparse.Namespace) -> int:
             are written from the runs so far (``complete: false``), and no further run starts.
     """
     from streamslo import __version__
-    from streamslo.commands.run import config_from_args
     from streamslo.reports.knee import load_point
     from streamslo.reports.render import text_table
     from streamslo.reports.sweep_report import SweepEntry, sweep_rows
+    from streamslo.run.execute import config_from_args
     from streamslo.slo import thresholds
 
     base = config_from_args(args)

@@ -156,7 +156,7 @@ def test_dropped_totals_sum_processes():
 
 
 def test_shipped_scenario_files_use_scenarios():
-    from streamslo.commands.run import load_scenario
+    from streamslo.run.execute import load_scenario
     from tests.locust.helpers import REPO
 
     for name, minutes in (("nightly.toml", 60.0), ("soak-short.toml", 70 / 60)):
