@@ -25,7 +25,7 @@ __all__ = ["COMMANDS", "STOPPABLE", "build_parser", "main"]
 #: sub-command -> (owner module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("streamslo.server.launch", "run the bundled PyTorch streaming target server"),
-    "run": ("streamslo.run.execute", "a headless Locust load run that writes a results directory"),
+    "run": ("streamslo.commands.run", "a headless Locust load run that writes a results directory"),
     "verify": ("streamslo.verify.command", "check a results directory (or an SLO file) against thresholds"),
     "report": ("streamslo.reports.command", "the before/after SLO report (HTML, Markdown, JSON)"),
     "compare": ("streamslo.commands.compare", "the main job: naive vs fixed bundled server, with report"),

@@ -49,7 +49,7 @@ def test_bad_durations(bad):
 
 PUBLIC = [
     "streamslo.errors", "streamslo.options.units", "streamslo.results.layout", "streamslo.figures.metrics", "streamslo.workload.requests",
-    "streamslo.run.finalize", "streamslo.run.execute", "streamslo.commands.compare", "streamslo.commands.soak", "streamslo.options.stages",
+    "streamslo.run.finalize", "streamslo.run.execute", "streamslo.commands.run", "streamslo.commands.compare", "streamslo.commands.soak", "streamslo.options.stages",
     "streamslo.run.evidence", "streamslo.results.summary_table", "streamslo.stream.sse", "streamslo.stream.tracker",
     "streamslo.stream.timing", "streamslo.stream.outcome", "streamslo.stream.http1", "streamslo.transport.sync",
     "streamslo.transport.common", "streamslo.transport.sse", "streamslo.transport.ws", "streamslo.transport.watchdog",

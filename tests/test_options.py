@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from streamslo.commands import run as run_command
 from streamslo.commands import soak
 from streamslo.errors import BadInputError
 from streamslo.options import run_options
@@ -35,7 +36,7 @@ BY_NAME = {o.name: o for o in OPTIONS}
 
 def _run_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(exit_on_error=False)
-    runner.add_arguments(p)
+    run_command.add_arguments(p)
     return p
 
 

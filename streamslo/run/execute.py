@@ -1,4 +1,5 @@
-"""``streamslo run``: a headless Locust run that writes a results directory (docs/results.md, docs/cli.md).
+"""A headless Locust run that writes a results directory (docs/results.md, docs/cli.md): what
+``streamslo run`` (:mod:`streamslo.commands.run`), ``compare``, ``soak`` and ``sweep`` execute.
 
 Locust runs as a subprocess (it monkey-patches the interpreter with gevent); this process
 watches it: it scrapes the target's evidence, reads the windows and running totals as they
@@ -20,16 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from streamslo.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_THRESHOLD, BadInputError
-from streamslo.options.redact import HEADERS_ENV, Headers, install_log_redaction, resolve_headers
+from streamslo.options.redact import HEADERS_ENV, Headers, resolve_headers
 from streamslo.options.run_options import (
     RunOptions,
-    add_cli_arguments,
     cli_values,
     locust_argv,
     scenario_values,
 )
 
-__all__ = ["RunConfig", "add_arguments", "config_from_args", "execute", "load_scenario", "main"]
+__all__ = ["RunConfig", "config_from_args", "execute", "load_scenario"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,12 +55,6 @@ class RunConfig(RunOptions):
         """What the Locust subprocess's environment gets besides ours: the headers (values
         never go on its command line, where ``ps`` and CI logs show them)."""
         return {HEADERS_ENV: self.headers.to_env()} if self.headers else {}
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The ``streamslo run`` options, from the run-options table (``docs/cli.md``).
-    Defaults are None, so that a scenario's values apply where the command line is silent."""
-    add_cli_arguments(p)
 
 
 def load_scenario(path: str) -> tuple[dict[str, Any], Any]:
@@ -496,10 +490,3 @@ def _stop(proc: subprocess.Popen[bytes], drain: float) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-
-
-def main(args: argparse.Namespace) -> int:
-    """``streamslo run``."""
-    cfg = config_from_args(args)
-    install_log_redaction(cfg.headers.redactor())
-    return execute(cfg)
