@@ -32,7 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "soak": ("streamslo.commands.soak", "a staged long run with thresholds that can abort it"),
     "sweep": ("streamslo.commands.sweep", "runs at rising request rates: the knee and the highest rate that meets the SLO"),
     "proxy": ("streamslo.proxy.command", "a fault-injecting TCP proxy to put between the suite and a server"),
-    "finalize": ("streamslo.run.finalize", "finalize the results directory of a run that was killed"),
+    "finalize": ("streamslo.commands.finalize", "finalize the results directory of a run that was killed"),
 }
 
 #: Sub-commands that run children: SIGTERM and SIGHUP stop them like Ctrl-C (streamslo.run.signals).

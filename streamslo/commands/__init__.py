@@ -1,4 +1,4 @@
-"""The shells of the load commands: ``run``, ``compare``, ``soak`` and ``sweep``, one module
+"""The shells of the load commands: ``run``, ``compare``, ``soak``, ``sweep`` and ``finalize``, one module
 each, with ``add_arguments(parser)`` and ``main(args)`` (:mod:`streamslo.cli` dispatches),
 independent of each other (what they share, executing a run, is :mod:`streamslo.run.execute`). The
 other commands' shells live beside what they drive: ``serve`` in

@@ -10,9 +10,7 @@ still marked incomplete, and finalizing again is safe (gap merging is idempotent
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any, cast
@@ -36,14 +34,12 @@ from streamslo.workload.scenarios import dropped_totals
 __all__ = [
     "BUSY_FRACTION_LIMIT",
     "LAG_P99_LIMIT_MS",
-    "add_arguments",
     "finalize",
     "finalize_killed",
     "finalize_plain_locust",
     "iso_utc",
     "judge_validity",
     "last_record_epoch",
-    "main",
     "relay_totals",
     "writer_totals",
 ]
@@ -314,26 +310,3 @@ def finalize_plain_locust(environment: Any, directory: Path, run_start: float) -
 
 
 # ----------------------------------------------------------------- streamslo finalize
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """``streamslo finalize DIR [--slo FILE]``."""
-    p.add_argument("run_dir", metavar="DIR", help="the results directory of a run that was killed")
-    p.add_argument("--slo", metavar="FILE", help="SLO file to check (default: the one the run used, else the incidents' SLO)")
-
-
-def main(args: argparse.Namespace) -> int:
-    """``streamslo finalize``: 0 once the directory is complete (whatever its thresholds say;
-    ``streamslo verify`` is the gate), 2 when it is not a readable results directory."""
-    from streamslo.errors import EXIT_OK
-    from streamslo.results.summary_table import format_summary
-    from streamslo.slo import thresholds
-
-    slo = thresholds.load_slo(args.slo) if args.slo else None
-    summary, checks, done = finalize_killed(Path(args.run_dir), slo)
-    run = cast(RunJson, read_json(Layout(Path(args.run_dir)).run_json))
-    print(format_summary(summary, checks, run))
-    if done:
-        print(f"\nstreamslo finalize: {args.run_dir} finalized (complete: true, killed: true; "
-              f"end {run.get('end')}, its last record)")
-    else:
-        print(f"\nstreamslo finalize: {args.run_dir} was already complete; nothing changed", file=sys.stderr)
-    return EXIT_OK
