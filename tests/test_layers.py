@@ -28,6 +28,7 @@ REPEATED_NAMES = {
     "ws.py": "stream/ decodes the protocol, transport/ does its I/O (websockets' layout)",
     "compare.py": "commands/ is `streamslo compare`, reports/ the report's before/after maths",
     "soak.py": "commands/ is `streamslo soak`, reports/ the report's soak section",
+    "finalize.py": "commands/ is `streamslo finalize`, run/ finalizes (after every run too)",
     "scenarios.py": "workload/ parses scenarios, reports/ reports per scenario",
     "metrics.py": "figures/ is a run's metric registry, server/ the server's Prometheus metrics",
     "model.py": "server/ is the transformer, reports/ the report's typed model",
