@@ -70,7 +70,7 @@ AGREE_SLACK_MS = 15.0
 def start_server(mode: str = "fixed", core: str | None = "0", extra: list[str] | None = None,
                  log: Path | None = None) -> tuple[subprocess.Popen[Any], int]:
     """The bundled server (``python -m streamslo.server``) on ``core``, ready; (process, port)."""
-    from streamslo.bundled import free_port
+    from streamslo.server.bundled import free_port
 
     port = free_port()
     cmd = pinned(core, [sys.executable, "-m", "streamslo.server", "--mode", mode, "--port", str(port),
@@ -102,7 +102,7 @@ def stop_server(proc: subprocess.Popen[Any]) -> None:
 
 def suite_body(max_tokens: int, model: str = "streamslo-tiny") -> bytes:
     """The request body the suite sends by default (its synthetic prompt)."""
-    from streamslo.workload import PromptSource, RequestOptions, build_body
+    from streamslo.workload.requests import PromptSource, RequestOptions, build_body
 
     return build_body(RequestOptions(model=model, max_tokens=max_tokens), PromptSource.synthetic().next())
 
@@ -321,7 +321,7 @@ def raw_forward(streams: int, steps: int = 60) -> dict[str, Any]:
     from streamslo.server.model import GPT, GPTConfig, KVCache
     from streamslo.server.sampling import sample
     from streamslo.server.tokenizer import EOS_ID, Tokenizer
-    from streamslo.workload import PromptSource
+    from streamslo.workload.requests import PromptSource
 
     cfg = ServerConfig()
     torch.set_num_threads(cfg.torch_threads)

@@ -42,8 +42,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from streamslo.record_batch import GapColumns, RecordBatch  # noqa: E402
-from streamslo.results import ResultsWriter  # noqa: E402
+from streamslo.results.batch import GapColumns, RecordBatch  # noqa: E402
+from streamslo.results.writer import ResultsWriter  # noqa: E402
 from streamslo.stream.outcome import Outcome  # noqa: E402
 from streamslo.stream.timing import STREAM_COLUMNS, StreamRecord  # noqa: E402
 
@@ -180,7 +180,7 @@ import gevent
 from locust import User, constant, events, task
 from locust.runners import MasterRunner, WorkerRunner
 from streamslo.loadgen.relay import SEND_INTERVAL_S
-from streamslo.record_batch import RecordBatch
+from streamslo.results.batch import RecordBatch
 import bench_relay as b
 
 RATE = float(os.environ["BENCH_RATE"]); TOKENS = int(os.environ["BENCH_TOKENS"])

@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from streamslo.bundled import BundledServer
-from streamslo.evidence import parse_prometheus
+from streamslo.run.evidence import parse_prometheus
+from streamslo.server.bundled import BundledServer
 
 REPO = Path(__file__).resolve().parents[1]
 EXCERPT = REPO / "tests" / "replay" / "data" / "mooncake_excerpt.jsonl"

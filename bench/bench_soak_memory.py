@@ -42,9 +42,9 @@ def _start_emitter(work: Path) -> tuple[subprocess.Popen[bytes], int]:
 
 def table(out: Path, users: int, minutes: float) -> str:
     """The benchmark's row (Markdown) for a finished results directory."""
-    from streamslo.drift import analyse
-    from streamslo.results import Layout
-    from streamslo.windows_file import read_windows
+    from streamslo.figures.drift import analyse
+    from streamslo.results.layout import Layout
+    from streamslo.run.windows_file import read_windows
 
     summary = json.loads((out / "summary.json").read_text())
     run = json.loads((out / "run.json").read_text())

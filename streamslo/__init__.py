@@ -2,8 +2,8 @@
 
 The shared core lives here: the Sans-I/O stream measurement code (:mod:`streamslo.stream`),
 the blocking-socket transports (:mod:`streamslo.transport`), the results directory
-(:mod:`streamslo.results`), the metrics maths (:mod:`streamslo.metrics`) and the thresholds
-(:mod:`streamslo.thresholds`). The command line is :mod:`streamslo.cli`.
+(:mod:`streamslo.results.layout`), the metrics maths (:mod:`streamslo.figures.metrics`) and the thresholds
+(:mod:`streamslo.slo.thresholds`). The command line is :mod:`streamslo.cli`.
 """
 
 __all__ = ["__version__"]

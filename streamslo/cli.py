@@ -20,25 +20,25 @@ from collections.abc import Sequence
 
 from streamslo import __version__
 from streamslo.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, BadInputError
-from streamslo.signals import StopSignals, exit_code_of
+from streamslo.run.signals import StopSignals, exit_code_of
 
 __all__ = ["COMMANDS", "GLOBAL_FLAGS", "STOPPABLE", "build_parser", "main"]
 
 #: sub-command -> (owner module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("streamslo.server.launch", "run the bundled PyTorch streaming target server"),
-    "run": ("streamslo.runner", "a headless Locust load run that writes a results directory"),
-    "verify": ("streamslo.verify.cli", "check a results directory (or an SLO file) against thresholds"),
-    "report": ("streamslo.reports.cli", "the before/after SLO report (HTML, Markdown, JSON)"),
-    "compare": ("streamslo.compare", "the main job: naive vs fixed bundled server, with report"),
-    "soak": ("streamslo.soak", "a staged long run with thresholds that can abort it"),
-    "sweep": ("streamslo.sweep", "runs at rising request rates: the knee and the highest rate that meets the SLO"),
+    "run": ("streamslo.commands.run", "a headless Locust load run that writes a results directory"),
+    "verify": ("streamslo.verify.command", "check a results directory (or an SLO file) against thresholds"),
+    "report": ("streamslo.reports.command", "the before/after SLO report (HTML, Markdown, JSON)"),
+    "compare": ("streamslo.commands.compare", "the main job: naive vs fixed bundled server, with report"),
+    "soak": ("streamslo.commands.soak", "a staged long run with thresholds that can abort it"),
+    "sweep": ("streamslo.commands.sweep", "runs at rising request rates: the knee and the highest rate that meets the SLO"),
     "proxy": ("streamslo.proxy.command", "a fault-injecting TCP proxy to put between the suite and a server"),
-    "finalize": ("streamslo.finalize", "finalize the results directory of a run that was killed"),
-    "check": ("streamslo.check_cli", "check a server's stream contract before load testing it (exit 0 / 99 / 2)"),
+    "finalize": ("streamslo.commands.finalize", "finalize the results directory of a run that was killed"),
+    "check": ("streamslo.check.command", "check a server's stream contract before load testing it (exit 0 / 99 / 2)"),
 }
 
-#: Sub-commands that run children: SIGTERM and SIGHUP stop them like Ctrl-C (streamslo.signals).
+#: Sub-commands that run children: SIGTERM and SIGHUP stop them like Ctrl-C (streamslo.run.signals).
 STOPPABLE = frozenset({"run", "soak", "compare", "sweep"})
 
 

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from streamslo.cli import COMMANDS
-from streamslo.units import parse_duration
+from streamslo.options.units import parse_duration
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
@@ -48,16 +48,16 @@ def test_bad_durations(bad):
 
 
 PUBLIC = [
-    "streamslo.errors", "streamslo.units", "streamslo.results", "streamslo.metrics", "streamslo.workload",
-    "streamslo.finalize", "streamslo.runner", "streamslo.compare", "streamslo.soak", "streamslo.stages",
-    "streamslo.evidence", "streamslo.summary_table", "streamslo.stream.sse", "streamslo.stream.tracker",
+    "streamslo.errors", "streamslo.options.units", "streamslo.results.layout", "streamslo.figures.metrics", "streamslo.workload.requests",
+    "streamslo.run.finalize", "streamslo.run.execute", "streamslo.commands.run", "streamslo.commands.compare", "streamslo.commands.soak", "streamslo.options.stages",
+    "streamslo.run.evidence", "streamslo.results.summary_table", "streamslo.stream.sse", "streamslo.stream.tracker",
     "streamslo.stream.timing", "streamslo.stream.outcome", "streamslo.stream.http1", "streamslo.transport.sync",
     "streamslo.transport.common", "streamslo.transport.sse", "streamslo.transport.ws", "streamslo.transport.watchdog",
-    "streamslo.bundled", "streamslo._slo_parse", "streamslo.run_options", "streamslo.option_types",
-    "streamslo.redact", "streamslo.histogram", "streamslo.windows", "streamslo.windows_file",
-    "streamslo.live_eval", "streamslo.budget", "streamslo.drift", "streamslo.progress", "streamslo.exporter",
-    "streamslo.watch", "streamslo.soak_results", "streamslo.reports.soak",
-    "streamslo.preflight", "streamslo.check", "streamslo.check_cli", "streamslo.scenario_files",
+    "streamslo.server.bundled", "streamslo.slo._parse", "streamslo.options.run_options", "streamslo.options.values",
+    "streamslo.options.redact", "streamslo.figures.histogram", "streamslo.figures.windows", "streamslo.run.windows_file",
+    "streamslo.slo.live_eval", "streamslo.slo.budget", "streamslo.figures.drift", "streamslo.run.progress", "streamslo.run.exporter",
+    "streamslo.run.watch", "streamslo.run.soak_results", "streamslo.reports.soak",
+    "streamslo.run.preflight", "streamslo.check.contract", "streamslo.check.command", "streamslo.scenario_files",
 ]
 
 

@@ -58,10 +58,10 @@ def test_compare_rejects_a_non_empty_out(tmp_path):
 
 
 def test_the_ramp_halves_down_from_the_top_which_holds_half_the_run():
-    from streamslo.compare import level_counts, ramp_stages
+    from streamslo.commands.compare import level_counts, ramp_stages
     from streamslo.errors import BadInputError
+    from streamslo.options.stages import parse_stages, total_duration
     from streamslo.reports.knee import stage_levels
-    from streamslo.stages import parse_stages, total_duration
 
     assert level_counts(40, 6) == (1, 2, 5, 10, 20, 40)
     assert level_counts(10, 6) == (1, 2, 5, 10)  # repeats dropped

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from streamslo.metrics import METRICS
+from streamslo.figures.metrics import METRICS
 from streamslo.verify.slo import OPTIONS
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
@@ -61,8 +61,8 @@ def test_every_toml_example_is_a_valid_file(tmp_path: Path) -> None:
     as ``--scenario`` reads it, anything else as an SLO file."""
     import tomllib
 
-    from streamslo.runner import load_scenario
-    from streamslo.thresholds import parse_slo
+    from streamslo.run.execute import load_scenario
+    from streamslo.slo.thresholds import parse_slo
 
     blocks = _toml_blocks()
     assert len(blocks) >= 5

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from streamslo import metrics, thresholds
-from streamslo.metrics import GoodputBounds
-from streamslo.results import RunData
+from streamslo.figures import metrics
+from streamslo.figures.metrics import GoodputBounds
+from streamslo.results.layout import RunData
+from streamslo.slo import thresholds
 
 #: (outcome, ttft_ms, e2e_ms, tokens), one row a request. With ttft<=500, tpot<=50, e2e<=2000:
 ROWS = [

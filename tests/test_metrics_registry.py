@@ -6,8 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from streamslo import metrics
-from streamslo.results import RunData
+from streamslo.figures import metrics
+from streamslo.results.layout import RunData
 from streamslo.stream.outcome import EXCLUDED_OUTCOMES, OUTCOMES, began
 
 STATUSES = [None, 101, 200, 204, 299, 300, 404, 429, 500, 503]

@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from streamslo import run_options, runner, soak
+from streamslo.commands import run as run_command
+from streamslo.commands import soak
 from streamslo.errors import BadInputError
-from streamslo.lengths import LengthDist
-from streamslo.option_types import Duration, Switch, TextList
-from streamslo.redact import HEADERS_ENV, Headers
-from streamslo.run_options import (
+from streamslo.options import run_options
+from streamslo.options.lengths import LengthDist
+from streamslo.options.redact import HEADERS_ENV, Headers
+from streamslo.options.run_options import (
     DEFAULTS,
     OPTIONS,
     RunOptions,
@@ -25,7 +26,9 @@ from streamslo.run_options import (
     markdown_reference,
     scenario_values,
 )
-from streamslo.workload import ENDPOINT_PATHS, RequestOptions
+from streamslo.options.values import Duration, Switch, TextList
+from streamslo.run import execute as runner
+from streamslo.workload.requests import ENDPOINT_PATHS, RequestOptions
 
 REPO = Path(__file__).resolve().parents[1]
 BY_NAME = {o.name: o for o in OPTIONS}
@@ -33,7 +36,7 @@ BY_NAME = {o.name: o for o in OPTIONS}
 
 def _run_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(exit_on_error=False)
-    runner.add_arguments(p)
+    run_command.add_arguments(p)
     return p
 
 
@@ -169,7 +172,7 @@ def test_soak_takes_the_run_options():
 def test_the_cli_reference_is_generated_from_the_table():
     doc = (REPO / "docs" / "cli.md").read_text(encoding="utf-8")
     block = doc[doc.index(run_options.BEGIN): doc.index(run_options.END) + len(run_options.END)]
-    assert block == markdown_reference(), "docs/cli.md is stale: python -m streamslo.run_options docs/cli.md"
+    assert block == markdown_reference(), "docs/cli.md is stale: python -m streamslo.options.run_options docs/cli.md"
     for o in OPTIONS:
         if o.cli:
             assert f"`{o.flag}`" in block
@@ -178,7 +181,7 @@ def test_the_cli_reference_is_generated_from_the_table():
 _LOCUST_ROUNDTRIP = """
 import json, sys
 from locust import argument_parser
-from streamslo.run_options import from_locust, register_locust_arguments
+from streamslo.options.run_options import from_locust, register_locust_arguments
 parser = argument_parser.get_empty_argument_parser()
 argument_parser.setup_parser_arguments(parser)
 register_locust_arguments(parser)

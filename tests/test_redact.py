@@ -7,9 +7,9 @@ import logging
 
 import pytest
 
-from streamslo import redact
 from streamslo.errors import BadInputError
-from streamslo.redact import (
+from streamslo.options import redact
+from streamslo.options.redact import (
     HEADERS_ENV,
     Headers,
     Redactor,

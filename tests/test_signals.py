@@ -15,14 +15,14 @@ from pathlib import Path
 import psutil
 import pytest
 
-from streamslo.signals import Interrupted, StopSignals, exit_code_of
+from streamslo.run.signals import Interrupted, StopSignals, exit_code_of
 
 REPO = Path(__file__).resolve().parents[1]
 
 SCRIPT = textwrap.dedent(
     """
     import subprocess, sys, time
-    from streamslo.signals import StopSignals, exit_code_of
+    from streamslo.run.signals import StopSignals, exit_code_of
 
     mode = sys.argv[1]
     try:

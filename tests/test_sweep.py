@@ -16,11 +16,11 @@ import pandas as pd
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-from streamslo.metrics import LatencyStats
+from streamslo.commands.sweep import even_rates, parse_rates
+from streamslo.figures.metrics import LatencyStats
 from streamslo.reports.knee import LoadPoint, find_knee, keep_up_floor, sent_rate
 from streamslo.reports.knee_charts import knee_figure, level_ticks
 from streamslo.reports.sweep_report import SweepEntry, max_passing_rate, sweep_document
-from streamslo.sweep import even_rates, parse_rates
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -137,7 +137,7 @@ def test_log_scale_tick_labels_do_not_overlap(spread: float, log_x: bool) -> Non
 # -------------------------------------------------- whole sweeps against the bundled server
 @pytest.fixture(scope="module")
 def bundled_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    from streamslo.bundled import BundledServer
+    from streamslo.server.bundled import BundledServer
 
     server = BundledServer(["--mode", "fixed"], tmp_path_factory.mktemp("srv") / "server.log")
     try:

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from streamslo.errors import BadInputError
-from streamslo.workload import PromptSource, RequestOptions, build_body, user_weights
+from streamslo.workload.requests import PromptSource, RequestOptions, build_body, user_weights
 
 
 def test_default_body_asks_for_what_silent_truncation_needs():

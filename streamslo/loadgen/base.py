@@ -18,7 +18,7 @@ from streamslo.stream.dialects import EVENT_APIS, tracker_for
 from streamslo.stream.timing import StreamRecord
 from streamslo.stream.tracker import StreamTracker
 from streamslo.transport.sync import ClientLimits, SSEConnection, WSConnection, stream_sse
-from streamslo.workload import WS_PATH, Turn, Workload, build_body
+from streamslo.workload.requests import WS_PATH, Turn, Workload, build_body
 
 __all__ = ["StreamUser", "run_conversation", "run_one_stream"]
 

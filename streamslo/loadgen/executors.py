@@ -6,9 +6,9 @@ Locust's dispatcher knowing about scenarios. Each scenario runs in its own green
 user, from its ``startTime``:
 
 - VU executors (``constant-vus``, ``ramping-vus``): the process keeps its share of the wanted
-  VUs (:func:`~streamslo.scenarios.process_share`), each VU a greenlet running one conversation
+  VUs (:func:`~streamslo.workload.scenarios.process_share`), each VU a greenlet running one conversation
   after another (closed loop); a VU above a falling target ends after its current iteration.
-- Arrival-rate executors: arrivals at the times :func:`~streamslo.scenarios.arrival_offsets`
+- Arrival-rate executors: arrivals at the times :func:`~streamslo.workload.scenarios.arrival_offsets`
   fixes in advance; process ``i`` of ``n`` takes arrivals ``i, i+n, i+2n...``. Each arrival
   takes a free VU from a pool of ``preAllocatedVUs`` growing up to ``maxVUs`` (this process's
   share); with none free the arrival is dropped and counted (``dropped_iterations``), and the
@@ -34,9 +34,9 @@ from locust import User, task
 
 from streamslo.loadgen.base import run_conversation
 from streamslo.loadgen.recorder import RunRecorder, get_recorder
-from streamslo.scenarios import Scenario, arrival_offsets, from_wire, process_share
 from streamslo.transport.sync import ClientLimits, SSEConnection, WSConnection
-from streamslo.workload import WS_PATH, Workload
+from streamslo.workload.requests import WS_PATH, Workload
+from streamslo.workload.scenarios import Scenario, arrival_offsets, from_wire, process_share
 
 __all__ = [
     "DONE_MESSAGE",
@@ -227,7 +227,7 @@ def _run_trace(ctx: _Context) -> None:
     """A ``trace`` scenario: this process's share of the trace at its offsets (open loop; see
     :mod:`streamslo.loadgen.replay`), each stream tagged with the scenario."""
     from streamslo.loadgen.base import run_one_stream
-    from streamslo.loadgen.replay import TracePlan, due_requests
+    from streamslo.loadgen.trace_schedule import TracePlan, due_requests
 
     sc = ctx.sc
     assert sc.trace is not None
@@ -245,7 +245,8 @@ def _run_trace(ctx: _Context) -> None:
             busy[0] -= 1
 
     for turn, scheduled_at in due_requests(ctx.recorder, plan, ctx.index, ctx.n, ctx.stopping,
-                                           lambda: bool(cap) and busy[0] >= cap):
+                                           lambda: bool(cap) and busy[0] >= cap,
+                                           lambda: count_dropped(ctx.recorder, plan.dropped_as)):
         protocol, slow = ctx.pick()
         busy[0] += 1
         group.spawn(one, protocol, slow, turn, scheduled_at)

@@ -20,17 +20,16 @@ from locust import events
 from locust.runners import MasterRunner, WorkerRunner
 
 from streamslo.errors import EXIT_BAD_INPUT, BadInputError
-from streamslo.loadgen import relay
-from streamslo.loadgen import windows as live_windows
+from streamslo.loadgen import live_windows, relay
 from streamslo.loadgen.executors import install_done_listener
 from streamslo.loadgen.live import live_payload, live_rows
 from streamslo.loadgen.options import register_arguments
 from streamslo.loadgen.prewarm import prewarm
 from streamslo.loadgen.recorder import RunRecorder, get_recorder
 from streamslo.loadgen.shapes import StagesShape, builtin_stages, parse_stages
-from streamslo.redact import take_inherited_headers
-from streamslo.run_options import OPTIONS
-from streamslo.workload import user_weights
+from streamslo.options.redact import take_inherited_headers
+from streamslo.options.run_options import OPTIONS
+from streamslo.workload.requests import user_weights
 
 __all__ = ["install", "swarm_refusal"]
 
@@ -217,7 +216,7 @@ def install() -> None:
             return
         d = rec.opts.results_dir
         if d is not None:
-            from streamslo.finalize import finalize_plain_locust
+            from streamslo.run.finalize import finalize_plain_locust
 
             finalize_plain_locust(environment, d, rec.run_start)
 
@@ -230,7 +229,7 @@ def install() -> None:
     hooks.test_stop.add_listener(_stop)
     hooks.init.add_listener(_remember)
     hooks.quitting.add_listener(_quitting)
-    relay.install(hooks)  # distributed runs: workers' streams travel to the master
+    relay.install(hooks, get_recorder)  # distributed runs: workers' streams travel to the master
     live_windows.install(hooks, _env_holder)  # last: its quitting listener runs first (reverse order)
 
 

@@ -2,7 +2,7 @@
 
 The active SLO is the one the run is judged by: ``--slo FILE`` (an SLO file, or the scenario
 whose thresholds ``streamslo run`` uses), else the incidents' default. Its thresholds are
-checked on the merged window totals (:func:`streamslo.live_eval.evaluate_live`: rates exact,
+checked on the merged window totals (:func:`streamslo.slo.live_eval.evaluate_live`: rates exact,
 percentiles within 1 %), never on the whole results; then come the last closed window's
 figures and the outcome counts. A master shows every worker's streams.
 """
@@ -14,12 +14,12 @@ from functools import lru_cache
 from typing import Any
 
 from streamslo.errors import BadInputError
-from streamslo.live_eval import evaluate_live, threshold_label, totals_to_wire
+from streamslo.figures.windows import counts_of
+from streamslo.loadgen.live_windows import live_book
 from streamslo.loadgen.recorder import get_recorder
-from streamslo.loadgen.windows import live_book
+from streamslo.slo.live_eval import evaluate_live, threshold_label, totals_to_wire
+from streamslo.slo.thresholds import DEFAULT_SLO, SLO
 from streamslo.stream.outcome import OUTCOMES
-from streamslo.thresholds import DEFAULT_SLO, SLO
-from streamslo.windows import counts_of
 
 __all__ = ["active_slo", "live_payload", "live_rows", "slo_rows"]
 
@@ -28,7 +28,7 @@ log = logging.getLogger("streamslo.locust")
 
 @lru_cache(maxsize=8)
 def _load(path: str) -> SLO:
-    from streamslo.budget import read_slo_file
+    from streamslo.slo.budget import read_slo_file
 
     try:
         slo, _ = read_slo_file(path)

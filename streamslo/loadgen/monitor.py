@@ -3,7 +3,7 @@
 A generator that is itself saturated measures its own delays, not the server's. Each process
 samples its scheduling lag twenty times a second, and its CPU use, RSS and streams in flight
 once a second; it saves the run's figures to ``procs/<tag>.json`` in the results directory
-(the run is then judged valid or not by :func:`streamslo.finalize.judge_validity`) and hands
+(the run is then judged valid or not by :func:`streamslo.run.finalize.judge_validity`) and hands
 each sample to the window aggregator (``windows.csv``: ``gen_cpu_pct``, ``gen_lag_ms_p99``,
 ``gen_rss_mb``, ``active_streams``).
 
@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING
 import gevent
 import psutil
 
-from streamslo.histogram import LogHistogram
-from streamslo.results import Layout, write_json
+from streamslo.figures.histogram import LogHistogram
+from streamslo.results.layout import Layout, write_json
 
 if TYPE_CHECKING:
-    from streamslo.windows import WindowAggregator
+    from streamslo.figures.windows import WindowAggregator
 
 __all__ = ["GeneratorMonitor"]
 

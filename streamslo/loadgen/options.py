@@ -1,5 +1,5 @@
 """The stream users' options as one Locust process sees them: registered on Locust's own parser
-from the run-options table (:mod:`streamslo.run_options`), so ``locust -f locustfiles/...``
+from the run-options table (:mod:`streamslo.options.run_options`), so ``locust -f locustfiles/...``
 accepts them, its web UI shows those that are safe to show, and workers receive them from the
 master; and read back once into the typed :class:`LoadOptions`.
 """
@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from streamslo.redact import Headers, Redactor, resolve_headers, take_inherited_headers
-from streamslo.run_options import RunOptions, from_locust, register_locust_arguments
+from streamslo.options.redact import Headers, Redactor, resolve_headers, take_inherited_headers
+from streamslo.options.run_options import RunOptions, from_locust, register_locust_arguments
 from streamslo.stream.dialects import ANTHROPIC_VERSION
 from streamslo.stream.envelope import WSEnvelope
 from streamslo.transport.sync import ClientLimits
-from streamslo.workload import RequestOptions, resolve_system_prompt
+from streamslo.workload.requests import RequestOptions, resolve_system_prompt
 
 __all__ = ["LoadOptions", "register_arguments"]
 
@@ -30,7 +30,7 @@ def register_arguments(parser: Any) -> None:
 class LoadOptions(RunOptions):
     """Everything a stream user needs, parsed once per process.
 
-    The run options (fields of :class:`~streamslo.run_options.RunOptions`) hold what Locust's
+    The run options (fields of :class:`~streamslo.options.run_options.RunOptions`) hold what Locust's
     parser gave; those Locust does not receive (``users``, ``duration``, ``drain`` are Locust's
     own ``-u``, ``--run-time``, ``--stop-timeout``; ``scenario``, ``quiet``... belong to
     ``streamslo run``) keep their defaults here. The fields below are built from them.

@@ -39,21 +39,21 @@ from typing import TYPE_CHECKING, Any
 import gevent
 import gevent.lock
 
-from streamslo.cancel import CancelPlan
 from streamslo.errors import ProtocolError
+from streamslo.figures.windows import WindowAggregator
 from streamslo.loadgen.monitor import GeneratorMonitor
 from streamslo.loadgen.options import LoadOptions
-from streamslo.redact import Redactor, csv_safe, install_log_redaction
-from streamslo.results import Layout, ResultsWriter, ensure_streams_header
-from streamslo.results_writer import new_tag, warm_pyarrow
-from streamslo.run_options import OPTIONS
+from streamslo.options.cancel import CancelPlan
+from streamslo.options.redact import Redactor, csv_safe, install_log_redaction
+from streamslo.options.run_options import OPTIONS
+from streamslo.results.layout import Layout
+from streamslo.results.writer import ResultsWriter, ensure_streams_header, new_tag, warm_pyarrow
 from streamslo.stream.chunkjson import loads_chunk
 from streamslo.stream.outcome import Outcome
 from streamslo.stream.timing import StreamRecord
 from streamslo.transport.fetch import fetch
 from streamslo.transport.sync import Target
-from streamslo.windows import WindowAggregator
-from streamslo.workload import RequestOptions, Workload, first_model_id
+from streamslo.workload.requests import RequestOptions, Workload, first_model_id
 
 if TYPE_CHECKING:
     from streamslo.loadgen.relay import RelayReceiver, RelaySender
@@ -422,7 +422,7 @@ class RunRecorder:
             self.sender.add(_csv_safe_record(rec))
         elif self.writer is not None:
             self.writer.add(_csv_safe_record(rec))
-        # Windows: a worker's parts travel to the master, which writes them (loadgen/windows.py).
+        # Windows: a worker's parts travel to the master, which writes them (loadgen/live_windows.py).
         if self.aggregator is not None:
             self.aggregator.add(rec)
         self._report(rec)

@@ -2,7 +2,7 @@
 
 In Locust's distributed mode (``--processes N``, or a master and ``--worker`` processes on any
 hosts) a worker writes no file. Every second it sends the streams that finished since its last
-message, as one :class:`~streamslo.record_batch.RecordBatch` (``streams.csv`` rows already
+message, as one :class:`~streamslo.results.batch.RecordBatch` (``streams.csv`` rows already
 formatted, gaps as columns of numbers), over Locust's own ZeroMQ connection, in a custom
 message; the master appends them to the one results directory (``docs/distributed.md``).
 
@@ -42,16 +42,16 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import gevent
 
-from streamslo.record_batch import RecordBatch
+from streamslo.results.batch import RecordBatch
 from streamslo.stream.timing import StreamRecord
 
 if TYPE_CHECKING:
-    from streamslo.results import Layout
-    from streamslo.results_writer import ResultsWriter
+    from streamslo.results.layout import Layout
+    from streamslo.results.writer import ResultsWriter
 
 __all__ = [
     "ACK",
@@ -59,6 +59,7 @@ __all__ = [
     "RECORDS",
     "RelayReceiver",
     "RelaySender",
+    "Relaying",
     "WorkerState",
     "install",
 ]
@@ -231,7 +232,7 @@ class WorkerState:
 
     def as_dict(self) -> dict[str, Any]:
         """Its entry in ``relay.json``."""
-        from streamslo.results import iso_utc
+        from streamslo.results.layout import iso_utc
 
         def iso(t: float | None) -> str | None:
             return None if t is None else iso_utc(t)
@@ -423,7 +424,7 @@ class RelayReceiver:
         """Write ``relay.json`` and the workers' ``procs/<tag>.json`` if they changed."""
         if self.layout is None:
             return
-        from streamslo.results import write_json
+        from streamslo.results.layout import write_json
 
         try:
             for st in self.workers.values():
@@ -455,18 +456,33 @@ class RelayReceiver:
 
 
 def _iso(t: float | None) -> str | None:
-    from streamslo.results import iso_utc
+    from streamslo.results.layout import iso_utc
 
     return None if t is None else iso_utc(t)
 
 
-def install(events: Any) -> None:
-    """Register the relay's listeners on Locust's events (called once by
-    :func:`streamslo.loadgen.hooks.install`): at init, the master takes batches in and the
-    workers take acknowledgements and finish requests."""
-    from locust.runners import MasterRunner, WorkerRunner
+class Relaying(Protocol):
+    """What the relay needs of a process's recorder (:class:`streamslo.loadgen.recorder.RunRecorder`,
+    which imports this module, not the other way round)."""
 
-    from streamslo.loadgen.recorder import get_recorder
+    def attach_receiver(self, runner: Any) -> RelayReceiver:
+        """This process is a Locust master: it writes what its workers send."""
+        ...
+
+    def attach_sender(self, runner: Any) -> RelaySender:
+        """This process is a Locust worker: its streams go to the master through ``runner``."""
+        ...
+
+    def finish_now(self) -> None:
+        """A worker, asked by its master for its last streams."""
+        ...
+
+
+def install(events: Any, get_recorder: Callable[[Any], Relaying]) -> None:
+    """Register the relay's listeners on Locust's events (called once by
+    :func:`streamslo.loadgen.hooks.install`, with its ``get_recorder``): at init, the master
+    takes batches in and the workers take acknowledgements and finish requests."""
+    from locust.runners import MasterRunner, WorkerRunner
 
     def _init(environment: Any, runner: Any = None, **_: Any) -> None:
         if isinstance(runner, MasterRunner):

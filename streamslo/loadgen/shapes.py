@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from locust import LoadTestShape
 
-from streamslo.stages import Stage, builtin_stages, parse_stages
+from streamslo.options.stages import Stage, builtin_stages, parse_stages
 
 __all__ = ["Stage", "StagesShape", "builtin_stages", "parse_stages"]
 

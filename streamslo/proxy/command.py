@@ -14,6 +14,7 @@ import logging
 import signal
 
 from streamslo.errors import BadInputError
+from streamslo.options.units import duration_arg, fraction_arg, positive_int_arg
 from streamslo.proxy.config import (
     Direction,
     Endpoint,
@@ -28,7 +29,6 @@ from streamslo.proxy.config import (
 )
 from streamslo.proxy.engine import FaultProxy
 from streamslo.proxy.process import READY_PREFIX, STATS_PREFIX
-from streamslo.units import duration_arg, fraction_arg, positive_int_arg
 
 __all__ = ["add_arguments", "main"]
 

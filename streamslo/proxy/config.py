@@ -17,7 +17,7 @@ from enum import Enum
 from urllib.parse import urlsplit
 
 from streamslo.errors import BadInputError
-from streamslo.units import parse_duration
+from streamslo.options.units import parse_duration
 
 __all__ = [
     "DEFAULT_PORTS",

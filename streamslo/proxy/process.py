@@ -14,9 +14,9 @@ import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from streamslo.childproc import read_first_line
 from streamslo.proxy.config import Endpoint, Faults, ProxyLimits, parse_listen
 from streamslo.proxy.engine import FaultProxy
+from streamslo.run.childproc import read_first_line
 
 __all__ = ["READY_PREFIX", "STATS_PREFIX", "ProxyProcess", "background_proxy", "spawn_proxy"]
 

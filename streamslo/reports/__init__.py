@@ -5,7 +5,7 @@ Layout::
     load.py       results directories -> labelled runs, tidy frames, comparability warnings
     compare.py    pure before/after maths -> the report model (model.py)
     bootstrap.py  confidence intervals that resample whole streams
-    verdicts.py   SLO checks through streamslo.thresholds
+    verdicts.py   SLO checks through streamslo.slo.thresholds
     failures.py   the most frequent error texts per failure outcome
     glossary.py   metric names, units, directions and meanings; outcome meanings
     timeline.py   per-second series for the charts
@@ -14,7 +14,7 @@ Layout::
     tables.py     the tables as rows of text (units, names, judged change, headline)
     render.py     HTML / Markdown / JSON / terminal text
     build.py      build_report(): all of the above, files written
-    cli.py        ``streamslo report``: the output folder, --force, path errors
+    command.py    ``streamslo report``: the output folder, --force, path errors
 
 Importing this package is light (``streamslo --help`` imports it); pandas and matplotlib load
 on first use of :func:`build_report`.

@@ -87,7 +87,7 @@ def build_report(
         out_html: where the HTML goes; ``.md`` and ``.json`` are written beside it with the
             same stem. Its folder is created.
         slo: None (the incidents' SLO), a TOML file path, or an SLO object from
-            :func:`streamslo.thresholds.load_slo`.
+            :func:`streamslo.slo.thresholds.load_slo`.
         seed: bootstrap seed (same inputs and seed give the same report numbers).
         resamples: bootstrap resamples (bounded further for very large runs).
         confidence: confidence level of the intervals, e.g. 0.95.

@@ -24,7 +24,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from streamslo.metrics import trend_samples
+from streamslo.figures.metrics import trend_samples
 from streamslo.reports.load import LoadedRun
 from streamslo.reports.model import Report
 from streamslo.reports.server_series import panel_series

@@ -1,6 +1,6 @@
 """The before/after maths of the report: pure functions from loaded runs to the report model.
 
-Every headline number comes from :mod:`streamslo.metrics` (``summarize``, ``trend_samples``,
+Every headline number comes from :mod:`streamslo.figures.metrics` (``summarize``, ``trend_samples``,
 ``rate_value``, ``LatencyStats.of``: numpy ``linear`` percentiles over pooled samples), so the
 report, the run summary and ``verify`` agree to the last digit. What this module adds:
 
@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from streamslo import __version__
-from streamslo.metrics import (
+from streamslo.figures.metrics import (
     LatencyStats,
     counted_mask,
     counter_value,
@@ -55,9 +55,9 @@ from streamslo.reports.model import (
     VerdictRow,
 )
 from streamslo.reports.server_series import counter_increase, is_counter, moved_samples, run_time
-from streamslo.result_schema import SummaryJson
+from streamslo.results.schema import SummaryJson
+from streamslo.results.summary_table import integrity_warnings
 from streamslo.stream.outcome import OUTCOMES
-from streamslo.summary_table import integrity_warnings
 
 __all__ = [
     "CI_PERCENTILES",
@@ -101,7 +101,7 @@ REPORT_RATES = ("truncation_rate", "http_5xx_rate", "error_rate")
 def clustered_samples(run: LoadedRun, metric: str) -> Clustered:
     """The samples of a latency metric with the stream each belongs to.
 
-    The same samples as :func:`streamslo.metrics.trend_samples` (the pool of streams that began
+    The same samples as :func:`streamslo.figures.metrics.trend_samples` (the pool of streams that began
     and were not cancelled), tagged by stream so that the bootstrap can resample streams.
     """
     pool = latency_pool(run.streams).reset_index(drop=True)

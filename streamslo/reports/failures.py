@@ -9,17 +9,18 @@ wrote one, and falls back to streams.csv otherwise. Pure: nothing here prints or
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from streamslo.reports.load import LoadedRun
 from streamslo.reports.model import ErrorText, FailureGroup
-from streamslo.results import Layout
+from streamslo.results.layout import Layout
 from streamslo.stream.outcome import OUTCOMES
 
 #: The results files' names (the one Layout names them).
-_FILES = Layout("")
+_FILES = Layout(Path())
 
 __all__ = ["NO_TEXT", "TOP_ERRORS", "failure_groups", "top_errors"]
 

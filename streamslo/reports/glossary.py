@@ -1,7 +1,7 @@
 """Words for the report: each metric's name, unit and meaning, whether lower is better, the
 outcomes' meanings, and plain text for run.json values a reader should not see as Python.
 
-Metric meanings come from the metric registry (:data:`streamslo.metrics.METRICS`), so the
+Metric meanings come from the metric registry (:data:`streamslo.figures.metrics.METRICS`), so the
 glossary says what ``verify`` and the thresholds mean by the same id. Nothing here computes a
 figure or prints.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from streamslo.metrics import METRICS
+from streamslo.figures.metrics import METRICS
 
 __all__ = [
     "HIGHER_IS_BETTER",

@@ -2,7 +2,7 @@
 
 A *level* is a request rate (``streamslo sweep``: one run per rate) or a concurrency (a staged
 run: the streams that started while a stage held N users; ``streamslo compare`` ramps that
-way). Every figure of a point comes from :mod:`streamslo.metrics` over that level's streams, so
+way). Every figure of a point comes from :mod:`streamslo.figures.metrics` over that level's streams, so
 it matches what ``verify`` and ``summary.json`` would say of the same streams.
 
 The knee (:func:`find_knee`) is the last level before the service turns: the first level
@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from streamslo.metrics import (
+from streamslo.figures.metrics import (
     GoodputBounds,
     LatencyStats,
     counted_mask,
@@ -31,7 +31,7 @@ from streamslo.metrics import (
     rate_value,
     trend_samples,
 )
-from streamslo.results import RunData
+from streamslo.results.layout import RunData
 
 __all__ = [
     "KEEP_UP",
@@ -110,10 +110,10 @@ def load_point(data: RunData, x: float, label: str, *, duration_s: float | None 
         x: the level.
         label: its name in tables.
         duration_s: the level's length (default: the run's).
-        slo: an SLO (:mod:`streamslo.thresholds`) to check the level against, or None.
+        slo: an SLO (:mod:`streamslo.slo.thresholds`) to check the level against, or None.
         asked: ``x`` is an asked request rate.
     """
-    from streamslo import thresholds
+    from streamslo.slo import thresholds
 
     if duration_s is not None:
         data = RunData(path=data.path, run={**data.run, "start_epoch": 0.0, "end_epoch": duration_s},
@@ -152,7 +152,7 @@ def sent_rate(started_at: np.ndarray) -> float | None:
 
 
 def _duration(data: RunData) -> float | None:
-    from streamslo.metrics import run_duration_s
+    from streamslo.figures.metrics import run_duration_s
 
     return run_duration_s(data)
 
@@ -162,7 +162,7 @@ def stage_levels(stages: str) -> list[tuple[int, float, float]]:
     """The levels of a staged run: (users, start s, end s) of each stage that *holds* a user
     count (k6's ``target`` reached and kept), from its ``--stages`` text ("" or bad: none)."""
     from streamslo.errors import BadInputError
-    from streamslo.stages import parse_stages
+    from streamslo.options.stages import parse_stages
 
     if not stages:
         return []
@@ -184,7 +184,7 @@ def first_user_s(stages: str) -> float:
     """When a staged run's first user starts, in seconds of its stages: the first whole second
     (the load shape is asked once a second) at which the first stage's linear ramp from 0
     rounds to at least one user."""
-    from streamslo.stages import parse_stages
+    from streamslo.options.stages import parse_stages
 
     first = parse_stages(stages)[0]
     if first.target < 1 or first.duration <= 0:

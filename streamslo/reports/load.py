@@ -1,6 +1,6 @@
 """Results directories (docs/results.md) turned into tidy pandas frames for the report.
 
-A :class:`LoadedRun` wraps :func:`streamslo.results.load_run` (the same loader ``verify`` uses,
+A :class:`LoadedRun` wraps :func:`streamslo.results.layout.load_run` (the same loader ``verify`` uses,
 so the report and ``verify`` see the same rows) with a label (``before``, ``after`` or ``run``),
 a human name, the run's start and duration, and any server-side evidence found in
 ``DIR/server/``:
@@ -30,9 +30,9 @@ from typing import Any
 import pandas as pd
 
 from streamslo.errors import ResultsError
-from streamslo.metrics import run_duration_s
-from streamslo.result_schema import RunJson
-from streamslo.results import Layout, RunData, load_run
+from streamslo.figures.metrics import run_duration_s
+from streamslo.results.layout import Layout, RunData, load_run
+from streamslo.results.schema import RunJson
 
 __all__ = [
     "DURATION_TOLERANCE",
@@ -83,7 +83,7 @@ class LoadedRun:
     name: str
     """Human name: the bundled server's mode when known, else the directory's name."""
     data: RunData
-    """The loaded run, as :mod:`streamslo.metrics` expects it."""
+    """The loaded run, as :mod:`streamslo.figures.metrics` expects it."""
     start_epoch: float | None
     """Epoch seconds of the run's start (run.json, else the first stream's start)."""
     duration_s: float | None

@@ -1,7 +1,7 @@
 """The report model: a tree of frozen dataclasses that every output is rendered from.
 
 ``report.json`` is :meth:`Report.to_dict`; ``report.html`` and ``report.md`` show the same
-numbers. Latency distributions use the shared nested :class:`~streamslo.metrics.LatencyStats`
+numbers. Latency distributions use the shared nested :class:`~streamslo.figures.metrics.LatencyStats`
 (p50/p90/p95/p99/max/mean/count, milliseconds) instead of flat ``p99_ms`` fields. In a
 single-run report the ``before`` side of every comparison is None.
 
@@ -27,7 +27,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from streamslo.metrics import LatencyStats
+from streamslo.figures.metrics import LatencyStats
 
 __all__ = [
     "BootstrapSettings",

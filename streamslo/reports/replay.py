@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from streamslo.replay_summary import replay_figures
+from streamslo.figures.replay import replay_figures
 from streamslo.reports.load import LoadedRun
-from streamslo.trace import iter_trace
+from streamslo.workload.trace import iter_trace
 
 __all__ = ["arrival_table", "replay_html", "replay_json", "replay_markdown", "replay_tables"]
 

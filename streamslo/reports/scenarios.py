@@ -7,7 +7,7 @@ import html
 from collections.abc import Sequence
 from typing import Any
 
-from streamslo.metrics import scenario_figures
+from streamslo.figures.metrics import scenario_figures
 from streamslo.reports.load import LoadedRun
 
 __all__ = ["scenario_html", "scenario_json", "scenario_markdown", "scenario_tables"]

@@ -17,12 +17,12 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from streamslo.budget import Budget, burn_down
-from streamslo.drift import analyse, collect_series, theil_sen
+from streamslo.figures.drift import analyse, collect_series, theil_sen
 from streamslo.reports.charts import COLORS, Chart, png_base64
 from streamslo.reports.load import LoadedRun
-from streamslo.results import Layout, read_json
-from streamslo.windows_file import read_windows
+from streamslo.results.layout import Layout, read_json
+from streamslo.run.windows_file import read_windows
+from streamslo.slo.budget import Budget, burn_down
 
 __all__ = ["MIN_WINDOWS", "SoakSection", "soak_charts", "soak_html", "soak_json", "soak_markdown", "soak_sections"]
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from streamslo.metrics import latency_pool
+from streamslo.figures.metrics import latency_pool
 from streamslo.reports.load import LoadedRun
 
 __all__ = ["activity_timeline", "cdf_points", "lateness_timeline"]

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from streamslo.metrics import LatencyStats, counted_mask
+from streamslo.figures.metrics import LatencyStats, counted_mask
 from streamslo.reports.load import LoadedRun
 from streamslo.reports.render import fmt, html_table, md_table
 

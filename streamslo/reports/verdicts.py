@@ -1,4 +1,4 @@
-"""SLO verdict rows: every threshold checked on both runs, through :mod:`streamslo.thresholds`.
+"""SLO verdict rows: every threshold checked on both runs, through :mod:`streamslo.slo.thresholds`.
 
 The thresholds engine (``DEFAULT_SLO``, ``load_slo(path)``, ``evaluate(slo, data)`` returning
 checks with ``metric``, ``expression``, ``observed``, ``passed``, ``message``) is the one
@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from streamslo import thresholds
 from streamslo.reports.model import VerdictRow
-from streamslo.results import RunData
+from streamslo.results.layout import RunData
+from streamslo.slo import thresholds
 
 __all__ = ["evaluate_runs", "resolve_slo", "verdict_word"]
 
@@ -27,7 +27,7 @@ def resolve_slo(slo: Any) -> tuple[Any, str]:
 
     Args:
         slo: None (the incidents' default SLO), a path to a TOML file, or a
-            :class:`streamslo.thresholds.SLO` already loaded.
+            :class:`streamslo.slo.thresholds.SLO` already loaded.
 
     Raises:
         SLOFileError: the file does not parse (the message names the file and line).

@@ -11,7 +11,7 @@ It runs in one of two modes (``streamslo serve``; see ``docs/server.md``):
 Layout: :mod:`~streamslo.server.config` (typed settings), :mod:`~streamslo.server.tokenizer`,
 :mod:`~streamslo.server.model` (the transformer and its KV cache), :mod:`~streamslo.server.engine`
 (batched decode thread) and :mod:`~streamslo.server.naive` (loop-blocking generation),
-:mod:`~streamslo.server.protocol` (request validation, chunks), :mod:`~streamslo.server.sse` and
+:mod:`~streamslo.server.protocol` (request validation, chunks), :mod:`~streamslo.server.sse_encode` and
 :mod:`~streamslo.server.streaming` (writing a stream), :mod:`~streamslo.server.app` (routes),
 :mod:`~streamslo.server.launch` (the command line, uvicorn or gunicorn).
 """

@@ -16,6 +16,13 @@ takes a class, in both launch paths):
   WebSocket handshakes; on an open WebSocket, an error frame comes before the close for a
   message over the size limit (1009), a broken frame (1002) and a text frame that is not
   UTF-8 (1007, without the traceback Uvicorn logs for it).
+- **Lingering close**: a refusal sent while the client is still sending its body (413 for an
+  oversized body, any error before the body was read) closes gracefully: the answer, then a
+  half-close (FIN), then the rest of the body read and discarded until the client closes, for
+  at most ``LINGER_S`` seconds and ``LINGER_BYTES`` bytes, then the close. Closing at once
+  with unread input makes the kernel send a reset, and a client still writing its body then
+  gets that reset instead of the answer (Apache's and nginx's lingering close, Go's
+  ``closeWriteAndWait``).
 
 The limits come from the process's :class:`~streamslo.server.runtime.Runtime` (the app's
 lifespan starts it before Uvicorn accepts connections).
@@ -45,7 +52,13 @@ from streamslo.server import metrics, runtime
 from streamslo.server.config import ServerConfig
 from streamslo.server.protocol import APIError, error_body
 
-__all__ = ["GuardedH11Protocol", "GuardedWSProtocol", "over_capacity_app"]
+__all__ = ["LINGER_BYTES", "LINGER_S", "GuardedH11Protocol", "GuardedWSProtocol", "over_capacity_app"]
+
+#: Longest a refused client may go on sending its body after the answer (nginx's lingering_timeout).
+LINGER_S = 5.0
+#: Most bytes of a refused body read and discarded before the close (a body over the limit
+#: is usually a few times the limit; the rest of a larger one gets the reset).
+LINGER_BYTES = 64 * 1024 * 1024
 
 log = logging.getLogger("streamslo.server.guard")
 
@@ -83,18 +96,89 @@ async def over_capacity_app(scope: Scope, receive: Receive, send: Send) -> None:
         await send({"type": "websocket.close", "code": err.ws_close_code, "reason": "over capacity"})
 
 
+class _LingeringTransport(asyncio.Transport):
+    """The connection's transport as Uvicorn's request cycles see it: the same, except that
+    ``close()`` while the client is still sending its request body lingers (the module
+    docstring) instead of closing at once."""
+
+    def __init__(self, transport: asyncio.Transport, protocol: GuardedH11Protocol) -> None:
+        super().__init__()
+        self.real = transport
+        self._protocol = protocol
+
+    def close(self) -> None:
+        proto = self._protocol
+        if (proto.lingering or self.real.is_closing() or not self.real.can_write_eof()
+                or proto.conn.their_state is not h11.SEND_BODY):
+            self.real.close()
+            return
+        proto.lingering = True
+        self.real.write_eof()  # the answer, then FIN: the client reads it and sees the end
+        self.real.resume_reading()  # Uvicorn pauses reading while a body waits to be read
+        proto.loop.call_later(LINGER_S, self.real.close)
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.real.write(data)
+
+    def writelines(self, list_of_data: Any) -> None:
+        self.real.writelines(list_of_data)
+
+    def write_eof(self) -> None:
+        self.real.write_eof()
+
+    def can_write_eof(self) -> bool:
+        return self.real.can_write_eof()
+
+    def abort(self) -> None:
+        self.real.abort()
+
+    def is_closing(self) -> bool:
+        return self.real.is_closing()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self.real.get_extra_info(name, default)
+
+    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        self.real.set_protocol(protocol)
+
+    def get_protocol(self) -> asyncio.BaseProtocol:
+        return self.real.get_protocol()
+
+    def is_reading(self) -> bool:
+        return self.real.is_reading()
+
+    def pause_reading(self) -> None:
+        self.real.pause_reading()
+
+    def resume_reading(self) -> None:
+        self.real.resume_reading()
+
+    def get_write_buffer_size(self) -> int:
+        return self.real.get_write_buffer_size()
+
+    def get_write_buffer_limits(self) -> tuple[int, int]:
+        return self.real.get_write_buffer_limits()
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        self.real.set_write_buffer_limits(high, low)
+
+
 class GuardedH11Protocol(H11Protocol):
-    """Uvicorn's h11 protocol with a head timeout, a connection cap and JSON refusals."""
+    """Uvicorn's h11 protocol with a head timeout, a connection cap, JSON refusals and a
+    lingering close."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.limits = _limits()
         self.over_capacity = False
+        self.lingering = False
+        self._discarded = 0
         self._head_timer: asyncio.TimerHandle | None = None
 
     # -- the connection cap ------------------------------------------------------------------
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self.transport = _LingeringTransport(transport, self)
         if len(self.connections) > self.limits.max_connections:
             self.over_capacity = True
             self.app = over_capacity_app
@@ -103,6 +187,8 @@ class GuardedH11Protocol(H11Protocol):
 
     def handle_websocket_upgrade(self, event: h11.Request) -> None:
         self._disarm_head_timer()
+        if isinstance(self.transport, _LingeringTransport):
+            self.transport = self.transport.real  # the WebSocket protocol takes the real one over
         super().handle_websocket_upgrade(event)
         if self.over_capacity:
             # The WebSocket protocol took the transport over; its ASGI task has not run yet.
@@ -132,6 +218,11 @@ class GuardedH11Protocol(H11Protocol):
             self.transport.close()
 
     def data_received(self, data: bytes) -> None:
+        if self.lingering:  # the rest of a refused body: read and dropped, up to a bound
+            self._discarded += len(data)
+            if self._discarded > LINGER_BYTES:
+                self.transport.abort()
+            return
         try:
             super().data_received(data)
         except Exception as exc:

@@ -15,7 +15,8 @@ from typing import Any
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from streamslo.server import metrics, sse
+from streamslo.server import metrics
+from streamslo.server import sse_encode as sse
 from streamslo.server.engine import TokenStream
 from streamslo.server.protocol import ChunkFactory, error_body
 

@@ -19,7 +19,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         The exit code: 0 pass, 99 a threshold failed, 2 bad input, 1 internal error.
     """
     from streamslo.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, BadInputError
-    from streamslo.verify import cli
+    from streamslo.verify import command as cli
 
     class _Parser(argparse.ArgumentParser):
         def error(self, message: str) -> None:  # type: ignore[override]

@@ -34,7 +34,7 @@ _SHOWN = ("stream_id", "protocol", "user_class", "outcome", "status")
 def _failing_mask(data: Any, metric: str) -> Any:
     """The streams that count against a rate (for goodput: every counted stream that was not
     good); for any other metric, every counted stream that did not end ok."""
-    from streamslo import metrics
+    from streamslo.figures import metrics
 
     streams = data.streams
     if metric in ("goodput_fraction", "goodput_per_s"):
@@ -48,8 +48,8 @@ def worst_offenders(data: Any, threshold: Any, limit: int = 5) -> tuple[str, lis
     """The streams that did most to break a threshold.
 
     Args:
-        data: the run (:class:`streamslo.results.RunData`).
-        threshold: the :class:`streamslo.thresholds.Threshold`.
+        data: the run (:class:`streamslo.results.layout.RunData`).
+        threshold: the :class:`streamslo.slo.thresholds.Threshold`.
         limit: how many streams at most.
 
     Returns:
@@ -57,7 +57,7 @@ def worst_offenders(data: Any, threshold: Any, limit: int = 5) -> tuple[str, lis
         bound; smallest for a lower bound) value of its column, e.g. ``max_gap_ms`` for
         ``itl_ms``; for a rate or counter, the streams with failing outcomes, earliest first.
     """
-    from streamslo import metrics
+    from streamslo.figures import metrics
 
     sub = metrics.select(data, dict(threshold.selector)) if threshold.selector else data
     streams = sub.streams
@@ -119,7 +119,7 @@ def explain_result(result: Any, data: Any, limit: int = 5) -> str:
     """The failure text of one threshold check.
 
     Args:
-        result: the :class:`streamslo.thresholds.CheckResult`.
+        result: the :class:`streamslo.slo.thresholds.CheckResult`.
         data: the run it was checked on.
         limit: how many offending streams to list.
 

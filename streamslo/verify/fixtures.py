@@ -32,8 +32,8 @@ from typing import Any
 
 import pytest
 
-from streamslo.bundled import BundledServer, ServerStartError
-from streamslo.bundled import log_tail as _tail
+from streamslo.server.bundled import BundledServer, ServerStartError
+from streamslo.server.bundled import log_tail as _tail
 
 __all__ = [
     "BundledServer",
@@ -83,7 +83,7 @@ def start_server(config: LoadConfig, log_dir: Path) -> BundledServer:
         log_dir: where the server's log goes.
 
     Returns:
-        The running :class:`~streamslo.bundled.BundledServer`; stop it with ``stop()``.
+        The running :class:`~streamslo.server.bundled.BundledServer`; stop it with ``stop()``.
 
     Raises:
         ServerStartError: the server exited or did not answer in time (the message holds its log).
@@ -121,7 +121,7 @@ def streamslo_run(
 ) -> Any:
     """A short headless load run against ``streamslo_server``: its :class:`RunData`."""
     from streamslo.errors import EXIT_OK, EXIT_THRESHOLD, ResultsError
-    from streamslo.results import load_run
+    from streamslo.results.layout import load_run
 
     cfg = streamslo_load_config
     out = tmp_path_factory.mktemp("streamslo-run")
@@ -149,7 +149,7 @@ def streamslo_run(
 @pytest.fixture(scope="session")
 def streamslo_probe_url(pytestconfig: pytest.Config) -> str:
     """``--streamslo-probe-url`` (or ``STREAMSLO_PROBE_URL``); the probe checks skip without it."""
-    from streamslo.verify.plugin import get_state
+    from streamslo.verify.state import get_state
 
     url = get_state(pytestconfig).settings.probe_url
     if not url:

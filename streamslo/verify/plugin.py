@@ -30,13 +30,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from streamslo.verify.slo import OPTIONS, MarkerOverride, Settings, parse_marker, resolve_settings
+from streamslo.verify.slo import OPTIONS, Settings, parse_marker, resolve_settings
+from streamslo.verify.state import MARKER_KEY, STATE_KEY, SessionState, get_state
 
 __all__ = [
     "MARKER_KEY",
@@ -54,30 +54,6 @@ __all__ = [
     "streamslo_slo",
 ]
 
-
-@dataclass
-class SessionState:
-    """What the plugin keeps for one pytest session (in ``config.stash``)."""
-
-    settings: Settings
-    slo: Any = None
-    """The session's :class:`streamslo.thresholds.SLO`; None until first needed (default SLO)."""
-    data: Any = None
-    """The :class:`streamslo.results.RunData` of ``--streamslo-run-dir``, loaded at configure."""
-    results: list[Any] = field(default_factory=list)
-    """Every :class:`streamslo.thresholds.CheckResult` the generated checks produced."""
-
-    def session_slo(self) -> Any:
-        """The session's SLO (the incidents' default when no file was given)."""
-        if self.slo is None:
-            from streamslo.thresholds import DEFAULT_SLO
-
-            self.slo = DEFAULT_SLO
-        return self.slo
-
-
-STATE_KEY = pytest.StashKey[SessionState]()
-MARKER_KEY = pytest.StashKey[MarkerOverride]()
 
 _MARKER_HELP = (
     "streamslo(file=None, thresholds=None, allow_invalid=None, allow_incomplete=None): check "
@@ -118,7 +94,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[STATE_KEY] = state
     if settings.slo is not None:
         from streamslo.errors import SLOFileError
-        from streamslo.thresholds import load_slo
+        from streamslo.slo.thresholds import load_slo
 
         try:
             state.slo = load_slo(settings.slo)
@@ -126,17 +102,12 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(f"streamslo: bad SLO file ({settings.source_of('slo')}): {exc}") from None
     if settings.run_dir is not None:
         from streamslo.errors import ResultsError
-        from streamslo.results import load_run
+        from streamslo.results.layout import load_run
 
         try:
             state.data = load_run(settings.run_dir)
         except ResultsError as exc:
             raise pytest.UsageError(f"streamslo: bad results directory ({settings.source_of('run_dir')}): {exc}") from None
-
-
-def get_state(config: pytest.Config) -> SessionState:
-    """The plugin's :class:`SessionState` for this session."""
-    return config.stash[STATE_KEY]
 
 
 def pytest_report_header(config: pytest.Config) -> list[str] | None:
@@ -180,7 +151,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = session.config.stash.get(STATE_KEY, None)
     if state is None or state.data is None or not state.results:
         return
-    from streamslo.thresholds import write_slo_json
+    from streamslo.slo.thresholds import write_slo_json
 
     data = state.data
     write_slo_json(
@@ -201,7 +172,7 @@ def streamslo_settings(pytestconfig: pytest.Config) -> Settings:
 
 @pytest.fixture
 def streamslo_slo(request: pytest.FixtureRequest) -> Any:
-    """The :class:`streamslo.thresholds.SLO` for this test: its marker's, else the session's."""
+    """The :class:`streamslo.slo.thresholds.SLO` for this test: its marker's, else the session's."""
     override = request.node.stash.get(MARKER_KEY, None)
     if override is not None and override.slo is not None:
         return override.slo
@@ -210,7 +181,7 @@ def streamslo_slo(request: pytest.FixtureRequest) -> Any:
 
 @pytest.fixture(scope="session")
 def streamslo_results(pytestconfig: pytest.Config) -> Any:
-    """The run of ``--streamslo-run-dir`` (:class:`streamslo.results.RunData`); fails without one."""
+    """The run of ``--streamslo-run-dir`` (:class:`streamslo.results.layout.RunData`); fails without one."""
     state = get_state(pytestconfig)
     if state.data is None:
         pytest.fail(
@@ -225,7 +196,7 @@ def streamslo_results(pytestconfig: pytest.Config) -> Any:
 def streamslo_check(request: pytest.FixtureRequest, streamslo_slo: Any) -> Callable[[Any], list[Any]]:
     """A function that asserts a run meets this test's SLO.
 
-    Call it with a :class:`streamslo.results.RunData` (e.g. ``streamslo_run``); it fails the
+    Call it with a :class:`streamslo.results.layout.RunData` (e.g. ``streamslo_run``); it fails the
     test, with every failed threshold explained, when the run is empty, invalid or unfinalized
     (unless allowed) or breaks a threshold. It returns the :class:`CheckResult` list.
     """
@@ -239,7 +210,7 @@ def streamslo_check(request: pytest.FixtureRequest, streamslo_slo: Any) -> Calla
         allow_incomplete = override.allow_incomplete
 
     def check(data: Any) -> list[Any]:
-        from streamslo.thresholds import evaluate
+        from streamslo.slo.thresholds import evaluate
         from streamslo.verify.explain import (
             explain_empty,
             explain_incomplete,

@@ -25,7 +25,7 @@ from streamslo.stream.dialects import API_PATHS, ENDPOINT_APIS, tracker_for
 from streamslo.stream.timing import StreamExpectations, StreamRecord
 from streamslo.stream.tracker import StreamTracker
 from streamslo.transport.common import ClientLimits
-from streamslo.workload import ENDPOINT_PATHS, RequestOptions, build_body, first_model_id
+from streamslo.workload.requests import ENDPOINT_PATHS, RequestOptions, build_body, first_model_id
 
 __all__ = [
     "ProbeRequest",
@@ -59,7 +59,7 @@ class ProbeRequest:
     """The dialect (``--api`` names); empty: the one :attr:`endpoint` names."""
 
     def options(self, model: str) -> RequestOptions:
-        """The shared request options (:mod:`streamslo.workload`) for this probe."""
+        """The shared request options (:mod:`streamslo.workload.requests`) for this probe."""
         return RequestOptions(
             endpoint=self.endpoint, model=model, max_tokens=self.max_tokens,
             ignore_eos=self.ignore_eos, include_usage=self.include_usage, api=self.api,
@@ -82,7 +82,7 @@ class ProbeRequest:
 
 def request_body(req: ProbeRequest, model: str) -> dict[str, Any]:
     """The JSON body of a probe request (also the WS request frame): the same body the load
-    users send (:func:`streamslo.workload.build_body`)."""
+    users send (:func:`streamslo.workload.requests.build_body`)."""
     body: dict[str, Any] = json.loads(build_body(req.options(model), req.prompt))
     return body
 

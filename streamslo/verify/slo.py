@@ -192,7 +192,7 @@ class MarkerOverride:
     """What one ``@pytest.mark.streamslo`` changes for its test."""
 
     slo: Any = None
-    """The :class:`streamslo.thresholds.SLO` to check instead of the session's, or None."""
+    """The :class:`streamslo.slo.thresholds.SLO` to check instead of the session's, or None."""
     allow_invalid: bool | None = None
     """Overrides the session's ``allow_invalid`` when not None."""
     allow_incomplete: bool | None = None
@@ -220,7 +220,7 @@ def parse_marker(
             value of the wrong type.
         streamslo.errors.SLOFileError: the SLO file or table does not parse.
     """
-    from streamslo.thresholds import load_slo, parse_thresholds_table
+    from streamslo.slo.thresholds import load_slo, parse_thresholds_table
 
     label = f"{where}: @pytest.mark.streamslo"
     if args:

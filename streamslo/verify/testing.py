@@ -74,7 +74,7 @@ def write_run(
     """
     import pandas as pd
 
-    from streamslo.results import Layout
+    from streamslo.results.layout import Layout
     from streamslo.stream.timing import STREAM_COLUMNS
 
     layout = Layout(Path(directory))

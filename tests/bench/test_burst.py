@@ -3,6 +3,9 @@ transports: the suite's ITL figures agree with an independent asyncio client's.
 
 Each side gets a fresh server (``bench/bench_burst.py``: server on core 0, client on core 1);
 the agreement rule is the bench's own (``AGREE_RATIO`` x + ``AGREE_SLACK_MS``), applied both ways.
+
+A comparison of timings, true on a quiet machine only (WS ITL p99 ratio 2.04 while another load
+ran): a benchmark, run by ``tox -e bench`` and the nightly workflow, skipped by the default suite.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.bench.conftest import bench_module, run_bench
+from tests.bench.conftest import bench_module, bench_run, run_bench
 
 pytestmark = pytest.mark.load
 
@@ -19,6 +22,7 @@ STREAMS = 250
 TOKENS = 64
 
 
+@bench_run
 @pytest.mark.parametrize("protocol", ["sse", "ws"])
 def test_suite_itl_agrees_with_an_independent_client(protocol: str, tmp_path: Path) -> None:
     burst = bench_module("bench_burst")

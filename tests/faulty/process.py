@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from streamslo.childproc import read_first_line
+from streamslo.run.childproc import read_first_line
 
 __all__ = ["FaultyServer", "start_faulty_server", "unused_port"]
 

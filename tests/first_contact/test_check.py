@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from streamslo.check import CheckReport, exit_code, format_table, run_checks
-from streamslo.preflight import PreflightFailed
+from streamslo.check.contract import CheckReport, exit_code, format_table, run_checks
+from streamslo.run.preflight import PreflightFailed
 from tests.faulty.process import unused_port
 from tests.target_server.servers import ROOT, Server, start_server
 

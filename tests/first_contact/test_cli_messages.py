@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from streamslo.bundled import free_port
 from streamslo.errors import BadInputError
 from streamslo.scenario_files import packaged, resolve_scenario
+from streamslo.server.bundled import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 

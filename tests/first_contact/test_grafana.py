@@ -8,8 +8,8 @@ import re
 import urllib.request
 from pathlib import Path
 
-from streamslo.bundled import free_port
-from streamslo.exporter import ExporterSnapshot, GeneratorExporter
+from streamslo.run.exporter import ExporterSnapshot, GeneratorExporter
+from streamslo.server.bundled import free_port
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana-dashboard.json"
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from streamslo.preflight import PreflightFailed, preflight
-from streamslo.workload import RequestOptions
+from streamslo.run.preflight import PreflightFailed, preflight
+from streamslo.workload.requests import RequestOptions
 from tests.faulty.process import unused_port
 from tests.first_contact.fixed_status import fixed_status_server
 

@@ -51,7 +51,7 @@ def test_every_toml_example_parses() -> None:
 
 
 def test_the_scenario_example_is_a_valid_scenario(tmp_path: Path) -> None:
-    from streamslo.runner import load_scenario
+    from streamslo.run.execute import load_scenario
 
     (text,) = [b for b in blocks("toml") if "[scenarios." in b]
     path = tmp_path / "scenario.toml"

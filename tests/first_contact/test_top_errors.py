@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from streamslo.metrics import instant_failure_cause, top_errors
-from streamslo.results import load_run
+from streamslo.figures.metrics import instant_failure_cause, top_errors
+from streamslo.results.layout import load_run
 from streamslo.verify.testing import stream_row, write_run
 
 

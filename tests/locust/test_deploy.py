@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from streamslo.cli import build_parser
-from streamslo.runner import config_from_args
+from streamslo.run.execute import config_from_args
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 REPO = DEPLOY.parent

@@ -62,7 +62,7 @@ def test_a_run_per_dialect_is_ok_with_ttfo(reasoning_server: Server, tmp_path: P
     assert answer["passed"] is True
     assert len(g) == 11 * len(s)
     # The answer's gaps are the last 12 - REASONING - 1 of each stream.
-    from streamslo.metrics import answer_gaps
+    from streamslo.figures.metrics import answer_gaps
 
     kept = answer_gaps(s.assign(stream_id=s["stream_id"].astype(str)), g.assign(stream_id=g["stream_id"].astype(str)))
     assert len(kept) == (12 - REASONING - 1) * len(s)

@@ -17,8 +17,9 @@ import pandas as pd
 import pytest
 
 from streamslo.loadgen.relay import ACK, RECORDS, RelayReceiver, RelaySender
-from streamslo.record_batch import GapColumns, RecordBatch
-from streamslo.results import Layout, ResultsWriter, load_run
+from streamslo.results.batch import GapColumns, RecordBatch
+from streamslo.results.layout import Layout, load_run
+from streamslo.results.writer import ResultsWriter
 from tests.results_dir.helpers import record
 
 RUN_START = 1_700_000_000.0
@@ -216,8 +217,8 @@ def test_a_batch_that_cannot_be_read_is_counted_not_written(tmp_path):
 
 
 def test_finalize_names_lost_workers_and_saturated_ones(tmp_path):
-    from streamslo.finalize import finalize
-    from streamslo.summary_table import format_summary
+    from streamslo.results.summary_table import format_summary
+    from streamslo.run.finalize import finalize
 
     sender, receiver, _master, writer = _pair(tmp_path)
     sender.running = True
@@ -247,7 +248,7 @@ def test_finalize_names_lost_workers_and_saturated_ones(tmp_path):
 
 
 def test_a_run_without_workers_has_no_lost_workers_field(tmp_path):
-    from streamslo.finalize import finalize
+    from streamslo.run.finalize import finalize
 
     w = ResultsWriter(tmp_path, run_start=RUN_START, flush_interval=3600)
     w.add(_records(1)[0])
@@ -257,7 +258,7 @@ def test_a_run_without_workers_has_no_lost_workers_field(tmp_path):
     assert "lost_workers" not in run and "relay" not in run
 
 
-@pytest.mark.parametrize("name", ["streamslo.record_batch", "streamslo.loadgen.relay"])
+@pytest.mark.parametrize("name", ["streamslo.results.batch", "streamslo.loadgen.relay"])
 def test_the_new_modules_declare_their_api(name):
     from tests.test_cli import test_all_matches_public_names
 

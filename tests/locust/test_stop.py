@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from streamslo.results import SCHEMA_VERSION, Layout, load_run
+from streamslo.results.layout import SCHEMA_VERSION, Layout, load_run
 from tests.locust.helpers import REPO
 
 pytestmark = pytest.mark.load

@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from streamslo.bundled import free_port
+from streamslo.server.bundled import free_port
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]

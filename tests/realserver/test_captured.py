@@ -34,7 +34,7 @@ from typing import Any
 
 import pytest
 
-from streamslo.evidence import ServerEvidence, parse_prometheus_typed
+from streamslo.run.evidence import ServerEvidence, parse_prometheus_typed
 from streamslo.stream.timing import StreamExpectations, StreamRecord
 from tests.stream.drive import Burst, drive_sse
 

@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from streamslo.cancel import CancelAfter, CancelPlan
-from streamslo.metrics import summarize
-from streamslo.replay_summary import replay_figures
-from streamslo.results import load_run
+from streamslo.figures.metrics import summarize
+from streamslo.figures.replay import replay_figures
+from streamslo.options.cancel import CancelAfter, CancelPlan
+from streamslo.results.layout import load_run
 from streamslo.stream.outcome import FAILURE_OUTCOMES, OUTCOMES
 from streamslo.stream.timing import StreamExpectations, StreamRecord
 from streamslo.stream.tracker import StreamTracker

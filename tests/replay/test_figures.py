@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from streamslo.freed import FreedCheck, in_flight
-from streamslo.replay_summary import replay_figures
+from streamslo.figures.replay import replay_figures
 from streamslo.reports.load import load_report_runs
 from streamslo.reports.replay import arrival_table, replay_markdown, replay_tables
-from streamslo.results import load_run
-from streamslo.trace import describe_trace
+from streamslo.results.layout import load_run
+from streamslo.run.freed import FreedCheck, in_flight
 from streamslo.verify.testing import stream_row, write_run
+from streamslo.workload.trace import describe_trace
 
 
 def test_in_flight_gauges_are_found_and_summed_over_labels():

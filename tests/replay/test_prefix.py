@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from streamslo.lengths import LengthDist
-from streamslo.prefix import PrefixGroups, TracePrompts
-from streamslo.prompts import TextMeasure
-from streamslo.trace import TraceRequest
+from streamslo.options.lengths import LengthDist
+from streamslo.workload.prefix import PrefixGroups, TracePrompts
+from streamslo.workload.prompts import TextMeasure
+from streamslo.workload.trace import TraceRequest
 
 
 def test_equal_hash_ids_give_equal_text_and_lengths_hold():

@@ -15,10 +15,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from streamslo.bundled import BundledServer
-from streamslo.cancel import CancelPlan
-from streamslo.evidence import parse_prometheus
-from streamslo.trace import iter_trace
+from streamslo.options.cancel import CancelPlan
+from streamslo.run.evidence import parse_prometheus
+from streamslo.server.bundled import BundledServer
+from streamslo.workload.trace import iter_trace
 
 pytestmark = pytest.mark.load
 

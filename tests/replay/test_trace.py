@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from streamslo.errors import BadInputError
-from streamslo.trace import describe_trace, detect_format, iter_trace
+from streamslo.workload.trace import describe_trace, detect_format, iter_trace
 
 DATA = Path(__file__).resolve().parent / "data"
 EXCERPT = DATA / "mooncake_excerpt.jsonl"
@@ -104,7 +104,7 @@ def test_iterating_reads_as_it_goes(tmp_path):
 
 
 def test_trace_scenarios_parse_and_name_their_mistakes(tmp_path):
-    from streamslo.scenarios import ScenarioFileError, parse_scenarios
+    from streamslo.workload.scenarios import ScenarioFileError, parse_scenarios
 
     (sc,) = parse_scenarios({"r": {"executor": "trace", "trace": str(EXCERPT), "speed": 2, "late": "drop",
                                    "maxLag": "10ms", "maxVUs": 40}}, "s.toml")
@@ -123,7 +123,7 @@ def test_trace_scenarios_parse_and_name_their_mistakes(tmp_path):
 def _config(*argv: str):
     import argparse
 
-    from streamslo import runner
+    from streamslo.run import execute as runner
 
     p = argparse.ArgumentParser(exit_on_error=False)
     runner.add_arguments(p)

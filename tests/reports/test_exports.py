@@ -11,7 +11,7 @@ import pytest
 
 MODULES = ["streamslo.reports", "streamslo.reports.load", "streamslo.reports.compare", "streamslo.reports.bootstrap", "streamslo.reports.model",
            "streamslo.reports.verdicts", "streamslo.reports.timeline", "streamslo.reports.charts", "streamslo.reports.render",
-           "streamslo.reports.build", "streamslo.reports.cli", "streamslo.reports.server_series"]
+           "streamslo.reports.build", "streamslo.reports.command", "streamslo.reports.server_series"]
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -32,7 +32,7 @@ def test_all_matches_public_names(name: str) -> None:
 
 
 def test_package_import_is_light() -> None:
-    code = ("import sys, streamslo.reports, streamslo.reports.cli; "
+    code = ("import sys, streamslo.reports, streamslo.reports.command; "
             "heavy = [m for m in ('pandas', 'matplotlib', 'pyarrow') if m in sys.modules]; "
             "print(heavy); sys.exit(1 if heavy else 0)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

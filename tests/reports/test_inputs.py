@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from streamslo.errors import EXIT_BAD_INPUT, BadInputError, ResultsError
-from streamslo.reports import cli as report_cli
+from streamslo.reports import command as report_cli
 from tests.reports.conftest import write_fixed, write_naive
 
 

@@ -13,7 +13,7 @@ from streamslo.reports import build_report
 from streamslo.reports.knee import first_user_s, level_points, stage_levels
 from streamslo.reports.load import load_report_runs
 from streamslo.reports.turns import turns_json
-from streamslo.results import load_run
+from streamslo.results.layout import load_run
 from tests.reports.conftest import write_run
 
 # Two held levels: 2 streams for 10 s (1 s ramp), then 4 for 10 s.

@@ -10,13 +10,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from streamslo.figures.windows import WINDOW_COLUMNS
 from streamslo.reports import build_report
 from streamslo.reports.failures import NO_TEXT, failure_groups, top_errors
 from streamslo.reports.glossary import change_word, glossary_terms, protocol_text
 from streamslo.reports.load import load_report_runs
 from streamslo.reports.soak import MIN_WINDOWS, soak_sections
-from streamslo.windows import WINDOW_COLUMNS
-from streamslo.windows_file import format_rows
+from streamslo.run.windows_file import format_rows
 from tests.reports.conftest import START, write_fixed, write_naive, write_run
 
 # ------------------------------------------------------------------ direction of change

@@ -14,8 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from streamslo.evidence import ServerEvidence, json_value, parse_prometheus_typed
 from streamslo.reports.load import load_server_evidence
+from streamslo.run.evidence import ServerEvidence, json_value, parse_prometheus_typed
 from tests.reports.conftest import START, write_run
 
 

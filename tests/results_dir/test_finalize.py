@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from streamslo import thresholds
-from streamslo.finalize import finalize, finalize_killed
-from streamslo.results import SCHEMA_VERSION, Layout, ResultsWriter, load_run, read_json
+from streamslo.results.layout import SCHEMA_VERSION, Layout, load_run, read_json
+from streamslo.results.writer import ResultsWriter
+from streamslo.run.finalize import finalize, finalize_killed
+from streamslo.slo import thresholds
 from tests.results_dir.helpers import record
 
 REPO = Path(__file__).resolve().parents[2]

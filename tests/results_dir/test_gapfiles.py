@@ -11,8 +11,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from streamslo import gapfiles
-from streamslo.results import Layout, ResultsWriter, compact_gaps, load_run
+from streamslo.results import gaps as gapfiles
+from streamslo.results.layout import Layout, compact_gaps, load_run
+from streamslo.results.writer import ResultsWriter
 from tests.results_dir.helpers import record
 
 REPO = Path(__file__).resolve().parents[2]
@@ -87,7 +88,7 @@ def test_a_real_kill_after_the_merged_file_is_in_place(parts):
         """
         import os, sys
         from pathlib import Path
-        from streamslo import gapfiles
+        from streamslo.results import gaps as gapfiles
 
         def die(step):
             if step == "renamed":

@@ -1,11 +1,11 @@
-"""One Layout: every file of a results directory is named in streamslo/results.py only."""
+"""One Layout: every file of a results directory is named in streamslo/results/layout.py only."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
-from streamslo.results import Layout
+from streamslo.results.layout import Layout
 
 PACKAGE = Path(__file__).resolve().parents[2] / "streamslo"
 
@@ -37,7 +37,7 @@ def test_no_module_but_results_spells_a_results_file():
     offenders = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         rel = path.relative_to(PACKAGE).as_posix()
-        if rel == "results.py":
+        if rel == "results/layout.py":
             continue
         names = _spelled(path)
         if names:
@@ -65,5 +65,5 @@ def test_layout_paths(tmp_path):
 def test_new_modules_declare_their_api():
     from tests.test_cli import test_all_matches_public_names
 
-    for name in ("streamslo.gapfiles", "streamslo.results_writer", "streamslo.signals", "streamslo._streams_csv"):
+    for name in ("streamslo.results.gaps", "streamslo.results.writer", "streamslo.run.signals", "streamslo.results._streams_csv"):
         test_all_matches_public_names(name)

@@ -13,16 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from streamslo.finalize import writer_totals
-from streamslo.results import (
-    SCHEMA_VERSION,
-    Layout,
-    ResultsWriter,
-    is_complete,
-    load_run,
-    read_json,
-)
-from streamslo.results_writer import PartialAppend, append_lines
+from streamslo.results.layout import SCHEMA_VERSION, Layout, is_complete, load_run, read_json
+from streamslo.results.writer import PartialAppend, ResultsWriter, append_lines
+from streamslo.run.finalize import writer_totals
 from tests.results_dir.helpers import lines, record
 
 REPO = Path(__file__).resolve().parents[2]
@@ -100,7 +93,7 @@ def test_failed_writes_keep_the_rows_until_they_land_once(tmp_path, caplog, erro
     write.failing = True
     for i in range(3, 8):
         w.add(record(i, error="x" * 100))
-    with caplog.at_level(logging.WARNING, logger="streamslo.results"):
+    with caplog.at_level(logging.WARNING, logger="streamslo.results.layout"):
         w.flush()  # does not raise
         w.flush()
     assert w.write_errors >= 2
@@ -126,7 +119,7 @@ def test_the_last_flush_gives_up_loudly(tmp_path, caplog):
     w = ResultsWriter(tmp_path, run_start=1.0, flush_interval=3600, write=write, final_retry_s=0.3)
     write.failing = True
     w.add(record(1))
-    with caplog.at_level(logging.ERROR, logger="streamslo.results"):
+    with caplog.at_level(logging.ERROR, logger="streamslo.results.layout"):
         w.flush(wait=True)
     assert "giving up on 1 rows" in caplog.text
     totals = writer_totals(tmp_path)
@@ -157,7 +150,8 @@ def test_a_full_disk_for_real(tmp_path):
         """
         import json, random, resource, signal, sys, time
         from pathlib import Path
-        from streamslo.results import Layout, ResultsWriter, load_run
+        from streamslo.results.layout import Layout, load_run
+        from streamslo.results.writer import ResultsWriter
         from tests.results_dir.helpers import record
 
         out = Path(sys.argv[1])

@@ -7,8 +7,9 @@ import tomllib
 
 import pytest
 
-from streamslo.lengths import LengthDist
-from streamslo.scenarios import (
+from streamslo.options.lengths import LengthDist
+from streamslo.options.stages import Stage
+from streamslo.workload.scenarios import (
     Scenario,
     ScenarioFileError,
     arrival_offsets,
@@ -18,7 +19,6 @@ from streamslo.scenarios import (
     process_share,
     to_wire,
 )
-from streamslo.stages import Stage
 
 ALL = """\
 [scenarios.steady]
@@ -156,7 +156,7 @@ def test_dropped_totals_sum_processes():
 
 
 def test_shipped_scenario_files_use_scenarios():
-    from streamslo.runner import load_scenario
+    from streamslo.run.execute import load_scenario
     from tests.locust.helpers import REPO
 
     for name, minutes in (("nightly.toml", 60.0), ("soak-short.toml", 70 / 60)):

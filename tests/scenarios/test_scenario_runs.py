@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from streamslo.results import SCHEMA_VERSION
+from streamslo.results.layout import SCHEMA_VERSION
 from tests.locust.helpers import streams, streamslo_run
 
 pytestmark = pytest.mark.load

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from streamslo.budget import Budget, BurnTracker, burn_down, parse_budget, read_slo_file, replay
 from streamslo.errors import SLOFileError
-from streamslo.thresholds import load_slo
+from streamslo.slo.budget import Budget, BurnTracker, burn_down, parse_budget, read_slo_file, replay
+from streamslo.slo.thresholds import load_slo
 
 GOOD = """\
 [thresholds]

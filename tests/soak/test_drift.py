@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from streamslo.drift import judge, theil_sen
+from streamslo.figures.drift import judge, theil_sen
 
 
 def test_theil_sen_recovers_a_line_despite_outliers():

@@ -10,9 +10,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from streamslo.drift import collect_series
-from streamslo.evidence import ServerEvidence, latest_server_rss
-from streamslo.results import Layout
+from streamslo.figures.drift import collect_series
+from streamslo.results.layout import Layout
+from streamslo.run.evidence import ServerEvidence, latest_server_rss
 
 
 def _serve(routes: dict[str, bytes]):

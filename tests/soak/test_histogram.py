@@ -6,7 +6,7 @@ import msgpack
 import numpy as np
 import pytest
 
-from streamslo.histogram import DEFAULT_ALPHA, LogHistogram
+from streamslo.figures.histogram import DEFAULT_ALPHA, LogHistogram
 
 DISTRIBUTIONS = {
     "lognormal ITL": lambda rng: rng.lognormal(3.9, 0.4, 20_000),

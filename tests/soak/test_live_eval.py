@@ -6,14 +6,20 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from streamslo import thresholds
-from streamslo.finalize import finalize_killed
-from streamslo.histogram import DEFAULT_ALPHA
-from streamslo.live_eval import LIVE_UNSUPPORTED, evaluate_live, live_abort_check, rate_from_counts
-from streamslo.metrics import RATE_METRICS, rate_value
-from streamslo.results import Layout, ResultsWriter, load_run
-from streamslo.windows import WindowAggregator, WindowBook
-from streamslo.windows_file import append_rows, read_windows
+from streamslo.figures.histogram import DEFAULT_ALPHA
+from streamslo.figures.metrics import RATE_METRICS, rate_value
+from streamslo.figures.windows import WindowAggregator, WindowBook
+from streamslo.results.layout import Layout, load_run
+from streamslo.results.writer import ResultsWriter
+from streamslo.run.finalize import finalize_killed
+from streamslo.run.windows_file import append_rows, read_windows
+from streamslo.slo import thresholds
+from streamslo.slo.live_eval import (
+    LIVE_UNSUPPORTED,
+    evaluate_live,
+    live_abort_check,
+    rate_from_counts,
+)
 from tests.soak.helpers import Clock, record
 
 SLO_TEXT = """
@@ -62,7 +68,7 @@ def run(tmp_path_factory):
 def test_rates_from_counts_equal_the_rates_from_streams_csv(run):
     d, book = run
     data = load_run(d)
-    from streamslo.live_eval import counts_of
+    from streamslo.slo.live_eval import counts_of
 
     outcomes, began = counts_of(book.totals)
     for name in RATE_METRICS:

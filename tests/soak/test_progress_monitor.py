@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 
-from streamslo.progress import Progress, ProgressState, fmt_duration, progress_line
+from streamslo.run.progress import Progress, ProgressState, fmt_duration, progress_line
 from tests.soak.conftest import REPO
 
 

@@ -8,12 +8,13 @@ import json
 import numpy as np
 import pytest
 
-from streamslo.budget import parse_budget
-from streamslo.finalize import finalize
+from streamslo.figures.windows import WindowAggregator, WindowBook
 from streamslo.reports import build_report
-from streamslo.results import Layout, ResultsWriter, read_json, write_json
-from streamslo.windows import WindowAggregator, WindowBook
-from streamslo.windows_file import append_rows
+from streamslo.results.layout import Layout, read_json, write_json
+from streamslo.results.writer import ResultsWriter
+from streamslo.run.finalize import finalize
+from streamslo.run.windows_file import append_rows
+from streamslo.slo.budget import parse_budget
 from tests.soak.helpers import Clock, record
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from streamslo.histogram import DEFAULT_ALPHA
+from streamslo.figures.histogram import DEFAULT_ALPHA
 from tests.faulty.process import unused_port
 from tests.soak.conftest import REPO
 

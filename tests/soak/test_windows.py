@@ -6,8 +6,8 @@ import msgpack
 import numpy as np
 import pytest
 
-from streamslo.histogram import DEFAULT_ALPHA
-from streamslo.windows import WINDOW_COLUMNS, WindowAggregator, WindowBook, window_index
+from streamslo.figures.histogram import DEFAULT_ALPHA
+from streamslo.figures.windows import WINDOW_COLUMNS, WindowAggregator, WindowBook, window_index
 from tests.soak.helpers import Clock, record
 
 W = 10.0

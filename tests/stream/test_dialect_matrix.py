@@ -12,7 +12,7 @@ import pytest
 from streamslo.stream.dialects import tracker_for
 from streamslo.stream.timing import StreamRecord
 from streamslo.transport.sync import ClientLimits, Target, stream_sse
-from streamslo.workload import RequestOptions, build_body
+from streamslo.workload.requests import RequestOptions, build_body
 from tests.faulty.dialects import DIALECT_EXPECTED
 from tests.faulty.server import REQUEST_TIMEOUT_S, STALL_TIMEOUT_S
 

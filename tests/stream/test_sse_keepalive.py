@@ -13,7 +13,7 @@ import pytest
 from streamslo.stream.timing import StreamRecord
 from streamslo.stream.tracker import StreamTracker
 from streamslo.transport.sync import ClientLimits, SSEConnection, Target
-from streamslo.workload import RequestOptions, build_body
+from streamslo.workload.requests import RequestOptions, build_body
 
 
 def _response(n: int) -> bytes:

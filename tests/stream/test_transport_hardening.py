@@ -205,7 +205,7 @@ def test_stray_bytes_on_an_idle_connection_do_not_become_the_next_answer(faulty_
     """A server that sends data after a complete answer: that request is ok; the next one must
     not read the stray bytes as its answer (the connection is replaced, not reused)."""
     from streamslo.transport.sync import ClientLimits, SSEConnection, WSConnection
-    from streamslo.workload import RequestOptions, build_body
+    from streamslo.workload.requests import RequestOptions, build_body
 
     limits = ClientLimits(stall_timeout=2.0, request_timeout=5.0)
     target = Target.from_url(faulty_server.base_url)

@@ -14,7 +14,7 @@ from websockets.asyncio.server import serve
 from streamslo.stream.timing import StreamRecord
 from streamslo.stream.tracker import StreamTracker
 from streamslo.transport.sync import ClientLimits, Target, WSConnection
-from streamslo.workload import RequestOptions, build_body
+from streamslo.workload.requests import RequestOptions, build_body
 
 
 def _chunk(i: int, last: bool) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from streamslo.bundled import free_port
+from streamslo.server.bundled import free_port
 
 __all__ = ["ROOT", "Server", "start_server"]
 

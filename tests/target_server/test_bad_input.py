@@ -4,6 +4,8 @@ never a 5xx and never a dead server."""
 from __future__ import annotations
 
 import json
+import socket
+import time
 from typing import Any
 
 import httpx
@@ -68,6 +70,29 @@ def test_chunked_oversized_body_is_413(fixed_server: Server) -> None:
 
     r = httpx.post(fixed_server.url + "/v1/stream", headers=JSON, content=gen(), timeout=30)
     assert r.status_code == 413 and r.json()["error"]["code"] == 413
+
+
+def test_413_reaches_a_client_still_sending_its_body(fixed_server: Server) -> None:
+    """The server answers an oversized body before reading it; a client still writing the rest
+    when that answer comes finishes writing and reads the 413, not a reset (the server lingers:
+    half-close, then reads and drops the rest). Before, the server closed at once and the
+    client's next write got a reset, so a client slower than the server (a loaded machine)
+    never read the 413."""
+    body, first = 4 << 20, 512 << 10  # four times the limit; more than the server reads ahead
+    with socket.create_connection(("127.0.0.1", fixed_server.port), timeout=10) as sock:
+        sock.sendall(b"POST /v1/stream HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+                     b"content-length: %d\r\n\r\n" % body + b"x" * first)
+        sock.recv(1, socket.MSG_PEEK)  # the answer has come: the client is slower than the server
+        time.sleep(0.2)  # and slower still: the server has closed (or half-closed) by now
+        sent = first
+        while sent < body:  # a reset here is the bug: HTTP clients send the body, then read
+            sent += sock.send(b"x" * min(65536, body - sent))
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    head, _, payload = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 413 "), data[:300]
+    assert b"connection: close" in head.lower() and json.loads(payload)["error"]["code"] == 413
 
 
 def _ws_refusal(server: Server, frame: str | bytes) -> tuple[dict[str, Any] | None, int | None]:

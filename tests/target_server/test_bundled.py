@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from streamslo.bundled import BundledServer, ServerStartError
 from streamslo.errors import BadInputError, ServerExtraMissing, StreamSLOError
+from streamslo.server.bundled import BundledServer, ServerStartError
 from streamslo.server.deps import SERVER_MODULES, missing_server_modules
 from tests.target_server.conftest import ROOT
 

@@ -16,7 +16,7 @@ import pytest
 from streamslo.stream.dialects import tracker_for
 from streamslo.stream.timing import StreamRecord
 from streamslo.transport.sync import ClientLimits, Target, stream_sse
-from streamslo.workload import RequestOptions, build_body
+from streamslo.workload.requests import RequestOptions, build_body
 from tests.target_server.conftest import Server, start_server
 
 N = 10

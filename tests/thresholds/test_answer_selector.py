@@ -5,9 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from streamslo import thresholds
-from streamslo.metrics import answer_gaps, select, trend_samples
-from streamslo.results import RunData
+from streamslo.figures.metrics import answer_gaps, select, trend_samples
+from streamslo.results.layout import RunData
+from streamslo.slo import thresholds
 
 
 def _run() -> RunData:

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from streamslo.results import load_run
-from streamslo.thresholds import (
+from streamslo.results.layout import load_run
+from streamslo.slo.thresholds import (
     DEFAULT_SLO,
     abort_check,
     evaluate,

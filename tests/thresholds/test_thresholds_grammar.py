@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from streamslo.errors import SLOFileError
-from streamslo.metrics import COUNTER_METRICS, RATE_METRICS, TREND_METRICS
-from streamslo.thresholds import (
+from streamslo.figures.metrics import COUNTER_METRICS, RATE_METRICS, TREND_METRICS
+from streamslo.slo.thresholds import (
     DEFAULT_SLO,
     OPERATORS,
     load_slo,

@@ -8,8 +8,8 @@ import inspect
 import pytest
 
 MODULES = [
-    "streamslo.thresholds",
-    "streamslo.verify.cli",
+    "streamslo.slo.thresholds",
+    "streamslo.verify.command",
     "streamslo.verify.explain",
     "streamslo.verify.fixtures",
     "streamslo.verify.plugin",

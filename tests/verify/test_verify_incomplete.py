@@ -10,9 +10,9 @@ import pandas  # noqa: F401
 import pyarrow.parquet  # noqa: F401
 import pytest
 
-import streamslo.metrics
-import streamslo.thresholds  # noqa: F401
-from streamslo.results import load_run
+import streamslo.figures.metrics
+import streamslo.slo.thresholds  # noqa: F401
+from streamslo.results.layout import load_run
 from streamslo.verify.slo import resolve_settings
 from streamslo.verify.testing import stream_row, write_run
 
@@ -69,7 +69,7 @@ def test_marker_allows_an_unfinalized_run(pytester: pytest.Pytester, unfinalized
     pytester.makeini(INI)
     pytester.makepyfile(f"""
         import pytest
-        from streamslo.results import load_run
+        from streamslo.results.layout import load_run
 
         RUN = load_run({str(unfinalized)!r})
 

@@ -14,7 +14,7 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::pytest.PytestAssertRewriteWarning"),
 ]
 
-_MISSING = [m for m in ("streamslo.runner", "streamslo.server.launch") if importlib.util.find_spec(m) is None]
+_MISSING = [m for m in ("streamslo.run.execute", "streamslo.server.launch") if importlib.util.find_spec(m) is None]
 needs_runner = pytest.mark.skipif(
     bool(_MISSING), reason=f"streamslo run/serve not available yet ({', '.join(_MISSING)} not importable)"
 )

@@ -10,8 +10,8 @@ import pandas  # noqa: F401   C extensions such as numpy cannot be imported twic
 import pyarrow.parquet  # noqa: F401
 import pytest
 
-import streamslo.metrics
-import streamslo.thresholds  # noqa: F401
+import streamslo.figures.metrics
+import streamslo.slo.thresholds  # noqa: F401
 from streamslo.verify.testing import stream_row, write_run
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestAssertRewriteWarning")
@@ -24,8 +24,8 @@ def _warm_imports(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Write and load a run once out here, so pandas' lazy parquet imports happen outside the
     in-process runs (pytester drops modules first imported inside one; pyarrow type extensions
     then register twice)."""
-    from streamslo.results import load_run
-    from streamslo.thresholds import DEFAULT_SLO, evaluate
+    from streamslo.results.layout import load_run
+    from streamslo.slo.thresholds import DEFAULT_SLO, evaluate
 
     run = write_run(tmp_path_factory.mktemp("warm"), [stream_row("a")], {"a": [1.0]})
     evaluate(DEFAULT_SLO, load_run(run))
@@ -165,7 +165,7 @@ def test_marker_overrides_the_slo(pytester: pytest.Pytester, bad_run: Path) -> N
     pytester.makeini(INI)
     pytester.makepyfile(f"""
         import pytest
-        from streamslo.results import load_run
+        from streamslo.results.layout import load_run
 
         RUN = load_run({str(bad_run)!r})
 

@@ -12,7 +12,7 @@ def tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A Hugging Face tokenizer folder whose BPE splits words into several tokens."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-    from streamslo.prompts import WORDS
+    from streamslo.workload.prompts import WORDS
 
     # GPT-2's kind: byte-level BPE, with its decoder (decoded text re-encodes the same).
     tok = Tokenizer(models.BPE())

@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from streamslo.datasets import detect_format, load_dataset
 from streamslo.errors import BadInputError
+from streamslo.workload.datasets import detect_format, load_dataset
 
 SHAREGPT = [
     {"id": "a", "conversations": [

@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from streamslo.lengths import LengthDist, LengthSpec
+from streamslo.options.lengths import LengthDist, LengthSpec
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ import pytest
 from streamslo.stream.timing import StreamRecord
 from streamslo.stream.tracker import StreamTracker
 from streamslo.transport.sync import ClientLimits, Target, stream_sse
-from streamslo.workload import RequestOptions, build_body
+from streamslo.workload.requests import RequestOptions, build_body
 from tests.workloads.server_shapes import MAX_TOKENS, SHAPES, Shape
 
 BY_NAME = {s.name: s for s in SHAPES}

@@ -9,10 +9,10 @@ from dataclasses import replace
 import pytest
 
 from streamslo.errors import BadInputError
-from streamslo.lengths import LengthDist
-from streamslo.prompts import TextMeasure
-from streamslo.run_options import DEFAULTS
-from streamslo.workload import RequestOptions, Workload, build_body, resolve_system_prompt
+from streamslo.options.lengths import LengthDist
+from streamslo.options.run_options import DEFAULTS
+from streamslo.workload.prompts import TextMeasure
+from streamslo.workload.requests import RequestOptions, Workload, build_body, resolve_system_prompt
 
 
 def _opts(**kw):

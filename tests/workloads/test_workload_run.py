@@ -8,7 +8,7 @@ import json
 import pandas as pd
 import pytest
 
-from streamslo.results import SCHEMA_VERSION
+from streamslo.results.layout import SCHEMA_VERSION
 from tests.faulty.fixtures import faulty_server  # noqa: F401
 from tests.locust.helpers import streamslo_run
 

@@ -25,7 +25,7 @@ def test_threshold(
     streamslo_threshold: Any, streamslo_results: Any, pytestconfig: pytest.Config
 ) -> None:
     """The run meets this threshold; a failure says by how much and which streams."""
-    from streamslo.thresholds import evaluate_threshold
+    from streamslo.slo.thresholds import evaluate_threshold
 
     result = evaluate_threshold(streamslo_threshold, streamslo_results)
     get_state(pytestconfig).results.append(result)

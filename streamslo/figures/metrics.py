@@ -1,0 +1,585 @@
+"""What the metrics of a run mean, in one place, computed from ``streams.csv`` and
+``gaps.parquet`` (reference: docs/metrics.md).
+
+This module owns the metric registry (:data:`METRICS`: every name a threshold, the report, the
+live UI tab or ``summary.json`` uses, with its kind, unit and meaning) and the masks that define
+the populations (:func:`began_mask`, :func:`counted_mask`, :func:`latency_pool`,
+:func:`failure_mask`). The run summary, ``verify``, the report and the live tab all import them.
+
+- **rates** (k6 ``Rate``): ``truncation_rate``, ``http_5xx_rate``, ``error_rate`` and
+  ``<outcome>_rate`` for every outcome; ``cancelled`` streams are in no denominator. A rate
+  with no denominator is ``None``.
+- **trends** (k6 ``Trend``, milliseconds): ``ttft_ms``, ``itl_ms``, ``tpot_ms``, ``e2e_ms``,
+  ``connect_ms``, ``max_gap_ms``, and for open-loop runs ``ttft_sched_ms`` / ``e2e_sched_ms``
+  measured from the scheduled send time (coordinated omission). Latency samples pool every
+  stream that began and was not cancelled; ``itl_ms`` pools every gap (one sample per gap,
+  never averaged per stream), including a failed stream's open last gap.
+- **counters**: ``requests``, ``tokens``, ``streams_began``.
+- **gauges** (k6 ``Gauge``, one value per run): ``requests_per_s``, ``tokens_per_s``, and with
+  goodput bounds ``goodput_per_s``; ``goodput_fraction`` is a rate.
+
+Goodput (vLLM's benchmark, DistServe): a request is *good* when it ended ``ok`` and met every
+per-request bound (``ttft_ms``, ``tpot_ms``, ``e2e_ms``, at most the bound). The bounds come from
+the run (``run.json`` ``goodput``, set by ``--goodput ttft:500 tpot:50 e2el:2000``).
+
+Percentiles everywhere use numpy's default ``method="linear"`` over all samples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Literal, cast
+
+import numpy as np
+
+from streamslo.results.layout import RunData
+from streamslo.results.schema import LatencySummary, SummaryJson
+from streamslo.stream.outcome import (
+    BEGUN_STATUSES_WS,
+    EXCLUDED_OUTCOMES,
+    NOT_BEGUN_OUTCOMES,
+    OUTCOMES,
+)
+
+__all__ = [
+    "COUNTER_METRICS",
+    "GAUGE_METRICS",
+    "GOODPUT_KEYS",
+    "METRICS",
+    "PERCENTILES",
+    "RATE_METRICS",
+    "SELECTOR_KEYS",
+    "TOKEN_SELECTOR_VALUES",
+    "TREND_METRICS",
+    "GoodputBounds",
+    "LatencyStats",
+    "MetricSpec",
+    "answer_gaps",
+    "began_mask",
+    "counted_mask",
+    "counter_value",
+    "failure_mask",
+    "gauge_value",
+    "good_mask",
+    "instant_failure_cause",
+    "latency_pool",
+    "metric_kind",
+    "percentile",
+    "rate_value",
+    "run_duration_s",
+    "scenario_figures",
+    "select",
+    "summarize",
+    "top_errors",
+    "trend_samples",
+]
+
+#: ``summary.json`` ``top_errors``: the most frequent error texts kept per outcome.
+TOP_ERRORS = 5
+
+PERCENTILES = (50, 90, 95, 99)
+
+MetricKind = Literal["trend", "rate", "counter", "gauge"]
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSpec:
+    """One metric: what thresholds, the report and the live tab call it, and what it means."""
+
+    name: str
+    kind: MetricKind
+    unit: str
+    """``ms``, ``ratio``, ``count`` or ``per_s``."""
+    description: str
+
+
+def _outcome_rate(outcome: str) -> MetricSpec:
+    return MetricSpec(f"{outcome}_rate", "rate", "ratio", f"requests that ended {outcome!r}, over all not cancelled")
+
+
+_SPECS: tuple[MetricSpec, ...] = (
+    MetricSpec("ttft_ms", "trend", "ms", "start of the request to the first content chunk, per stream that began"),
+    MetricSpec("itl_ms", "trend", "ms", "every gap between consecutive content chunks, pooled over streams (a failed stream adds its open last gap); itl_ms{token:answer}: only the gaps after each stream's first answer token"),
+    MetricSpec("ttfo_ms", "trend", "ms", "start of the request to the first answer token (reasoning and tool-call tokens come before it), per stream that began and had one"),
+    MetricSpec("ttftc_ms", "trend", "ms", "start of the request to the first tool-call token (time to first tool call), per stream that began and had one"),
+    MetricSpec("tpot_ms", "trend", "ms", "(e2e - ttft) / (tokens - 1), per stream with at least two tokens"),
+    MetricSpec("e2e_ms", "trend", "ms", "start of the request to the end of the stream"),
+    MetricSpec("connect_ms", "trend", "ms", "time to establish the connection, for requests that opened one"),
+    MetricSpec("max_gap_ms", "trend", "ms", "the largest inter-token gap of each stream"),
+    MetricSpec("ttft_sched_ms", "trend", "ms", "open loop: ttft measured from the scheduled send time"),
+    MetricSpec("e2e_sched_ms", "trend", "ms", "open loop: e2e measured from the scheduled send time"),
+    MetricSpec("truncation_rate", "rate", "ratio", "streams that began and did not end ok, over streams that began"),
+    # http_5xx_rate is both a headline rate and an outcome rate: listed once.
+    MetricSpec("http_5xx_rate", "rate", "ratio", "requests that ended http_5xx, over all not cancelled"),
+    MetricSpec("error_rate", "rate", "ratio", "requests that did not end ok, over all not cancelled"),
+    *(_outcome_rate(o) for o in OUTCOMES if o not in ("cancelled", "client_cancelled", "http_5xx")),
+    MetricSpec("requests", "counter", "count", "every request of the run, cancelled ones included"),
+    MetricSpec("tokens", "counter", "count", "content chunks received (usage under --coalesced-chunks)"),
+    MetricSpec("streams_began", "counter", "count", "streams that began and were not cancelled"),
+    MetricSpec("reasoning_tokens", "counter", "count", "token positions that carried reasoning (part of tokens)"),
+    MetricSpec("tool_tokens", "counter", "count", "token positions that carried tool-call arguments (part of tokens)"),
+    MetricSpec("goodput_fraction", "rate", "ratio", "requests that ended ok and met every goodput bound, over all not cancelled"),
+    MetricSpec("goodput_per_s", "gauge", "per_s", "requests that ended ok and met every goodput bound, per second of the run"),
+    MetricSpec("requests_per_s", "gauge", "per_s", "requests not cancelled, per second of the run"),
+    MetricSpec("tokens_per_s", "gauge", "per_s", "content chunks received, per second of the run"),
+)
+
+#: Every metric by name, in a stable order (trends, rates, counters).
+METRICS: Mapping[str, MetricSpec] = {m.name: m for m in _SPECS}
+TREND_METRICS = tuple(m.name for m in _SPECS if m.kind == "trend")
+RATE_METRICS = tuple(m.name for m in _SPECS if m.kind == "rate")
+COUNTER_METRICS = tuple(m.name for m in _SPECS if m.kind == "counter")
+GAUGE_METRICS = tuple(m.name for m in _SPECS if m.kind == "gauge")
+
+#: Goodput bound names as vLLM's ``--goodput`` writes them, and the metric each bounds.
+GOODPUT_KEYS: Mapping[str, str] = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2el": "e2e_ms", "ttfo": "ttfo_ms"}
+
+
+@dataclass(frozen=True, slots=True)
+class GoodputBounds:
+    """Per-request bounds, in milliseconds; None where a bound is not set."""
+
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    e2e_ms: float | None = None
+    ttfo_ms: float | None = None
+    """Time to the first answer token (a stream with none fails this bound)."""
+
+    @property
+    def any(self) -> bool:
+        """Whether any bound is set (goodput is measured only then)."""
+        return any(v is not None for v in (self.ttft_ms, self.tpot_ms, self.e2e_ms, self.ttfo_ms))
+
+    def as_dict(self) -> dict[str, float]:
+        """The bounds that are set, by metric name (``run.json``'s ``goodput``)."""
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    @classmethod
+    def parse(cls, items: Sequence[str] | str) -> GoodputBounds:
+        """Parse vLLM's syntax: ``["ttft:500", "tpot:50", "e2el:2000"]`` (or one string of them,
+        space or comma separated); the metric names (``ttft_ms:500``) are accepted too.
+
+        Raises:
+            ValueError: an unknown key, a value that is not a positive number, a key twice.
+        """
+        parts = items.replace(",", " ").split() if isinstance(items, str) else [
+            p for item in items for p in item.replace(",", " ").split()
+        ]
+        values: dict[str, float] = {}
+        names = {**GOODPUT_KEYS, **{v: v for v in GOODPUT_KEYS.values()}}
+        for part in parts:
+            key, sep, raw = part.partition(":")
+            name = names.get(key.strip())
+            if not sep or name is None:
+                raise ValueError(
+                    f"bad goodput bound {part!r}: expected KEY:MILLISECONDS with KEY one of "
+                    f"{', '.join(GOODPUT_KEYS)} (e.g. ttft:500 tpot:50 e2el:2000)"
+                )
+            try:
+                value = float(raw)
+            except ValueError:
+                value = float("nan")
+            if not (value > 0 and np.isfinite(value)):
+                raise ValueError(f"bad goodput bound {part!r}: expected a positive number of milliseconds")
+            if name in values:
+                raise ValueError(f"goodput bound {key!r} given twice")
+            values[name] = value
+        return cls(**values)
+
+    @classmethod
+    def from_run(cls, run: Mapping[str, Any]) -> GoodputBounds:
+        """The bounds a run recorded in ``run.json`` (none when it recorded none)."""
+        raw = run.get("goodput")
+        if not isinstance(raw, Mapping):
+            return cls()
+        fields = {"ttft_ms", "tpot_ms", "e2e_ms", "ttfo_ms"}
+        return cls(**{k: float(v) for k, v in raw.items() if k in fields and isinstance(v, (int, float))})
+#: Columns of streams.csv a threshold selector may filter on (k6 tags style).
+SELECTOR_KEYS = ("protocol", "user_class", "outcome", "status", "scenario", "token")
+#: ``token:VALUE`` selects gaps, not streams: ``itl_ms{token:answer}`` keeps each stream's gaps
+#: after its first answer token (a reasoning model's answer alone).
+TOKEN_SELECTOR_VALUES = ("answer",)
+
+
+def metric_kind(name: str) -> MetricKind | None:
+    """``"trend"``, ``"rate"``, ``"counter"``, ``"gauge"``, or None for an unknown metric."""
+    spec = METRICS.get(name)
+    return None if spec is None else spec.kind
+
+
+def percentile(samples: np.ndarray, p: float) -> float | None:
+    """The ``p``-th percentile (numpy ``linear``), None without samples."""
+    if samples.size == 0:
+        return None
+    return float(np.percentile(samples, p))
+
+
+@dataclass(frozen=True)
+class LatencyStats:
+    """Distribution of one latency metric, in milliseconds."""
+
+    p50: float | None
+    p90: float | None
+    p95: float | None
+    p99: float | None
+    max: float | None
+    mean: float | None
+    count: int
+
+    @classmethod
+    def of(cls, samples: np.ndarray) -> LatencyStats:
+        if samples.size == 0:
+            return cls(None, None, None, None, None, None, 0)
+        p50, p90, p95, p99 = (float(v) for v in np.percentile(samples, PERCENTILES))
+        return cls(p50, p90, p95, p99, float(samples.max()), float(samples.mean()), int(samples.size))
+
+    def as_dict(self) -> LatencySummary:
+        return cast(LatencySummary, asdict(self))
+
+
+def began_mask(streams: Any) -> Any:
+    """Which streams *began*: 2xx headers (101 for an accepted WebSocket) and an outcome that
+    is not a before-the-stream failure. The vector twin of :func:`streamslo.stream.outcome.began`,
+    built from the same constants; a missing status or outcome never began."""
+    status = streams["status"]
+    ok_status = ((status >= 200) & (status < 300)) | (status == BEGUN_STATUSES_WS)
+    outcome = streams["outcome"]
+    not_begun = (outcome.isin(tuple(NOT_BEGUN_OUTCOMES)) | outcome.isna()).astype(bool)
+    return ok_status.fillna(False).astype(bool) & ~not_begun
+
+
+def counted_mask(streams: Any) -> Any:
+    """Which requests count in rates: every one the load test did not cancel itself (at the
+    run's end, or a client hanging up on purpose: ``client_cancelled``). A missing outcome (a
+    damaged row) counts, as a failure."""
+    return (~streams["outcome"].isin(tuple(EXCLUDED_OUTCOMES))).fillna(True).astype(bool)
+
+
+def failure_mask(streams: Any, rate: str) -> Any:
+    """Which requests are in the numerator of a rate metric (``truncation_rate`` counts only
+    streams that began; a cancelled request is in no numerator).
+
+    Raises:
+        KeyError: ``rate`` is not a rate metric.
+    """
+    if metric_kind(rate) != "rate":
+        raise KeyError(rate)
+    outcome = streams["outcome"]
+    counted = counted_mask(streams)
+    if rate == "truncation_rate":
+        return counted & began_mask(streams) & (outcome != "ok").fillna(True).astype(bool)
+    if rate == "error_rate":
+        return counted & (outcome != "ok").fillna(True).astype(bool)
+    if rate == "goodput_fraction":
+        raise KeyError("goodput_fraction counts good requests, not failures: see good_mask")
+    return counted & (outcome == rate[: -len("_rate")]).fillna(False).astype(bool)
+
+
+def good_mask(streams: Any, bounds: GoodputBounds) -> Any:
+    """Which requests are *good*: counted, ended ``ok``, and within every bound that is set.
+
+    A stream with fewer than two tokens has no TPOT and meets a TPOT bound; a missing TTFT or
+    e2e fails its bound.
+    """
+    mask = counted_mask(streams) & (streams["outcome"] == "ok").fillna(False).astype(bool)
+    if bounds.ttft_ms is not None:
+        mask &= (streams["ttft_ms"] <= bounds.ttft_ms).fillna(False).astype(bool)
+    if bounds.e2e_ms is not None:
+        mask &= (streams["e2e_ms"] <= bounds.e2e_ms).fillna(False).astype(bool)
+    if bounds.ttfo_ms is not None:
+        mask &= (streams["ttfo_ms"] <= bounds.ttfo_ms).fillna(False).astype(bool)
+    if bounds.tpot_ms is not None:
+        tokens = streams["tokens"].astype("float64")
+        tpot = (streams["e2e_ms"] - streams["ttft_ms"]) / (tokens - 1)
+        mask &= ((tokens < 2) | (tpot <= bounds.tpot_ms)).fillna(False).astype(bool)
+    return mask
+
+
+def select(data: RunData, selector: Mapping[str, str]) -> RunData:
+    """The part of a run whose streams match every ``key: value`` of ``selector``.
+
+    Raises:
+        KeyError: a selector key that is not one of :data:`SELECTOR_KEYS`.
+    """
+    if not selector:
+        return data
+    streams = data.streams
+    mask = np.ones(len(streams), dtype=bool)
+    token = None
+    for key, value in selector.items():
+        if key not in SELECTOR_KEYS:
+            raise KeyError(key)
+        if key == "token":
+            if str(value) not in TOKEN_SELECTOR_VALUES:
+                raise KeyError(f"token:{value}")
+            token = str(value)
+            continue
+        col = streams[key].astype("string")
+        mask &= (col == str(value)).fillna(False).to_numpy(dtype=bool)
+    sub = streams[mask]
+    gaps = data.gaps[data.gaps["stream_id"].isin(sub["stream_id"])]
+    if token == "answer":
+        gaps = answer_gaps(sub, gaps)
+    return RunData(path=data.path, run=data.run, streams=sub, gaps=gaps)
+
+
+def answer_gaps(streams: Any, gaps: Any) -> Any:
+    """The gaps that end after each stream's first answer token (``itl_ms{token:answer}``).
+
+    A stream's gaps run on its own clock: its first token came at the end of gap 1 minus that
+    gap, its first answer token ``ttfo_ms - ttft_ms`` later; a gap is the answer's when it ends
+    after that (all of a stream's gaps when its first token was an answer token; none without
+    an answer token). Tool-call tokens after the answer stay in (docs/metrics.md).
+    """
+    if "ttfo_ms" not in streams.columns:
+        return gaps.iloc[0:0]  # a directory from before results schema 5: no answer known
+    if len(gaps) == 0:
+        return gaps
+    lead = (streams["ttfo_ms"] - streams["ttft_ms"]).astype("float64")
+    lead.index = streams["stream_id"].astype(str)
+    firsts = gaps[gaps["index"] == 1]
+    first_t = _series(firsts["t"].to_numpy(dtype=float) - firsts["gap_ms"].to_numpy(dtype=float) / 1000.0,
+                        firsts["stream_id"].astype(str))
+    ids = gaps["stream_id"].astype(str)
+    lead_of = ids.map(lead).to_numpy(dtype=float)
+    start = ids.map(first_t).to_numpy(dtype=float)
+    end = gaps["t"].to_numpy(dtype=float)
+    keep = (lead_of <= 0.0005) | (end - start > lead_of / 1000.0 + 1e-6)  # (ms rounding in the CSV)
+    keep &= ~np.isnan(lead_of)
+    return gaps[keep]
+
+
+def _series(values: np.ndarray, index: Any) -> Any:
+    """A pandas Series (pandas imported late: the registry loads without it)."""
+    import pandas as pd
+
+    return pd.Series(values, index=index.to_numpy())
+
+
+def latency_pool(streams: Any) -> Any:
+    """Streams that began and were not cancelled: the pool every latency comes from."""
+    return streams[began_mask(streams) & counted_mask(streams)]
+
+
+def trend_samples(data: RunData, name: str) -> np.ndarray:
+    """Every sample of a trend metric, in milliseconds."""
+    return np.asarray(_trend_series(data, name), dtype=float)
+
+
+def _trend_series(data: RunData, name: str) -> Any:
+    pool = latency_pool(data.streams)
+    if name == "itl_ms":
+        gaps = data.gaps[data.gaps["stream_id"].isin(pool["stream_id"])]
+        return gaps["gap_ms"].to_numpy(dtype=float)
+    if name == "tpot_ms":
+        tokens = pool["tokens"].astype("float64")
+        ok = (tokens > 1) & pool["ttft_ms"].notna() & pool["e2e_ms"].notna()
+        sub = pool[ok.fillna(False)]
+        vals = (sub["e2e_ms"] - sub["ttft_ms"]) / (sub["tokens"].astype("float64") - 1)
+        return vals.to_numpy(dtype=float)
+    if name in ("ttft_sched_ms", "e2e_sched_ms"):
+        base = name.replace("_sched", "")
+        sub = pool[pool["scheduled_at"].notna() & pool[base].notna()]
+        lag_ms = (sub["started_at"] - sub["scheduled_at"]).clip(lower=0) * 1000.0
+        return (sub[base] + lag_ms).to_numpy(dtype=float)
+    if name == "connect_ms":
+        col = data.streams.loc[counted_mask(data.streams), "connect_ms"]
+        return col.dropna().to_numpy(dtype=float)
+    if name in ("ttft_ms", "e2e_ms", "max_gap_ms"):
+        return pool[name].dropna().to_numpy(dtype=float)
+    if name in ("ttfo_ms", "ttftc_ms"):
+        if name not in pool.columns:  # a directory from before results schema 5
+            return np.empty(0)
+        return pool[name].dropna().to_numpy(dtype=float)
+    raise KeyError(name)
+
+
+def rate_value(data: RunData, name: str) -> tuple[int, int]:
+    """(numerator, denominator) of a rate metric.
+
+    Raises:
+        KeyError: ``name`` is not a rate metric.
+    """
+    s = data.streams
+    if name == "goodput_fraction":
+        bounds = GoodputBounds.from_run(data.run)
+        if not bounds.any:
+            return 0, 0  # no bounds, no goodput: "no data"
+        return int(good_mask(s, bounds).sum()), int(counted_mask(s).sum())
+    num = int(failure_mask(s, name).sum())
+    den_mask = counted_mask(s)
+    if name == "truncation_rate":
+        den_mask = den_mask & began_mask(s)
+    return num, int(den_mask.sum())
+
+
+def counter_value(data: RunData, name: str) -> float:
+    """The value of a counter metric."""
+    s = data.streams
+    if name == "requests":
+        return float(len(s))
+    if name == "tokens":
+        return float(s["tokens"].fillna(0).sum())
+    if name == "streams_began":
+        return float((began_mask(s) & counted_mask(s)).sum())
+    if name in ("reasoning_tokens", "tool_tokens"):
+        return float(s[name].fillna(0).sum()) if name in s.columns else 0.0
+    raise KeyError(name)
+
+
+def gauge_value(data: RunData, name: str) -> float | None:
+    """The value of a gauge metric; None without a run duration (or goodput bounds).
+
+    Raises:
+        KeyError: ``name`` is not a gauge metric.
+    """
+    if metric_kind(name) != "gauge":
+        raise KeyError(name)
+    duration = run_duration_s(data)
+    if not duration:
+        return None
+    s = data.streams
+    if name == "requests_per_s":
+        return float(counted_mask(s).sum()) / duration
+    if name == "tokens_per_s":
+        return float(s["tokens"].fillna(0).sum()) / duration
+    bounds = GoodputBounds.from_run(data.run)
+    return float(good_mask(s, bounds).sum()) / duration if bounds.any else None
+
+
+def _ratio(num: int, den: int) -> float | None:
+    return None if den == 0 else num / den
+
+
+def run_duration_s(data: RunData) -> float | None:
+    """The run's length in seconds: run.json's start/end epochs, else the span of its streams.
+
+    Returns:
+        Seconds, or None when the run has no length (no streams, no start/end).
+    """
+    run = data.run
+    start, end = run.get("start_epoch"), run.get("end_epoch")
+    if isinstance(start, (int, float)) and isinstance(end, (int, float)) and end > start:
+        return float(end - start)
+    s = data.streams
+    if len(s) == 0:
+        return None
+    ends = s["started_at"] + s["e2e_ms"].fillna(0) / 1000.0
+    span = float(ends.max() - s["started_at"].min())
+    return span if span > 0 else None
+
+
+def summarize(data: RunData) -> SummaryJson:
+    """The ``summary.json`` of a run (docs/results.md)."""
+    s = data.streams
+    counts = {o: int((s["outcome"] == o).sum()) for o in OUTCOMES}
+    out: SummaryJson = {
+        "requests": len(s),
+        "outcomes": counts,
+        "truncation_rate": _ratio(*rate_value(data, "truncation_rate")),
+        "http_5xx_rate": _ratio(*rate_value(data, "http_5xx_rate")),
+        "error_rate": _ratio(*rate_value(data, "error_rate")),
+    }
+    out["ttft_ms"] = LatencyStats.of(trend_samples(data, "ttft_ms")).as_dict()
+    out["itl_ms"] = LatencyStats.of(trend_samples(data, "itl_ms")).as_dict()
+    out["tpot_ms"] = LatencyStats.of(trend_samples(data, "tpot_ms")).as_dict()
+    out["e2e_ms"] = LatencyStats.of(trend_samples(data, "e2e_ms")).as_dict()
+    if "reasoning_tokens" in s.columns and (s["reasoning_tokens"].fillna(0) > 0).any():
+        # A reasoning model's run: when the answer began, and how much was reasoning.
+        out["ttfo_ms"] = LatencyStats.of(trend_samples(data, "ttfo_ms")).as_dict()
+        out["reasoning_tokens"] = int(counter_value(data, "reasoning_tokens"))
+    if "tool_tokens" in s.columns and (s["tool_tokens"].fillna(0) > 0).any():
+        out["ttftc_ms"] = LatencyStats.of(trend_samples(data, "ttftc_ms")).as_dict()
+        out["tool_tokens"] = int(counter_value(data, "tool_tokens"))
+    if s["scheduled_at"].notna().any():
+        out["ttft_sched_ms"] = LatencyStats.of(trend_samples(data, "ttft_sched_ms")).as_dict()
+        out["e2e_sched_ms"] = LatencyStats.of(trend_samples(data, "e2e_sched_ms")).as_dict()
+    duration = run_duration_s(data)
+    out["duration_s"] = duration
+    out["requests_per_s"] = gauge_value(data, "requests_per_s")
+    out["tokens_per_s"] = gauge_value(data, "tokens_per_s")
+    bounds = GoodputBounds.from_run(data.run)
+    if bounds.any:
+        out["goodput"] = bounds.as_dict()
+        out["goodput_per_s"] = gauge_value(data, "goodput_per_s")
+        out["goodput_fraction"] = _ratio(*rate_value(data, "goodput_fraction"))
+    out["top_errors"] = top_errors(data)
+    out["valid"] = data.valid
+    if not data.valid:
+        out["invalid_reason"] = data.run.get("invalid_reason")
+    return out
+
+
+def top_errors(data: RunData, limit: int = TOP_ERRORS) -> dict[str, list[dict[str, Any]]]:
+    """``summary.json`` ``top_errors``: per failure outcome (in the documented order), its most
+    frequent error texts with their counts, most frequent first (ties: the text's order).
+
+    Returns:
+        ``{"connect_error": [{"error": "ConnectionRefusedError: ...", "count": 4600}], ...}``;
+        outcomes without a failed stream (or without error text) are left out.
+    """
+    s = data.streams
+    out: dict[str, list[dict[str, Any]]] = {}
+    if len(s) == 0 or "error" not in s.columns:
+        return out
+    for outcome in OUTCOMES:
+        if outcome in ("ok", "cancelled"):
+            continue
+        errors = s.loc[s["outcome"] == outcome, "error"].fillna("").astype(str)
+        errors = errors[errors != ""]
+        if errors.empty:
+            continue
+        counts = errors.value_counts()
+        ranked = sorted(counts.items(), key=lambda kv: (-int(kv[1]), str(kv[0])))[:limit]
+        out[outcome] = [{"error": str(text), "count": int(n)} for text, n in ranked]
+    return out
+
+
+def instant_failure_cause(data: RunData, share: float = 0.9) -> str | None:
+    """When nearly every request failed before any byte (no connection, a refused handshake,
+    an HTTP error), the words that name it: a load generator that looks saturated is then
+    busy failing and retrying, not slow. None otherwise.
+
+    Args:
+        data: the run.
+        share: the share of the (not cancelled) requests that must have failed so.
+    """
+    s = data.streams
+    counted = s[s["outcome"] != "cancelled"]
+    n = len(counted)
+    if n == 0:
+        return None
+    failed = counted[counted["outcome"].isin(NOT_BEGUN_OUTCOMES)]
+    if len(failed) < share * n:
+        return None
+    errors = failed["error"].fillna("").astype(str) if "error" in failed.columns else None
+    top = errors.value_counts().index[0] if errors is not None and len(errors) else ""
+    every = "all" if len(failed) == n else f"{len(failed):,} of"
+    return (f"{every} {n:,} requests failed before any byte"
+            + (f": {top}" if top else "")
+            + " — the load generator was busy failing and retrying, not slow")
+
+
+def scenario_figures(data: RunData) -> dict[str, dict[str, Any]]:
+    """Each ``[scenarios.NAME]``'s headline figures (``summary.json`` ``scenarios``, the
+    report's scenario table), in the order the scenarios first appear; empty for a run
+    without scenarios. ``dropped_iterations`` comes from ``run.json``.
+    """
+    if "scenario" not in data.streams.columns:
+        return {}
+    names = [str(n) for n in data.streams["scenario"].dropna().unique()]
+    dropped: dict[str, int] = data.run.get("dropped_iterations_by_scenario") or {}
+    out: dict[str, dict[str, Any]] = {}
+    for name in names:
+        sub = select(data, {"scenario": name})
+        out[name] = {
+            "requests": len(sub.streams),
+            "ok": int((sub.streams["outcome"] == "ok").sum()),
+            "dropped_iterations": int(dropped.get(name, 0)),
+            "truncation_rate": _ratio(*rate_value(sub, "truncation_rate")),
+            "error_rate": _ratio(*rate_value(sub, "error_rate")),
+            "requests_per_s": gauge_value(sub, "requests_per_s"),
+            **{m: LatencyStats.of(trend_samples(sub, m)).as_dict() for m in ("ttft_ms", "itl_ms", "e2e_ms")},
+        }
+    return out

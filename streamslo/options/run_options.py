@@ -1,0 +1,522 @@
+"""The options of a load run, declared once.
+
+Every option of ``streamslo run`` (and ``streamslo soak``), every ``[load]`` key of a scenario
+file and every option the stream users add to Locust's parser is one field of
+:class:`RunOptions`: the field gives the name, the Python type and the default; its metadata, a
+:class:`RunOption` row, gives the value's parser, the help text and where else the option
+applies. :data:`OPTIONS` is that table, and everything else is derived from it:
+
+- :func:`add_cli_arguments`: the ``streamslo run`` / ``soak`` arguments;
+- :func:`scenario_values`: the ``[load]`` table of a scenario file (an unknown key is an error);
+- :func:`register_locust_arguments`: the options on Locust's own parser (and its web UI form);
+- :func:`locust_argv`: the Locust command line ``streamslo run`` builds;
+- :func:`from_locust`: the typed values back from Locust's parsed options;
+- :func:`markdown_reference`: the options table of ``docs/cli.md``
+  (``python -m streamslo.options.run_options docs/cli.md`` rewrites it).
+
+Adding an option is one field below (plus the code that uses it). Durations accept seconds or
+``500ms``/``30s``/``5m``/``1h`` wherever they are given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, ClassVar
+
+from streamslo.errors import BadInputError
+from streamslo.options.cancel import CancelAfterSpec
+from streamslo.options.lengths import LengthDist, LengthSpec
+from streamslo.options.values import (
+    OPTION_KEY,
+    Choice,
+    Duration,
+    Fraction,
+    Integer,
+    Number,
+    PathValue,
+    RunOption,
+    Stages,
+    Switch,
+    Text,
+    TextList,
+    ValueType,
+    option,
+)
+from streamslo.transport.common import ClientLimits  # the client's own defaults, stated once
+
+__all__ = [
+    "BEGIN",
+    "DEFAULTS",
+    "END",
+    "OPTIONS",
+    "GoodputSpec",
+    "RunOption",
+    "RunOptions",
+    "add_cli_arguments",
+    "cli_values",
+    "from_locust",
+    "locust_argv",
+    "markdown_reference",
+    "register_locust_arguments",
+    "scenario_values",
+    "update_reference",
+]
+
+
+# ------------------------------------------------------------------------------- the table
+_ENDPOINTS = ("chat", "completions", "stream")
+_APIS = ("openai-chat", "openai-completions", "openai-responses", "anthropic-messages")
+
+
+@dataclass(frozen=True)
+class GoodputSpec(ValueType):
+    """vLLM's goodput bounds, ``ttft:500 tpot:50 e2el:2000`` (milliseconds): several words on
+    a command line (``nargs``), one string or a list in a scenario. Kept as canonical text
+    (``ttft_ms:500 tpot_ms:50``); empty: no goodput."""
+
+    nargs: ClassVar[str] = "+"
+    _metavar: ClassVar[str] = "KEY:MS"
+
+    def parse(self, raw: object) -> str:
+        if isinstance(raw, (list, tuple)):
+            raw = " ".join(str(r) for r in raw)
+        text: str = super().parse(raw)
+        if not text:
+            return ""
+        from streamslo.figures.metrics import GoodputBounds  # numpy: only when goodput is given
+
+        bounds = GoodputBounds.parse(text)
+        return " ".join(f"{k}:{v:g}" for k, v in bounds.as_dict().items())
+
+    def describe(self) -> str:
+        return "`KEY:MS` words (`ttft`, `tpot`, `e2el`, `ttfo`)"
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunOptions:
+    """Every option of a load run, typed, with its one default. Each field is a table row."""
+
+    # --- target and output
+    host: str = field(default="", metadata=option(
+        Text(optional=False, name="URL"), "base URL of the server, e.g. http://127.0.0.1:8000",
+        locust=False, native="--host"))
+    out: Path | None = field(default=None, metadata=option(
+        PathValue(), "the results directory to write (new or empty)",
+        scenario=False, locust="--results-dir", web_ui=False))
+    scenario: str | None = field(default=None, metadata=option(
+        Text(name="FILE"), "a scenario TOML file: [scenarios.NAME] k6 executors (docs/scenarios.md), [load] options "
+        "(keys are these options' names, e.g. max_tokens) and [thresholds]",
+        scenario=False, locust=False))
+    slo_source: str | None = field(default=None, metadata=option(
+        Text(name="FILE"), "an SLO TOML file (default: the scenario's [thresholds], else the incidents' SLO)",
+        flag="--slo", scenario=False, web_ui=False))
+    # --- what each request asks for
+    protocol: str = field(default="sse", metadata=option(
+        Choice(("sse", "ws", "mixed")), "transport: SSE, WebSocket, or half each"))
+    endpoint: str = field(default="chat", metadata=option(
+        Choice(_ENDPOINTS), "/v1/chat/completions, /v1/completions or /v1/stream (the older form of --api)"))
+    api: str = field(default="", metadata=option(
+        Choice(_APIS, empty=True), "the streaming dialect (docs/outcomes.md): OpenAI chat or completions chunks, "
+        "OpenAI Responses events (/v1/responses) or Anthropic Messages events (/v1/messages); "
+        "default: the one --endpoint names"))
+    path: str | None = field(default=None, metadata=option(
+        Text(name="PATH"), "the request path (default: the dialect's, e.g. /v1/responses)"))
+    model: str | None = field(default=None, metadata=option(
+        Text(name="NAME"), "model name (default: the first of /v1/models)"))
+    max_tokens: int = field(default=64, metadata=option(Integer(1), "max_tokens per request"))
+    prompt_file: str | None = field(default=None, metadata=option(
+        Text(name="FILE"), "prompts: one per line, or JSON Lines with 'prompt'", web_ui=False))
+    dataset: str | None = field(default=None, metadata=option(
+        Text(name="PATH"), "prompts from a dataset: ShareGPT JSON, JSON Lines, or a local Hugging Face dataset folder",
+        web_ui=False))
+    dataset_format: str = field(default="auto", metadata=option(
+        Choice(("auto", "sharegpt", "jsonl", "hf")), "--dataset's format (auto: detected)"))
+    prompt_tokens: LengthDist = field(default=LengthDist.fixed(16), metadata=option(
+        LengthSpec(), "synthetic prompt length (words, or tokens with --tokenizer): N, uniform:MIN,MAX or normal:MEAN,STDEV[,MIN[,MAX]]"))
+    output_tokens: LengthDist | None = field(default=None, metadata=option(
+        LengthSpec(optional=True), "per-request max_tokens drawn from a length distribution (default: the dataset's reply length, else --max-tokens)"))
+    tokenizer: str | None = field(default=None, metadata=option(
+        Text(name="PATH"), "a local tokenizer.json (or a folder holding one): lengths in tokens, not words",
+        web_ui=False))
+    turns: int = field(default=1, metadata=option(
+        Integer(1), "requests per conversation; each carries the history (the answers as they streamed)"))
+    system_prompt: str | None = field(default=None, metadata=option(
+        Text(name="TEXT|@FILE"), "a system message first in every chat request", web_ui=False))
+    temperature: float = field(default=0.0, metadata=option(Number(0), "sampling temperature"))
+    seed: int = field(default=0, metadata=option(Integer(), "seed for prompts and arrivals"))
+    ignore_eos: bool = field(default=True, metadata=option(
+        Switch(), "do not send ignore_eos: true (for servers that reject it)",
+        flag="--no-ignore-eos", inverted=True))
+    usage: bool = field(default=True, metadata=option(
+        Switch(), "do not ask for stream_options.include_usage", flag="--no-usage", inverted=True))
+    done_marker: bool = field(default=True, metadata=option(
+        Switch(), "streams end with the body, not with [DONE]", flag="--no-done-marker", inverted=True))
+    coalesced_chunks: bool = field(default=False, metadata=option(
+        Switch(), "the server may pack several tokens into one chunk"))
+    ws_request_template: str | None = field(default=None, metadata=option(
+        Text(name="FILE"), 'WebSocket: a JSON file whose string "{{request}}" is replaced by each request body',
+        web_ui=False))
+    ws_chunk_path: str | None = field(default=None, metadata=option(
+        Text(name="PATH"), "WebSocket: where the OpenAI chunk sits in each message, dotted (e.g. data.chunk)"))
+    ws_done_message: str = field(default="[DONE]", metadata=option(
+        Text(optional=False, name="TEXT"), "WebSocket: the message that ends a request: text, or a JSON object the message contains"))
+    goodput: str = field(default="", metadata=option(
+        GoodputSpec(), "per-request SLOs for goodput, vLLM's syntax in ms: ttft:500 tpot:50 e2el:2000 (ttfo: the first answer token)",
+        locust=False))
+    # --- credentials and transport
+    api_key_env: str | None = field(default=None, metadata=option(
+        Text(name="VAR"), "environment variable holding a bearer API key", secret=True))
+    header: tuple[str, ...] = field(default=(), repr=False, metadata=option(
+        TextList(name="'NAME: VALUE'"), "extra request header, repeatable; ${VAR} in VALUE reads the environment",
+        scenario="headers", secret=True))
+    header_file: str | None = field(default=None, metadata=option(
+        Text(name="FILE"), "extra request headers, one 'Name: value' per line (all kept secret)", secret=True))
+    insecure: bool = field(default=False, metadata=option(Switch(), "https: skip certificate verification"))
+    # --- how clients read and give up
+    slow_readers: float = field(default=0.0, metadata=option(Fraction(), "fraction of users that read slowly"))
+    slow_read_pause: float = field(default=0.05, metadata=option(Duration(), "slow readers: pause between reads"))
+    stall_timeout: float = field(default=ClientLimits.stall_timeout, metadata=option(
+        Duration(), "no complete line or message for this long: stalled"))
+    request_timeout: float = field(default=ClientLimits.request_timeout, metadata=option(Duration(), "whole-request deadline: timeout"))
+    # --- how much load, and when
+    users: int = field(default=50, metadata=option(
+        Integer(1), "concurrent users (streams)", locust=False, native="-u"))
+    spawn_rate: float = field(default=0.0, metadata=option(
+        Number(0), "users started per second (0: all within a second)", locust=False, native="-r"))
+    duration: float = field(default=60.0, metadata=option(
+        Duration(), "how long new streams start, after the warm-up", locust=False, native="--run-time"))
+    warmup: float = field(default=0.0, metadata=option(
+        Duration(), "streams started within this long of the start are left out of every figure"))
+    drain: float = field(default=30.0, metadata=option(
+        Duration(), "time the streams in flight get at the end", locust=False, native="--stop-timeout"))
+    think_time: float = field(default=0.0, metadata=option(
+        Duration(), "closed loop: pause between a user's streams"))
+    request_rate: float = field(default=0.0, metadata=option(
+        Number(0), "open loop: requests per second over all processes (0: closed loop)"))
+    burstiness: float = field(default=1.0, metadata=option(
+        Number(0, above=True), "open loop: gamma shape of the arrivals (1: Poisson)"))
+    max_concurrency: int = field(default=0, metadata=option(
+        Integer(0), "open loop: streams in flight at most (0: no cap)"))
+    stages: str = field(default="", metadata=option(
+        Stages(), 'k6-style stages "30s:50,1m:50,10s:0" (duration:users)'))
+    scenarios: str = field(default="", metadata=option(
+        Text(name="JSON"), "the scenario file's [scenarios.*] tables as JSON (set by streamslo run)",
+        cli=False, scenario=False, locust="--scenarios-json", web_ui=False, hidden=True))
+    shape: str = field(default="", metadata=option(
+        Choice(("ramp", "steps", "spike"), empty=True), "a built-in load shape over --users and --duration"))
+    itl_events: str = field(default="per-stream", metadata=option(
+        Choice(("per-stream", "per-gap", "off")),
+        "ITL in Locust's statistics: each stream's mean and max gap, every gap, or none"))
+    # --- long runs: windows, progress, the target's metrics
+    window: float = field(default=10.0, metadata=option(
+        Duration(), "length of a windows.csv window (live figures, budget burn rates)"))
+    metrics_url: str | None = field(default=None, metadata=option(
+        Text(name="URL"), "the target's Prometheus metrics to scrape during the run, e.g. "
+        "http://127.0.0.1:8000/metrics (the bundled server's are found by themselves)", locust=False))
+    prometheus_port: int = field(default=0, metadata=option(
+        Integer(0), "serve the load generator's own metrics for Prometheus on 127.0.0.1:PORT (0: off)",
+        locust=False))
+    progress: str = field(default="auto", metadata=option(
+        Choice(("auto", "live", "plain", "off")),
+        "progress output on stderr: a live line (a terminal), a plain line every --progress-interval (CI logs), or none",
+        locust=False))
+    progress_interval: float = field(default=30.0, metadata=option(
+        Duration(), "seconds between plain progress lines", locust=False))
+    # --- the load generator
+    processes: int = field(default=1, metadata=option(
+        Integer(1), "Locust processes generating load", locust="--processes-hint", web_ui=False,
+        hidden=True, native="--processes"))
+    master: bool = field(default=False, metadata=option(
+        Switch(), "distributed: be Locust's master; the load comes from `locust -f "
+        "locustfiles/streaming_locustfile.py --worker --master-host HOST` processes",
+        locust=False, native="--master"))
+    expect_workers: int = field(default=1, metadata=option(
+        Integer(1), "--master: the workers to wait for before the load starts",
+        locust=False, native="--expect-workers"))
+    master_bind_host: str = field(default="127.0.0.1", metadata=option(
+        Text(optional=False, name="ADDRESS"), "--master: the interface workers connect to (* for all)",
+        locust=False, native="--master-bind-host"))
+    master_bind_port: int = field(default=5557, metadata=option(
+        Integer(1), "--master: the port workers connect to", locust=False, native="--master-bind-port"))
+    generator_cpus: str | None = field(default=None, metadata=option(
+        Text(name="LIST"), "pin the load generator with taskset -c LIST", locust=False))
+    allow_invalid: bool = field(default=False, metadata=option(
+        Switch(), "a saturated load generator does not fail the run", scenario=False, locust=False))
+    quiet: bool = field(default=False, metadata=option(
+        Switch(), "print no summary table", scenario=False, locust=False))
+    # --- replay: traces, shared prefixes, clients that hang up (docs/workloads.md)
+    trace: str | None = field(default=None, metadata=option(
+        Text(name="PATH"), "replay a request trace with its timing and lengths (Mooncake JSONL, JSONL/CSV "
+        "with a time column, BurstGPT CSV; docs/workloads.md); the run lasts the trace",
+        web_ui=False))
+    trace_speed: float = field(default=1.0, metadata=option(
+        Number(0, above=True), "--trace: replay speed (2: twice the arrivals per second)"))
+    trace_format: str = field(default="auto", metadata=option(
+        Choice(("auto", "mooncake", "jsonl", "csv", "burstgpt")), "--trace's format (auto: detected)"))
+    trace_late: str = field(default="send", metadata=option(
+        Choice(("send", "drop")), "--trace: an arrival the generator cannot start on time is sent late "
+        "(its lateness in schedule_lag_ms) or dropped and counted (dropped_iterations)"))
+    trace_max_lag: float = field(default=0.05, metadata=option(
+        Duration(), "--trace-late drop: an arrival later than this is dropped"))
+    trace_block_tokens: int = field(default=512, metadata=option(
+        Integer(1), "--trace: prompt tokens per hash id (Mooncake's blocks: 512)"))
+    prefix_groups: int = field(default=0, metadata=option(
+        Integer(0), "synthetic prompts share N prefixes (system prompts, documents), each group an equal "
+        "share of the traffic (0: none)"))
+    prefix_tokens: LengthDist = field(default=LengthDist.fixed(256), metadata=option(
+        LengthSpec(), "--prefix-groups: each shared prefix's length (words, or tokens with --tokenizer)"))
+    cancel_rate: float = field(default=0.0, metadata=option(
+        Fraction(), "share of streams the client hangs up on (client_cancelled; AIPerf's "
+        "--request-cancellation-rate, as a fraction)"))
+    cancel_after: str = field(default="2s", metadata=option(
+        CancelAfterSpec(), "--cancel-rate: when the client hangs up, from the request's start: a time, "
+        "N content chunks (20tok), or uniform:LOW,HIGH"))
+    cancel_check: float = field(default=10.0, metadata=option(
+        Duration(), "--cancel-rate with a metrics URL: after the run the server's in-flight gauge must "
+        "return to its baseline within this long (the verdict says if not)", locust=False))
+    preflight: bool = field(default=True, metadata=option(
+        Switch(), "skip the preflight: one short request per protocol before any load, which stops a run "
+        "against a wrong target (no connection, TLS, 401/403, 404, unknown model, not a stream) with exit 2",
+        flag="--no-preflight", inverted=True, locust=False))
+
+
+def _rows() -> tuple[RunOption, ...]:
+    rows = []
+    for f in fields(RunOptions):
+        m = f.metadata[OPTION_KEY]
+        flag = m["flag"] or "--" + f.name.replace("_", "-")
+        scenario = m["scenario"]
+        locust = m["locust"]
+        rows.append(RunOption(
+            name=f.name, default=f.default, type=m["type"], help=m["help"], flag=flag, cli=m["cli"],
+            scenario_key=(f.name if scenario is True else scenario or None),
+            locust_flag=(flag if locust is True else locust or None), locust_native=m["native"],
+            web_ui=m["web_ui"], secret=m["secret"], inverted=m["inverted"], hidden=m["hidden"],
+        ))
+    return tuple(rows)
+
+
+OPTIONS: tuple[RunOption, ...] = _rows()
+"""The table: one row per field of :class:`RunOptions`, in order."""
+
+DEFAULTS = RunOptions()
+"""Every option at its default: for other typed objects whose defaults must be the same
+(``RequestOptions``), so that a default is written once."""
+
+_BY_SCENARIO_KEY = {o.scenario_key: o for o in OPTIONS if o.scenario_key}
+
+
+# ------------------------------------------------------------------------------ derivations
+def _arg_type(opt: RunOption) -> Callable[[str], Any]:
+    def convert(text: str) -> Any:
+        try:
+            return opt.type.parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = opt.type.describe()  # argparse names the type in some messages
+    return convert
+
+
+def add_cli_arguments(
+    parser: argparse.ArgumentParser,
+    *,
+    required: Iterable[str] = (),
+    help: Mapping[str, str] | None = None,
+    exclude: Iterable[str] = (),
+) -> None:
+    """Add every ``streamslo run`` option to ``parser``.
+
+    Every default is None, so that :func:`cli_values` knows what the command line set (a
+    scenario's value applies otherwise, then the table's default).
+
+    Args:
+        parser: the sub-command's parser.
+        required: option names the command requires.
+        help: option name -> help text that replaces the table's for this command.
+        exclude: option names the command refuses (left out of its parser and its help).
+    """
+    must = set(required)
+    left_out = set(exclude)
+    for opt in OPTIONS:
+        if not opt.cli or opt.name in left_out:
+            continue
+        text = (help or {}).get(opt.name) or opt.help_text()
+        kw: dict[str, Any] = {"dest": opt.name, "default": None, "help": text.replace("%", "%%")}
+        if isinstance(opt.type, Switch):
+            kw.update(action="store_const", const=not opt.inverted)
+        elif isinstance(opt.type, TextList):
+            kw.update(action="append", metavar=opt.type.metavar)
+        elif isinstance(opt.type, Choice):
+            kw.update(choices=list(opt.type.choices))
+        elif getattr(opt.type, "nargs", None):
+            # several words, parsed together by cli_values
+            kw.update(nargs=getattr(opt.type, "nargs"), metavar=opt.type.metavar)  # noqa: B009
+        else:
+            kw.update(type=_arg_type(opt), metavar=opt.type.metavar)
+        if opt.name in must:
+            kw["required"] = True
+        parser.add_argument(opt.flag, **kw)
+
+
+def cli_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The options the command line set (those :func:`add_cli_arguments` left at None are
+    left out); lists become tuples, and the words of a multi-word option are parsed together.
+
+    Raises:
+        BadInputError: a multi-word option with a bad value (the message names the flag).
+    """
+    out: dict[str, Any] = {}
+    for opt in OPTIONS:
+        value = getattr(args, opt.name, None) if opt.cli else None
+        if value is not None and getattr(opt.type, "nargs", None):
+            try:
+                value = opt.type.parse(value)
+            except ValueError as exc:
+                raise BadInputError(f"{opt.flag}: {exc}") from None
+        if value is not None:
+            out[opt.name] = tuple(value) if isinstance(value, list) else value
+    return out
+
+
+def scenario_values(table: object, source: str) -> dict[str, Any]:
+    """The options of a scenario's ``[load]`` table (``-`` and ``_`` alike in keys).
+
+    Raises:
+        BadInputError: not a table, an unknown key, or a bad value (the message names the
+            file and the key).
+    """
+    if not isinstance(table, dict):
+        raise BadInputError(f"{source}: [load] must be a table")
+    out: dict[str, Any] = {}
+    for key, raw in table.items():
+        opt = _BY_SCENARIO_KEY.get(str(key).replace("-", "_"))
+        if opt is None:
+            known = ", ".join(sorted(_BY_SCENARIO_KEY))
+            raise BadInputError(f"{source}: unknown [load] key {key!r} (known keys: {known})")
+        try:
+            out[opt.name] = opt.type.parse(raw)
+        except ValueError as exc:
+            raise BadInputError(f"{source}: [load] {key}: {exc}") from None
+    return out
+
+
+def register_locust_arguments(parser: Any) -> None:
+    """Add the stream users' options to Locust's parser (``init_command_line_parser``).
+
+    Secrets and local paths stay out of the web UI form (``include_in_web_ui=False``).
+    """
+    for opt in OPTIONS:
+        if opt.locust_flag is None:
+            continue
+        kw: dict[str, Any] = {
+            "help": argparse.SUPPRESS if opt.hidden else opt.help_text().replace("%", "%%"),
+            "include_in_web_ui": opt.in_web_ui,
+        }
+        if isinstance(opt.type, Switch):
+            kw.update(action="store_true", default=False)
+        elif isinstance(opt.type, TextList):
+            kw.update(action="append", default=[])
+        else:
+            kw["default"] = opt.type.wire(opt.default)
+            if isinstance(opt.type, Choice):
+                kw["choices"] = [*([""] if opt.type.empty else []), *opt.type.choices]
+            else:
+                kw["type"] = opt.type.locust_type
+        parser.add_argument(opt.locust_flag, **kw)
+
+
+def from_locust(parsed: Any) -> dict[str, Any]:
+    """Typed values of every option Locust's parser holds, by field name.
+
+    Raises:
+        BadInputError: a bad value (the message names the flag).
+    """
+    return {
+        o.name: o.from_wire(getattr(parsed, o.locust_dest, None))
+        for o in OPTIONS
+        if o.locust_dest is not None
+    }
+
+
+def locust_argv(values: RunOptions) -> list[str]:
+    """The Locust command-line arguments for the stream users' options that differ from their
+    defaults. Secrets are never among them (``streamslo run`` passes those by environment);
+    Locust's own options (users, run time...) are the runner's to translate."""
+    argv: list[str] = []
+    for opt in OPTIONS:
+        if opt.forwarded:
+            value = getattr(values, opt.name)
+            if value != opt.default:
+                argv += opt.argv(value)
+    return argv
+
+
+# ---------------------------------------------------------------------------- documentation
+BEGIN = "<!-- BEGIN run options: generated by `python -m streamslo.options.run_options docs/cli.md` -->"
+END = "<!-- END run options -->"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def markdown_reference() -> str:
+    """The options table of ``docs/cli.md`` (Markdown, between :data:`BEGIN` and :data:`END`)."""
+    lines = [
+        BEGIN,
+        "",
+        "| `streamslo run` option | value | default | scenario `[load]` key | Locust option | web UI | meaning |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for o in OPTIONS:
+        flag = f"`{o.flag}`" if o.cli else "—"
+        if o.inverted:
+            default = "on (the flag turns it off)"
+        elif isinstance(o.type, Switch):
+            default = "off"
+        elif o.default in (None, "", ()):
+            default = "—"
+        else:
+            default = f"`{o.type.show(o.default)}`"
+        key = f"`{o.scenario_key}`" if o.scenario_key else "—"
+        if o.scenario_key and o.inverted:
+            key += " (`false` = the flag)"
+        if o.locust_flag:
+            locust = f"`{o.locust_flag}`" + (" (by environment)" if o.secret else "")
+            if o.locust_native:
+                locust = f"Locust's `{o.locust_native}`, and {locust}"
+        elif o.locust_native:
+            locust = f"Locust's `{o.locust_native}`"
+        else:
+            locust = "—"
+        ui = ("yes" if o.in_web_ui else "no") if o.locust_flag else "—"
+        lines.append(f"| {flag} | {_cell(o.type.describe())} | {_cell(default)} | {key} | {locust} | {ui} | {_cell(o.help)} |")
+    lines += ["", END]
+    return "\n".join(lines)
+
+
+def update_reference(path: str | Path) -> bool:
+    """Rewrite the generated table in ``path`` (between the markers). Returns whether it changed.
+
+    Raises:
+        BadInputError: the file lacks the markers.
+    """
+    p = Path(path)
+    text = p.read_text(encoding="utf-8")
+    start, end = text.find(BEGIN), text.find(END)
+    if start < 0 or end < start:
+        raise BadInputError(f"{p}: no generated run-options block ({BEGIN!r} ... {END!r})")
+    new = text[:start] + markdown_reference() + text[end + len(END):]
+    if new != text:
+        p.write_text(new, encoding="utf-8")
+    return new != text
+
+
+if __name__ == "__main__":
+    for target in sys.argv[1:] or ["docs/cli.md"]:
+        print(f"{target}: {'updated' if update_reference(target) else 'up to date'}")

@@ -1,0 +1,384 @@
+"""The building blocks of the run-options table (:mod:`streamslo.options.run_options`): how a value
+is read and written (:class:`ValueType` and its kinds), and one row (:class:`RunOption`).
+
+A value type reads text (a command line, Locust's web UI form) and the native values of a TOML
+scenario alike, and raises :class:`ValueError` with a message that says what was expected; the
+caller adds where the value came from (a flag, a file and key).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from streamslo.errors import BadInputError
+from streamslo.options.units import (
+    format_duration,
+    parse_duration,
+    parse_float,
+    parse_fraction,
+    parse_int,
+)
+
+__all__ = [
+    "OPTION_KEY",
+    "Choice",
+    "Duration",
+    "Fraction",
+    "Integer",
+    "Number",
+    "PathValue",
+    "RunOption",
+    "Stages",
+    "Switch",
+    "Text",
+    "TextList",
+    "ValueType",
+    "option",
+]
+
+
+# ------------------------------------------------------------------------------ value types
+@dataclass(frozen=True)
+class ValueType:
+    """How an option's value is read (from text or a TOML value) and written for Locust."""
+
+    _metavar: ClassVar[str] = "TEXT"
+    locust_type: ClassVar[type] = str
+    """The type Locust's parser (and its web UI form) keeps the value as."""
+
+    @property
+    def metavar(self) -> str:
+        """The placeholder in ``--help``."""
+        return self._metavar
+
+    def parse(self, raw: object) -> Any:
+        """The typed value. Raises ValueError (the message says what was expected)."""
+        if not isinstance(raw, str):
+            raise ValueError(f"expected text, got {raw!r}")
+        return raw.strip()
+
+    def wire(self, value: Any) -> Any:
+        """The value as Locust's parser keeps it and as a command-line argument."""
+        return value
+
+    def describe(self) -> str:
+        """The kind of value, for the reference documentation."""
+        return "text"
+
+    def show(self, value: Any) -> str:
+        """The value as a person would type it (help texts, documentation)."""
+        return str(self.wire(value))
+
+
+@dataclass(frozen=True)
+class Text(ValueType):
+    """Text; with ``optional``, empty text means "not given" (None)."""
+
+    optional: bool = True
+    name: str = "TEXT"
+
+    @property
+    def metavar(self) -> str:
+        return self.name
+
+    def parse(self, raw: object) -> str | None:
+        text: str = super().parse(raw)
+        return (text or None) if self.optional else text
+
+    def wire(self, value: Any) -> Any:
+        return "" if value is None else value
+
+    def describe(self) -> str:
+        return self.name.lower()
+
+
+@dataclass(frozen=True)
+class PathValue(ValueType):
+    """A file system path; empty means "not given"."""
+
+    _metavar: ClassVar[str] = "DIR"
+
+    def parse(self, raw: object) -> Path | None:
+        text: str = super().parse(str(raw) if isinstance(raw, Path) else raw)
+        return Path(text) if text else None
+
+    def wire(self, value: Any) -> Any:
+        return "" if value is None else str(value)
+
+    def describe(self) -> str:
+        return "path"
+
+
+@dataclass(frozen=True)
+class Integer(ValueType):
+    minimum: int | None = None
+    _metavar: ClassVar[str] = "N"
+    locust_type: ClassVar[type] = int
+
+    def parse(self, raw: object) -> int:
+        return parse_int(raw, self.minimum)
+
+    def describe(self) -> str:
+        return "integer" if self.minimum is None else f"integer ≥ {self.minimum}"
+
+
+@dataclass(frozen=True)
+class Number(ValueType):
+    minimum: float | None = None
+    above: bool = False
+    """``minimum`` itself is not allowed."""
+    _metavar: ClassVar[str] = "X"
+    locust_type: ClassVar[type] = float
+
+    def parse(self, raw: object) -> float:
+        return parse_float(raw, self.minimum, above=self.above)
+
+    def wire(self, value: Any) -> Any:
+        return float(value)
+
+    def show(self, value: Any) -> str:
+        return f"{value:g}"
+
+    def describe(self) -> str:
+        if self.minimum is None:
+            return "number"
+        return f"number {'>' if self.above else '≥'} {self.minimum:g}"
+
+
+@dataclass(frozen=True)
+class Fraction(Number):
+    _metavar: ClassVar[str] = "FRACTION"
+
+    def parse(self, raw: object) -> float:
+        return parse_fraction(raw)
+
+    def describe(self) -> str:
+        return "fraction 0–1"
+
+
+@dataclass(frozen=True)
+class Duration(ValueType):
+    """Seconds, or ``500ms``/``30s``/``5m``/``1h``/``1m30s``; kept as text in Locust."""
+
+    _metavar: ClassVar[str] = "DURATION"
+
+    def parse(self, raw: object) -> float:
+        if not isinstance(raw, (str, int, float)):
+            raise ValueError(f"not a duration: {raw!r}")
+        if str(raw).strip().startswith("-"):
+            raise ValueError(f"must be positive, got {raw}")
+        return parse_duration(raw)
+
+    def wire(self, value: Any) -> Any:
+        return format_duration(float(value))
+
+    def describe(self) -> str:
+        return "duration"
+
+
+@dataclass(frozen=True)
+class Choice(ValueType):
+    choices: tuple[str, ...] = ()
+    empty: bool = False
+    """Empty text is allowed (and means "none")."""
+
+    @property
+    def metavar(self) -> str:
+        return "{" + ",".join(self.choices) + "}"
+
+    def parse(self, raw: object) -> str:
+        text: str = super().parse(raw)
+        if text in self.choices or (self.empty and not text):
+            return text
+        raise ValueError(f"must be one of {', '.join(self.choices)}, not {raw!r}")
+
+    def describe(self) -> str:
+        return " | ".join(f"`{c}`" for c in self.choices)
+
+
+@dataclass(frozen=True)
+class Switch(ValueType):
+    """On or off: a flag on a command line, ``true``/``false`` in a scenario."""
+
+    locust_type: ClassVar[type] = bool
+
+    def parse(self, raw: object) -> bool:
+        if not isinstance(raw, bool):
+            raise ValueError(f"expected true or false, got {raw!r}")
+        return raw
+
+    def describe(self) -> str:
+        return "switch"
+
+
+@dataclass(frozen=True)
+class TextList(ValueType):
+    """Repeatable text (a flag given several times, a list of strings in a scenario)."""
+
+    name: str = "TEXT"
+    locust_type: ClassVar[type] = list
+
+    @property
+    def metavar(self) -> str:
+        return self.name
+
+    def parse(self, raw: object) -> tuple[str, ...]:
+        items = [raw] if isinstance(raw, str) else raw
+        if not isinstance(items, (list, tuple)) or not all(isinstance(i, str) for i in items):
+            raise ValueError(f"expected a list of strings, got {raw!r}")
+        return tuple(items)
+
+    def describe(self) -> str:
+        return "repeatable text"
+
+
+@dataclass(frozen=True)
+class Stages(ValueType):
+    """k6-style stages: ``"30s:50,1m:50,10s:0"``, or in a scenario a list of
+    ``{duration = "30s", target = 50}`` tables."""
+
+    _metavar: ClassVar[str] = "STAGES"
+
+    def parse(self, raw: object) -> str:
+        from streamslo.options.stages import parse_stages
+
+        if isinstance(raw, list):
+            try:
+                raw = ",".join(f"{s['duration']}:{s['target']}" for s in raw)
+            except (TypeError, KeyError):
+                raise ValueError("stages must be tables with duration and target") from None
+        text: str = super().parse(raw)
+        if text:
+            try:
+                parse_stages(text)
+            except BadInputError as exc:
+                raise ValueError(str(exc).removeprefix("--stages: ")) from None
+        return text
+
+    def describe(self) -> str:
+        return "stages"
+
+
+# ------------------------------------------------------------------------------- the row
+@dataclass(frozen=True, slots=True)
+class RunOption:
+    """One row of the table: an option and every place it applies."""
+
+    name: str
+    """The field of :class:`RunOptions` (and of ``RunConfig`` and ``LoadOptions``)."""
+    default: Any
+    type: ValueType
+    help: str
+    flag: str
+    """The ``streamslo run`` flag (for an inverted switch, the flag that turns it off)."""
+    cli: bool = True
+    """A ``streamslo run`` and ``streamslo soak`` argument."""
+    scenario_key: str | None = None
+    """The key in a scenario's ``[load]`` table; None: not a scenario key."""
+    locust_flag: str | None = None
+    """The option the stream users add to Locust's parser; None: not one."""
+    locust_native: str | None = None
+    """Locust's own option that ``streamslo run`` translates this one to (documentation)."""
+    web_ui: bool = True
+    """Shown in Locust's web UI start form (a secret never is)."""
+    secret: bool = False
+    """Never on a command line or in the web UI: ``streamslo run`` resolves it and hands Locust
+    the result through the environment."""
+    inverted: bool = False
+    """A switch that is on by default; ``flag`` (``--no-...``) turns it off."""
+    hidden: bool = False
+    """Internal to ``streamslo run``: left out of Locust's ``--help``."""
+
+    @property
+    def locust_dest(self) -> str | None:
+        """The attribute of Locust's parsed options."""
+        return None if self.locust_flag is None else self.locust_flag[2:].replace("-", "_")
+
+    @property
+    def forwarded(self) -> bool:
+        """``streamslo run`` passes it on Locust's command line."""
+        return self.locust_flag is not None and not self.secret
+
+    @property
+    def in_web_ui(self) -> bool:
+        return self.locust_flag is not None and self.web_ui and not self.secret
+
+    def help_text(self) -> str:
+        """The help, with the default when it says something."""
+        d = self.default
+        if isinstance(self.type, Switch) or d is None or d == "" or d == ():
+            return self.help
+        return f"{self.help} (default {self.type.show(d)})"
+
+    def from_wire(self, raw: Any) -> Any:
+        """The typed value from Locust's parsed options.
+
+        Raises:
+            BadInputError: a bad value (the message names the flag).
+        """
+        if isinstance(self.type, Switch):
+            return not raw if self.inverted else bool(raw)
+        if isinstance(self.type, TextList):
+            return tuple(raw or ())
+        if raw is None:
+            return self.default
+        try:
+            return self.type.parse(raw)
+        except ValueError as exc:
+            raise BadInputError(f"{self.locust_flag}: {exc}") from None
+
+    def argv(self, value: Any) -> list[str]:
+        """The Locust command-line arguments for ``value``."""
+        assert self.locust_flag is not None
+        if isinstance(self.type, Switch):
+            on = not value if self.inverted else bool(value)  # the flag is given
+            return [self.locust_flag] if on else []
+        if isinstance(self.type, TextList):
+            return [a for item in value for a in (self.locust_flag, item)]
+        if value is None:
+            return []
+        return [self.locust_flag, str(self.type.wire(value))]
+
+
+OPTION_KEY = "streamslo.run_option"
+"""The key of a :class:`RunOption`'s settings in a dataclass field's metadata."""
+
+
+def option(
+    type: ValueType,
+    help: str,
+    *,
+    flag: str | None = None,
+    cli: bool = True,
+    scenario: bool | str = True,
+    locust: bool | str = True,
+    native: str | None = None,
+    web_ui: bool = True,
+    secret: bool = False,
+    inverted: bool = False,
+    hidden: bool = False,
+) -> dict[str, Any]:
+    """The metadata of one :class:`RunOptions` field (everything but its name and default).
+
+    Args:
+        type: how the value is read.
+        help: one line.
+        flag: the ``streamslo run`` flag (default ``--<name>``).
+        cli: a ``streamslo run``/``soak`` argument.
+        scenario: a ``[load]`` key (True: the field's name; a string: that key).
+        locust: registered on Locust's parser (True: as ``flag``; a string: that flag).
+        native: Locust's own option that ``streamslo run`` translates it to.
+        web_ui: shown in Locust's web UI start form.
+        secret: never on a command line or in the web UI.
+        inverted: a switch on by default that ``flag`` turns off.
+        hidden: not in Locust's ``--help``.
+    """
+    return {
+        OPTION_KEY: {
+            "type": type, "help": help, "flag": flag, "cli": cli, "scenario": scenario,
+            "locust": locust, "native": native, "web_ui": web_ui, "secret": secret,
+            "inverted": inverted, "hidden": hidden,
+        }
+    }

@@ -1,0 +1,146 @@
+"""The plain-text summary a run prints (the CLI prints it; nothing here prints)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
+
+from streamslo.results.schema import LatencySummary, RunJson, SummaryJson
+from streamslo.stream.outcome import OUTCOMES
+
+__all__ = ["format_summary", "integrity_warnings", "run_warnings"]
+
+
+def _ms(v: Any) -> str:
+    return "-" if v is None else f"{v:,.1f}"
+
+
+def _clip(text: str, width: int = 100) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _rate(v: Any) -> str:
+    return "no data" if v is None else f"{v * 100:.3f} %"
+
+
+def integrity_warnings(run: Mapping[str, Any], skipped_rows: int | None = None) -> list[str]:
+    """What a reader must know about the results themselves before any figure: a run that was
+    not finalized, was killed, lost a worker, lost rows to write errors, or has damaged rows.
+
+    Args:
+        run: run.json.
+        skipped_rows: damaged rows found by the loader (default: run.json's count).
+    """
+    from streamslo.results.layout import is_complete
+
+    out = []
+    if run and not is_complete(run):
+        out.append("INCOMPLETE RUN: run.json says complete: false (killed, or still running); "
+                   "finalize it with `streamslo finalize DIR`")
+    if run.get("killed"):
+        code = run.get("locust_exit_code")
+        how = f" (locust exit code {code})" if code is not None else ""
+        out.append(f"KILLED RUN{how}: its figures cover what was written until {run.get('end') or 'its last record'}")
+    lost = int(run.get("rows_unwritten") or 0)
+    if run.get("write_errors") or lost:
+        out.append(
+            f"WRITE ERRORS: {run.get('write_errors') or 0} failed writes, each retried "
+            f"(last: {(run.get('writers') or {}).get('last_error')}); {lost} rows never written"
+        )
+    out.extend(_relay_warnings(run))
+    skipped = run.get("skipped_rows") if skipped_rows is None else skipped_rows
+    if skipped:
+        out.append(f"DAMAGED ROWS: {skipped} rows of streams.csv were skipped")
+    return out
+
+
+def _relay_warnings(run: Mapping[str, Any]) -> list[str]:
+    """Lost workers, and worker records the master could not read (distributed runs)."""
+    out = []
+    for w in run.get("lost_workers") or ():
+        n = w.get("streams_in_flight")
+        in_flight = "its streams in flight" if n is None else f"its {n} streams in flight"
+        out.append(
+            f"LOST WORKER {w.get('worker')} at {w.get('at')} (last heard from {w.get('last_seen') or 'never'}): "
+            f"the {w.get('records', 0)} streams it sent are here; {in_flight} then, and any that "
+            "ended in its last second, are not"
+        )
+    relay = run.get("relay") or {}
+    if run.get("lost_workers") is None and relay.get("error"):
+        out.append(f"UNKNOWN WORKERS: {relay['error']}: whether a worker was lost is not known")
+    rejected = relay.get("rejected_records")
+    if rejected:
+        out.append(f"UNREADABLE BATCHES: {rejected} records sent by workers could not be read (see locust.log)")
+    return out
+
+
+def run_warnings(run: Mapping[str, Any]) -> list[str]:
+    """An invalid run (saturated generator), then :func:`integrity_warnings`."""
+    out = [f"INVALID RUN: {run.get('invalid_reason')}"] if not run.get("valid", True) else []
+    dropped = run.get("dropped_iterations")
+    if dropped:  # k6's dropped_iterations: the asked load was not sent (docs/scenarios.md)
+        by = ", ".join(f"{k} {v}" for k, v in (run.get("dropped_iterations_by_scenario") or {}).items())
+        out.append(f"DROPPED ITERATIONS: {dropped} arrivals found no free VU and were not sent ({by}): "
+                   "raise maxVUs (or --max-concurrency)")
+    return out + integrity_warnings(run)
+
+
+def _replay_lines(summary: SummaryJson) -> list[str]:
+    """Schedule lag, client hang-ups, the prefix cache and the freed check (when they apply)."""
+    out = []
+    lag = summary.get("schedule_lag_ms")
+    if lag:
+        out.append(f"schedule lag  p50 {_ms(lag['p50'])} ms   p99 {_ms(lag['p99'])} ms   max {_ms(lag['max'])} ms"
+                   f"   ({lag['count']} scheduled streams)")
+    cc = summary.get("client_cancelled")
+    if cc:
+        share = cc.get("fraction")
+        out.append(f"client hang-ups  {cc['count']} streams ({_rate(share)} of requests), in no rate")
+    pc = summary.get("prefix_cache")
+    if pc:
+        hit, miss = pc["ttft_ms_hit"], pc["ttft_ms_miss"]
+        out.append(f"prefix cache  hit rate {_rate(pc['hit_rate'])} of prompt tokens   streams with a hit "
+                   f"{pc['streams_hit']}/{pc['streams']}   TTFT p50 hit {_ms(hit['p50'])} ms, miss {_ms(miss['p50'])} ms")
+    freed = summary.get("server_freed")
+    if freed:
+        verdict = {True: "PASS", False: "FAIL", None: "n/a "}[freed.get("passed")]
+        detail = freed.get("reason") or (f"{freed.get('gauge')} back at {freed.get('baseline'):g} "
+                                         f"after {freed.get('waited_s'):g} s")
+        out.append(f"  {verdict}  server freed hung-up streams: {detail}")
+    return out
+
+
+def format_summary(summary: SummaryJson, checks: Sequence[Any], run: RunJson) -> str:
+    """A table of outcomes, rates, latencies and threshold verdicts."""
+    lines = [f"!! {line}" for line in run_warnings(run)]
+    lines.append(f"requests {summary['requests']}   requests/s {_ms(summary.get('requests_per_s'))}   tokens/s {_ms(summary.get('tokens_per_s'))}")
+    counts = summary["outcomes"]
+    lines.append("outcomes  " + "  ".join(f"{o}={counts.get(o, 0)}" for o in OUTCOMES if counts.get(o, 0)))
+    lines.append(
+        f"rates     truncation {_rate(summary['truncation_rate'])}   5xx {_rate(summary['http_5xx_rate'])}   errors {_rate(summary['error_rate'])}"
+    )
+    lines.append(f"{'latency (ms)':<14}{'p50':>10}{'p90':>10}{'p95':>10}{'p99':>10}{'max':>10}{'count':>9}")
+    for name in ("ttft_ms", "ttfo_ms", "ttftc_ms", "itl_ms", "tpot_ms", "e2e_ms", "ttft_sched_ms", "e2e_sched_ms"):
+        st = cast("LatencySummary | None", summary.get(name))
+        if not st:
+            continue
+        lines.append(
+            f"{name:<14}{_ms(st['p50']):>10}{_ms(st['p90']):>10}{_ms(st['p95']):>10}{_ms(st['p99']):>10}{_ms(st['max']):>10}{st['count']:>9}"
+        )
+    lines.extend(_replay_lines(summary))
+    top = summary.get("top_errors") or {}
+    if top:
+        lines.append("top errors")
+        for outcome, items in top.items():
+            for item in items[:3]:
+                lines.append(f"  {outcome:<18}{item['count']:>8,}  {_clip(str(item['error']))}")
+    if summary.get("reasoning_tokens") or summary.get("tool_tokens"):
+        lines.append(f"tokens    reasoning {summary.get('reasoning_tokens', 0)}   tool calls {summary.get('tool_tokens', 0)}")
+    if checks:
+        lines.append("thresholds")
+        for c in checks:
+            mark = "PASS" if c.passed else "FAIL"
+            seen = "no data" if c.observed is None else f"{c.observed:.6g}"
+            lines.append(f"  {mark}  {c.metric:<24} {c.expression:<16} observed {seen}")
+    return "\n".join(lines)

@@ -1,0 +1,666 @@
+"""A headless Locust run that writes a results directory (docs/results.md, docs/cli.md): what
+``streamslo run`` (:mod:`streamslo.commands.run`), ``compare``, ``soak`` and ``sweep`` execute.
+
+Locust runs as a subprocess (it monkey-patches the interpreter with gevent); this process
+watches it: it scrapes the target's evidence, reads the windows and running totals as they
+come (:mod:`streamslo.run.watch`: live ``abortOnFail``, burn-rate alerts, progress, the Prometheus
+exporter), finalizes the directory, prints the summary and returns the exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from streamslo.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_THRESHOLD, BadInputError
+from streamslo.options.redact import HEADERS_ENV, Headers, resolve_headers
+from streamslo.options.run_options import (
+    RunOptions,
+    cli_values,
+    locust_argv,
+    scenario_values,
+)
+from streamslo.stream.dialects import ENDPOINT_APIS
+
+__all__ = ["RunConfig", "config_from_args", "execute", "load_scenario", "prepare_out"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunConfig(RunOptions):
+    """One headless load run: every run option (:class:`~streamslo.options.run_options.RunOptions`),
+    with a host and a results directory, and what is built from them."""
+
+    host: str
+    out: Path
+    slo: Any = None
+    """A parsed SLO (streamslo.slo.thresholds); None: the incidents' default."""
+    budget: Any = None
+    """The error budget (:class:`streamslo.slo.budget.Budget`) of the SLO file or scenario, or None."""
+    extra_locust_args: tuple[str, ...] = field(default_factory=tuple)
+    headers: Headers = field(init=False, repr=False, compare=False)
+    """``--header-file``, ``--header`` and ``--api-key-env`` resolved (validated at once)."""
+
+    def __post_init__(self) -> None:
+        headers = resolve_headers(self.header, self.header_file, self.api_key_env,
+                                  anthropic=self.api == "anthropic-messages")
+        object.__setattr__(self, "headers", headers)
+
+    def locust_environment(self) -> dict[str, str]:
+        """What the Locust subprocess's environment gets besides ours: the headers (values
+        never go on its command line, where ``ps`` and CI logs show them)."""
+        return {HEADERS_ENV: self.headers.to_env()} if self.headers else {}
+
+
+def load_scenario(path: str) -> tuple[dict[str, Any], Any]:
+    """A scenario file: ``[scenarios.NAME]`` k6 executors (``docs/scenarios.md``) and/or
+    ``[load]`` options (and k6 ``stages``), optional ``[thresholds]``.
+
+    Returns:
+        The options it sets (field name -> typed value) and its SLO (None without thresholds).
+
+    Raises:
+        BadInputError: an unreadable file, bad TOML, an unknown key or a bad value (the message
+            names the file).
+    """
+    import tomllib
+
+    from streamslo.slo import thresholds
+
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise BadInputError(f"{path}: cannot read the scenario ({exc.strerror})") from None
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise BadInputError(f"{path}: {exc}") from None
+    values = scenario_values(doc.get("load", {}), path)
+    if "scenarios" in doc:
+        from streamslo.workload.scenarios import parse_scenarios, to_wire
+
+        parse_scenarios(doc["scenarios"], path, text)  # every mistake now, with its line
+        values["scenarios"] = to_wire(doc["scenarios"])
+    slo = (
+        thresholds.parse_thresholds_table(doc["thresholds"], source=path, text=text)
+        if "thresholds" in doc
+        else None
+    )
+    return values, slo
+
+
+def _scenario_run(values: dict[str, Any], cli: dict[str, Any]) -> dict[str, Any]:
+    """What ``[scenarios.*]`` decide for the Locust run: its length (the last scenario's end),
+    one :class:`~streamslo.loadgen.executors.ScenarioUser` per generator process, and the stop
+    timeout (the longest ``gracefulStop``, unless ``--drain`` is given).
+
+    Raises:
+        BadInputError: a whole-run load option as well (``stages``, ``shape``, ``request_rate``;
+            ``--users``, ``--duration``: the scenarios say how many and how long).
+    """
+    from streamslo.workload.scenarios import from_wire
+
+    clash = [k for k in ("stages", "shape", "request_rate") if values.get(k)]
+    clash += [k for k in ("users", "duration") if k in values]
+    if clash:
+        raise BadInputError(
+            f"{values.get('scenario')}: [scenarios.*] set the load; remove {', '.join(clash)} "
+            "(a [load] or command-line option), or move it into a scenario")
+    scenarios = from_wire(values["scenarios"])
+    generators = values.get("expect_workers", 1) if values.get("master") else values.get("processes", 1)
+    out: dict[str, Any] = {"duration": max(sc.end for sc in scenarios), "users": max(1, generators)}
+    if "drain" not in cli:
+        out["drain"] = max(sc.graceful_stop for sc in scenarios)
+    return out
+
+
+def _trace_run(values: dict[str, Any], cli: dict[str, Any]) -> dict[str, Any]:
+    """What ``--trace`` decides for the Locust run: one replaying user per generator process,
+    and a length of the trace's span at its speed (unless ``--duration`` cuts it shorter).
+
+    Raises:
+        BadInputError: scenarios, a request rate, stages or a shape as well (each sets the
+            arrivals), or an unreadable trace.
+    """
+    from streamslo.workload.trace import describe_trace
+
+    clash = [k for k in ("scenarios", "stages", "shape", "request_rate") if values.get(k)]
+    if clash:
+        raise BadInputError(f"--trace sets the arrivals; remove {', '.join(clash)}")
+    info = describe_trace(values["trace"], values.get("trace_format", "auto"))
+    span = info.span_s / values.get("trace_speed", 1.0)
+    generators = values.get("expect_workers", 1) if values.get("master") else values.get("processes", 1)
+    out: dict[str, Any] = {"users": max(1, generators)}
+    if "duration" not in cli:
+        out["duration"] = max(1.0, math.ceil(span + 1.0))
+    return out
+
+
+def config_from_args(args: argparse.Namespace) -> RunConfig:
+    """Merge the command line over the scenario file (if any), over the defaults.
+
+    Raises:
+        BadInputError: a missing or bad value.
+    """
+    from streamslo.slo.budget import read_slo_file
+
+    values: dict[str, Any] = {}
+    slo = budget = None
+    cli = cli_values(args)
+    if cli.get("scenario"):
+        from streamslo.scenario_files import resolve_scenario
+
+        cli["scenario"] = resolve_scenario(cli["scenario"])
+        values, slo = load_scenario(cli["scenario"])
+        _, budget = read_slo_file(cli["scenario"])
+    values.update(cli)
+    if values.get("slo_source"):
+        slo, own_budget = read_slo_file(values["slo_source"])
+        if slo is None:
+            from streamslo.errors import SLOFileError
+
+            raise SLOFileError(values["slo_source"], None, "no [thresholds] table: expected e.g. [thresholds] then itl_ms = [\"p(99)<200\"]")
+        budget = own_budget or budget
+    if values.get("scenarios"):
+        values.update(_scenario_run(values, cli))
+    if values.get("trace"):
+        values.update(_trace_run(values, cli))
+    if not values.get("host"):
+        raise BadInputError("--host is required (or 'host' in the scenario's [load])")
+    if not values.get("out"):
+        raise BadInputError("--out DIR is required")
+    if values.get("master") and values.get("processes", 1) > 1:
+        raise BadInputError("--master takes its load from workers: give --expect-workers, not --processes")
+    window = values.get("window", 10.0)
+    if not window > 0:
+        raise BadInputError(f"--window must be longer than 0, not {window:g}")
+    source = budget.source if budget is not None else ""
+    for a in budget.alerts if budget is not None else ():
+        if a.short_s < window:
+            raise BadInputError(
+                f"{source}: the alert {a.name}'s short window ({a.short_s:g} s) is shorter than "
+                f"--window ({window:g} s): lower --window, or lower [budget] time_scale")
+    return RunConfig(**values, slo=slo, budget=budget)
+
+
+#: ``[scenarios.*]`` runs: how long after the last scenario's end Locust's ``--run-time``
+#: stops a run whose scenarios did not end it (a lost worker).
+SCENARIO_SLACK_S = 30.0
+
+
+def _describe_scenarios(wire: str) -> list[dict[str, Any]] | None:
+    """run.json's ``scenarios``: each one's name, executor and schedule (None without)."""
+    if not wire:
+        return None
+    from streamslo.workload.scenarios import from_wire
+
+    return [
+        {"name": sc.name, "executor": sc.executor, "start_s": sc.start_time, "duration_s": sc.duration,
+         "graceful_stop_s": sc.graceful_stop, "peak_vus": sc.peak_vus(),
+         "protocol": dict(sc.protocol) if sc.protocol is not None else None}
+        for sc in from_wire(wire)
+    ]
+
+
+def _locust_command(cfg: RunConfig, locustfile: Path) -> list[str]:
+    """Locust's command line: its own options translated, then every stream-user option that
+    differs from its default (never a secret: see :meth:`RunConfig.locust_environment`)."""
+    run_time = cfg.warmup + cfg.duration
+    if cfg.scenarios or cfg.trace:
+        # The scenarios (a trace) end the run themselves (Locust's clock starts before they do): its
+        # run time is only a safety net.
+        run_time += SCENARIO_SLACK_S
+    spawn = cfg.spawn_rate if cfg.spawn_rate > 0 else float(cfg.users)
+    # The open loop splits --request-rate over the generating processes: a master's workers.
+    forwarded = replace(cfg, processes=cfg.expect_workers) if cfg.master else cfg
+    # The web UI tab checks the run's SLO: its file, or the scenario holding the thresholds.
+    if not cfg.slo_source and cfg.slo is not None and cfg.scenario:
+        forwarded = replace(forwarded, slo_source=cfg.scenario)
+    cmd = [
+        sys.executable, "-m", "locust", "-f", str(locustfile), "--headless",
+        "--host", cfg.host, "-u", str(cfg.users), "-r", f"{spawn:g}",
+        "--run-time", f"{max(1, round(run_time))}s", "--stop-timeout", str(math.ceil(cfg.drain)),
+        "--exit-code-on-error", "0", "--only-summary", "--loglevel", "WARNING",
+        *locust_argv(forwarded),
+    ]
+    if cfg.master:
+        cmd += [
+            "--master", "--expect-workers", str(cfg.expect_workers),
+            "--master-bind-host", cfg.master_bind_host, "--master-bind-port", str(cfg.master_bind_port),
+        ]
+    elif cfg.processes > 1:
+        # Locust's master binds every interface unless told otherwise; its forks are local.
+        # A free port of its own: on the default one (5557), two runs on one machine take each
+        # other's workers (seen: "Discarded report from unrecognized worker", windows and
+        # Locust's own statistics lost). Locust needs the port twice, or its forks hang.
+        from streamslo.server.bundled import free_port
+
+        port = str(free_port())
+        cmd += ["--processes", str(cfg.processes), "--master-bind-host", "127.0.0.1",
+                "--master-bind-port", port, "--master-port", port]
+    if cfg.generator_cpus:
+        cmd = ["taskset", "-c", cfg.generator_cpus, *cmd]
+    return [*cmd, *cfg.extra_locust_args]
+
+
+def execute(cfg: RunConfig) -> int:
+    """Run the load, finalize the directory, return the exit code.
+
+    The results directory says ``complete: false`` from the start; it is finalized however the
+    run ends: at its end, after an ``abortOnFail``, after a stop signal, or after Locust died.
+
+    Returns:
+        0 every threshold held; 99 a threshold failed (or the run is invalid, not allowed);
+        1 the load generator died (the directory is finalized with ``killed: true``).
+
+    Raises:
+        BadInputError: the directory is not empty, or Locust rejected the options.
+        KeyboardInterrupt: Ctrl-C or a stop signal (:class:`streamslo.run.signals.Interrupted`)
+            stopped the run; raised again once the directory is finalized, so that a caller
+            (``compare``, ``soak``) stops too.
+    """
+    from importlib.metadata import version
+
+    from streamslo import __version__
+    from streamslo.errors import EXIT_INTERNAL
+    from streamslo.results.layout import Layout, load_run, new_run_json, read_run_start, write_json
+    from streamslo.results.summary_table import format_summary
+    from streamslo.run.evidence import ServerEvidence
+    from streamslo.run.finalize import finalize, iso_utc, last_record_epoch
+    from streamslo.slo import thresholds
+
+    layout = Layout(cfg.out)
+    out = layout.root
+    created = not out.exists()
+    prepare_out(out)
+    slo = cfg.slo if cfg.slo is not None else thresholds.DEFAULT_SLO
+    try:
+        workload = _describe_workload(cfg)  # a bad dataset or tokenizer: exit 2 before any load
+        preflight = _preflight(cfg)  # a wrong target: exit 2 before any load
+    except BadInputError:
+        if created:  # leave no empty directory behind a run that never started
+            import contextlib
+
+            with contextlib.suppress(OSError):
+                out.rmdir()
+        raise
+    evidence = ServerEvidence(cfg.host, out, insecure=cfg.insecure, metrics_url=cfg.metrics_url)
+    server = evidence.probe()
+    if server is None and any(p["outcome"] != "ok" for p in preflight or ()) and not _answers(cfg, "/healthz"):
+        # The preflight's stream went wrong and /healthz got no answer at all: a server busy
+        # finishing that stream (a blocked event loop, a worker being replaced) may answer
+        # in a moment. (A server without /healthz answers 404 at once: no wait for it.)
+        for _ in range(2):
+            time.sleep(1.0)
+            server = evidence.probe()
+            if server is not None:
+                break
+    freed = None
+    if cfg.cancel_rate > 0 and evidence.metrics_url:
+        from streamslo.run.freed import FreedCheck
+
+        freed = FreedCheck(evidence.metrics_url)
+        freed.before()  # the in-flight gauge before any load: the baseline it must return to
+    start = time.time()
+    info: dict[str, Any] = {
+        "tool_version": __version__,
+        "start": iso_utc(start),
+        "start_epoch": start,
+        "target": cfg.host,
+        "scenario": cfg.scenario,
+        "users": cfg.users,
+        "spawn_rate": cfg.spawn_rate,
+        "duration_s": cfg.duration,
+        "warmup_s": cfg.warmup,
+        "drain_s": cfg.drain,
+        "protocol": cfg.protocol,
+        "protocol_mix": _mix(cfg),
+        "endpoint": cfg.endpoint,
+        "api": cfg.api or ENDPOINT_APIS[cfg.endpoint],
+        "max_tokens": cfg.max_tokens,
+        "stall_timeout": cfg.stall_timeout,
+        "request_timeout": cfg.request_timeout,
+        "request_rate": cfg.request_rate or None,
+        "scenarios": _describe_scenarios(cfg.scenarios),
+        "processes": cfg.processes,
+        "expect_workers": cfg.expect_workers if cfg.master else None,
+        "slo": cfg.slo_source or ("scenario" if cfg.slo is not None else "default"),
+        "window_s": cfg.window,
+        "budget": cfg.budget.as_dict() if cfg.budget is not None else None,
+        "metrics_url": evidence.metrics_url,
+        "locust_version": version("locust"),
+        "server_mode": server.get("mode") if server else None,
+        "server": server,
+        "workload": workload,
+        "preflight": preflight,
+    }
+    if cfg.goodput:
+        from streamslo.figures.metrics import GoodputBounds
+
+        info["goodput"] = GoodputBounds.parse(cfg.goodput).as_dict()
+    write_json(layout.run_json, new_run_json(info))
+    locustfile = Path(__file__).resolve().parents[1] / "loadgen" / "locustfile.py"
+    env = dict(os.environ, STREAMSLO_RUNNER="1", PYTHONUNBUFFERED="1", **cfg.locust_environment())
+    aborted: list[Any] = []
+    alert_abort: Any = None
+    watch = _new_watch(cfg, slo, out)
+    overran = False
+    interrupted: KeyboardInterrupt | None = None
+    proc: subprocess.Popen[bytes] | None = None
+    with open(layout.locust_log, "wb") as log:
+        try:
+            proc = subprocess.Popen(
+                _locust_command(cfg, locustfile), stdout=log, stderr=subprocess.STDOUT, env=env,
+                start_new_session=True, preexec_fn=_die_with_parent,
+            )
+            evidence.start()
+            aborted, alert_abort, overran = _watch(proc, cfg, watch)
+        except KeyboardInterrupt as exc:
+            # Ctrl-C, SIGTERM, SIGHUP: stop Locust as at the end of a run (streams in flight
+            # get the drain), then finalize what was measured.
+            interrupted = exc
+            print("streamslo run: interrupted; stopping the load (streams in flight get the drain) "
+                  "and keeping the results", file=sys.stderr, flush=True)
+            if proc is not None:
+                _stop(proc, cfg.drain)
+        except BaseException:
+            if proc is not None:
+                _stop(proc, 5.0)
+            raise
+        finally:
+            evidence.stop()
+            watch.finish(time.time() - start)
+            if watch.exporter is not None:
+                watch.exporter.stop()
+    rc = proc.returncode if proc is not None else None
+    died = rc not in (0, None) and not aborted and alert_abort is None and interrupted is None and not overran
+    tail = layout.locust_log.read_text(errors="replace")[-2000:] if died else ""
+    if died and (rc == EXIT_BAD_INPUT or ("error:" in tail and "usage:" in tail)):
+        raise BadInputError(f"locust rejected the options:\n{tail}")
+    run_start = read_run_start(layout) or start
+    end = time.time()
+    server_freed = freed.after(cfg.cancel_check) if freed is not None and not died else None
+    if died:
+        # Locust was killed: the run's end is its last record, not now.
+        end = last_record_epoch(load_run(out)) or end
+    summary, checks = finalize(
+        out,
+        {
+            "start": iso_utc(run_start),
+            "start_epoch": run_start,
+            "end": iso_utc(end),
+            "end_epoch": end,
+            "aborted": [c.as_dict() for c in aborted] or None,
+            "aborted_by_alert": alert_abort.as_dict() if alert_abort is not None else None,
+            "alerts": [a.as_dict() for a in watch.alerts] if cfg.budget is not None else None,
+            "interrupted": interrupted is not None,
+            "stop_signal": _signal_name(interrupted),
+            "killed": died,
+            "overran": overran,
+            "locust_exit_code": rc,
+            **({"server_freed": server_freed} if server_freed is not None else {}),
+        },
+        slo,
+        extra_checks=aborted,
+    )
+    data = load_run(out)
+    failed = [c for c in checks if not c.passed] + list(aborted)
+    if not cfg.quiet:
+        print(format_summary(summary, list(aborted) + list(checks), data.run))
+        for name, d in (summary.get("drift") or {}).items():
+            if d.get("verdict") in ("leak", "shrinking", "restarts"):
+                slope = "" if d.get("slope_per_h") is None else f": {d['slope_per_h']:+.3g} {d['unit']}/h"
+                print(f"drift: {name} {d['verdict']}{slope} (start {d.get('start')}, end {d.get('end')})")
+        for a in watch.alerts:
+            print(f"budget alert {a.name} fired at {a.fired_at}: burn rate {a.burn_long:g} (long), "
+                  f"{a.burn_short:g} (short) > {a.factor:g}{' (abortOnFail: the run stopped)' if a is alert_abort else ''}")
+    if not cfg.quiet:
+        print(f"\nresults: {out}\nnext:    streamslo verify {out}    # the SLO verdicts (exit 0 / 99)\n"
+              f"         streamslo report {out}    # the HTML / Markdown report")
+    if interrupted is not None:
+        raise interrupted
+    if died:
+        print(f"streamslo run: the load generator (locust) {_exit_words(rc)} before the run's end; "
+              f"what it had written is finalized in {out} (run.json killed: true). "
+              f"See {layout.locust_log}:\n{tail}", file=sys.stderr)
+        return EXIT_INTERNAL
+    if server_freed is not None and server_freed.get("passed") is False:
+        print(f"streamslo run: {server_freed['reason']}", file=sys.stderr)
+        return EXIT_THRESHOLD
+    if failed or alert_abort is not None:
+        return EXIT_THRESHOLD
+    if not data.valid and not cfg.allow_invalid:
+        print(f"streamslo run: the run is invalid: {data.run.get('invalid_reason')}", file=sys.stderr)
+        return EXIT_THRESHOLD
+    return EXIT_OK
+
+
+def prepare_out(out: Path) -> None:
+    """Create the results directory ``out`` (new or empty) and make sure it can be written.
+
+    Raises:
+        BadInputError: not empty, not a directory, or not writable (the message names the
+            path and the reason).
+    """
+    import errno
+    import tempfile
+
+    try:
+        if out.exists() and not out.is_dir():
+            raise BadInputError(f"--out {out}: a file is there, not a directory (choose a new --out)")
+        if out.exists() and any(out.iterdir()):
+            raise BadInputError(f"--out {out}: the results directory is not empty (choose a new --out)")
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        if exc.errno == errno.ENOTDIR or (exc.errno == errno.EEXIST and not out.is_dir()):
+            reason = "a parent of it is a file, not a directory"
+        where = exc.filename if isinstance(exc.filename, str) and exc.filename != str(out) else None
+        raise BadInputError(f"--out {out}: cannot create or write the results directory: {reason}"
+                            + (f" ({where})" if where else "")) from None
+
+
+def _describe_workload(cfg: RunConfig) -> dict[str, Any]:
+    """What ``run.json`` keeps about the prompts (``workload``: source, dataset name and
+    sha256, lengths, turns); reading the inputs here rejects a bad one before Locust starts.
+
+    Raises:
+        BadInputError: an unreadable dataset, prompt file, tokenizer, system prompt file or
+            WebSocket request template.
+    """
+    from streamslo.stream.envelope import WSEnvelope
+    from streamslo.workload.requests import Workload, resolve_system_prompt
+
+    resolve_system_prompt(cfg.system_prompt)
+    envelope = WSEnvelope.from_options(cfg.ws_request_template, cfg.ws_chunk_path, cfg.ws_done_message)
+    out = Workload(cfg).describe()
+    if not envelope.plain:
+        out["ws_envelope"] = {"request_template": cfg.ws_request_template,
+                              "chunk_path": cfg.ws_chunk_path, "done_message": cfg.ws_done_message}
+    return out
+
+
+def _preflight(cfg: RunConfig) -> list[dict[str, Any]] | None:
+    """One short request per protocol in use before any load (``--no-preflight``: none).
+
+    Returns:
+        run.json's ``preflight``: each request's protocol, outcome, status, error and seconds.
+
+    Raises:
+        PreflightFailed: the target is wrong (exit 2, with the cause and the fix).
+    """
+    if not cfg.preflight:
+        return None
+    from streamslo.run.preflight import PreflightFailed, preflight
+    from streamslo.stream.envelope import WSEnvelope
+    from streamslo.workload.requests import RequestOptions, resolve_system_prompt
+
+    request = RequestOptions(
+        endpoint=cfg.endpoint, model=cfg.model, max_tokens=cfg.max_tokens, temperature=cfg.temperature,
+        seed=cfg.seed, ignore_eos=cfg.ignore_eos, include_usage=cfg.usage, done_marker=cfg.done_marker,
+        coalesced_chunks=cfg.coalesced_chunks, system_prompt=resolve_system_prompt(cfg.system_prompt),
+    )
+    envelope = WSEnvelope.from_options(cfg.ws_request_template, cfg.ws_chunk_path, cfg.ws_done_message)
+    used = {"sse", "ws"} if cfg.protocol == "mixed" else {cfg.protocol}
+    if cfg.scenarios:
+        from streamslo.workload.scenarios import from_wire
+
+        used = set()
+        for sc in from_wire(cfg.scenarios):
+            mix = dict(sc.protocol) if sc.protocol is not None else {cfg.protocol: 1.0}
+            used |= {"sse", "ws"} if "mixed" in mix else {p for p, w in mix.items() if w and p in ("sse", "ws")}
+    protocols = [p for p in ("sse", "ws") if p in used] or ["sse"]
+    try:
+        # A master without credentials of its own may have workers that bring theirs.
+        results = preflight(cfg.host, protocols, request, headers=cfg.headers.as_dict(), insecure=cfg.insecure,
+                            envelope=envelope, auth_fatal=not (cfg.master and not cfg.headers))
+    except PreflightFailed as exc:
+        # The server's own words go to the terminal: mask any credential it echoed.
+        hide = cfg.headers.redactor()
+        d = replace(exc.diagnosis, cause=hide(exc.diagnosis.cause))
+        raise PreflightFailed(exc.protocol, exc.url, d,
+                              "nothing else was sent; --no-preflight skips this check") from None
+    out = []
+    for r in results:
+        if not cfg.quiet and r.diagnosis is not None:
+            error = f" ({cfg.headers.redactor()(r.record.error)})" if r.record.error else ""
+            print(f"streamslo run: {r.describe()}{error}; the run goes on", file=sys.stderr)
+        out.append({"protocol": r.protocol, "url": r.url, "outcome": r.record.outcome, "status": r.record.status,
+                    "error": cfg.headers.redactor()(r.record.error) or None, "seconds": round(r.seconds, 3)})
+    return out
+
+
+def _answers(cfg: RunConfig, path: str) -> bool:
+    """Whether the target answers ``GET path`` (any status) within 3 s."""
+    from streamslo.errors import ProtocolError
+    from streamslo.transport.common import Target
+    from streamslo.transport.fetch import fetch
+
+    try:
+        fetch(Target.from_url(cfg.host, cfg.headers.as_dict(), cfg.insecure), path, timeout=3.0)
+    except (OSError, ProtocolError, ValueError):
+        return False
+    return True
+
+
+def _signal_name(exc: KeyboardInterrupt | None) -> str | None:
+    from streamslo.run.signals import exit_code_of
+
+    return None if exc is None else signal.Signals(exit_code_of(exc) - 128).name
+
+
+def _exit_words(rc: int | None) -> str:
+    if rc is not None and rc < 0:
+        return f"was killed by {signal.Signals(-rc).name}"
+    return f"exited with code {rc}"
+
+
+def _die_with_parent() -> None:
+    """In the Locust child, before exec: have Linux send it SIGTERM if ``streamslo run`` dies
+    without stopping it (SIGKILL), so that Locust stops and flushes instead of running on."""
+    if not sys.platform.startswith("linux"):
+        return
+    import contextlib
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+
+
+def _mix(cfg: RunConfig) -> dict[str, float]:
+    f = cfg.slow_readers
+    if cfg.protocol == "mixed":
+        return {"sse": 0.5, "ws": 0.5, "slow_readers": f}
+    return {cfg.protocol: 1.0, "slow_readers": f}
+
+
+def _new_watch(cfg: RunConfig, slo: Any, out: Path) -> Any:
+    """The watch of this run, with its progress line and its Prometheus endpoint."""
+    from streamslo.run.exporter import GeneratorExporter
+    from streamslo.run.progress import Progress
+    from streamslo.run.watch import RunWatch
+
+    mode = "off" if cfg.quiet and cfg.progress == "auto" else cfg.progress
+    exporter = None
+    if cfg.prometheus_port:
+        exporter = GeneratorExporter(cfg.prometheus_port)
+        try:
+            exporter.start()
+        except OSError as exc:
+            raise BadInputError(f"--prometheus-port {cfg.prometheus_port}: cannot listen ({exc.strerror})") from None
+    progress = Progress(mode, cfg.progress_interval)
+    return RunWatch(out, slo, cfg.budget, cfg.warmup + cfg.duration, progress, exporter)
+
+
+def _watch(proc: subprocess.Popen[bytes], cfg: RunConfig, watch: Any) -> tuple[list[Any], Any, bool]:
+    """Wait for Locust; stop it early when an abortOnFail threshold fails or an abortOnFail
+    alert fires (read from the windows and the running totals, see :mod:`streamslo.run.watch`),
+    or when it runs far past its end (a hung generator).
+
+    Returns:
+        (the abortOnFail checks that stopped it, the alert that stopped it or None, whether it
+        ran past its end and was stopped).
+    """
+    from streamslo.results.layout import Layout, read_run_start
+
+    start: float | None = None if cfg.master else time.monotonic()
+    said = -math.inf
+    limit = cfg.warmup + cfg.duration + cfg.drain + 120.0
+    while proc.poll() is None:
+        time.sleep(1.0)
+        if start is None:
+            # A master's clock starts when its workers start the load: until then say so
+            # (a progress line would count down a run that has not begun).
+            if read_run_start(Layout(cfg.out)) is None:
+                if time.monotonic() - said >= 15.0 and not cfg.quiet and cfg.progress != "off":
+                    said = time.monotonic()
+                    print(_waiting_words(cfg), file=sys.stderr, flush=True)
+                continue
+            start = time.monotonic()
+        elapsed = time.monotonic() - start
+        if elapsed > limit:
+            print(f"streamslo run: locust still runs {elapsed:.0f}s after the start; stopping it", file=sys.stderr)
+            _stop(proc, 5.0)
+            return [], None, True
+        verdict = watch.poll(elapsed)
+        if verdict:
+            if verdict.alert is not None:
+                print(f"streamslo run: budget alert {verdict.alert.name} fired (abortOnFail); stopping the run",
+                      file=sys.stderr, flush=True)
+            _stop(proc, cfg.drain)
+            return list(verdict.failed), verdict.alert, False
+    return [], None, False
+
+
+def _waiting_words(cfg: RunConfig) -> str:
+    """What a master says while no worker has started the load."""
+    n = cfg.expect_workers
+    locustfile = Path(__file__).resolve().parent / "loadgen" / "locustfile.py"
+    return (f"streamslo run: master waiting for {n} worker{'s' if n != 1 else ''} on "
+            f"{cfg.master_bind_host}:{cfg.master_bind_port}; the run starts when {'all' if n != 1 else 'it'} "
+            f"connected. Start {'each' if n != 1 else 'it'} with: locust -f {locustfile} --worker "
+            f"--master-host HOST --master-port {cfg.master_bind_port}")
+
+
+def _stop(proc: subprocess.Popen[bytes], drain: float) -> None:
+    """SIGTERM Locust's process group (streams in flight get ``drain``), SIGKILL it after."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        proc.wait(timeout=drain + 15)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()

@@ -1,0 +1,326 @@
+"""Before any load: one short streaming request per protocol in use, so that a wrong target
+fails in seconds with its cause and its fix instead of after a whole run of failures
+(``docs/cli.md``, ``--no-preflight`` turns it off).
+
+The request is the run's own (:func:`streamslo.workload.requests.build_body`, a small ``max_tokens``),
+sent over the run's transport (:mod:`streamslo.transport`) and judged by the same tracker
+(:mod:`streamslo.stream.tracker`), so its outcome means what it means in the run
+(``docs/outcomes.md``). Only what says *the target is wrong* stops the run
+(:class:`PreflightFailed`, exit code 2): no connection (refused, DNS, TLS, timeout), a
+scheme that is not http(s), 401/403, 404 (a wrong path or an unknown model), another 4xx that
+rejects the request itself, a 2xx whose body is not an event stream. A server that answers
+but misbehaves (a cut stream, a lying usage, a 5xx, a 429) is what a load test is for: it is
+reported as a note and the run goes on.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from streamslo.errors import BadInputError, ProtocolError
+from streamslo.stream.chunkjson import loads_chunk
+from streamslo.stream.envelope import WSEnvelope
+from streamslo.stream.timing import StreamRecord
+from streamslo.stream.tracker import StreamTracker
+from streamslo.transport.common import ClientLimits, Target
+from streamslo.transport.fetch import fetch
+from streamslo.transport.sse import stream_sse
+from streamslo.transport.ws import WSConnection
+from streamslo.workload.requests import WS_PATH, RequestOptions, build_body, first_model_id
+
+__all__ = [
+    "PREFLIGHT_HEADER",
+    "PREFLIGHT_MAX_TOKENS",
+    "Diagnosis",
+    "PreflightFailed",
+    "PreflightResult",
+    "diagnose",
+    "list_models",
+    "one_stream",
+    "parse_target",
+    "preflight",
+]
+
+#: The header every preflight request carries, so that a server's logs (and tests) can tell
+#: it from the load.
+PREFLIGHT_HEADER = "X-Streamslo-Preflight"
+
+#: ``max_tokens`` of a preflight request: enough to see a few tokens and the end marker.
+PREFLIGHT_MAX_TOKENS = 4
+
+#: Time limits of a preflight request: a wrong target fails well under 10 s.
+PREFLIGHT_LIMITS = ClientLimits(stall_timeout=5.0, request_timeout=8.0, connect_timeout=3.0)
+
+_seq = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """What a failed preflight request says about the target."""
+
+    cause: str
+    """What went wrong, in the server's or the system's words."""
+    fix: str
+    """What to change."""
+    fatal: bool = True
+    """The target is wrong (stop before any load); False: the server answered, the run goes on."""
+
+
+@dataclass(frozen=True)
+class PreflightResult:
+    """One preflight request."""
+
+    protocol: str
+    url: str
+    record: StreamRecord
+    seconds: float
+    diagnosis: Diagnosis | None
+
+    def describe(self) -> str:
+        rec = self.record
+        status = f"HTTP {rec.status}, " if rec.status else ""
+        return (f"preflight {self.protocol} {self.url}: {status}{rec.outcome}, {rec.tokens} tokens "
+                f"in {self.seconds:.2f} s")
+
+
+class PreflightFailed(BadInputError):
+    """The preflight found the target wrong (exit code 2); the message holds cause and fix."""
+
+    def __init__(self, protocol: str, url: str, diagnosis: Diagnosis, note: str = "") -> None:
+        self.protocol = protocol
+        self.url = url
+        self.diagnosis = diagnosis
+        tail = f"\n  ({note})" if note else ""
+        super().__init__(f"preflight ({protocol}) {url}: {diagnosis.cause}\n  fix: {diagnosis.fix}{tail}")
+
+
+def parse_target(url: str, headers: dict[str, str] | None = None, insecure: bool = False) -> Target:
+    """The target of ``url``.
+
+    Raises:
+        PreflightFailed: not an http(s) URL (``ftp://``, no host).
+    """
+    try:
+        return Target.from_url(url, headers, insecure)
+    except ValueError:
+        scheme = url.split("://", 1)[0] if "://" in url else ""
+        cause = f"{scheme}:// is not HTTP" if scheme and scheme not in ("http", "https") else "no host in the URL"
+        raise PreflightFailed("url", url, Diagnosis(
+            f"not an http(s) URL ({cause})", "give --host as http://HOST:PORT or https://HOST[:PORT][/prefix]",
+        )) from None
+
+
+def list_models(target: Target, limits: ClientLimits = PREFLIGHT_LIMITS) -> tuple[int | None, list[str]]:
+    """``GET /v1/models``: the status (None: no answer) and the model ids listed."""
+    try:
+        status, body = fetch(target, "/v1/models", timeout=limits.request_timeout, limits=limits)
+    except (OSError, ProtocolError, ValueError):
+        return None, []
+    if status != 200:
+        return status, []
+    try:
+        listing = loads_chunk(body.decode("utf-8", "replace"))
+    except ValueError:
+        return status, []
+    data = listing.get("data") if isinstance(listing, dict) else None
+    ids = [str(m["id"]) for m in data if isinstance(m, dict) and "id" in m] if isinstance(data, list) else []
+    if not ids and first_model_id(listing):
+        ids = [str(first_model_id(listing))]
+    return status, ids
+
+
+def one_stream(
+    target: Target,
+    protocol: str,
+    request: RequestOptions,
+    *,
+    prompt: str = "Say hello.",
+    envelope: WSEnvelope | None = None,
+    limits: ClientLimits = PREFLIGHT_LIMITS,
+    collect_text: bool = False,
+) -> tuple[StreamRecord, StreamTracker]:
+    """One streaming request on its own connection, judged by the run's tracker.
+
+    Args:
+        target: the server.
+        protocol: ``sse`` or ``ws``.
+        request: how the request is built and judged (its ``max_tokens`` included).
+        prompt: the user message.
+        envelope: the WebSocket envelope (plain by default).
+        limits: time limits.
+        collect_text: keep the answer's text (``tracker.text``).
+
+    Returns:
+        The finished record and its tracker.
+    """
+    env = envelope or WSEnvelope()
+    rec = StreamRecord(stream_id=f"preflight-{next(_seq)}", protocol=protocol, user_class="preflight",
+                       started_at=time.time(), t0=time.perf_counter())
+    expect = request.expectations()
+    body = build_body(request, prompt)
+    if protocol == "ws":
+        tracker = env.tracker(rec, expect, limits.max_event_bytes, collect_text)
+        conn = WSConnection(target, WS_PATH, limits)
+        try:
+            conn.request(env.wrap(body), tracker)
+        finally:
+            conn.close()
+    else:
+        tracker = StreamTracker(rec, expect, limits.max_event_bytes, collect_text)
+        stream_sse(target, request.path, body, tracker, limits)
+    return rec, tracker
+
+
+def _speaks_plain_http(target: Target) -> bool:
+    """Whether an https target's port answers plain HTTP (a TLS handshake there fails or hangs)."""
+    plain = replace(target, scheme="http", ssl_context=None)
+    try:
+        status, _ = fetch(plain, "/v1/models", timeout=3.0)
+    except (OSError, ProtocolError, ValueError):
+        return False
+    return 100 <= status < 600
+
+
+def _connect_cause(target: Target, error: str) -> Diagnosis:
+    low = error.lower()
+    where = f"{target.host}:{target.port}"
+    if "gaierror" in low or "name or service not known" in low or "nodename nor servname" in low \
+            or "temporary failure in name resolution" in low:
+        return Diagnosis(f"cannot resolve the host {target.host!r} ({error})",
+                         "check the host name in --host (a typo?), or use its IP address")
+    if "wrong_version_number" in low or "record layer failure" in low or "packet length too long" in low \
+            or ("sslerror" in low and "http" in low):
+        return Diagnosis(f"TLS handshake failed ({error}): the server speaks plain HTTP",
+                         f"use http://{target.host_header}{target.prefix}")
+    if "certificate" in low:
+        return Diagnosis(f"the server's TLS certificate is not trusted ({error})",
+                         "install its CA, or pass --insecure to skip verification (test servers only)")
+    if "sslerror" in low or "ssl" in low:
+        return Diagnosis(f"TLS handshake failed ({error})", "check the scheme (http:// or https://) and the port")
+    if "refused" in low:
+        return Diagnosis(f"connection refused at {where} ({error}): nothing listens there",
+                         "start the server, or fix the port in --host")
+    if "timeout" in low or "timed out" in low:
+        return Diagnosis(f"no connection to {where} within {PREFLIGHT_LIMITS.connect_timeout:g} s ({error})",
+                         "check the host and port, and any firewall in between")
+    if "unreachable" in low:
+        return Diagnosis(f"{where} is unreachable ({error})", "check the host in --host and the network")
+    return Diagnosis(f"cannot connect to {where} ({error})", "check --host")
+
+
+def diagnose(
+    protocol: str,
+    rec: StreamRecord,
+    target: Target,
+    request: RequestOptions,
+    models: Sequence[str] = (),
+) -> Diagnosis | None:
+    """What a preflight request's record says about the target; None when it ended ``ok``.
+
+    Args:
+        protocol: ``sse`` or ``ws``.
+        rec: the finished record.
+        target: the server.
+        request: what was asked (the path, the model).
+        models: what ``/v1/models`` lists (for an unknown model).
+    """
+    outcome, error, status = rec.outcome, rec.error, rec.status
+    if outcome == "ok":
+        return None
+    if outcome == "connect_error" and rec.connect_s is None:
+        found = _connect_cause(target, error)
+        if target.scheme == "https" and "refused" not in error.lower() and "resolve" not in found.cause \
+                and _speaks_plain_http(target):
+            return Diagnosis(f"TLS handshake failed ({error}): the server speaks plain HTTP",
+                             f"use http://{target.host_header}{target.prefix}")
+        return found
+    if outcome == "http_4xx" or (status is not None and 400 <= status < 500):
+        low = error.lower()
+        if status in (401, 403):
+            return Diagnosis(f"answered {error or f'HTTP {status}'}: the server wants credentials",
+                             "pass the key with --api-key-env VAR (the variable holding it) or --header 'Authorization: Bearer ...'")
+        if "model" in low and status in (400, 404, 422, None):
+            listed = f"; the server lists: {', '.join(models[:10])}" if models else ""
+            return Diagnosis(f"answered {error}: unknown model {request.model!r}{listed}",
+                             "give --model with a name the server serves" + (f" (e.g. --model {models[0]})" if models else ""))
+        if status == 404 or "404" in error:
+            if protocol == "ws":
+                return Diagnosis(f"answered {error}: no WebSocket endpoint there",
+                                 "use --protocol sse, or check the URL prefix in --host")
+            return Diagnosis(f"answered {error}: wrong path",
+                             "check the URL prefix in --host (the base URL, without /v1/...) and --endpoint "
+                             "(chat: /v1/chat/completions, completions: /v1/completions)")
+        if status == 405:
+            return Diagnosis(f"answered {error}: the path does not take POST", "check --host and --endpoint")
+        if status == 429:
+            return Diagnosis(f"answered {error} (rate limited)", "the run goes on", fatal=False)
+        hint = []
+        if "ignore_eos" in low:
+            hint.append("--no-ignore-eos")
+        if "stream_options" in low or "include_usage" in low or "usage" in low:
+            hint.append("--no-usage")
+        fix = ("the server rejects a request option: " + " ".join(hint)) if hint else \
+            "the server rejects the request: check --endpoint, --model and the options it does not accept " \
+            "(--no-ignore-eos, --no-usage); `streamslo check URL` shows what it accepts"
+        return Diagnosis(f"answered {error or f'HTTP {status}'}", fix)
+    if outcome == "malformed" and "is not an event stream" in error:
+        return Diagnosis(f"answered {error}: not a streaming endpoint",
+                         "point --host at an OpenAI-compatible server that streams (text/event-stream); "
+                         "check the path and --endpoint")
+    if outcome == "malformed" and "HTTPProtocolError" in error and target.scheme == "http" and rec.status is None:
+        return Diagnosis(f"the answer is not HTTP ({error})",
+                         f"if the server speaks TLS, use https://{target.host_header}{target.prefix}")
+    # The server answered: whatever went wrong is what the run measures.
+    return Diagnosis(f"{outcome}" + (f" ({error})" if error else ""), "the run goes on", fatal=False)
+
+
+def preflight(
+    host: str,
+    protocols: Sequence[str],
+    request: RequestOptions,
+    *,
+    headers: dict[str, str] | None = None,
+    insecure: bool = False,
+    envelope: WSEnvelope | None = None,
+    limits: ClientLimits = PREFLIGHT_LIMITS,
+    auth_fatal: bool = True,
+) -> list[PreflightResult]:
+    """One short request per protocol; raise at the first that finds the target wrong.
+
+    ``request.model`` None: the first model ``/v1/models`` lists (as the run does). Each
+    request carries :data:`PREFLIGHT_HEADER`. ``auth_fatal`` False: a 401/403 is a note, not
+    a stop (a master whose workers bring their own credentials).
+
+    Returns:
+        Each request's result (those with a non-fatal diagnosis carry it as a note).
+
+    Raises:
+        PreflightFailed: the target is wrong (the message says why and what to change).
+    """
+    target = parse_target(host, {**(headers or {}), PREFLIGHT_HEADER: "1"}, insecure)
+    models: list[str] = []
+    if request.model is None:
+        _, models = list_models(target, limits)
+        if models:
+            request = replace(request, model=models[0])
+    request = replace(request, max_tokens=min(request.max_tokens, PREFLIGHT_MAX_TOKENS))
+    results: list[PreflightResult] = []
+    for protocol in protocols:
+        t = time.perf_counter()
+        rec, _ = one_stream(target, protocol, request, envelope=envelope, limits=limits)
+        seconds = time.perf_counter() - t
+        diagnosis = diagnose(protocol, rec, target, request, models)
+        if diagnosis is not None and diagnosis.fatal and not models and rec.status in (400, 404, 422):
+            _, models = list_models(target, limits)
+            diagnosis = diagnose(protocol, rec, target, request, models)
+        if diagnosis is not None and not auth_fatal and rec.status in (401, 403):
+            diagnosis = replace(diagnosis, fatal=False, fix="the workers must bring credentials (--header-file)")
+        path = WS_PATH if protocol == "ws" else request.path
+        url = f"{target.scheme}://{target.host_header}{target.prefix}{path}"
+        if diagnosis is not None and diagnosis.fatal:
+            raise PreflightFailed(protocol, url, diagnosis)
+        results.append(PreflightResult(protocol, url, rec, seconds, diagnosis))
+    return results
