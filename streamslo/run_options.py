@@ -172,7 +172,9 @@ class RunOptions:
     slow_readers: float = field(default=0.0, metadata=option(Fraction(), "fraction of users that read slowly"))
     slow_read_pause: float = field(default=0.05, metadata=option(Duration(), "slow readers: pause between reads"))
     stall_timeout: float = field(default=ClientLimits.stall_timeout, metadata=option(
-        Duration(), "no complete line or message for this long: stalled"))
+        Duration(), "no token for this long once the stream began (before it: no head): stalled"))
+    first_token_timeout: float = field(default=0.0, metadata=option(
+        Duration(), "response head to first token at most this long (long prefills; 0: the stall timeout)"))
     request_timeout: float = field(default=ClientLimits.request_timeout, metadata=option(Duration(), "whole-request deadline: timeout"))
     # --- how much load, and when
     users: int = field(default=50, metadata=option(
