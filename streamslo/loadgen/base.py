@@ -10,8 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+import gevent
 from locust import User, task
 
+from streamslo.loadgen.backoff import PACER, UserBackoff
 from streamslo.loadgen.recorder import RunRecorder, get_recorder
 from streamslo.stream.timing import StreamRecord
 from streamslo.stream.tracker import StreamTracker
@@ -141,6 +143,7 @@ class StreamUser(User):
         self._think = opts.think_time
         self._ws: WSConnection | None = None
         self._sse: SSEConnection | None = None
+        self._backoff = UserBackoff(PACER, gevent.sleep)
 
     def wait_time(self) -> float:
         return self._think
@@ -151,7 +154,9 @@ class StreamUser(User):
             self._ws = WSConnection(self.recorder.target, WS_PATH, self.limits)
         if self.protocol == "sse" and self._sse is None:
             self._sse = SSEConnection(self.recorder.target, self.limits)
-        run_conversation(self.recorder, self.protocol, type(self).__name__, self.limits, self._ws, sse=self._sse)
+        self._backoff.before()  # while the server gives no answer: the process's pace
+        records = run_conversation(self.recorder, self.protocol, type(self).__name__, self.limits, self._ws, sse=self._sse)
+        self._backoff.after(records)
 
     def on_stop(self) -> None:
         for conn in (self._ws, self._sse):
