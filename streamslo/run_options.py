@@ -200,6 +200,9 @@ class RunOptions:
     scenarios: str = field(default="", metadata=option(
         Text(name="JSON"), "the scenario file's [scenarios.*] tables as JSON (set by streamslo run)",
         cli=False, scenario=False, locust="--scenarios-json", web_ui=False, hidden=True))
+    load_time: float = field(default=0.0, metadata=option(
+        Duration(), "the load's length from the first request (set by streamslo run: warm-up plus duration)",
+        cli=False, scenario=False, locust="--load-time", web_ui=False, hidden=True))
     shape: str = field(default="", metadata=option(
         Choice(("ramp", "steps", "spike"), empty=True), "a built-in load shape over --users and --duration"))
     itl_events: str = field(default="per-stream", metadata=option(

@@ -34,9 +34,9 @@ from locust import User, task
 
 from streamslo.loadgen.backoff import PACER, UserBackoff
 from streamslo.loadgen.base import run_conversation
-from streamslo.stream.timing import StreamRecord
 from streamslo.loadgen.recorder import RunRecorder, get_recorder
 from streamslo.scenarios import Scenario, arrival_offsets, from_wire, process_share
+from streamslo.stream.timing import StreamRecord
 from streamslo.transport.sync import ClientLimits, SSEConnection, WSConnection
 from streamslo.workload import WS_PATH, Workload
 

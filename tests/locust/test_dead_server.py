@@ -86,3 +86,19 @@ def test_kept_alive_streams_end_stalled_not_cancelled(faulty_server, tmp_path, s
     assert s["error"].str.contains("kept the connection alive").all()
     # The last token came at ttft + the stream's other gaps; the stall ended it 1.5-2.5 s later.
     assert (s["max_gap_ms"] >= 1500 * 0.95).all() and (s["max_gap_ms"] <= 2500).all()
+
+
+@pytest.mark.load
+def test_duration_is_the_length_of_the_load(faulty_server, tmp_path):
+    """``--duration 5`` loads for 5 s from the first request: start-up (spawn, the model
+    lookup, test-start work) is not taken out of it. Streams last ~0.35 s, so the last one
+    starts within 0.5 s of the end."""
+    out = tmp_path / "run"
+    r = streamslo_run(
+        faulty_server.base_url, out, "--users", "4", "--duration", "5", "--model", "timed",
+        "--max-tokens", "2", "--drain", "5",
+    )
+    assert r.returncode in (0, 99), r.stdout + r.stderr
+    s = streams(out)
+    load = s["started_at"].max() - s["started_at"].min()
+    assert 4.5 <= load <= 5.05, load
