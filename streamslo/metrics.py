@@ -429,6 +429,11 @@ def summarize(data: RunData) -> SummaryJson:
     out["valid"] = data.valid
     if not data.valid:
         out["invalid_reason"] = data.run.get("invalid_reason")
+    from streamslo.server_hints import server_hints  # (lazy: summaries are the only users)
+
+    hints = server_hints(s)
+    if hints:
+        out["server_hints"] = hints
     return out
 
 

@@ -90,6 +90,7 @@ def _connect_error_rate(counts: Mapping[str, int]) -> float | None:
 def format_summary(summary: SummaryJson, checks: Sequence[Any], run: RunJson) -> str:
     """A table of outcomes, rates, latencies and threshold verdicts."""
     lines = [f"!! {line}" for line in run_warnings(run)]
+    lines += [f"hint: {line}" for line in summary.get("server_hints") or ()]
     lines.append(f"requests {summary['requests']}   requests/s {_ms(summary.get('requests_per_s'))}   tokens/s {_ms(summary.get('tokens_per_s'))}")
     counts = summary["outcomes"]
     lines.append("outcomes  " + "  ".join(f"{o}={counts.get(o, 0)}" for o in OUTCOMES if counts.get(o, 0)))
