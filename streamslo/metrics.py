@@ -87,8 +87,8 @@ def _outcome_rate(outcome: str) -> MetricSpec:
 
 
 _SPECS: tuple[MetricSpec, ...] = (
-    MetricSpec("ttft_ms", "trend", "ms", "start of the request to the first content chunk, per stream that began"),
-    MetricSpec("itl_ms", "trend", "ms", "every gap between consecutive content chunks, pooled over streams (a failed stream adds its open last gap)"),
+    MetricSpec("ttft_ms", "trend", "ms", "start of the request to the first token position, per stream that began"),
+    MetricSpec("itl_ms", "trend", "ms", "every gap between consecutive token positions, pooled over streams (a failed stream adds its open last gap)"),
     MetricSpec("tpot_ms", "trend", "ms", "(e2e - ttft) / (tokens - 1), per stream with at least two tokens"),
     MetricSpec("e2e_ms", "trend", "ms", "start of the request to the end of the stream"),
     MetricSpec("connect_ms", "trend", "ms", "time to establish the connection, for requests that opened one"),
@@ -101,12 +101,12 @@ _SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("error_rate", "rate", "ratio", "requests that did not end ok, over all not cancelled"),
     *(_outcome_rate(o) for o in OUTCOMES if o not in ("cancelled", "http_5xx")),
     MetricSpec("requests", "counter", "count", "every request of the run, cancelled ones included"),
-    MetricSpec("tokens", "counter", "count", "content chunks received (usage under --coalesced-chunks)"),
+    MetricSpec("tokens", "counter", "count", "token positions received (usage under --coalesced-chunks)"),
     MetricSpec("streams_began", "counter", "count", "streams that began and were not cancelled"),
     MetricSpec("goodput_fraction", "rate", "ratio", "requests that ended ok and met every goodput bound, over all not cancelled"),
     MetricSpec("goodput_per_s", "gauge", "per_s", "requests that ended ok and met every goodput bound, per second of the run"),
     MetricSpec("requests_per_s", "gauge", "per_s", "requests not cancelled, per second of the run"),
-    MetricSpec("tokens_per_s", "gauge", "per_s", "content chunks received, per second of the run"),
+    MetricSpec("tokens_per_s", "gauge", "per_s", "token positions received, per second of the run"),
 )
 
 #: Every metric by name, in a stable order (trends, rates, counters).

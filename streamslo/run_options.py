@@ -182,7 +182,8 @@ class RunOptions:
     spawn_rate: float = field(default=0.0, metadata=option(
         Number(0), "users started per second (0: all within a second)", locust=False, native="-r"))
     duration: float = field(default=60.0, metadata=option(
-        Duration(), "how long new streams start, after the warm-up", locust=False, native="--run-time"))
+        Duration(), "how long new streams start, from the first request (start-up not included), after the warm-up",
+        locust=False, native="--run-time"))
     warmup: float = field(default=0.0, metadata=option(
         Duration(), "streams started within this long of the start are left out of every figure"))
     drain: float = field(default=30.0, metadata=option(
