@@ -131,7 +131,8 @@ class StreamTracker:
         self.first_token_timeout: float | None = None
         """The bound from the head to the first token (None: the stall timeout)."""
         self.pings = 0
-        """WebSocket pings (and pongs) seen, counted by the reader (keep-alives, no progress)."""
+        """WebSocket pings (and pongs) since the last token, counted by the reader (keep-alives,
+        no progress)."""
         self._done = False  # the terminal marker arrived
         self._last_token_t: float | None = None
         self._ws_content_seen = False
@@ -515,6 +516,8 @@ class StreamTracker:
         self.progress_t = t
         if self._idle:
             self._idle = 0
+        if self.pings:
+            self.pings = 0
         self._comments_at_token = self._decoder.comments
         last = self._last_token_t
         if last is None:
