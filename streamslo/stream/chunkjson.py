@@ -125,9 +125,10 @@ NOT_A_TOKEN = 0
 #: ... a token position (text in any field, or an empty text field: a token whose text the
 #: server's detokenizer holds back, as vLLM sends for byte pieces and special tokens) ...
 TOKEN = 1
-#: ... or an empty text field on the chunk that carries the ``finish_reason``: a token only when
-#: the server's count says so (vLLM puts the finish on its last token's chunk; OpenAI and
-#: llama.cpp send a separate finish chunk with no text). The tracker decides at the end.
+#: ... or a chunk with no text that carries the ``finish_reason`` (an empty text field, or a
+#: delta with no fields): a token only when the server's count says so (vLLM puts the finish on
+#: its last token's chunk; OpenAI and llama.cpp send a separate finish chunk with no text). The
+#: tracker decides at the end.
 EMPTY_FINISH = 2
 
 
@@ -158,9 +159,13 @@ def token_position(choice: dict[str, Any]) -> int:
             fn = call.get("function") if isinstance(call, dict) else None
             if isinstance(fn, dict) and (fn.get("arguments") or fn.get("name")):
                 return TOKEN
-    if not empty or "role" in delta:
-        return NOT_A_TOKEN  # {} / only nulls, or the role announcement
-    return EMPTY_FINISH if choice.get("finish_reason") is not None else TOKEN
+    if "role" in delta:
+        return NOT_A_TOKEN  # the role announcement
+    if choice.get("finish_reason") is not None:
+        # The finish chunk: vLLM sends the last token's delta there ({"content": ""} when its
+        # text was held back; {} when a reasoning or tool parser kept the token back).
+        return EMPTY_FINISH
+    return TOKEN if empty else NOT_A_TOKEN  # {} / only nulls mid-stream: a keep-alive
 
 
 def inband_error(obj: dict[str, Any], event: str = "message") -> tuple[str, int | None] | None:

@@ -240,20 +240,21 @@ class Judge:
             finish = choice.get("finish_reason")
             # A token position: any text field, an empty one too (a held-back token), but not
             # the role announcement nor a delta with no text field.
+            role = False
             if isinstance(choice.get("text"), str):
                 fields = [choice["text"]]
             else:
                 delta = choice.get("delta") or {}
-                fields = [] if "role" in delta and not delta.get("content") else [
-                    delta[k] for k in ("content", "reasoning_content") if isinstance(delta.get(k), str)
-                ]
+                role = "role" in delta
+                fields = [delta[k] for k in ("content", "reasoning_content") if isinstance(delta.get(k), str)]
             if any(fields):
                 self.content += 1
+            elif role:
+                pass  # the role announcement
+            elif finish:
+                self.empty_finish = True  # the finish chunk with no text
             elif fields:
-                if finish:
-                    self.empty_finish = True
-                else:
-                    self.content += 1
+                self.content += 1
             if finish:
                 self.finish = finish
         if obj.get("usage"):

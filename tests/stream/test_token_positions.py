@@ -94,6 +94,8 @@ def test_chunks_without_a_token_position(delta):
         # vLLM: the finish rides on the last token's chunk, whose text was held back.
         (2, chat({"content": ""}, "length"), True),
         (2, chat({"content": ""}, "length"), False),  # counted by max_tokens under ignore_eos
+        # vLLM with a reasoning or tool parser: the last token's delta was kept back: {}.
+        (2, chat({}, "length"), True),
         # OpenAI / llama.cpp: a bare finish chunk after the last token.
         (3, chat({}, "length"), True),
         (3, chat({"content": ""}, "length"), True),
