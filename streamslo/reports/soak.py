@@ -24,7 +24,7 @@ from streamslo.reports.load import LoadedRun
 from streamslo.results import Layout, read_json
 from streamslo.windows_file import read_windows
 
-__all__ = ["SoakSection", "soak_charts", "soak_html", "soak_json", "soak_markdown", "soak_sections"]
+__all__ = ["SoakSection", "soak_charts", "soak_html", "soak_json", "soak_markdown", "soak_sections", "window_rates"]
 
 
 @dataclass(frozen=True)
