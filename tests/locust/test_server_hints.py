@@ -44,3 +44,11 @@ def test_a_run_says_which_flag_the_server_needs(faulty_server, tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert len(summary["server_hints"]) == 1 and "--coalesced-chunks" in summary["server_hints"][0]
     assert "hint: 100.0 % of streams" in r.stdout
+    # ... and the report's warnings.
+    import subprocess
+    import sys
+
+    rep = subprocess.run([sys.executable, "-m", "streamslo", "report", str(out), "--out", str(tmp_path / "r.html")],
+                         capture_output=True, text=True, timeout=120)
+    assert rep.returncode in (0, 99), rep.stderr
+    assert "run with --coalesced-chunks" in (tmp_path / "r.md").read_text()
