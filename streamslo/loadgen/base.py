@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 import gevent
 from locust import User, task
+from locust.exception import StopUser
 
 from streamslo.loadgen.backoff import PACER, UserBackoff
 from streamslo.loadgen.recorder import RunRecorder, get_recorder
@@ -150,6 +151,8 @@ class StreamUser(User):
 
     @task
     def stream(self) -> None:
+        if self.recorder.load_over:
+            raise StopUser  # the load's time is up: no new stream while Locust stops the users
         if self.protocol == "ws" and self._ws is None:
             self._ws = WSConnection(self.recorder.target, WS_PATH, self.limits)
         if self.protocol == "sse" and self._sse is None:

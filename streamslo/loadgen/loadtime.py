@@ -48,6 +48,7 @@ def start(environment: Any) -> None:
         assert first is not None
         gevent.sleep(max(0.0, first + load_time - time.perf_counter()))
         log.info("streamslo: %gs of load since the first request, shutting down", load_time)
+        rec.load_over = True  # stopping hundreds of users takes a moment: none starts a stream
         environment.runner.quit()
 
     gevent.spawn(end_load)

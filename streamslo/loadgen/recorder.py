@@ -165,6 +165,8 @@ class RunRecorder:
         self._conversations = itertools.count(1)
         self.first_request_t: float | None = None
         """perf_counter() when this process started its first request (the load's start)."""
+        self.load_over = False
+        """The load's time is up (``--load-time``): users start no new stream."""
         if opts.results_dir is not None and not self._is_worker:
             ensure_streams_header(opts.results_dir)
             # Now, not at test start: Locust's --run-time clock runs from the start, and this
