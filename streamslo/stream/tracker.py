@@ -433,6 +433,9 @@ class StreamTracker:
             if rec.protocol == "sse" and rec.outcome != Outcome.MALFORMED.value:
                 self.state = TrackerState.AFTER_DONE
             return
+        if event == "ping":  # an SSE keep-alive event, whatever its data: not progress
+            self._idle += 1
+            return
         try:
             chunk = loads_chunk(data)
         except ValueError as exc:

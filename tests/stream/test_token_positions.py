@@ -149,12 +149,13 @@ def test_keepalives_are_not_progress():
         (10.3, b": ping\n\n"),
         (10.5, chat({})),
         (10.7, b": ping\n\n" + event(b"")),
+        (10.8, event({"type": "ping"}, "ping")),
         (10.9, b"data: {\"cho"),  # a line that never completes
     ])
     assert tr.progress_t == pytest.approx(10.1)  # the last token, not the keep-alives
     tr.on_stall(11.1, 1.0)
     assert rec.outcome == "stalled"
-    assert rec.error.startswith("no token for 1s after 1 tokens; 2 SSE comments, 2 chunks without a token")
+    assert rec.error.startswith("no token for 1s after 1 tokens; 2 SSE comments, 3 chunks without a token")
     assert "unfinished line" in rec.error and "kept the connection alive" in rec.error
     assert rec.open_gap and rec.gap_s[-1] == pytest.approx(1.0)
 
