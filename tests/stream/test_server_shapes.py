@@ -105,3 +105,18 @@ def test_error_shapes_carry_the_server_message(faulty_server, protocol, scenario
     rec = run_case(faulty_server.base_url, scenario, protocol)
     assert rec.outcome == outcome, rec.error
     assert message in rec.error
+
+
+@pytest.mark.parametrize("scenario", ["keepalive_comments", "keepalive_empty_deltas"])
+@pytest.mark.parametrize("protocol", ["sse", "ws"])
+def test_the_asyncio_probes_measure_stalls_in_tokens(faulty_server, scenario, protocol):
+    """verify's probes too: keep-alives do not hold a probe to its deadline."""
+    import asyncio
+
+    from streamslo.verify.probes import ProbeRequest, probe_sse, probe_ws
+
+    req = ProbeRequest(model=scenario, max_tokens=MAX_TOKENS, stall_timeout_s=STALL_S, request_timeout_s=20.0)
+    probe = probe_sse if protocol == "sse" else probe_ws
+    rec = asyncio.run(probe(faulty_server.url(scenario) if protocol == "sse" else faulty_server.base_url, req))
+    assert rec.outcome == "stalled", rec.error
+    assert rec.e2e_s < STALL_S + 1.5
