@@ -56,7 +56,7 @@ class Pacer:
         self.interval = 1.0 / rate
         self.failing = False
         """The last request that ended said the server gives no answer."""
-        self._clock = clock
+        self.clock = clock
         self._next = 0.0
 
     def slot(self) -> float:
@@ -64,7 +64,7 @@ class Pacer:
         is reserved, so concurrent callers get successive slots."""
         if not self.failing:
             return 0.0
-        now = self._clock()
+        now = self.clock()
         at = max(now, self._next)
         self._next = at + self.interval
         return at - now
@@ -76,6 +76,9 @@ class Pacer:
         elif rec.status is not None:
             self.failing = False
 
+
+#: A user waiting for its slot looks this often whether the server answers again.
+_RECHECK_S = 0.25
 
 PACER = Pacer()
 """The process's pacer (forked Locust processes each get their own)."""
@@ -95,10 +98,15 @@ class UserBackoff:
         self._sleep = sleep
 
     def before(self) -> None:
-        """Wait for the process's next slot, while the server gives no answer."""
-        wait = self.pacer.slot()
-        if wait > 0:
-            self._sleep(wait)
+        """Wait for the process's next slot, while the server gives no answer; stop waiting
+        as soon as another user's request got an answer (the queue of slots can be seconds
+        long with hundreds of users, and a server that came back should get its load back)."""
+        pacer = self.pacer
+        wait = pacer.slot()
+        end = pacer.clock() + wait
+        while wait > 0 and pacer.failing:
+            self._sleep(min(wait, _RECHECK_S))
+            wait = end - pacer.clock()
 
     def after(self, records: Sequence[StreamRecord]) -> None:
         """An iteration ended with ``records``: wait if its last request got no byte."""

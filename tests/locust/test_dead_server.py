@@ -102,3 +102,21 @@ def test_duration_is_the_length_of_the_load(faulty_server, tmp_path):
     s = streams(out)
     load = s["started_at"].max() - s["started_at"].min()
     assert 4.5 <= load <= 5.05, load
+
+
+def test_a_waiting_user_stops_waiting_when_the_server_answers_again():
+    now = [0.0]
+    pacer = Pacer(rate=50.0, clock=lambda: now[0])
+    pacer.record(_rec("connect_error", None))
+    for _ in range(100):
+        pacer.slot()  # 100 users queued: the next slot is 2 s away
+    slept: list[float] = []
+
+    def sleep(s: float) -> None:
+        slept.append(s)
+        now[0] += s
+        if len(slept) == 2:
+            pacer.record(_rec("ok", 200))  # meanwhile another user's request got an answer
+
+    UserBackoff(pacer, sleep).before()
+    assert slept == [0.25, 0.25]  # not the whole 2 s
