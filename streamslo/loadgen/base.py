@@ -158,6 +158,8 @@ class StreamUser(User):
         if self.protocol == "sse" and self._sse is None:
             self._sse = SSEConnection(self.recorder.target, self.limits)
         self._backoff.before()  # while the server gives no answer: the process's pace
+        if self.recorder.load_over:
+            raise StopUser  # the load ended while this user waited for its slot
         records = run_conversation(self.recorder, self.protocol, type(self).__name__, self.limits, self._ws, sse=self._sse)
         self._backoff.after(records)
 

@@ -120,3 +120,40 @@ def test_a_waiting_user_stops_waiting_when_the_server_answers_again():
 
     UserBackoff(pacer, sleep).before()
     assert slept == [0.25, 0.25]  # not the whole 2 s
+
+
+@pytest.mark.load
+def test_a_server_killed_mid_run_fails_the_default_slo(tmp_path):
+    """Fast streams, the server killed (SIGKILL) halfway through, nothing left in flight: the
+    default SLO fails on connect_error_rate, and the refused attempts stay under 100/s."""
+    import subprocess
+    import sys
+    import time
+
+    from tests.faulty.process import start_faulty_server
+    from tests.locust.helpers import REPO
+
+    out = tmp_path / "run"
+    with start_faulty_server(quiet=True) as server:
+        cmd = [sys.executable, "-m", "streamslo", "run", "--host", server.base_url, "--out", str(out),
+               "--allow-invalid", "--model", "ok", "--users", "50", "--duration", "8", "--max-tokens", "4",
+               "--drain", "2"]
+        run = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        time.sleep(5)
+        server.process.kill()
+        killed_at = time.time()
+        stdout, _ = run.communicate(timeout=120)
+    assert run.returncode == 99, stdout
+    s = streams(out)
+    before = s[s["started_at"] < killed_at - 0.5]
+    after = s[s["started_at"] > killed_at + 1.0]
+    assert (before["outcome"] == "ok").mean() > 0.99 and len(before) > 100
+    assert set(after["outcome"]) == {"connect_error"}
+    per_s = (after["started_at"] - killed_at).astype(int).value_counts()
+    assert per_s.max() < 100, per_s.to_dict()
+    slo = json.loads((out / "slo.json").read_text())
+    verdicts = {c["metric"]: c["passed"] for c in slo["thresholds"]}
+    assert verdicts["connect_error_rate"] is False
+    assert "connect errors" in stdout
+    # Users waiting for a paced slot when the load's time ran out start nothing after it.
+    assert s["started_at"].max() - s["started_at"].min() <= 8.5
