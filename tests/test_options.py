@@ -57,7 +57,9 @@ def test_secrets_and_local_paths_stay_out_of_the_web_ui():
                       # local files to read: a dataset, a tokenizer, a system prompt's @FILE, a template
                       "dataset", "tokenizer", "system_prompt", "ws_request_template", "trace",
                       # set by streamslo run from a scenario file's [scenarios.*], not by hand
-                      "scenarios_json"}
+                      "scenarios_json",
+                      # set by streamslo run: the load's length from its first request
+                      "load_time"}
     for o in OPTIONS:
         if o.secret:
             assert not o.in_web_ui and not o.forwarded, o.name

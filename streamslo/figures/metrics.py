@@ -99,8 +99,8 @@ def _outcome_rate(outcome: str) -> MetricSpec:
 
 
 _SPECS: tuple[MetricSpec, ...] = (
-    MetricSpec("ttft_ms", "trend", "ms", "start of the request to the first content chunk, per stream that began"),
-    MetricSpec("itl_ms", "trend", "ms", "every gap between consecutive content chunks, pooled over streams (a failed stream adds its open last gap); itl_ms{token:answer}: only the gaps after each stream's first answer token"),
+    MetricSpec("ttft_ms", "trend", "ms", "start of the request to the first token position, per stream that began"),
+    MetricSpec("itl_ms", "trend", "ms", "every gap between consecutive token positions, pooled over streams (a failed stream adds its open last gap); itl_ms{token:answer}: only the gaps after each stream's first answer token"),
     MetricSpec("ttfo_ms", "trend", "ms", "start of the request to the first answer token (reasoning and tool-call tokens come before it), per stream that began and had one"),
     MetricSpec("ttftc_ms", "trend", "ms", "start of the request to the first tool-call token (time to first tool call), per stream that began and had one"),
     MetricSpec("tpot_ms", "trend", "ms", "(e2e - ttft) / (tokens - 1), per stream with at least two tokens"),
@@ -115,14 +115,14 @@ _SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("error_rate", "rate", "ratio", "requests that did not end ok, over all not cancelled"),
     *(_outcome_rate(o) for o in OUTCOMES if o not in ("cancelled", "client_cancelled", "http_5xx")),
     MetricSpec("requests", "counter", "count", "every request of the run, cancelled ones included"),
-    MetricSpec("tokens", "counter", "count", "content chunks received (usage under --coalesced-chunks)"),
+    MetricSpec("tokens", "counter", "count", "token positions received (usage under --coalesced-chunks)"),
     MetricSpec("streams_began", "counter", "count", "streams that began and were not cancelled"),
     MetricSpec("reasoning_tokens", "counter", "count", "token positions that carried reasoning (part of tokens)"),
     MetricSpec("tool_tokens", "counter", "count", "token positions that carried tool-call arguments (part of tokens)"),
     MetricSpec("goodput_fraction", "rate", "ratio", "requests that ended ok and met every goodput bound, over all not cancelled"),
     MetricSpec("goodput_per_s", "gauge", "per_s", "requests that ended ok and met every goodput bound, per second of the run"),
     MetricSpec("requests_per_s", "gauge", "per_s", "requests not cancelled, per second of the run"),
-    MetricSpec("tokens_per_s", "gauge", "per_s", "content chunks received, per second of the run"),
+    MetricSpec("tokens_per_s", "gauge", "per_s", "token positions received, per second of the run"),
 )
 
 #: Every metric by name, in a stable order (trends, rates, counters).
@@ -508,6 +508,11 @@ def summarize(data: RunData) -> SummaryJson:
     out["valid"] = data.valid
     if not data.valid:
         out["invalid_reason"] = data.run.get("invalid_reason")
+    from streamslo.figures.server_hints import server_hints  # (lazy: summaries are the only users)
+
+    hints = server_hints(s)
+    if hints:
+        out["server_hints"] = hints
     return out
 
 

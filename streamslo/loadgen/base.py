@@ -11,8 +11,11 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, ClassVar
 
+import gevent
 from locust import User, task
+from locust.exception import StopUser
 
+from streamslo.loadgen.backoff import PACER, UserBackoff
 from streamslo.loadgen.recorder import RunRecorder, get_recorder
 from streamslo.stream.dialects import EVENT_APIS, tracker_for
 from streamslo.stream.timing import StreamRecord
@@ -149,17 +152,24 @@ class StreamUser(User):
         self._think = opts.think_time
         self._ws: WSConnection | None = None
         self._sse: SSEConnection | None = None
+        self._backoff = UserBackoff(PACER, gevent.sleep)
 
     def wait_time(self) -> float:
         return self._think
 
     @task
     def stream(self) -> None:
+        if self.recorder.load_over:
+            raise StopUser  # the load's time is up: no new stream while Locust stops the users
         if self.protocol == "ws" and self._ws is None:
             self._ws = WSConnection(self.recorder.target, WS_PATH, self.limits)
         if self.protocol == "sse" and self._sse is None:
             self._sse = SSEConnection(self.recorder.target, self.limits)
-        run_conversation(self.recorder, self.protocol, type(self).__name__, self.limits, self._ws, sse=self._sse)
+        self._backoff.before()  # while the server gives no answer: the process's pace
+        if self.recorder.load_over:
+            raise StopUser  # the load ended while this user waited for its slot
+        records = run_conversation(self.recorder, self.protocol, type(self).__name__, self.limits, self._ws, sse=self._sse)
+        self._backoff.after(records)
 
     def on_stop(self) -> None:
         for conn in (self._ws, self._sse):

@@ -32,8 +32,10 @@ import gevent
 from gevent.pool import Group
 from locust import User, task
 
+from streamslo.loadgen.backoff import PACER, UserBackoff
 from streamslo.loadgen.base import run_conversation
 from streamslo.loadgen.recorder import RunRecorder, get_recorder
+from streamslo.stream.timing import StreamRecord
 from streamslo.transport.sync import ClientLimits, SSEConnection, WSConnection
 from streamslo.workload.requests import WS_PATH, Workload
 from streamslo.workload.scenarios import Scenario, arrival_offsets, from_wire, process_share
@@ -115,8 +117,8 @@ class _Context:
         return opts.slow_limits if slow else opts.limits
 
     def iterate(self, protocol: str, slow: bool, scheduled_at: float | None = None,
-                ws: WSConnection | None = None, sse: SSEConnection | None = None) -> None:
-        run_conversation(
+                ws: WSConnection | None = None, sse: SSEConnection | None = None) -> list[StreamRecord]:
+        return run_conversation(
             self.recorder, protocol, _user_class(protocol, slow), self.limits(slow), ws, scheduled_at, sse,
             scenario=self.sc.name, workload=self.workload,
         )
@@ -150,18 +152,21 @@ def _run_vus(ctx: _Context) -> None:
         # A VU keeps its connections (one per protocol and reading speed) between iterations.
         ws_conns: dict[bool, WSConnection] = {}
         sse_conns: dict[bool, SSEConnection] = {}
+        backoff = UserBackoff(PACER, gevent.sleep)  # a dead server: no spinning (backoff.py)
         try:
             while i < target[0] and not ctx.stopping():
                 protocol, slow = ctx.pick()
                 t = ctx.recorder.target
+                backoff.before()
                 if protocol == "ws":
                     if slow not in ws_conns:
                         ws_conns[slow] = WSConnection(t, WS_PATH, ctx.limits(slow))
-                    ctx.iterate(protocol, slow, ws=ws_conns[slow])
+                    records = ctx.iterate(protocol, slow, ws=ws_conns[slow])
                 else:
                     if slow not in sse_conns:
                         sse_conns[slow] = SSEConnection(t, ctx.limits(slow))
-                    ctx.iterate(protocol, slow, sse=sse_conns[slow])
+                    records = ctx.iterate(protocol, slow, sse=sse_conns[slow])
+                backoff.after(records)
                 think = ctx.recorder.opts.think_time
                 if think > 0:
                     gevent.sleep(think)

@@ -20,7 +20,7 @@ from locust import events
 from locust.runners import MasterRunner, WorkerRunner
 
 from streamslo.errors import EXIT_BAD_INPUT, BadInputError
-from streamslo.loadgen import live_windows, relay
+from streamslo.loadgen import live_windows, loadtime, relay
 from streamslo.loadgen.executors import install_done_listener
 from streamslo.loadgen.live import live_payload, live_rows
 from streamslo.loadgen.options import register_arguments
@@ -202,6 +202,8 @@ def install() -> None:
     def _start(environment: Any, **_: Any) -> None:
         prewarm()  # before any stream: Locust's stop() would otherwise stall the last ones
         get_recorder(environment).on_test_start(generating=not isinstance(environment.runner, MasterRunner))
+        if not isinstance(environment.runner, WorkerRunner):
+            loadtime.start(environment)
 
     def _stop(environment: Any, **_: Any) -> None:
         get_recorder(environment).on_test_stop()

@@ -62,12 +62,13 @@ class OpenLoopStreamUser(StreamUser):
         gaps = arrival_gaps(rate, opts.burstiness, opts.seed + index)
         t_next = time.perf_counter()
         epoch0 = time.time() - t_next
-        while not is_stopping(self):
+        rec = self.recorder
+        while not is_stopping(self) and not rec.load_over:
             t_next += next(gaps)
             delay = t_next - time.perf_counter()
             if delay > 0:
                 gevent.sleep(delay)
-            if is_stopping(self):
+            if is_stopping(self) or rec.load_over:
                 break
             protocol = "ws" if rng.random() < ws_share else "sse"
             if cap and busy[0] >= cap:

@@ -91,10 +91,15 @@ class LoadOptions(RunOptions):
         envelope = WSEnvelope.from_options(
             values["ws_request_template"], values["ws_chunk_path"], values["ws_done_message"]
         )
-        limits = ClientLimits(stall_timeout=values["stall_timeout"], request_timeout=values["request_timeout"])
+        limits = ClientLimits(
+            stall_timeout=values["stall_timeout"],
+            request_timeout=values["request_timeout"],
+            first_token_timeout=values["first_token_timeout"] or None,
+        )
         slow = ClientLimits(
             stall_timeout=limits.stall_timeout,
             request_timeout=limits.request_timeout,
+            first_token_timeout=limits.first_token_timeout,
             recv_size=512,
             read_pause=values["slow_read_pause"],
             rcvbuf=4096,

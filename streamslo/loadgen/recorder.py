@@ -166,6 +166,10 @@ class RunRecorder:
         install_log_redaction(self.redact)
         self.workload = Workload(opts)
         self._conversations = itertools.count(1)
+        self.first_request_t: float | None = None
+        """perf_counter() when this process started its first request (the load's start)."""
+        self.load_over = False
+        """The load's time is up (``--load-time``): users start no new stream."""
         if opts.results_dir is not None and not self._is_worker:
             ensure_streams_header(opts.results_dir)
             # Now, not at test start: Locust's --run-time clock runs from the start, and this
@@ -346,6 +350,8 @@ class RunRecorder:
     def new_record(self, protocol: str, user_class: str, scheduled_at: float | None = None) -> StreamRecord:
         """A fresh record whose clock starts now."""
         self.in_flight += 1
+        if self.first_request_t is None:
+            self.first_request_t = time.perf_counter()
         return StreamRecord(
             stream_id=f"{self._tag}-{next(self._seq)}",
             protocol=protocol,

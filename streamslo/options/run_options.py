@@ -180,7 +180,9 @@ class RunOptions:
     slow_readers: float = field(default=0.0, metadata=option(Fraction(), "fraction of users that read slowly"))
     slow_read_pause: float = field(default=0.05, metadata=option(Duration(), "slow readers: pause between reads"))
     stall_timeout: float = field(default=ClientLimits.stall_timeout, metadata=option(
-        Duration(), "no complete line or message for this long: stalled"))
+        Duration(), "no token for this long once the stream began (before it: no head): stalled"))
+    first_token_timeout: float = field(default=0.0, metadata=option(
+        Duration(), "response head to first token at most this long (long prefills; 0: the stall timeout)"))
     request_timeout: float = field(default=ClientLimits.request_timeout, metadata=option(Duration(), "whole-request deadline: timeout"))
     # --- how much load, and when
     users: int = field(default=50, metadata=option(
@@ -188,7 +190,8 @@ class RunOptions:
     spawn_rate: float = field(default=0.0, metadata=option(
         Number(0), "users started per second (0: all within a second)", locust=False, native="-r"))
     duration: float = field(default=60.0, metadata=option(
-        Duration(), "how long new streams start, after the warm-up", locust=False, native="--run-time"))
+        Duration(), "how long new streams start, from the first request (start-up not included), after the warm-up",
+        locust=False, native="--run-time"))
     warmup: float = field(default=0.0, metadata=option(
         Duration(), "streams started within this long of the start are left out of every figure"))
     drain: float = field(default=30.0, metadata=option(
@@ -206,6 +209,9 @@ class RunOptions:
     scenarios: str = field(default="", metadata=option(
         Text(name="JSON"), "the scenario file's [scenarios.*] tables as JSON (set by streamslo run)",
         cli=False, scenario=False, locust="--scenarios-json", web_ui=False, hidden=True))
+    load_time: float = field(default=0.0, metadata=option(
+        Duration(), "the load's length from the first request (set by streamslo run: warm-up plus duration)",
+        cli=False, scenario=False, locust="--load-time", web_ui=False, hidden=True))
     shape: str = field(default="", metadata=option(
         Choice(("ramp", "steps", "spike"), empty=True), "a built-in load shape over --users and --duration"))
     itl_events: str = field(default="per-stream", metadata=option(

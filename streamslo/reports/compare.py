@@ -408,6 +408,10 @@ def build_model(
     empty = tuple(
         f"{run_phrase(i.label, i.name)} holds no requests." for i in infos if i.requests == 0
     )
+    hints = tuple(
+        f"The {i.label} run ({i.name}): {h}"
+        for i, s in zip(infos, summaries, strict=True) for h in s.get("server_hints") or ()
+    )
     before_s = summaries[0] if len(runs) > 1 else {}
     # Goodput shows when either run measured it (``--goodput`` bounds in its run.json).
     goodput = ("goodput_per_s", "goodput_fraction")
@@ -423,7 +427,7 @@ def build_model(
         tool_version=__version__,
         slo_source=slo_source,
         runs=infos,
-        warnings=warnings + empty,
+        warnings=warnings + empty + hints,
         invalid=invalid,
         verdicts=tuple(verdicts),
         passed=all(v.after_passed for v in verdicts),

@@ -24,7 +24,7 @@ from streamslo.results.layout import Layout, read_json
 from streamslo.run.windows_file import read_windows
 from streamslo.slo.budget import Budget, burn_down
 
-__all__ = ["MIN_WINDOWS", "SoakSection", "soak_charts", "soak_html", "soak_json", "soak_markdown", "soak_sections"]
+__all__ = ["MIN_WINDOWS", "SoakSection", "soak_charts", "soak_html", "soak_json", "soak_markdown", "soak_sections", "window_rates"]
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,9 @@ class SoakSection:
     """summary.json's ``drift``: a trend and verdict per series."""
     rebuilt: list[float]
     """window_start of the windows finalize rebuilt from streams.csv."""
+    span: tuple[float | None, float | None] = (None, None)
+    """The run's start and end (epoch s, run.json): windows are aligned to the clock, so the
+    first and last cover only part of their length."""
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -77,8 +80,11 @@ def _section(run: LoadedRun) -> SoakSection | None:
     alerts: list[dict[str, Any]] = list(raw_alerts) if isinstance(raw_alerts, list) else []
     raw_info = run.run.get("windows")
     windows_info: dict[str, Any] = raw_info if isinstance(raw_info, dict) else {}
+    start, end = run.run.get("start_epoch"), run.run.get("end_epoch")
+    span = (float(start) if isinstance(start, (int, float)) else None,
+            float(end) if isinstance(end, (int, float)) else None)
     return SoakSection(run.label, run.name, rows, budget, alerts, spent, drift,
-                       list(windows_info.get("rebuilt_windows") or []))
+                       list(windows_info.get("rebuilt_windows") or []), span)
 
 
 #: A run with fewer windows than this (and no error budget or alert) gets no long-run
@@ -105,6 +111,22 @@ def _t(sec: SoakSection, epoch: float) -> float:
     return float(epoch) - float(sec.windows[0]["window_start"])
 
 
+def window_rates(sec: SoakSection) -> list[tuple[float, float | None, bool]]:
+    """Each window's (start, requests per second, partial): a window the run covered only in
+    part (the first and the last) is divided by the part it covered, not by its whole length,
+    so a run that starts mid-window shows no ramp that never happened."""
+    start, end = sec.span
+    out: list[tuple[float, float | None, bool]] = []
+    for r in sec.windows:
+        ws, length = float(r["window_start"]), float(r["window_s"])
+        lo = max(ws, start) if start is not None else ws
+        hi = min(ws + length, end) if end is not None else ws + length
+        cover = max(0.0, hi - lo)
+        rate = r["requests"] / cover if cover > 0 else None
+        out.append((_t(sec, ws), rate, cover < length * 0.999))
+    return out
+
+
 def _alert_marks(ax: Any, sec: SoakSection) -> None:
     for a in sec.alerts:
         ax.axvline(_t(sec, a["fired_at_epoch"]), color="#c0392b" if a.get("abort_on_fail") else "#e0a800",
@@ -117,10 +139,15 @@ def _timeline(runs: Sequence[LoadedRun], sections: Sequence[SoakSection]) -> Cha
     for sec in sections:
         c = COLORS.get(sec.label, "#1f77b4")
         t = [_t(sec, r["window_start"]) for r in sec.windows]
-        rate = [r["requests"] / r["window_s"] for r in sec.windows]
+        rates = window_rates(sec)
+        rate = [float("nan") if v is None else v for _, v, _ in rates]
+        partial = [(x + sec.windows[0]["window_s"] / 2, v) for x, v, p in rates if p and v is not None]
         trunc = [((r["began"] - r["ok"]) / r["began"] * 100.0) if r["began"] else None for r in sec.windows]
         itl = [r["itl_ms_p99"] for r in sec.windows]
         ax1.plot(t, rate, drawstyle="steps-post", color=c, label=f"{sec.label} ({sec.name})")
+        if partial:  # partial windows: hollow marks, their rate over the part the run covered
+            ax1.plot([x for x, _ in partial], [v for _, v in partial], ls="none", marker="o",
+                     mfc="none", color=c)
         ax2.plot(t, [v if v is not None else float("nan") for v in trunc], drawstyle="steps-post", color=c)
         ax3.plot(t, [v if v is not None else float("nan") for v in itl], drawstyle="steps-post", color=c)
         for ax in (ax1, ax2, ax3):
@@ -134,8 +161,9 @@ def _timeline(runs: Sequence[LoadedRun], sections: Sequence[SoakSection]) -> Cha
     ax1.legend(loc="upper right", fontsize=8)
     title = "Windows: throughput, truncation and ITL p99 per window"
     ax1.set_title(title)
-    caption = ("From windows.csv (streams counted in the window they ended in). Dashed lines: "
-               "burn-rate alerts (red: abortOnFail).")
+    caption = ("From windows.csv (streams counted in the window they ended in). The first and "
+               "last windows are partial (hollow marks): their rate is over the part of the "
+               "window the run covered. Dashed lines: burn-rate alerts (red: abortOnFail).")
     return Chart("soak_timeline", title, caption, png_base64(fig), wide=True)
 
 

@@ -110,6 +110,8 @@ class SummaryJson(TypedDict, total=False):
 
     requests: int
     outcomes: dict[str, int]
+    server_hints: list[str]
+    """One rule that explains most failures, and the flag the server needs (server_hints.py)."""
     truncation_rate: float | None
     http_5xx_rate: float | None
     error_rate: float | None

@@ -111,14 +111,22 @@ def _replay_lines(summary: SummaryJson) -> list[str]:
     return out
 
 
+def _connect_error_rate(counts: Mapping[str, int]) -> float | None:
+    """``connect_error`` over all requests not cancelled (docs/metrics.md), from the counts."""
+    counted = sum(v for k, v in counts.items() if k != "cancelled")
+    return counts.get("connect_error", 0) / counted if counted else None
+
+
 def format_summary(summary: SummaryJson, checks: Sequence[Any], run: RunJson) -> str:
     """A table of outcomes, rates, latencies and threshold verdicts."""
     lines = [f"!! {line}" for line in run_warnings(run)]
+    lines += [f"hint: {line}" for line in summary.get("server_hints") or ()]
     lines.append(f"requests {summary['requests']}   requests/s {_ms(summary.get('requests_per_s'))}   tokens/s {_ms(summary.get('tokens_per_s'))}")
     counts = summary["outcomes"]
     lines.append("outcomes  " + "  ".join(f"{o}={counts.get(o, 0)}" for o in OUTCOMES if counts.get(o, 0)))
     lines.append(
-        f"rates     truncation {_rate(summary['truncation_rate'])}   5xx {_rate(summary['http_5xx_rate'])}   errors {_rate(summary['error_rate'])}"
+        f"rates     truncation {_rate(summary['truncation_rate'])}   5xx {_rate(summary['http_5xx_rate'])}   "
+        f"connect errors {_rate(_connect_error_rate(counts))}   errors {_rate(summary['error_rate'])}"
     )
     lines.append(f"{'latency (ms)':<14}{'p50':>10}{'p90':>10}{'p95':>10}{'p99':>10}{'max':>10}{'count':>9}")
     for name in ("ttft_ms", "ttfo_ms", "ttftc_ms", "itl_ms", "tpot_ms", "e2e_ms", "ttft_sched_ms", "e2e_sched_ms"):

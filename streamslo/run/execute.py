@@ -190,6 +190,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     return RunConfig(**values, slo=slo, budget=budget)
 
 
+#: Plain runs: how long past the load's own end Locust's ``--run-time`` (a safety net) waits.
+LOAD_START_SLACK_S = 60.0
 #: ``[scenarios.*]`` runs: how long after the last scenario's end Locust's ``--run-time``
 #: stops a run whose scenarios did not end it (a lost worker).
 SCENARIO_SLACK_S = 30.0
@@ -213,13 +215,20 @@ def _locust_command(cfg: RunConfig, locustfile: Path) -> list[str]:
     """Locust's command line: its own options translated, then every stream-user option that
     differs from its default (never a secret: see :meth:`RunConfig.locust_environment`)."""
     run_time = cfg.warmup + cfg.duration
+    load_time = 0.0
     if cfg.scenarios or cfg.trace:
         # The scenarios (a trace) end the run themselves (Locust's clock starts before they do): its
         # run time is only a safety net.
         run_time += SCENARIO_SLACK_S
+    elif not cfg.stages and not cfg.shape:
+        # The load lasts --duration from its first request (loadgen/loadtime.py): Locust's
+        # clock starts before the spawn and the model lookup, which took 2.2 s of a 5 s run.
+        load_time = run_time
+        run_time += LOAD_START_SLACK_S
     spawn = cfg.spawn_rate if cfg.spawn_rate > 0 else float(cfg.users)
     # The open loop splits --request-rate over the generating processes: a master's workers.
-    forwarded = replace(cfg, processes=cfg.expect_workers) if cfg.master else cfg
+    forwarded = replace(cfg, processes=cfg.expect_workers, load_time=load_time) if cfg.master else replace(
+        cfg, load_time=load_time)
     # The web UI tab checks the run's SLO: its file, or the scenario holding the thresholds.
     if not cfg.slo_source and cfg.slo is not None and cfg.scenario:
         forwarded = replace(forwarded, slo_source=cfg.scenario)

@@ -1,6 +1,7 @@
 """Progress output for runs and soaks (``--progress``), on stderr.
 
-One line: elapsed and ETA, streams so far and in flight, the last closed window's truncation
+One line: elapsed and ETA, streams so far and in flight, connection errors so far (when there
+are any: a server that stopped answering), the last closed window's truncation
 rate, 5xx rate and ITL p99, and the alerts fired. On a terminal it is a live line redrawn in
 place (``rich``); elsewhere (CI logs) a plain line every ``--progress-interval`` seconds, and
 one at the end. :func:`progress_line` builds the text from a :class:`ProgressState`; nothing
@@ -30,6 +31,8 @@ class ProgressState:
     itl_p99_ms: float | None = None
     alerts: int = 0
     last_alert: str | None = None
+    connect_errors: int | None = None
+    """Requests of the run so far that got no connection (shown when there are any)."""
 
 
 def fmt_duration(seconds: float) -> str:
@@ -54,8 +57,9 @@ def progress_line(st: ProgressState) -> str:
     open_ = "" if st.active is None else f" ({st.active:.0f} open)"
     itl = "—" if st.itl_p99_ms is None else f"{st.itl_p99_ms:.1f} ms"
     alerts = f"alerts {st.alerts}" + (f" (last: {st.last_alert})" if st.last_alert else "")
+    refused = f" | connect errors {st.connect_errors:,}" if st.connect_errors else ""
     return (f"{fmt_duration(st.elapsed_s)}/{fmt_duration(st.planned_s)} ETA {fmt_duration(eta)} | "
-            f"streams {streams}{open_} | last window: trunc {_pct(st.truncation_rate)} "
+            f"streams {streams}{open_}{refused} | last window: trunc {_pct(st.truncation_rate)} "
             f"5xx {_pct(st.http_5xx_rate)} ITL p99 {itl} | {alerts}")
 
 

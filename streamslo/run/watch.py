@@ -108,16 +108,17 @@ class RunWatch:
             trunc = n / d if d else None
             n, d = rate_from_counts("http_5xx_rate", outcomes, began)
             fivexx = n / d if d else None
-        streams = None
+        streams = refused = None
         if self._live is not None:
             outcomes, _ = counts_of(self._live.totals)
             streams = sum(outcomes.values())
+            refused = outcomes.get("connect_error", 0)
         alerts = self.alerts
         return ProgressState(
             elapsed_s=elapsed_s, planned_s=self.planned_s, streams=streams,
             active=row.get("active_streams"), truncation_rate=trunc, http_5xx_rate=fivexx,
             itl_p99_ms=row.get("itl_ms_p99"), alerts=len(alerts),
-            last_alert=alerts[-1].name if alerts else None,
+            last_alert=alerts[-1].name if alerts else None, connect_errors=refused,
         )
 
     def _show(self, elapsed_s: float) -> None:

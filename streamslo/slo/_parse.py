@@ -449,8 +449,12 @@ DEFAULT_SLO: SLO = SLO(
     thresholds=(
         Threshold("truncation_rate", (), "rate<0.001", "rate", None, "<", 0.001),
         Threshold("http_5xx_rate", (), "rate<0.001", "rate", None, "<", 0.001),
+        # A server that stops answering refuses connections rather than answering 5xx: without
+        # this bound a killed server passed (its 17 5xx diluted by 44,108 refused connections).
+        Threshold("connect_error_rate", (), "rate<0.001", "rate", None, "<", 0.001),
         Threshold("itl_ms", (), "p(99)<200", "p", 99.0, "<", 200.0),
     ),
     source="<default>",
 )
-"""The incidents' SLO, used when no SLO file is given (docs/thresholds.md)."""
+"""The incidents' SLO, and a bound on refused connections, used when no SLO file is given
+(docs/thresholds.md)."""

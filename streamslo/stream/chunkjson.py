@@ -18,17 +18,23 @@ from streamslo.stream.caps import MAX_JSON_DEPTH
 
 __all__ = [
     "ANSWER",
+    "EMPTY_FINISH",
+    "NOT_A_TOKEN",
     "REASONING",
+    "TOKEN",
     "TOOL",
     "ChunkJSONError",
     "error_message",
     "error_status",
     "has_text",
+    "inband_error",
     "json_depth_exceeds",
     "loads_chunk",
+    "token_position",
 ]
 
 _REASONING_KEYS = ("reasoning_content", "reasoning")
+_CONTENT_KEYS = ("content", *_REASONING_KEYS)
 
 #: What a token position carries (:func:`has_text`'s answer; 0: not a token).
 ANSWER = 1
@@ -127,6 +133,88 @@ def has_text(choice: dict[str, Any]) -> int:
             if isinstance(fn, dict) and (fn.get("arguments") or fn.get("name")):
                 return TOOL
     return 0
+
+
+#: What one choice of a chunk is (:func:`token_position`): not a token (the role announcement,
+#: a delta with no text field, ``{}``) ...
+NOT_A_TOKEN = 0
+#: ... a token position (text in any field, or an empty text field: a token whose text the
+#: server's detokenizer holds back, as vLLM sends for byte pieces and special tokens) ...
+TOKEN = 1
+#: ... or a chunk with no text that carries the ``finish_reason`` (an empty text field, or a
+#: delta with no fields): a token only when the server's count says so (vLLM puts the finish on
+#: its last token's chunk; OpenAI and llama.cpp send a separate finish chunk with no text). The
+#: tracker decides at the end.
+EMPTY_FINISH = 2
+
+
+def token_position(choice: dict[str, Any]) -> int:
+    """Whether one choice of a chunk is a token position (docs/outcomes.md, "Token positions").
+
+    Returns:
+        :data:`TOKEN`, :data:`NOT_A_TOKEN` or :data:`EMPTY_FINISH`.
+    """
+    text = choice.get("text")
+    if isinstance(text, str):  # completions: every text field is a token, an empty one too
+        if text:
+            return TOKEN
+        return EMPTY_FINISH if choice.get("finish_reason") is not None else TOKEN
+    delta = choice.get("delta")
+    if not isinstance(delta, dict):
+        return NOT_A_TOKEN
+    empty = False
+    for key in _CONTENT_KEYS:
+        v = delta.get(key)
+        if isinstance(v, str):
+            if v:
+                return TOKEN
+            empty = True
+    calls = delta.get("tool_calls")
+    if isinstance(calls, list):
+        for call in calls:
+            fn = call.get("function") if isinstance(call, dict) else None
+            if isinstance(fn, dict) and (fn.get("arguments") or fn.get("name")):
+                return TOKEN
+    if "role" in delta:
+        return NOT_A_TOKEN  # the role announcement
+    if choice.get("finish_reason") is not None:
+        # The finish chunk: vLLM sends the last token's delta there ({"content": ""} when its
+        # text was held back; {} when a reasoning or tool parser kept the token back).
+        return EMPTY_FINISH
+    return TOKEN if empty else NOT_A_TOKEN  # {} / only nulls mid-stream: a keep-alive
+
+
+def inband_error(obj: dict[str, Any], event: str = "message") -> tuple[str, int | None] | None:
+    """The server's error, if this JSON object (an SSE event's data, a WS message, an error
+    body) is one, in any of the shapes servers send (docs/outcomes.md, "Errors"):
+
+    * OpenAI: ``{"error": {"message", "type", "code"}}``;
+    * vLLM: ``{"object": "error", "message", "type", "code"}``;
+    * TGI: ``{"error": "...", "error_type": "..."}``;
+    * an SSE event named ``error`` (``event: error``), whatever its data.
+
+    Returns:
+        (message, the status its ``code`` carries or None), or None when it is no error.
+    """
+    err = obj.get("error")
+    if err is not None:
+        message = error_message(err)
+        if isinstance(err, str):
+            etype = obj.get("error_type")
+            if isinstance(etype, str) and etype:
+                message = f"{message} ({etype[:40]})"
+            return message, error_status(obj, 0) or None
+        return message, error_status(err, 0) or None
+    if obj.get("object") == "error":
+        message = error_message(obj)
+        etype = obj.get("type")
+        if isinstance(etype, str) and etype:
+            message = f"{message} ({etype[:40]})"
+        return message, error_status(obj, 0) or None
+    if event == "error":
+        message = error_message(obj) or error_message(obj.get("detail"))
+        return message or "an SSE error event", error_status(obj, 0) or None
+    return None
 
 
 def error_status(error: Any, default: int) -> int:

@@ -153,7 +153,8 @@ class EventTracker(StreamTracker):
         self._tok_t = t
 
     # ------------------------------------------------------------------ events
-    def _message(self, t: float, data: str) -> None:
+    def _message(self, t: float, data: str, event: str = "message") -> None:
+        # The SSE event name repeats the JSON's "type" in both dialects: the type decides.
         if self._done:
             if data.strip() == _DONE:
                 return  # a [DONE] after the dialect's own terminal event changes nothing
@@ -173,7 +174,7 @@ class EventTracker(StreamTracker):
         kind = obj.get("type")
         if not isinstance(kind, str):
             if "error" in obj and obj["error"] is not None:  # an OpenAI-style error object
-                self._error(t, obj["error"])
+                self._dialect_error(t, obj["error"])
                 return
             self._finish(t, Outcome.MALFORMED, f"event has no string 'type': {data[:80]!r}")
             return
@@ -199,7 +200,7 @@ class EventTracker(StreamTracker):
         """An event that is neither a token nor an end: remembered for the stall message."""
         self._kept_alive = f"{kind!r} events"
 
-    def _error(self, t: float, error: object, message: str | None = None) -> None:
+    def _dialect_error(self, t: float, error: object, message: str | None = None) -> None:
         """An in-band error: ``error_event`` (on WS before the first token, the stream never
         began, as for OpenAI's error chunk)."""
         text = message if message is not None else error_message(error)
@@ -344,12 +345,12 @@ class ResponsesTracker(EventTracker):
             response = obj.get("response")
             error = response.get("error") if isinstance(response, dict) else None
             message = error_message(error) if error is not None else "response.failed without an error"
-            self._error(t, error, f"response.failed: {message}")
+            self._dialect_error(t, error, f"response.failed: {message}")
             return
         if kind == "error":
             # {"type": "error", "code", "message", "param"} (some servers nest an "error" object)
             inner = obj.get("error")
-            self._error(t, inner if inner is not None else obj)
+            self._dialect_error(t, inner if inner is not None else obj)
             return
         self._other(kind)
 
@@ -404,7 +405,7 @@ class AnthropicTracker(EventTracker):
             self._other(kind)
             return
         if kind == "error":
-            self._error(t, obj.get("error"))
+            self._dialect_error(t, obj.get("error"))
             return
         self._other(kind)
 

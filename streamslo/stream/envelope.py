@@ -138,9 +138,9 @@ class EnvelopeTracker(StreamTracker):
         super().__init__(record, expect, max_event_bytes, collect_text)
         self._envelope = envelope
 
-    def _message(self, t: float, data: str) -> None:
+    def _message(self, t: float, data: str, event: str = "message") -> None:
         if self.rec.protocol != "ws":
-            super()._message(t, data)
+            super()._message(t, data, event)
             return
         inner = self._envelope.unwrap(data)
         if inner is None and not self.done_seen:

@@ -59,6 +59,8 @@ class Reading:
         self, tracker: StreamTracker, stall_timeout: float, request_timeout: float, idle_close_retry: bool
     ) -> None:
         self.tracker = tracker
+        if tracker.stall_timeout is None:
+            tracker.stall_timeout = stall_timeout
         self.state = ExchangeState.HEAD
         self.idle_closed = False
         """The reused connection had been closed by the server: send the request again."""

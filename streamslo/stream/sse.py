@@ -67,6 +67,7 @@ class SSEDecoder:
         "_retry",
         "_skip_lf",
         "_started",
+        "comments",
         "completed_line",
     )
 
@@ -87,7 +88,9 @@ class SSEDecoder:
         self._retry: int | None = None
         self._last_id: str | None = None
         self.completed_line = False
-        """The last :meth:`feed` completed at least one line (progress for the stall rule)."""
+        """The last :meth:`feed` completed at least one line."""
+        self.comments = 0
+        """Comment lines (``:...``) seen: keep-alives, no progress for the stall rule."""
 
     @property
     def pending_bytes(self) -> int:
@@ -225,6 +228,7 @@ class SSEDecoder:
             self._retry = None
             return
         if line[0] == 0x3A:  # ":" comment
+            self.comments += 1
             return
         colon = line.find(b":")
         if colon < 0:

@@ -21,7 +21,8 @@ an SSE client keeps reading to the end of the body, briefly (at most ``MAX_AFTER
 the transport waits at most ``AFTER_DONE_WAIT_S``): more data there is ``malformed``; a transport
 error there changes nothing. :attr:`StreamTracker.wants_bytes` tells the transport whether to
 keep reading, :attr:`StreamTracker.progress_t` when the stream last made progress (the stall
-rule: bytes of a line that never ends are not progress). Nothing a server sends makes a method
+rule: the response head, then only tokens: SSE comments, chunks without a token position, WS
+pings and empty messages, bytes of a line that never ends are not progress). Nothing a server sends makes a method
 here raise: a chunk that is not JSON we accept (too deep, ``Infinity``) is ``malformed``.
 """
 
@@ -34,11 +35,14 @@ from typing import cast
 from streamslo.stream.caps import MAX_AFTER_DONE_BYTES, MAX_ERROR_BODY_BYTES
 from streamslo.stream.chunkjson import (
     ANSWER,
+    EMPTY_FINISH,
     REASONING,
+    TOKEN,
     error_message,
-    error_status,
     has_text,
+    inband_error,
     loads_chunk,
+    token_position,
 )
 from streamslo.stream.outcome import Outcome, status_began
 from streamslo.stream.sse import DEFAULT_MAX_EVENT_BYTES, SSEDecoder, SSEEvent, SSEProtocolError
@@ -96,13 +100,19 @@ class StreamTracker:
     """
 
     __slots__ = (
+        "_comments_at_token",
         "_decoder",
         "_done",
         "_expect",
+        "_idle",
         "_last_token_t",
+        "_pending_finish_t",
         "_ws_content_seen",
+        "first_token_timeout",
+        "pings",
         "progress_t",
         "rec",
+        "stall_timeout",
         "state",
         "text",
     )
@@ -121,11 +131,22 @@ class StreamTracker:
         self._decoder = SSEDecoder(max_event_bytes=max_event_bytes)
         self.state = TrackerState.WAITING
         self.progress_t = record.t0
-        """When the stream last made progress (for the stall rule): the request's start, the
-        final response head, or the last complete SSE line / WS message."""
+        """When the stall clock last restarted: the request's start, the final response head
+        (moved by ``first_token_timeout - stall_timeout``: the first token has its own bound),
+        then each token position. Nothing else a server sends is progress."""
+        self.stall_timeout: float | None = None
+        """The stall timeout the reader applies (set by it; for the texts and the cancel rule)."""
+        self.first_token_timeout: float | None = None
+        """The bound from the head to the first token (None: the stall timeout)."""
+        self.pings = 0
+        """WebSocket pings (and pongs) since the last token, counted by the reader (keep-alives,
+        no progress)."""
         self._done = False  # the terminal marker arrived
         self._last_token_t: float | None = None
         self._ws_content_seen = False
+        self._pending_finish_t: float | None = None  # an empty finish chunk, counted at the end
+        self._idle = 0  # chunks without a token position since the last token
+        self._comments_at_token = 0
         if expect.ignore_eos and expect.max_tokens is not None:
             record.expected_tokens = expect.max_tokens
 
@@ -214,6 +235,7 @@ class StreamTracker:
         self.progress_t = t
         if 200 <= status < 300:
             self.state = TrackerState.STREAMING
+            self.progress_t = t + self._first_token_grace()
             ctype = (content_type or "").split(";", 1)[0].strip().lower()
             if ctype != "text/event-stream":
                 self._finish(t, Outcome.MALFORMED, f"2xx body is not an event stream ({ctype or 'no content type'})")
@@ -228,8 +250,11 @@ class StreamTracker:
         text = body[:MAX_ERROR_BODY_BYTES].decode("utf-8", "replace")
         try:
             obj = loads_chunk(text)
-            if isinstance(obj, dict) and "error" in obj:
-                message = error_message(obj["error"])
+            found = inband_error(obj) if isinstance(obj, dict) else None
+            if found is not None:
+                message = found[0]
+            elif isinstance(obj, dict):
+                message = error_message(obj.get("detail") or obj)  # FastAPI's {"detail": ...}
         except ValueError:
             message = text[:200].strip()
         detail = f"HTTP {status}" + (f": {message}" if message else "")
@@ -254,10 +279,8 @@ class StreamTracker:
             # cycle (exception -> traceback -> this frame) that keeps the decoder's buffers
             # alive until a full GC, and the load generator raises gen-0's threshold to 50,000.
             events, error = cast("Sequence[SSEEvent]", exc.events), str(exc)
-        if decoder.completed_line:
-            self.progress_t = t
         for ev in events:
-            self._message(t, ev.data)
+            self._message(t, ev.data, ev.event)
             if self.state is _FINISHED:
                 return
         if error is not None:
@@ -272,7 +295,7 @@ class StreamTracker:
         """The WebSocket handshake succeeded (status 101), or a reused connection is ready."""
         self.rec.status = 101
         self.state = TrackerState.STREAMING
-        self.progress_t = t
+        self.progress_t = t + self._first_token_grace()
 
     def on_ws_message(self, t: float, payload: bytes, text: bool) -> None:
         """One whole WebSocket data message (``text``: a text message, else binary)."""
@@ -287,14 +310,12 @@ class StreamTracker:
             self._finish(t, Outcome.MALFORMED, f"invalid UTF-8 in a text message at byte {exc.start}")
             return
         rec.bytes += len(decoded)  # (on_ws_text inlined: this runs per message)
-        self.progress_t = t
         if rec.outcome is None:
             self._message(t, decoded)
 
     def on_ws_text(self, t: float, text: str) -> None:
         """One WebSocket text message for this request."""
         self.rec.bytes += len(text)
-        self.progress_t = t
         if self.rec.outcome is not None:
             return
         self._message(t, text)
@@ -302,7 +323,6 @@ class StreamTracker:
     def on_ws_binary(self, t: float, size: int) -> None:
         """A binary WebSocket message: not the protocol."""
         self.rec.bytes += size
-        self.progress_t = t
         self._finish(t, Outcome.MALFORMED, "binary WebSocket frame")
 
     def on_ws_close(self, t: float, code: int | None, reason: str = "") -> None:
@@ -359,15 +379,43 @@ class StreamTracker:
         self._finish(t, Outcome.MALFORMED, detail[:300])
 
     def on_stall(self, t: float, stall_timeout: float) -> None:
-        """No progress (no complete line / message, no head) for ``stall_timeout`` seconds."""
+        """No progress (no head, then no token) for ``stall_timeout`` seconds (before the
+        first token: ``first_token_timeout``)."""
         if self.rec.outcome is not None:
             self.stop_reading()
             return
-        where = "after the stream began" if self.began else "waiting for headers"
-        what = "complete SSE line" if self.rec.protocol == "sse" else "complete WebSocket message"
+        self._finish(t, Outcome.STALLED, self._stall_text(stall_timeout))
+
+    def _first_token_grace(self) -> float:
+        """How much longer than the stall timeout the first token may take after the head."""
+        ftt, stall = self.first_token_timeout, self.stall_timeout
+        return 0.0 if ftt is None or stall is None else ftt - stall
+
+    def _stall_text(self, stall_timeout: float) -> str:
+        """Why the stream stalled, and what kept its connection alive meanwhile."""
+        rec = self.rec
         if not self.began:
-            what = "response head" if self.rec.protocol == "sse" else "handshake answer"
-        self._finish(t, Outcome.STALLED, f"no {what} for {stall_timeout:g}s {where}")
+            what = "response head" if rec.protocol == "sse" else "handshake answer"
+            return f"no {what} for {stall_timeout:g}s waiting for headers"
+        if self._last_token_t is None:
+            bound = self.first_token_timeout if self.first_token_timeout is not None else stall_timeout
+            text = f"no first token for {bound:g}s after the stream began"
+        else:
+            text = f"no token for {stall_timeout:g}s after {rec.tokens} tokens"
+        alive: list[str] = []
+        comments = self._decoder.comments - self._comments_at_token
+        if comments:
+            alive.append(f"{comments} SSE comments")
+        if self._idle:
+            alive.append(f"{self._idle} chunks without a token")
+        if self.pings:
+            alive.append(f"{self.pings} WebSocket pings")
+        pending = self._decoder.pending_bytes
+        if pending:
+            alive.append(f"an unfinished line ({pending} bytes, no complete SSE line)")
+        if alive:
+            text += "; " + ", ".join(alive) + " kept the connection alive"
+        return text
 
     def on_deadline(self, t: float, request_timeout: float) -> None:
         """The request ran past its deadline (or the client's hang-up time came)."""
@@ -381,14 +429,19 @@ class StreamTracker:
         self._finish(t, Outcome.TIMEOUT, f"request still streaming after {request_timeout:g}s")
 
     def on_cancel(self, t: float) -> None:
-        """The load test stopped this stream."""
+        """The load test stopped this stream: ``cancelled`` if it was still making progress,
+        ``stalled`` if it had had no token (no head) for the stall timeout (docs/outcomes.md)."""
         if self.rec.outcome is not None:
             self.stop_reading()
+            return
+        stall = self.stall_timeout
+        if stall is not None and t - self.progress_t >= stall:
+            self._finish(t, Outcome.STALLED, self._stall_text(stall))
             return
         self._finish(t, Outcome.CANCELLED, "stopped by the load test")
 
     # ------------------------------------------------------------- messages
-    def _message(self, t: float, data: str) -> None:
+    def _message(self, t: float, data: str, event: str = "message") -> None:
         rec = self.rec
         if self._done:
             self._after_done_malformed("data after [DONE]")
@@ -400,24 +453,30 @@ class StreamTracker:
             if rec.protocol == "sse" and rec.outcome != Outcome.MALFORMED.value:
                 self.state = TrackerState.AFTER_DONE
             return
+        if event == "ping":  # an SSE keep-alive event, whatever its data: not progress
+            self._idle += 1
+            return
         try:
             chunk = loads_chunk(data)
         except ValueError as exc:
-            self._finish(t, Outcome.MALFORMED, f"chunk is not JSON ({exc}): {data[:80]!r}")
+            if event == "error":  # an SSE error event: its data is the server's message
+                self._error(t, data.strip()[:200] or "an SSE error event", None)
+            elif not data.strip():
+                self._idle += 1  # an empty event / message: a keep-alive, not progress
+            else:
+                self._finish(t, Outcome.MALFORMED, f"chunk is not JSON ({exc}): {data[:80]!r}")
             return
         if not isinstance(chunk, dict):
-            self._finish(t, Outcome.MALFORMED, f"chunk is not a JSON object: {data[:80]!r}")
-            return
-        if "error" in chunk and chunk["error"] is not None:
-            err = chunk["error"]
-            if rec.protocol == "ws" and not self._ws_content_seen:
-                # WS: an error before the first content chunk means the stream never began.
-                status = error_status(err, 500)
-                outcome = Outcome.HTTP_4XX if status < 500 else Outcome.HTTP_5XX
-                self._finish(t, outcome, f"error {status}: {error_message(err)}")
+            if event == "error":
+                self._error(t, error_message(chunk), None)
             else:
-                self._finish(t, Outcome.ERROR_EVENT, f"error event: {error_message(err)}")
+                self._finish(t, Outcome.MALFORMED, f"chunk is not a JSON object: {data[:80]!r}")
             return
+        if "error" in chunk or event != "message" or chunk.get("object") == "error":
+            found = inband_error(chunk, event)
+            if found is not None:
+                self._error(t, *found)
+                return
         choices = chunk.get("choices")
         usage = chunk.get("usage")
         if choices is None and usage is None:
@@ -438,11 +497,13 @@ class StreamTracker:
             self._finish(t, Outcome.MALFORMED, "usage is not an object")
             return
         if choices is None:
+            self._idle += 1
             return
         if not isinstance(choices, list):
             self._finish(t, Outcome.MALFORMED, "choices is not a list")
             return
-        content = 0  # the token's kind (chunkjson.ANSWER, REASONING, TOOL); 0: no token
+        position = 0
+        kind = 0  # the token's kind (chunkjson.ANSWER, REASONING, TOOL)
         for choice in choices:
             if not isinstance(choice, dict):
                 self._finish(t, Outcome.MALFORMED, "a choice is not an object")
@@ -453,18 +514,43 @@ class StreamTracker:
                     self._finish(t, Outcome.MALFORMED, "finish_reason is not a string")
                     return
                 rec.finish_reason = fr
-            if not content:
-                content = has_text(choice)
-        if content:
+            if position != TOKEN:
+                p = token_position(choice)
+                if p:
+                    position = p
+                    if p == TOKEN:
+                        # An empty text field (a held-back token) is an answer token.
+                        kind = has_text(choice) or ANSWER
+        if position == TOKEN:
             if self.text is not None:
                 self.text.append(_content_text(choices))
-            self._token(t, content)
+            self._token(t, kind)
+        elif position == EMPTY_FINISH:
+            self._pending_finish_t = t
+        else:
+            self._idle += 1
+
+    def _error(self, t: float, message: str, status: int | None) -> None:
+        """An in-band error (any shape :func:`inband_error` knows)."""
+        if self.rec.protocol == "ws" and not self._ws_content_seen:
+            # WS: an error before the first content chunk means the stream never began.
+            code = status if status is not None else 500
+            outcome = Outcome.HTTP_4XX if code < 500 else Outcome.HTTP_5XX
+            self._finish(t, outcome, f"error {code}: {message}")
+        else:
+            self._finish(t, Outcome.ERROR_EVENT, f"error event: {message}")
 
     def _token(self, t: float, kind: int = ANSWER) -> None:
         """One token position at ``t``; ``kind``: what it carried (chunkjson's kinds)."""
         rec = self.rec
         rec.tokens += 1
         self._ws_content_seen = True
+        self.progress_t = t
+        if self._idle:
+            self._idle = 0
+        if self.pings:
+            self.pings = 0
+        self._comments_at_token = self._decoder.comments
         last = self._last_token_t
         if last is None:
             rec.ttft_s = t - rec.t0
@@ -484,7 +570,7 @@ class StreamTracker:
         ex = self._expect
         mt = ex.max_tokens
         if mt is not None and rec.tokens > mt:
-            self._finish(t, Outcome.MALFORMED, f"more content chunks ({rec.tokens}) than max_tokens ({mt})")
+            self._finish(t, Outcome.MALFORMED, f"more token positions ({rec.tokens}) than max_tokens ({mt})")
             return
         if ex.cancel_after_tokens is not None and rec.tokens >= ex.cancel_after_tokens:
             self._finish(t, Outcome.CLIENT_CANCELLED, f"the client hung up after {rec.tokens} tokens")
@@ -500,6 +586,19 @@ class StreamTracker:
             self._done = True  # body end acting as the marker (--no-done-marker)
             rec.e2e_s = t - rec.t0
         usage = rec.usage_completion_tokens
+        pending = self._pending_finish_t
+        if pending is not None:
+            # An empty chunk carrying the finish_reason is the last token when the server's
+            # count says one more (vLLM: the finish rides on its last token's chunk), and a
+            # bare finish chunk otherwise (OpenAI, llama.cpp): docs/outcomes.md.
+            counted = usage
+            if counted is None and ex.ignore_eos and rec.finish_reason == "length":
+                counted = ex.max_tokens
+            if counted is not None and rec.tokens < counted:
+                self._pending_finish_t = None
+                self._token(pending)
+                if rec.outcome is not None:
+                    return
         n = rec.tokens
         if ex.coalesced_chunks and usage is not None:
             rec.reported_tokens = usage
@@ -507,10 +606,10 @@ class StreamTracker:
             self._finish(t, Outcome.MALFORMED, "[DONE] with no finish_reason on the choice")
             return
         if ex.max_tokens is not None and n > ex.max_tokens:
-            self._finish(t, Outcome.MALFORMED, f"{n} content chunks for max_tokens {ex.max_tokens}")
+            self._finish(t, Outcome.MALFORMED, f"{n} token positions for max_tokens {ex.max_tokens}")
             return
         if usage is not None and n > usage:
-            self._finish(t, Outcome.MALFORMED, f"{n} content chunks but usage says {usage} tokens")
+            self._finish(t, Outcome.MALFORMED, f"{n} token positions but usage says {usage} tokens")
             return
         if ex.ignore_eos and ex.max_tokens is not None:
             if rec.finish_reason != "length":
@@ -532,14 +631,14 @@ class StreamTracker:
                 self._finish(
                     t,
                     Outcome.SILENT_TRUNCATION,
-                    f"{n} content chunks arrived of {usage} the server counted",
+                    f"{n} token positions arrived of {usage} the server counted",
                 )
                 return
             if usage is None and ex.ignore_eos and ex.max_tokens is not None and n < ex.max_tokens:
                 self._finish(
                     t,
                     Outcome.SILENT_TRUNCATION,
-                    f"{n} content chunks of max_tokens {ex.max_tokens}",
+                    f"{n} token positions of max_tokens {ex.max_tokens}",
                 )
                 return
         self._finish(t, Outcome.OK)

@@ -144,6 +144,7 @@ class WSReader(Reading):
                 return
             if op is _PING or op is _PONG:
                 self._controls += 1
+                tracker.pings += 1  # a keep-alive: no progress (docs/outcomes.md)
                 if self._controls > MAX_CONTROL_FRAMES:
                     tracker.on_protocol_error(
                         t, f"more than {MAX_CONTROL_FRAMES} WebSocket control frames without a message"

@@ -23,6 +23,7 @@ __all__ = [
     "ClientLimits",
     "Exchange",
     "Target",
+    "apply_timeouts",
     "connect",
     "guard",
     "make_ssl_context",
@@ -42,10 +43,12 @@ class ClientLimits:
     """How long the client waits, how much it accepts, and how it reads."""
 
     stall_timeout: float = 10.0
-    """Seconds without progress (a response head, a complete SSE line, a whole WebSocket
-    message) before the client gives up (``stalled``)."""
+    """Seconds without progress (the response head, then a token) before the client gives
+    up (``stalled``)."""
     request_timeout: float = 300.0
     """Seconds a whole request may take (``timeout``)."""
+    first_token_timeout: float | None = None
+    """Seconds from the response head to the first token (None: the stall timeout)."""
     connect_timeout: float = 10.0
     """Seconds to establish TCP (and TLS)."""
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
@@ -208,6 +211,13 @@ def pump(
         exchange.receive(t, data)
         if after_read is not None and not exchange.done:
             after_read()
+
+
+def apply_timeouts(tracker: StreamTracker, limits: ClientLimits) -> None:
+    """Tell the tracker the waits its reader applies (the first token's own bound, the cancel
+    rule: a stream with no token for the stall timeout is ``stalled``, not ``cancelled``)."""
+    tracker.stall_timeout = limits.stall_timeout
+    tracker.first_token_timeout = limits.first_token_timeout
 
 
 def guard(tracker: StreamTracker, run: Callable[[], None]) -> None:

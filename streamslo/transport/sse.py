@@ -11,6 +11,7 @@ from streamslo.stream.tracker import StreamTracker
 from streamslo.transport.common import (
     ClientLimits,
     Target,
+    apply_timeouts,
     connect,
     guard,
     now,
@@ -58,6 +59,7 @@ class SSEConnection:
         only cancellation (``GreenletExit``, ``KeyboardInterrupt``) propagates.
         """
         deadline = tracker.deadline(self.limits.request_timeout)
+        apply_timeouts(tracker, self.limits)
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
         headers.update(self.target.headers)
         request = build_request(

@@ -16,6 +16,7 @@ from streamslo.stream.ws import WSHandshake, WSReader
 from streamslo.transport.common import (
     ClientLimits,
     Target,
+    apply_timeouts,
     connect,
     guard,
     now,
@@ -107,6 +108,7 @@ class WSConnection:
         server's behaviour; only cancellation propagates.
         """
         deadline = tracker.deadline(self.limits.request_timeout)
+        apply_timeouts(tracker, self.limits)
         reusable = False
 
         def run() -> None:

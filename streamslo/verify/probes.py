@@ -51,7 +51,7 @@ class ProbeRequest:
     ignore_eos: bool = True
     include_usage: bool = True
     stall_timeout_s: float = ClientLimits.stall_timeout
-    """No byte for this long ends the probe ``stalled``."""
+    """No token (before the stream: no byte) for this long ends the probe ``stalled``."""
     request_timeout_s: float = 60.0
     """The whole request ends ``timeout`` past this."""
     headers: tuple[tuple[str, str], ...] = ()
@@ -139,6 +139,7 @@ async def probe_sse(base_url: str, req: ProbeRequest | None = None) -> StreamRec
         model = await _model(client, base_url, req)
         rec = _record("sse")
         tracker = req.tracker(rec)
+        tracker.stall_timeout = req.stall_timeout_s
 
         async def trace(name: str, info: Any) -> None:
             if name == "connection.connect_tcp.complete":
@@ -191,16 +192,29 @@ async def _error_body(resp: Any) -> bytes:
     return bytes(body[: caps.MAX_ERROR_BODY_BYTES])
 
 
+def _no_token_for_too_long(tracker: StreamTracker, t: float) -> bool:
+    """Keep-alives arrive but no token for the stall timeout: ``stalled`` (docs/outcomes.md;
+    a read timeout alone would let comments or pings hold the probe to its deadline)."""
+    stall = tracker.stall_timeout
+    if stall is None or tracker.finished or t - tracker.progress_t < stall:
+        return False
+    tracker.on_stall(t, stall)
+    return True
+
+
 async def _read_sse(resp: Any, tracker: StreamTracker) -> None:
     if tracker.finished:
         return
     chunks = resp.aiter_raw()
     async for data in chunks:
-        tracker.on_sse_bytes(time.perf_counter(), data)
+        t = time.perf_counter()
+        tracker.on_sse_bytes(t, data)
         if not tracker.wants_bytes:
             return  # ended before [DONE], or too much after it: nothing more to read
         if tracker.reading_after_done:
             break
+        if _no_token_for_too_long(tracker, t):
+            return
     else:
         tracker.on_eof(time.perf_counter(), body_complete=True)
         return
@@ -245,6 +259,7 @@ async def probe_ws(base_url: str, req: ProbeRequest | None = None) -> StreamReco
         model = await _model(client, base_url, req)
     rec = _record("ws")
     tracker = req.tracker(rec)
+    tracker.stall_timeout = req.stall_timeout_s
     try:
         async with asyncio.timeout(req.request_timeout_s):
             async with connect(
@@ -269,6 +284,8 @@ async def probe_ws(base_url: str, req: ProbeRequest | None = None) -> StreamReco
                         tracker.on_ws_binary(t, len(msg))
                     else:
                         tracker.on_ws_text(t, msg)
+                    if _no_token_for_too_long(tracker, t):
+                        break
     except TimeoutError:
         tracker.on_deadline(time.perf_counter(), req.request_timeout_s)
     except InvalidStatus as exc:

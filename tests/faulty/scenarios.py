@@ -9,7 +9,8 @@ from tests.faulty.catalogue import SCENARIOS
 
 # The families register themselves on import, in this order (``ok`` first: it is the first
 # model of ``/v1/models``).
-for _family in ("scenarios_ok", "scenarios_broken", "scenarios_waits", "scenarios_hostile_heads", "scenarios_hostile"):
+for _family in ("scenarios_ok", "scenarios_broken", "scenarios_waits", "scenarios_hostile_heads", "scenarios_hostile",
+                "scenarios_real"):
     importlib.import_module(f"tests.faulty.{_family}")
 
 from tests.faulty.scenarios_hostile import HOSTILE  # noqa: E402

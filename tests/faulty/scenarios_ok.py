@@ -116,13 +116,14 @@ async def _ok_dribble(out: Out, req: Request) -> None:
 @register(
     "ok_role_empty",
     ("ok", "ok"),
-    summary="Role-only first chunk, empty chunks, finish in its own chunk (OpenAI shape).",
+    summary="Role-only first chunk, chunks without a token, finish in its own chunk (OpenAI shape).",
     sse=(
         "Chat: a first chunk with delta {'role':'assistant','content':''}; completions: a "
-        "first chunk with text ''. Then n content chunks, each token followed by an empty "
-        "chunk (chat: delta {'content':''} and delta {} alternately; completions: text ''). "
-        "Then a chunk with empty content and finish_reason 'length', then a chunk with "
-        "choices [] and usage (if asked), then [DONE]. Only the n tokens are content."
+        "first chunk with choices []. Then n content chunks, each token followed by a chunk "
+        "without a token (chat: delta {} and delta {'content': null} alternately; "
+        "completions: choices []). Then a chunk with empty content (chat: delta {}; "
+        "completions: text '') and finish_reason 'length', then a chunk with choices [] and "
+        "usage (if asked), then [DONE]. Only the n tokens are token positions."
     ),
     ws="The same chunks as frames, then '[DONE]'.",
 )
@@ -130,10 +131,17 @@ async def _ok_role_empty(out: Out, req: Request) -> None:
     n = req.max_tokens
     ch = out.chunks
     await out.begin()
-    await out.chunk(ch.piece("", delta={"role": "assistant", "content": ""}))
+    no_token = ch.piece("", delta={}) if req.chat else {**ch.piece(""), "choices": []}
+    if req.chat:
+        await out.chunk(ch.piece("", delta={"role": "assistant", "content": ""}))
+    else:
+        await out.chunk(no_token)
     for i in range(n):
         await out.chunk(ch.piece(token_text(i)))
-        await out.chunk(ch.piece("", delta={"content": ""} if i % 2 == 0 else {}))
+        if req.chat and i % 2:
+            await out.chunk(ch.piece("", delta={"content": None}))
+        else:
+            await out.chunk(no_token)
     await out.chunk(ch.piece("", "length", delta={}))
     if req.include_usage:
         await out.chunk(ch.usage_only(n))

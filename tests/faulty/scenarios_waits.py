@@ -76,10 +76,10 @@ async def _stall_midway(out: Out, req: Request) -> None:
     ("timeout", "timeout"),
     summary=f"A stream that never ends: a chunk every {ENDLESS_INTERVAL_S} s for {ENDLESS_S} s.",
     sse=(
-        f"200 headers; one chunk every {ENDLESS_INTERVAL_S} s (the first at "
-        f"{ENDLESS_INTERVAL_S} s): content chunks 0..n-2 (never more than n - 1 tokens, so "
-        "no chunk-count rule can fire), then chunks with empty content (chat: delta {}) "
-        f"forever; after {ENDLESS_S} s, FIN mid-body."
+        f"200 headers; one chunk every {ENDLESS_INTERVAL_S} s (the first at once): content chunks 0..n-2 (never more than n - 1 tokens, so "
+        "no chunk-count rule can fire; for n >= 8 they outlast the request timeout, each gap "
+        "under the stall timeout), then chunks with no token (chat: delta {}; completions: "
+        f"choices []) forever; after {ENDLESS_S} s, FIN mid-body."
     ),
     ws="The same frames on the same schedule, then FIN with no close frame.",
     note="Also the scenario for cancelled: stop the run with a drain shorter than the stream.",
@@ -90,11 +90,16 @@ async def _endless(out: Out, req: Request) -> None:
     t0 = loop.time()
     await out.begin()
     tick = 1
-    while tick * ENDLESS_INTERVAL_S <= ENDLESS_S:
-        await out.sleep_until(t0 + tick * ENDLESS_INTERVAL_S)
+    while (tick - 1) * ENDLESS_INTERVAL_S <= ENDLESS_S:
+        await out.sleep_until(t0 + (tick - 1) * ENDLESS_INTERVAL_S)
         i = tick - 1
         text = token_text(i) if i < n - 1 else ""
-        await out.chunk(out.chunks.piece(text, delta=None if text else {}))
+        if text:
+            await out.chunk(out.chunks.piece(text))
+        elif req.chat:
+            await out.chunk(out.chunks.piece("", delta={}))
+        else:
+            await out.chunk({**out.chunks.piece(""), "choices": []})
         tick += 1
     await out.drop()
 

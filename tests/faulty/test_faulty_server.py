@@ -165,7 +165,9 @@ class SseParser:
     def __init__(self) -> None:
         self.buffer = b""
         self.data: list[str] = []
+        self.name = ""
         self.events: list[str] = []
+        self.names: list[str] = []
 
     def feed(self, data: bytes, *, eof: bool = False) -> None:
         self.buffer += data
@@ -186,7 +188,9 @@ class SseParser:
         if not line:
             if self.data:
                 self.events.append("\n".join(self.data))
+                self.names.append(self.name or "message")
             self.data = []
+            self.name = ""
             return
         if line.startswith(":"):
             return
@@ -194,6 +198,8 @@ class SseParser:
         value = value.removeprefix(" ")
         if name == "data":
             self.data.append(value)
+        elif name == "event":
+            self.name = value
 
 
 class Judge:
@@ -205,31 +211,52 @@ class Judge:
         self.finish: str | None = None
         self.usage: int | None = None
         self.done = False
+        self.empty_finish = False  # an empty text on the finish chunk: a token if usage says so
 
-    def chunk(self, text: str) -> str | None:
+    def chunk(self, text: str, name: str = "message") -> str | None:
         """Feed one event/frame; an outcome if it decides one."""
         if self.done:
             return "malformed"
         if text == "[DONE]":
             self.done = True
             return None
+        if name == "error":
+            return "error_event" if self.content or not getattr(self, "ws", False) else "http_5xx"
+        if not text.strip():
+            return None  # an empty event / message: a keep-alive
         try:
             obj = json.loads(text)
         except ValueError:
             return "malformed"
         if not isinstance(obj, dict):
             return "malformed"
-        if "error" in obj:
-            code = int(obj["error"].get("code", 500))
+        if "error" in obj or obj.get("object") == "error":
+            err = obj["error"] if isinstance(obj.get("error"), dict) else obj
+            code = int(err.get("code") or 500)
             if self.content == 0 and getattr(self, "ws", False):
                 return "http_4xx" if code < 500 else "http_5xx"
             return "error_event"
         for choice in obj.get("choices") or ():
-            delta = choice.get("delta") or {}
-            if delta.get("content") or choice.get("text"):
+            finish = choice.get("finish_reason")
+            # A token position: any text field, an empty one too (a held-back token), but not
+            # the role announcement nor a delta with no text field.
+            role = False
+            if isinstance(choice.get("text"), str):
+                fields = [choice["text"]]
+            else:
+                delta = choice.get("delta") or {}
+                role = "role" in delta
+                fields = [delta[k] for k in ("content", "reasoning_content") if isinstance(delta.get(k), str)]
+            if any(fields):
                 self.content += 1
-            if choice.get("finish_reason"):
-                self.finish = choice["finish_reason"]
+            elif role:
+                pass  # the role announcement
+            elif finish:
+                self.empty_finish = True  # the finish chunk with no text
+            elif fields:
+                self.content += 1
+            if finish:
+                self.finish = finish
         if obj.get("usage"):
             self.usage = obj["usage"]["completion_tokens"]
         return None
@@ -237,6 +264,9 @@ class Judge:
     def verdict(self) -> str:
         if not self.done:
             return "truncated"
+        server_count = self.usage if self.usage is not None else (self.n if self.finish == "length" else None)
+        if self.empty_finish and server_count is not None and self.content < server_count:
+            self.content += 1
         if self.finish is None:
             return "malformed"
         if self.content > self.n or (self.usage is not None and self.content > self.usage):
@@ -263,6 +293,7 @@ def judge_sse(port: int, scenario: str, n: int = N) -> str:
     raw = b""
     head: bytes | None = None
     chunked = True
+    progress = time.monotonic()  # the stall clock: the request, the head, then each token
     with socket.create_connection(("127.0.0.1", port), timeout=STALL_TIMEOUT_S) as sock:
         sock.sendall(request)
         eof = False
@@ -270,7 +301,10 @@ def judge_sse(port: int, scenario: str, n: int = N) -> str:
             left = deadline - time.monotonic()
             if left <= 0:
                 return "timeout"
-            sock.settimeout(min(STALL_TIMEOUT_S, left))
+            stall_left = progress + STALL_TIMEOUT_S - time.monotonic()
+            if stall_left <= 0:
+                return "stalled"
+            sock.settimeout(min(stall_left, left))
             try:
                 piece = sock.recv(65536)
             except TimeoutError:
@@ -290,6 +324,7 @@ def judge_sse(port: int, scenario: str, n: int = N) -> str:
                         return "connect_error"
                     continue
                 head, raw = raw.split(b"\r\n\r\n", 1)
+                progress = time.monotonic()
                 fake = Raw(head + b"\r\n\r\n")
                 if fake.status >= 400:
                     return "http_4xx" if fake.status < 500 else "http_5xx"
@@ -301,15 +336,18 @@ def judge_sse(port: int, scenario: str, n: int = N) -> str:
             else:
                 body, complete = raw, eof
             # Simple, not fast: parse and judge the whole body so far, afresh each read.
+            tokens_before = judge.content
             parser, judge = SseParser(), Judge(n)
             try:
                 parser.feed(body, eof=complete or eof)
             except ValueError:
                 return "malformed"
-            for event in parser.events:
-                outcome = judge.chunk(event)
+            for event, name in zip(parser.events, parser.names, strict=True):
+                outcome = judge.chunk(event, name)
                 if outcome is not None:
                     return outcome
+            if judge.content > tokens_before:
+                progress = time.monotonic()
             if complete or eof:
                 return judge.verdict() if complete else "truncated"
 
@@ -331,12 +369,16 @@ def judge_ws(server: FaultyServer, scenario: str, n: int = N) -> str:
         return "connect_error"
     with ws:
         ws.send(json.dumps(_body(None if by_path else scenario, n)))
+        progress = time.monotonic()  # the stall clock: the request frame, then each token
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
                 return "timeout"
+            stall_left = progress + STALL_TIMEOUT_S - time.monotonic()
+            if stall_left <= 0:
+                return "stalled"
             try:
-                message = ws.recv(timeout=min(STALL_TIMEOUT_S, left))
+                message = ws.recv(timeout=min(stall_left, left))
             except TimeoutError:
                 return "timeout" if time.monotonic() >= deadline else "stalled"
             except ConnectionClosed as exc:
@@ -350,9 +392,12 @@ def judge_ws(server: FaultyServer, scenario: str, n: int = N) -> str:
                 return "truncated"
             if isinstance(message, bytes):
                 return "malformed"
+            tokens_before = judge.content
             outcome = judge.chunk(message)
             if outcome is not None:
                 return outcome
+            if judge.content > tokens_before:
+                progress = time.monotonic()
             if judge.done:
                 return judge.verdict()
 
@@ -402,10 +447,12 @@ _CASES = sorted(k for k in EXPECTED if k[0] not in HOSTILE)
 def test_reference_client_sees_expected_outcome(
     faulty_server: FaultyServer, scenario: str, proto: str
 ) -> None:
+    # endless needs n >= 8: its n - 1 tokens, each under the stall timeout, outlast the deadline.
+    n = 8 if scenario == "endless" else N
     if proto == "sse":
-        outcome = judge_sse(faulty_server.port, scenario)
+        outcome = judge_sse(faulty_server.port, scenario, n)
     else:
-        outcome = judge_ws(faulty_server, scenario)
+        outcome = judge_ws(faulty_server, scenario, n)
     assert outcome == EXPECTED[(scenario, proto)]
 
 

@@ -70,7 +70,7 @@ def test_summary_agrees_with_streams_csv(timed_run):
     assert summary["itl_ms"]["p99"] == pytest.approx(float(np.percentile(itl, 99)))
     assert summary["itl_ms"]["count"] == len(itl)
     slo = json.loads((out / "slo.json").read_text())
-    assert {t["metric"] for t in slo["thresholds"]} == {"truncation_rate", "http_5xx_rate", "itl_ms"}
+    assert {t["metric"] for t in slo["thresholds"]} == {"truncation_rate", "http_5xx_rate", "connect_error_rate", "itl_ms"}
     assert all(t["passed"] for t in slo["thresholds"])
 
 

@@ -97,7 +97,8 @@ def test_throughput_is_tokens_over_run_duration(compared: Built) -> None:
 
 def test_verdicts_table(compared: Built) -> None:
     rows = {v["metric"]: v for v in compared.data["verdicts"]}
-    assert set(rows) == {"truncation_rate", "http_5xx_rate", "itl_ms"}
+    assert set(rows) == {"truncation_rate", "http_5xx_rate", "connect_error_rate", "itl_ms"}
+    assert rows.pop("connect_error_rate")["verdict"] == "pass"  # no refused connection in either run
     assert all(v["verdict"] == "fixed" for v in rows.values())
     assert rows["itl_ms"]["before"] == pytest.approx(
         np.percentile(expected_samples(compared.before, "itl_ms"), 99))

@@ -18,6 +18,9 @@ def test_the_line_says_elapsed_eta_streams_rates_and_alerts():
                                  "trunc 0.12% 5xx 0.00% ITL p99 51.2 ms | alerts 1 (last: 1h/5m×14.4)")
     assert fmt_duration(3723) == "1h02m03s" and fmt_duration(7) == "7s"
     assert "streams — " in progress_line(ProgressState(1, 10))
+    assert "connect errors" not in progress_line(st)  # none: nothing to show
+    dead = progress_line(ProgressState(30, 60, streams=44_200, active=0.0, connect_errors=44_108))
+    assert "streams 44,200 (0 open) | connect errors 44,108 | last window" in dead
 
 
 def test_plain_lines_come_every_interval_and_once_at_the_end():

@@ -88,3 +88,13 @@ def test_a_run_without_windows_gets_no_long_run_section(tmp_path):
     res = build_report(None, d, tmp_path / "r.html", resamples=20)
     assert "Long run" not in res.markdown.read_text()
     assert json.loads(res.json.read_text())["soak"] == []
+
+
+def test_partial_windows_are_divided_by_the_part_the_run_covered():
+    """Windows are aligned to the clock: a run from t=103 to t=125 covers 7 s of its first
+    10 s window and 5 s of its last. 70 requests in the first window is 10/s, not a ramp."""
+    from streamslo.reports.soak import SoakSection, window_rates
+
+    rows = [{"window_start": 100.0 + 10 * i, "window_s": 10.0, "requests": n} for i, n in enumerate((70, 100, 50))]
+    sec = SoakSection("after", "run", rows, None, [], None, {}, [], (103.0, 125.0))
+    assert window_rates(sec) == [(0.0, 10.0, True), (10.0, 10.0, False), (20.0, 10.0, True)]

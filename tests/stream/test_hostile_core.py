@@ -268,8 +268,9 @@ def test_a_dripped_line_that_never_ends_is_stalled():
     assert rec.open_gap and rec.gap_s[-1] == pytest.approx(STALL)
 
 
-def test_complete_lines_are_progress():
-    from tests.stream.drive import Burst, drive_sse
+def test_complete_lines_are_not_progress():
+    """Comments keep a connection alive, not a stream: only tokens restart the stall clock."""
+    from tests.stream.drive import STALL, Burst, drive_sse
 
     ok = b"".join(
         chunk_bytes({"choices": [{"delta": {"content": f"t{i}"}, "finish_reason": "length" if i == 2 else None}]})
@@ -279,7 +280,9 @@ def test_complete_lines_are_progress():
     bursts += [Burst(0.5 + i * 0.5, [b": keep-alive\n"]) for i in range(10)]  # 5 s of comments
     bursts += [Burst(5.5, [ok + b"data: [DONE]\n\n"])]  # 0.5 s after the last comment
     rec = drive_sse(bursts, 5.51)
-    assert rec.outcome == "ok", rec.error
+    assert rec.outcome == "stalled"
+    assert rec.e2e_s == pytest.approx(0.01 + STALL)
+    assert rec.error == "no first token for 1s after the stream began; 2 SSE comments kept the connection alive"
 
 
 def test_hostile_streams_leave_no_reference_cycles():

@@ -145,7 +145,7 @@ def test_rate_boundaries(tmp_path: Path, expr: str, passed: bool) -> None:
 def test_no_data_fails_with_no_data(tmp_path: Path) -> None:
     data = load_run(write_run(tmp_path, []))
     results = evaluate(DEFAULT_SLO, data)
-    assert [r.observed for r in results] == [None, None, None]
+    assert [r.observed for r in results] == [None, None, None, None]
     assert not any(r.passed for r in results)
     assert all("no data" in r.message for r in results)
     # A count has a value even with no data.

@@ -143,7 +143,7 @@ def test_the_spec_example_parses_into_frozen_checks() -> None:
 def test_default_slo_is_the_incidents() -> None:
     parsed = parse_slo(
         '[thresholds]\ntruncation_rate = ["rate<0.001"]\nhttp_5xx_rate = ["rate<0.001"]\n'
-        'itl_ms = ["p(99)<200"]\n'
+        'connect_error_rate = ["rate<0.001"]\nitl_ms = ["p(99)<200"]\n'
     )
 
     def key(th: object) -> tuple[object, ...]:

@@ -64,6 +64,17 @@ def _vllm(deltas: list[dict[str, Any]], finish: str = "length", usage: dict[str,
 
 _WORDS4 = [{"content": t} for t in ("Hello", ",", " world", "!")]
 
+
+def _vllm_032(contents: list[str]) -> bytes:
+    """vLLM 0.32 as measured: the role chunk, one chunk per token (``"content": ""`` for a token
+    whose text the detokenizer holds back), the finish on the last token's chunk, usage apart."""
+    events = [_oai([_delta({"role": "assistant", "content": ""})], VLLM)]
+    events += [_oai([_delta({"content": c}, "length" if i == len(contents) - 1 else None)], VLLM)
+               for i, c in enumerate(contents)]
+    events.append(_oai([], VLLM, usage={"prompt_tokens": 12, "total_tokens": 12 + len(contents),
+                                        "completion_tokens": len(contents)}))
+    return _sse(events)
+
 # TGI's Messages API: no space after "data:", the role on every delta, the last token carries
 # the finish_reason, "usage": null on token chunks, then a usage chunk.
 _TGI = "tgi"
@@ -124,6 +135,9 @@ _NO_EOS = {"ignore_eos": False}
 
 SHAPES: tuple[Shape, ...] = (
     Shape("vllm", _vllm(_WORDS4), "ok", tokens=4, usage=(12, 4)),
+    # Held-back tokens (byte pieces of "é", a special token): empty content, still tokens.
+    Shape("vllm_held_back", _vllm_032(["Caf", "", "", "!"]), "ok", tokens=4, usage=(12, 4)),
+    Shape("vllm_held_back_last", _vllm_032(["Hello", " wor", "ld", ""]), "ok", tokens=4, usage=(12, 4)),
     Shape("vllm_reasoning", _vllm([{"reasoning_content": "Think"}, {"reasoning_content": "ing."},
                                    {"content": "Hi"}, {"content": "!"}]), "ok", tokens=4, usage=(12, 4)),
     Shape("vllm_tool_calls", _vllm(_TOOL, finish="tool_calls"), "ok", _NO_EOS, tokens=4, usage=(12, 4)),
