@@ -86,6 +86,7 @@ class LoadOptions(RunOptions):
             include_usage=values["usage"],
             done_marker=values["done_marker"],
             coalesced_chunks=values["coalesced_chunks"],
+            token_ids=values["token_ids"],
             system_prompt=resolve_system_prompt(values["system_prompt"]),
         )
         envelope = WSEnvelope.from_options(

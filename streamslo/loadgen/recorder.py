@@ -53,7 +53,7 @@ from streamslo.stream.outcome import Outcome
 from streamslo.stream.timing import StreamRecord
 from streamslo.transport.fetch import fetch
 from streamslo.transport.sync import Target
-from streamslo.workload.requests import RequestOptions, Workload, first_model_id
+from streamslo.workload.requests import RequestOptions, Workload, first_model_id, first_model_owner
 
 if TYPE_CHECKING:
     from streamslo.loadgen.relay import RelayReceiver, RelaySender
@@ -93,8 +93,9 @@ def claim_run_start(directory: Path) -> float:
     return now
 
 
-def _first_model(target: Target) -> str | None:
-    """The first model of ``/v1/models``, None when the server does not say.
+def _first_model(target: Target) -> tuple[str | None, str | None]:
+    """The first model of ``/v1/models`` and who serves it (``owned_by``: vLLM says ``vllm``);
+    None for what the server does not say.
 
     Asked over the client's own transport: no redirect is followed (the API key never goes
     to another host), the answer is capped in size and time, and its JSON in depth.
@@ -104,11 +105,16 @@ def _first_model(target: Target) -> str | None:
         status, body = fetch(target, "/v1/models")
         if status != 200:
             log.warning("could not list models at %s (HTTP %d); sending no model name", url, status)
-            return None
-        return first_model_id(loads_chunk(body.decode("utf-8", "replace")))
+            return None, None
+        listing = loads_chunk(body.decode("utf-8", "replace"))
+        return first_model_id(listing), first_model_owner(listing)
     except (OSError, ProtocolError, ValueError) as exc:
         log.warning("could not list models at %s (%s); sending no model name", url, exc)
-    return None
+    return None, None
+
+
+#: The dialects whose chunks can list their token ids (vLLM's ``return_token_ids``).
+_TOKEN_ID_APIS = ("openai-chat", "openai-completions")
 
 
 #: The ``StreamRecord`` fields that are text columns of ``streams.csv`` (the others are numbers).
@@ -194,13 +200,21 @@ class RunRecorder:
         if self._request is None:
             with self._request_lock:  # the first users arrive together: ask /v1/models once
                 if self._request is None:
-                    req = self.opts.request
-                    if req.model is None:
-                        model = _first_model(self.target)
-                        if model is not None:
-                            from dataclasses import replace
+                    from dataclasses import replace
 
+                    req = self.opts.request
+                    auto_ids = req.token_ids == "auto" and req.dialect in _TOKEN_ID_APIS
+                    if req.model is None or auto_ids:
+                        model, owner = _first_model(self.target)
+                        if req.model is None and model is not None:
                             req = replace(req, model=model)
+                        if auto_ids and owner == "vllm":
+                            req = replace(req, token_ids="on")
+                    if req.token_ids == "on" and "return_token_ids" not in req.extra:
+                        # Each chunk lists its token ids: exact counts when vLLM merges several
+                        # tokens into one chunk (its API server behind its engine), which
+                        # otherwise reads as tokens lost (docs/servers.md).
+                        req = replace(req, extra={**req.extra, "return_token_ids": True})
                     self._request = req
         return self._request
 

@@ -157,6 +157,9 @@ class RunOptions:
         Switch(), "streams end with the body, not with [DONE]", flag="--no-done-marker", inverted=True))
     coalesced_chunks: bool = field(default=False, metadata=option(
         Switch(), "the server may pack several tokens into one chunk"))
+    token_ids: str = field(default="auto", metadata=option(
+        Choice(("auto", "on", "off")), "ask for each chunk's token ids (vLLM's return_token_ids: "
+        "exact token counts when it merges tokens into one chunk); auto: when /v1/models says vLLM"))
     ws_request_template: str | None = field(default=None, metadata=option(
         Text(name="FILE"), 'WebSocket: a JSON file whose string "{{request}}" is replaced by each request body',
         web_ui=False))

@@ -148,8 +148,8 @@ class EventTracker(StreamTracker):
             detail += f" (kept alive by {self._kept_alive})"
         self._finish(t, Outcome.STALLED, detail)
 
-    def _token(self, t: float, kind: int = ANSWER) -> None:
-        super()._token(t, kind)
+    def _token(self, t: float, kind: int = ANSWER, n: int = 1) -> None:
+        super()._token(t, kind, n)
         self._tok_t = t
 
     # ------------------------------------------------------------------ events

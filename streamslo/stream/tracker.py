@@ -504,6 +504,7 @@ class StreamTracker:
             return
         position = 0
         kind = 0  # the token's kind (chunkjson.ANSWER, REASONING, TOOL)
+        listed = -1  # tokens the chunk lists in ``token_ids`` (vLLM's return_token_ids); -1: none
         for choice in choices:
             if not isinstance(choice, dict):
                 self._finish(t, Outcome.MALFORMED, "a choice is not an object")
@@ -521,7 +522,20 @@ class StreamTracker:
                     if p == TOKEN:
                         # An empty text field (a held-back token) is an answer token.
                         kind = has_text(choice) or ANSWER
-        if position == TOKEN:
+            ids = choice.get("token_ids")
+            if type(ids) is list:
+                listed = len(ids)
+        if listed >= 0 and position:
+            # The server lists the chunk's tokens: that count is exact, whether it merged several
+            # tokens into one chunk (vLLM, when its API server falls behind its engine) or held
+            # a token's text back. A chunk listing none carries no token.
+            if listed:
+                if self.text is not None:
+                    self.text.append(_content_text(choices))
+                self._token(t, kind or has_text(choices[0]) or ANSWER, listed)
+            else:
+                self._idle += 1
+        elif position == TOKEN:
             if self.text is not None:
                 self.text.append(_content_text(choices))
             self._token(t, kind)
@@ -540,10 +554,12 @@ class StreamTracker:
         else:
             self._finish(t, Outcome.ERROR_EVENT, f"error event: {message}")
 
-    def _token(self, t: float, kind: int = ANSWER) -> None:
-        """One token position at ``t``; ``kind``: what it carried (chunkjson's kinds)."""
+    def _token(self, t: float, kind: int = ANSWER, n: int = 1) -> None:
+        """A token position at ``t`` (``n``: a chunk that lists several token ids is one arrival
+        holding ``n`` positions: one ITL gap, ``n`` tokens); ``kind``: what it carried
+        (chunkjson's kinds)."""
         rec = self.rec
-        rec.tokens += 1
+        rec.tokens += n
         self._ws_content_seen = True
         self.progress_t = t
         if self._idle:
@@ -562,9 +578,9 @@ class StreamTracker:
             if rec.ttfo_s is None:
                 rec.ttfo_s = t - rec.t0
         elif kind == REASONING:
-            rec.reasoning_tokens += 1
+            rec.reasoning_tokens += n
         else:
-            rec.tool_tokens += 1
+            rec.tool_tokens += n
             if rec.ttftc_s is None:
                 rec.ttftc_s = t - rec.t0
         ex = self._expect

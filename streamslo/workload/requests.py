@@ -35,6 +35,7 @@ __all__ = [
     "Workload",
     "build_body",
     "first_model_id",
+    "first_model_owner",
     "resolve_system_prompt",
     "user_weights",
 ]
@@ -68,6 +69,8 @@ class RequestOptions:
     """Expect ``[DONE]``; False for servers that end with the body."""
     coalesced_chunks: bool = DEFAULTS.coalesced_chunks
     """The server may pack several tokens in one chunk."""
+    token_ids: str = DEFAULTS.token_ids
+    """``auto``, ``on`` or ``off``: ask for each chunk's token ids (``return_token_ids``)."""
     system_prompt: str | None = None
     """A system message first in every chat request (the text, already read from a file)."""
     extra: dict[str, object] = field(default_factory=dict)
@@ -427,6 +430,17 @@ def user_weights(protocol: str, slow_fraction: float) -> dict[str, int]:
             "SlowWebSocketStreamUser": f / 2,
         }
     return {k: round(v * 1000) for k, v in shares.items() if round(v * 1000) > 0}
+
+
+def first_model_owner(listing: object) -> str | None:
+    """``owned_by`` of the first model of a ``GET /v1/models`` answer (vLLM says ``vllm``),
+    None when it does not say."""
+    models = listing.get("data") if isinstance(listing, dict) else None
+    if isinstance(models, list) and models and isinstance(models[0], dict):
+        owner = models[0].get("owned_by")
+        if isinstance(owner, str):
+            return owner
+    return None
 
 
 def first_model_id(listing: object) -> str | None:

@@ -41,11 +41,10 @@ from tests.stream.drive import Burst, drive_sse
 CAPTURES = Path(__file__).resolve().parent / "captures"
 SPLITS = [1, 7, 97, 1 << 20]
 
-WREAL = ("issue 16 §1 (branch wreal): a chunk with empty content is a token position; "
-         "flip to a plain test once it lands")
 MERGED = ("vLLM merged several tokens into one chunk (its API server fell behind): complete "
-          "(finish length, usage 64, [DONE]) with fewer chunks than tokens; passes only once "
-          "streamslo tells merged chunks from lost ones (e.g. vLLM's per-chunk token_ids)")
+          "(finish length, usage 64, [DONE]) with fewer chunks than tokens; without the chunks' "
+          "token ids (a run asks vLLM for them: --token-ids auto) a merge cannot be told from a "
+          "loss")
 STREAMS = ["chat_stream_empty_chunks.http", "completions_stream_empty_chunks.http",
            "chat_stream_merged.http", "completions_stream_merged.http"]
 
@@ -151,20 +150,34 @@ def test_with_coalesced_chunks_a_complete_stream_is_ok(name: str, size: int) -> 
 
 
 def _default(name: str) -> Any:
-    mark = pytest.mark.xfail(strict=True, reason=MERGED if "merged" in name else WREAL)
-    return pytest.param(name, marks=mark, id=name.removesuffix(".http"))
+    marks = [pytest.mark.xfail(strict=True, reason=MERGED)] if "merged" in name else []
+    return pytest.param(name, marks=marks, id=name.removesuffix(".http"))
 
 
-@pytest.mark.parametrize("name", [_default(n) for n in STREAMS])
+#: Every captured stream, and the one that lists its chunks' token ids (merged chunks among them).
+DEFAULT_STREAMS = [_default(n) for n in [*STREAMS, "chat_stream_token_ids.http"]]
+
+
+@pytest.mark.parametrize("name", DEFAULT_STREAMS)
 def test_a_complete_vllm_stream_is_ok_with_the_default_flags(name: str) -> None:
     rec = _replay(name, 97, 64)
     assert rec.outcome == "ok", rec.error
 
 
-@pytest.mark.parametrize("name", [_default(n) for n in STREAMS])
+@pytest.mark.parametrize("name", DEFAULT_STREAMS)
 def test_tokens_equal_the_servers_usage_with_the_default_flags(name: str) -> None:
     rec = _replay(name, 97, 64)
     assert rec.row()["tokens"] == rec.usage_completion_tokens == 64
+
+
+@pytest.mark.parametrize("size", SPLITS)
+def test_a_merged_chunk_counts_the_token_ids_it_lists(size: int) -> None:
+    """A chunk listing several token ids is one arrival: one ITL gap, as many tokens as ids."""
+    choices, _ = _choices("chat_stream_token_ids.http")
+    arrivals = sum(1 for c in choices if c.get("token_ids"))
+    rec = _replay("chat_stream_token_ids.http", size, 64)
+    assert rec.outcome == "ok", rec.error
+    assert rec.tokens == 64 and len(rec.gap_s) == arrivals - 1 < 63
 
 
 # ------------------------------------------------------------------ vLLM's /metrics

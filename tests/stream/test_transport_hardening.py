@@ -103,7 +103,7 @@ def test_models_redirect_is_not_followed_and_the_key_stays_home(servers):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "None"
+    assert out.stdout.strip() == "(None, None)"
     assert "302" in out.stderr  # the warning says why no model name is sent
     assert len(home.requests) == 1 and b"Bearer s3cret" in home.requests[0]
     assert elsewhere.requests == []
