@@ -31,7 +31,7 @@ LIBS = ("raw", "aiohttp", "httpx", "websockets")
 #: The Locust clients :func:`locustfile` writes.
 LOCUST_KINDS = ("HttpUser", "FastHttpUser")
 
-_LOCUST_COMMON = '''
+_LOCUST_COMMON = """
 import json
 import os
 import time
@@ -77,18 +77,18 @@ class PlainStreamUser({base}):
                 r.success()
         finally:
             _RECS.append((t0, done, recv, emit))
-'''
+"""
 
 # Per kind: the read loop (no JSON decode: each row's best case), one time.time() per token line.
 _READ = {
-    "HttpUser": '''\
+    "HttpUser": """\
                 for line in r.iter_lines():
                     if line.startswith(b"data: {"):
                         recv.append(time.time())
                         emit.append(line[13:30])
                     elif line == b"data: [DONE]":
-                        done = True''',
-    "FastHttpUser": '''\
+                        done = True""",
+    "FastHttpUser": """\
                 readline = r.stream.readline
                 while True:
                     line = readline(b"\\n")
@@ -98,7 +98,7 @@ _READ = {
                         recv.append(time.time())
                         emit.append(line[13:30])
                     elif line.startswith(b"data: [DONE]"):
-                        done = True''',
+                        done = True""",
 }
 
 
@@ -219,11 +219,17 @@ async def _run_workers(coros: list[Any], seconds: float) -> None:
     await asyncio.gather(*pending, return_exceptions=True)
 
 
-async def run_clients(lib: str, url: str, users: int, seconds: float, max_tokens: int) -> list[Record]:
+async def run_clients(
+    lib: str, url: str, users: int, seconds: float, max_tokens: int
+) -> list[Record]:
     """Run ``users`` users of ``lib`` against ``url`` for ``seconds``; their records."""
     host, _, port = url.removeprefix("http://").partition(":")
-    body_obj = {"model": "bench", "messages": [{"role": "user", "content": "hello"}],
-                "max_tokens": max_tokens, "stream": True}
+    body_obj = {
+        "model": "bench",
+        "messages": [{"role": "user", "content": "hello"}],
+        "max_tokens": max_tokens,
+        "stream": True,
+    }
     recs: list[Record] = []
     stop_at = time.time() + seconds
     accept = {"Accept": "text/event-stream"}
@@ -241,20 +247,28 @@ async def run_clients(lib: str, url: str, users: int, seconds: float, max_tokens
                 async with session.post(chat, json=body_obj, headers=accept) as resp:
                     yield resp.content
 
-            await _run_workers([_line_worker(aiohttp_lines, stop_at, recs) for _ in range(users)], seconds)
+            await _run_workers(
+                [_line_worker(aiohttp_lines, stop_at, recs) for _ in range(users)], seconds
+            )
     elif lib == "httpx":
         import httpx
 
         # One shared client; no pool cap (httpx's default is 100 connections).
         limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
-        async with httpx.AsyncClient(base_url=url, limits=limits, timeout=httpx.Timeout(30.0)) as client:
+        async with httpx.AsyncClient(
+            base_url=url, limits=limits, timeout=httpx.Timeout(30.0)
+        ) as client:
 
             @contextlib.asynccontextmanager
             async def httpx_lines() -> AsyncIterator[Any]:
-                async with client.stream("POST", "/v1/chat/completions", json=body_obj, headers=accept) as resp:
+                async with client.stream(
+                    "POST", "/v1/chat/completions", json=body_obj, headers=accept
+                ) as resp:
                     yield resp.aiter_lines()
 
-            await _run_workers([_line_worker(httpx_lines, stop_at, recs) for _ in range(users)], seconds)
+            await _run_workers(
+                [_line_worker(httpx_lines, stop_at, recs) for _ in range(users)], seconds
+            )
     elif lib == "websockets":
         ws_url = "ws://" + url.removeprefix("http://") + "/v1/ws"
         body = json.dumps(body_obj)
@@ -265,7 +279,9 @@ async def run_clients(lib: str, url: str, users: int, seconds: float, max_tokens
             f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
             f"Accept: text/event-stream\r\nContent-Length: {len(body_b)}\r\nConnection: close\r\n\r\n"
         ).encode() + body_b
-        await _run_workers([_raw_worker(host, int(port), req, stop_at, recs) for _ in range(users)], seconds)
+        await _run_workers(
+            [_raw_worker(host, int(port), req, stop_at, recs) for _ in range(users)], seconds
+        )
     return recs
 
 

@@ -96,9 +96,23 @@ SSE, WS = Framing(False), Framing(True)
 
 
 class Stream:
-    __slots__ = ("alive", "body_bytes", "close_after", "fr", "k", "n", "pad", "proto", "seq", "t_req", "writes")
+    __slots__ = (
+        "alive",
+        "body_bytes",
+        "close_after",
+        "fr",
+        "k",
+        "n",
+        "pad",
+        "proto",
+        "seq",
+        "t_req",
+        "writes",
+    )
 
-    def __init__(self, proto: EmitterProtocol, seq: int, t_req: float, n: int, close_after: bool, fr: Framing) -> None:
+    def __init__(
+        self, proto: EmitterProtocol, seq: int, t_req: float, n: int, close_after: bool, fr: Framing
+    ) -> None:
         self.proto = proto
         self.fr = fr
         self.pad = b""
@@ -280,7 +294,9 @@ class EmitterProtocol(asyncio.Protocol):
                 self._ws_frames()
                 return
             if method != "POST" or not path.startswith("/v1/chat/completions"):
-                self.transport.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                self.transport.write(
+                    b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                )
                 self.transport.close()
                 return
             self.emitter.add(self, _max_tokens(body), close)
@@ -354,7 +370,9 @@ def main() -> None:
     p.add_argument("--ready", default="", help="write the bound port here once listening")
     p.add_argument("--log", default="", help="write per-stream write epochs here on SIGTERM")
     p.add_argument("--period-ms", type=float, default=20.0)
-    p.add_argument("--ttft-ms", type=float, default=None, help="first token's delay (default: the period)")
+    p.add_argument(
+        "--ttft-ms", type=float, default=None, help="first token's delay (default: the period)"
+    )
     p.add_argument("--slack-ms", type=float, default=0.2, help="write tokens due this soon early")
     asyncio.run(_main(p.parse_args()))
 

@@ -63,6 +63,8 @@ def shown_command(script: str, argv: list[str]) -> str:
     line can be rerun from any clone."""
     prefix = str(REPO) + "/"
     return " ".join(["python", f"bench/{script}.py", *(a.replace(prefix, "") for a in argv)])
+
+
 EMITTER = BENCH / "_emitter.py"
 RESULTS = BENCH / "results"
 
@@ -86,13 +88,15 @@ def prioritise(nice: int = -10) -> None:
         return
     env = dict(os.environ, BENCH_PRIORITY=f"autogroup nice {int(nice)}, a session of its own")
     # A new session is a new autogroup: the caller (a shell, a test run) keeps its priority.
-    code = ("import os, runpy, sys\n"
-            "try:\n"
-            f"    open('/proc/self/autogroup', 'w').write('{int(nice)}')\n"
-            "except OSError as exc:\n"
-            "    os.environ['BENCH_PRIORITY'] = f'default ({exc.strerror})'\n"
-            f"sys.argv = {sys.argv!r}\n"
-            "runpy.run_path(sys.argv[0], run_name='__main__')\n")
+    code = (
+        "import os, runpy, sys\n"
+        "try:\n"
+        f"    open('/proc/self/autogroup', 'w').write('{int(nice)}')\n"
+        "except OSError as exc:\n"
+        "    os.environ['BENCH_PRIORITY'] = f'default ({exc.strerror})'\n"
+        f"sys.argv = {sys.argv!r}\n"
+        "runpy.run_path(sys.argv[0], run_name='__main__')\n"
+    )
     proc = subprocess.Popen([sys.executable, "-c", code], env=env, start_new_session=True)
     try:
         rc = proc.wait()
@@ -143,8 +147,16 @@ def start_emitter(
     """Start ``bench/_emitter.py`` (its write log goes to ``work/emitter.json`` at SIGTERM);
     returns the process and its port."""
     ready = work / "emitter.port"
-    cmd = [sys.executable, str(EMITTER), "--ready", str(ready), "--log", str(work / "emitter.json"),
-           "--period-ms", str(period_ms)]
+    cmd = [
+        sys.executable,
+        str(EMITTER),
+        "--ready",
+        str(ready),
+        "--log",
+        str(work / "emitter.json"),
+        "--period-ms",
+        str(period_ms),
+    ]
     if ttft_ms is not None:
         cmd += ["--ttft-ms", str(ttft_ms)]
     err = open(work / "emitter.err", "w")  # noqa: SIM115 (the child owns it)
@@ -153,7 +165,9 @@ def start_emitter(
     while not ready.exists():
         if proc.poll() is not None or time.time() > deadline:
             stop(proc)
-            raise RuntimeError(f"emitter did not start: {(work / 'emitter.err').read_text()[-500:]}")
+            raise RuntimeError(
+                f"emitter did not start: {(work / 'emitter.err').read_text()[-500:]}"
+            )
         time.sleep(0.02)
     return proc, int(ready.read_text())
 
@@ -201,8 +215,13 @@ def run_against_emitter(
     t_start = time.time()
     try:
         with open(work / "client.log", "w") as log:
-            proc = subprocess.Popen(pinned(client_core, full, nice), cwd=REPO, env=env, stdout=log,
-                                    stderr=subprocess.STDOUT)
+            proc = subprocess.Popen(
+                pinned(client_core, full, nice),
+                cwd=REPO,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
             sampler = Sampler({"client": proc.pid, "emitter": proc_e.pid}, children=children)
             watch = SchedWatch(proc.pid) if sched else None
             watch_e = SchedWatch(proc_e.pid) if sched else None
@@ -222,8 +241,23 @@ def run_against_emitter(
 def locust_cmd(url: str, users: int, seconds: float, *extra: str) -> list[str]:
     """A headless Locust run: every user spawned at once, a short stop timeout."""
     return [
-        sys.executable, "-m", "locust", "--headless", "--host", url, "-u", str(users), "-r", str(users),
-        "--run-time", f"{int(seconds)}s", "--stop-timeout", "5", "--exit-code-on-error", "0", "--only-summary",
+        sys.executable,
+        "-m",
+        "locust",
+        "--headless",
+        "--host",
+        url,
+        "-u",
+        str(users),
+        "-r",
+        str(users),
+        "--run-time",
+        f"{int(seconds)}s",
+        "--stop-timeout",
+        "5",
+        "--exit-code-on-error",
+        "0",
+        "--only-summary",
         *extra,
     ]
 
@@ -387,8 +421,13 @@ def write_result(name: str, data: dict[str, Any], path: str | None = None) -> Pa
     """Write ``data`` (plus the machine and time) to ``bench/results/<name>.json`` or ``path``."""
     out = Path(path) if path else RESULTS / f"{name}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    meta = {"bench": name, "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "cpus": os.cpu_count(), "python": sys.version.split()[0], "priority": priority_note()}
+    meta = {
+        "bench": name,
+        "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "cpus": os.cpu_count(),
+        "python": sys.version.split()[0],
+        "priority": priority_note(),
+    }
     tmp = out.with_suffix(".json.tmp")
     tmp.write_text(json.dumps({**meta, **data}, indent=1, default=str) + "\n")
     os.replace(tmp, out)
@@ -414,10 +453,16 @@ def match_streamslo(
     run = json.loads((results / "run.json").read_text())
     run_start = float(run["start_epoch"])
     gaps_dir = results / "gaps.parquet"
-    gaps = (pd.read_parquet(gaps_dir) if any(gaps_dir.glob("*.parquet"))
-            else pd.DataFrame(columns=["stream_id", "index", "t", "gap_ms"]))
+    gaps = (
+        pd.read_parquet(gaps_dir)
+        if any(gaps_dir.glob("*.parquet"))
+        else pd.DataFrame(columns=["stream_id", "index", "t", "gap_ms"])
+    )
     gaps = gaps.sort_values(["stream_id", "index"])
-    gap_t = {sid: (g["t"].to_numpy() + run_start, g["gap_ms"].to_numpy()) for sid, g in gaps.groupby("stream_id")}
+    gap_t = {
+        sid: (g["t"].to_numpy() + run_start, g["gap_ms"].to_numpy())
+        for sid, g in gaps.groupby("stream_id")
+    }
     by_size: dict[int, list[tuple[float, int]]] = defaultdict(list)
     for i, s in enumerate(emitted):
         if s["done"]:
@@ -446,9 +491,16 @@ def match_streamslo(
             unmatched += 1
             continue
         used.add(match)
-        out.append({
-            "t0": float(r.started_at), "done": True, "recv": recv, "emit": emitted[match]["w"],
-            "t_req": emitted[match]["t_req"], "ttft_ms": float(r.ttft_ms), "gaps_ms": list(gms),
-            "stream_id": r.stream_id,
-        })
+        out.append(
+            {
+                "t0": float(r.started_at),
+                "done": True,
+                "recv": recv,
+                "emit": emitted[match]["w"],
+                "t_req": emitted[match]["t_req"],
+                "ttft_ms": float(r.ttft_ms),
+                "gaps_ms": list(gms),
+                "stream_id": r.stream_id,
+            }
+        )
     return out, unmatched, total_tokens

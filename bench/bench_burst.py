@@ -67,14 +67,29 @@ AGREE_SLACK_MS = 15.0
 
 
 # --------------------------------------------------------------------------- the server
-def start_server(mode: str = "fixed", core: str | None = "0", extra: list[str] | None = None,
-                 log: Path | None = None) -> tuple[subprocess.Popen[Any], int]:
+def start_server(
+    mode: str = "fixed",
+    core: str | None = "0",
+    extra: list[str] | None = None,
+    log: Path | None = None,
+) -> tuple[subprocess.Popen[Any], int]:
     """The bundled server (``python -m streamslo.server``) on ``core``, ready; (process, port)."""
     from streamslo.server.bundled import free_port
 
     port = free_port()
-    cmd = pinned(core, [sys.executable, "-m", "streamslo.server", "--mode", mode, "--port", str(port),
-                        *(extra or [])])
+    cmd = pinned(
+        core,
+        [
+            sys.executable,
+            "-m",
+            "streamslo.server",
+            "--mode",
+            mode,
+            "--port",
+            str(port),
+            *(extra or []),
+        ],
+    )
     out = open(log, "w") if log else subprocess.DEVNULL  # noqa: SIM115 (the child owns it)
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
     for _ in range(300):
@@ -104,7 +119,9 @@ def suite_body(max_tokens: int, model: str = "streamslo-tiny") -> bytes:
     """The request body the suite sends by default (its synthetic prompt)."""
     from streamslo.workload.requests import PromptSource, RequestOptions, build_body
 
-    return build_body(RequestOptions(model=model, max_tokens=max_tokens), PromptSource.synthetic().next())
+    return build_body(
+        RequestOptions(model=model, max_tokens=max_tokens), PromptSource.synthetic().next()
+    )
 
 
 # --------------------------------------------------------------------------- independent client
@@ -121,8 +138,10 @@ def _token(rec: dict[str, Any], t: float, t0: float, last: float | None) -> floa
 async def _sse_one(port: int, body: bytes, t_open: float, out: list[dict[str, Any]]) -> None:
     rec: dict[str, Any] = {"ok": False, "ttft": None, "gaps": [], "tokens": 0}
     out.append(rec)
-    head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
-            f"Accept: text/event-stream\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
+    head = (
+        f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+        f"Accept: text/event-stream\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode()
     t0 = time.perf_counter()
     writer = None
     try:
@@ -156,8 +175,13 @@ async def _ws_one(port: int, body: bytes, t_open: float, out: list[dict[str, Any
     out.append(rec)
     t0 = time.perf_counter()
     try:
-        async with connect(f"ws://127.0.0.1:{port}/v1/ws", ping_interval=None, compression=None,
-                           max_size=2**24, open_timeout=60) as ws:
+        async with connect(
+            f"ws://127.0.0.1:{port}/v1/ws",
+            ping_interval=None,
+            compression=None,
+            max_size=2**24,
+            open_timeout=60,
+        ) as ws:
             await ws.send(body.decode())
             last = None
             while True:
@@ -174,26 +198,40 @@ async def _ws_one(port: int, body: bytes, t_open: float, out: list[dict[str, Any
         rec["t0"] = t0 - t_open
 
 
-async def independent_burst(protocol: str, port: int, streams: int, body: bytes) -> tuple[list[dict[str, Any]], float]:
+async def independent_burst(
+    protocol: str, port: int, streams: int, body: bytes
+) -> tuple[list[dict[str, Any]], float]:
     """Open ``streams`` streams at once; their records and the wall time of the burst."""
     out: list[dict[str, Any]] = []
     one = _ws_one if protocol == "ws" else _sse_one
     t_open = time.perf_counter()
-    await asyncio.wait_for(asyncio.gather(*[one(port, body, t_open, out) for _ in range(streams)]), 600)
+    await asyncio.wait_for(
+        asyncio.gather(*[one(port, body, t_open, out) for _ in range(streams)]), 600
+    )
     return out, time.perf_counter() - t_open
 
 
-def _figures(ttft_s: list[float], gaps_s: list[float], ok: int, n: int, tokens: int, wall: float | None) -> dict[str, Any]:
+def _figures(
+    ttft_s: list[float], gaps_s: list[float], ok: int, n: int, tokens: int, wall: float | None
+) -> dict[str, Any]:
     import numpy as np
 
     g = np.asarray(gaps_s) * 1000.0
     t = np.asarray(ttft_s) * 1000.0
-    return {"streams": n, "ok": ok, "tokens": tokens,
-            # Tokens read together (a gap under 1 ms): the reader fell behind and caught up.
-            "bunched": float((g < 1.0).mean()) if len(g) else None,
-            "itl_p50_ms": pct(g, 50), "itl_p99_ms": pct(g, 99), "itl_max_ms": float(g.max()) if len(g) else None,
-            "ttft_p50_ms": pct(t, 50), "ttft_p99_ms": pct(t, 99), "ttft_max_ms": float(t.max()) if len(t) else None,
-            "tokens_per_s": tokens / wall if wall else None}
+    return {
+        "streams": n,
+        "ok": ok,
+        "tokens": tokens,
+        # Tokens read together (a gap under 1 ms): the reader fell behind and caught up.
+        "bunched": float((g < 1.0).mean()) if len(g) else None,
+        "itl_p50_ms": pct(g, 50),
+        "itl_p99_ms": pct(g, 99),
+        "itl_max_ms": float(g.max()) if len(g) else None,
+        "ttft_p50_ms": pct(t, 50),
+        "ttft_p99_ms": pct(t, 99),
+        "ttft_max_ms": float(t.max()) if len(t) else None,
+        "tokens_per_s": tokens / wall if wall else None,
+    }
 
 
 def run_independent(protocol: str, port: int, streams: int, tokens: int) -> dict[str, Any]:
@@ -207,8 +245,14 @@ def run_independent(protocol: str, port: int, streams: int, tokens: int) -> dict
         watch.stop()
     cpu = time.process_time() - cpu0
     ok = [r for r in recs if r["ok"]]
-    fig = _figures([r["ttft"] for r in ok if r["ttft"] is not None], [g for r in ok for g in r["gaps"]],
-                   len(ok), len(recs), sum(r["tokens"] for r in recs), wall)
+    fig = _figures(
+        [r["ttft"] for r in ok if r["ttft"] is not None],
+        [g for r in ok for g in r["gaps"]],
+        len(ok),
+        len(recs),
+        sum(r["tokens"] for r in recs),
+        wall,
+    )
     fig["client_runqueue_wait_s"] = watch.total()
     fig["client_cpu_s"] = cpu
     fig["decode_tokens_per_s"] = decode_rate(ok)
@@ -221,8 +265,11 @@ def decode_rate(recs: list[dict[str, Any]]) -> float | None:
     when fewer streams are left, are outside it)."""
     import numpy as np
 
-    times = [rec["t0"] + rec["ttft"] + np.concatenate([[0.0], np.cumsum(rec["gaps"])])
-             for rec in recs if rec["ttft"] is not None and rec["gaps"]]
+    times = [
+        rec["t0"] + rec["ttft"] + np.concatenate([[0.0], np.cumsum(rec["gaps"])])
+        for rec in recs
+        if rec["ttft"] is not None and rec["gaps"]
+    ]
     if not times:
         return None
     lo, hi = max(t[0] for t in times), min(t[-1] for t in times)
@@ -242,20 +289,45 @@ def suite_figures(results: Path, users: int) -> dict[str, Any]:
     first = rows.head(users)
     ok = first[first["outcome"] == "ok"]
     gaps_dir = results / "gaps.parquet"
-    gaps = pd.read_parquet(gaps_dir) if any(gaps_dir.glob("*.parquet")) else pd.DataFrame(columns=["stream_id", "gap_ms"])
+    gaps = (
+        pd.read_parquet(gaps_dir)
+        if any(gaps_dir.glob("*.parquet"))
+        else pd.DataFrame(columns=["stream_id", "gap_ms"])
+    )
     g = gaps[gaps["stream_id"].isin(set(ok["stream_id"]))]["gap_ms"].to_numpy() / 1000.0
     spread = float(first["started_at"].max() - first["started_at"].min()) if len(first) else None
-    fig = _figures(list(ok["ttft_ms"].dropna() / 1000.0), list(g), len(ok), len(first), int(first["tokens"].sum()), None)
+    fig = _figures(
+        list(ok["ttft_ms"].dropna() / 1000.0),
+        list(g),
+        len(ok),
+        len(first),
+        int(first["tokens"].sum()),
+        None,
+    )
     fig["start_spread_ms"] = spread * 1000.0 if spread is not None else None
     fig["outcomes"] = first["outcome"].value_counts().to_dict()
     return fig
 
 
-def run_suite(protocol: str, port: int, streams: int, tokens: int, work: Path, seconds: int) -> dict[str, Any]:
-    cmd = locust_cmd(f"http://127.0.0.1:{port}", streams, seconds, "-f", "locustfiles/streaming_locustfile.py",
-                     "--results-dir", str(work / "results"), "--max-tokens", str(tokens), "--protocol", protocol,
-                     # one stream per user (the burst), then a think time longer than the run
-                     "--think-time", "3600")
+def run_suite(
+    protocol: str, port: int, streams: int, tokens: int, work: Path, seconds: int
+) -> dict[str, Any]:
+    cmd = locust_cmd(
+        f"http://127.0.0.1:{port}",
+        streams,
+        seconds,
+        "-f",
+        "locustfiles/streaming_locustfile.py",
+        "--results-dir",
+        str(work / "results"),
+        "--max-tokens",
+        str(tokens),
+        "--protocol",
+        protocol,
+        # one stream per user (the burst), then a think time longer than the run
+        "--think-time",
+        "3600",
+    )
     with open(work / "suite.log", "w") as log:
         proc = subprocess.Popen(pinned("1", cmd), cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
         sampler = Sampler({"client": proc.pid})
@@ -274,14 +346,22 @@ def run_suite(protocol: str, port: int, streams: int, tokens: int, work: Path, s
     return fig
 
 
-def burst_pair(protocol: str, streams: int, tokens: int, seconds: int, keep: bool = False,
-               order: tuple[str, ...] = ("independent", "suite")) -> dict[str, Any]:
+def burst_pair(
+    protocol: str,
+    streams: int,
+    tokens: int,
+    seconds: int,
+    keep: bool = False,
+    order: tuple[str, ...] = ("independent", "suite"),
+) -> dict[str, Any]:
     """One transport: the independent client and the suite (in ``order``), each against a
     fresh server."""
     out: dict[str, Any] = {"protocol": protocol, "streams": streams, "tokens": tokens}
     with workdir(f"burst-{protocol}", keep) as work:
         for side in order:
-            proc, port = start_server(extra=["--max-streams", str(max(512, streams))], log=work / f"server-{side}.log")
+            proc, port = start_server(
+                extra=["--max-streams", str(max(512, streams))], log=work / f"server-{side}.log"
+            )
             try:
                 if side == "independent":
                     # Pinned like the suite: this process on core 1 while it runs.
@@ -344,8 +424,12 @@ def raw_forward(streams: int, steps: int = 60) -> dict[str, Any]:
             ids = sample(model.decode(cache, ids), temps, seeds, torch.full((streams,), k), ban)
             ids.tolist()  # the engine's one device->host copy per step
         step_s = (time.perf_counter() - t) / steps
-    return {"streams": streams, "prefill_ms_per_stream": prefill_s / streams * 1000.0,
-            "step_ms": step_s * 1000.0, "tokens_per_s": streams / step_s}
+    return {
+        "streams": streams,
+        "prefill_ms_per_stream": prefill_s / streams * 1000.0,
+        "step_ms": step_s * 1000.0,
+        "tokens_per_s": streams / step_s,
+    }
 
 
 # --------------------------------------------------------------------------- report
@@ -362,8 +446,15 @@ def summary_rows(pairs: list[dict[str, Any]]) -> list[list[Any]]:
             return statistics.median(rs) if rs else None
 
         n_ok = sum(1 for p in ps if agree(p, "itl_p99_ms")[0] and agree(p, "ttft_p99_ms")[0])
-        rows.append([proto, fmt(med("itl_p50_ms"), 2) + "x", fmt(med("itl_p99_ms"), 2) + "x",
-                     fmt(med("ttft_p99_ms"), 2) + "x", f"{n_ok} of {len(ps)}"])
+        rows.append(
+            [
+                proto,
+                fmt(med("itl_p50_ms"), 2) + "x",
+                fmt(med("itl_p99_ms"), 2) + "x",
+                fmt(med("ttft_p99_ms"), 2) + "x",
+                f"{n_ok} of {len(ps)}",
+            ]
+        )
     return rows
 
 
@@ -374,32 +465,88 @@ def render(data: dict[str, Any]) -> str:
         for side in ("independent", "suite"):
             f = pair.get(side) or {}
             b = f.get("bunched")
-            rows.append([pair["protocol"], pair.get("repeat", 0), side, f"{f.get('ok', '-')}/{f.get('streams', '-')}",
-                         fmt(f.get("itl_p50_ms")), fmt(f.get("itl_p99_ms")), fmt(f.get("itl_max_ms")),
-                         fmt(f.get("ttft_p50_ms"), 0), fmt(f.get("ttft_p99_ms"), 0),
-                         fmt(f.get("start_spread_ms"), 0) if side == "suite" else "0",
-                         "-" if b is None else f"{b:.0%}", fmt(f.get("client_runqueue_wait_s"), 1),
-                         fmt(f.get("client_cpu_s"), 1)])
-    out = [f"Command: `{data['command']}`\n",
-           f"{data['streams']} streams x {data['tokens']} tokens opened in the same instant against the bundled "
-           "server in fixed mode (core 0); client on core 1; a fresh server per row. Agreement: within "
-           f"{AGREE_RATIO:g}x + {AGREE_SLACK_MS:g} ms. Priority: {data.get('priority', 'default')}. "
-           "Client CPU s: the suite's includes Locust's start (about 1.5 s).\n",
-           md_table(["protocol", "repeat", "client", "ok", "ITL p50 ms", "ITL p99 ms", "ITL max ms", "TTFT p50 ms",
-                     "TTFT p99 ms", "start spread ms", "gaps < 1 ms", "client run-queue wait s", "client CPU s"], rows,
-                    "lrlrrrrrrrrrr"),
-           "\nSuite / independent, per transport (median over repeats of each pair's ratio):\n",
-           md_table(["protocol", "ITL p50 ratio", "ITL p99 ratio", "TTFT p99 ratio", "pairs agreeing (ITL p99, TTFT p99)"],
-                    summary_rows(data.get("pairs", [])), "lrrrl")]
+            rows.append(
+                [
+                    pair["protocol"],
+                    pair.get("repeat", 0),
+                    side,
+                    f"{f.get('ok', '-')}/{f.get('streams', '-')}",
+                    fmt(f.get("itl_p50_ms")),
+                    fmt(f.get("itl_p99_ms")),
+                    fmt(f.get("itl_max_ms")),
+                    fmt(f.get("ttft_p50_ms"), 0),
+                    fmt(f.get("ttft_p99_ms"), 0),
+                    fmt(f.get("start_spread_ms"), 0) if side == "suite" else "0",
+                    "-" if b is None else f"{b:.0%}",
+                    fmt(f.get("client_runqueue_wait_s"), 1),
+                    fmt(f.get("client_cpu_s"), 1),
+                ]
+            )
+    out = [
+        f"Command: `{data['command']}`\n",
+        f"{data['streams']} streams x {data['tokens']} tokens opened in the same instant against the bundled "
+        "server in fixed mode (core 0); client on core 1; a fresh server per row. Agreement: within "
+        f"{AGREE_RATIO:g}x + {AGREE_SLACK_MS:g} ms. Priority: {data.get('priority', 'default')}. "
+        "Client CPU s: the suite's includes Locust's start (about 1.5 s).\n",
+        md_table(
+            [
+                "protocol",
+                "repeat",
+                "client",
+                "ok",
+                "ITL p50 ms",
+                "ITL p99 ms",
+                "ITL max ms",
+                "TTFT p50 ms",
+                "TTFT p99 ms",
+                "start spread ms",
+                "gaps < 1 ms",
+                "client run-queue wait s",
+                "client CPU s",
+            ],
+            rows,
+            "lrlrrrrrrrrrr",
+        ),
+        "\nSuite / independent, per transport (median over repeats of each pair's ratio):\n",
+        md_table(
+            [
+                "protocol",
+                "ITL p50 ratio",
+                "ITL p99 ratio",
+                "TTFT p99 ratio",
+                "pairs agreeing (ITL p99, TTFT p99)",
+            ],
+            summary_rows(data.get("pairs", [])),
+            "lrrrl",
+        ),
+    ]
     ov = data.get("overhead")
     if ov:
         out.append("\nServing overhead (fixed engine, same pacing):\n")
-        out.append(md_table(
-            ["streams", "served tokens/s (HTTP, SSE, every stream decoding)", "pacing limit tokens/s", "raw forward step ms",
-             "raw forward tokens/s (unpaced)", "paced raw limit tokens/s", "overhead (paced raw / served)"],
-            [[ov["streams"], fmt(ov["served_tokens_per_s"], 0), fmt(ov["pacing_limit"], 0),
-              fmt(ov["raw"]["step_ms"], 2), fmt(ov["raw"]["tokens_per_s"], 0), fmt(ov["paced_raw_limit"], 0),
-              fmt(ov["overhead"], 2) + "x"]]))
+        out.append(
+            md_table(
+                [
+                    "streams",
+                    "served tokens/s (HTTP, SSE, every stream decoding)",
+                    "pacing limit tokens/s",
+                    "raw forward step ms",
+                    "raw forward tokens/s (unpaced)",
+                    "paced raw limit tokens/s",
+                    "overhead (paced raw / served)",
+                ],
+                [
+                    [
+                        ov["streams"],
+                        fmt(ov["served_tokens_per_s"], 0),
+                        fmt(ov["pacing_limit"], 0),
+                        fmt(ov["raw"]["step_ms"], 2),
+                        fmt(ov["raw"]["tokens_per_s"], 0),
+                        fmt(ov["paced_raw_limit"], 0),
+                        fmt(ov["overhead"], 2) + "x",
+                    ]
+                ],
+            )
+        )
     return "\n".join(out)
 
 
@@ -409,10 +556,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--streams", type=int, default=250)
     p.add_argument("--tokens", type=int, default=128)
     p.add_argument("--protocols", default="sse,ws")
-    p.add_argument("--seconds", type=int, default=40,
-                   help="the suite's run time: long enough for the burst's streams to end (each user streams once)")
+    p.add_argument(
+        "--seconds",
+        type=int,
+        default=40,
+        help="the suite's run time: long enough for the burst's streams to end (each user streams once)",
+    )
     p.add_argument("--repeats", type=int, default=1, help="pairs per transport (medians reported)")
-    p.add_argument("--overhead", action="store_true", help="also the serving overhead vs the raw forward pass")
+    p.add_argument(
+        "--overhead", action="store_true", help="also the serving overhead vs the raw forward pass"
+    )
     p.add_argument("--json", default="", help="default bench/results/burst.json")
     p.add_argument("--keep", action="store_true")
     args = p.parse_args(argv)
@@ -425,8 +578,13 @@ def main(argv: list[str] | None = None) -> int:
             pair["repeat"] = r
             pairs.append(pair)
             print(json.dumps(pair, default=str)[:600], file=sys.stderr, flush=True)
-    data: dict[str, Any] = {"command": shown_command("bench_burst", argv), "pairs": pairs,
-                            "streams": args.streams, "tokens": args.tokens, "priority": priority_note()}
+    data: dict[str, Any] = {
+        "command": shown_command("bench_burst", argv),
+        "pairs": pairs,
+        "streams": args.streams,
+        "tokens": args.tokens,
+        "priority": priority_note(),
+    }
     if args.overhead:
         data["overhead"] = overhead(pairs, args.streams)
     print(render(data))
@@ -439,13 +597,23 @@ def overhead(pairs: list[dict[str, Any]], streams: int) -> dict[str, Any]:
 
     interval = ServerConfig().token_interval_ms
     sse = next((p for p in pairs if p["protocol"] == "sse"), None)
-    served = (sse["independent"].get("decode_tokens_per_s") or sse["independent"]["tokens_per_s"]) if sse else None
+    served = (
+        (sse["independent"].get("decode_tokens_per_s") or sse["independent"]["tokens_per_s"])
+        if sse
+        else None
+    )
     raw = raw_forward(streams)
     pacing = streams * 1000.0 / interval if interval else float("inf")
     paced_raw = min(raw["tokens_per_s"], pacing)
-    return {"streams": streams, "served_tokens_per_s": served, "pacing_limit": pacing, "raw": raw,
-            "paced_raw_limit": paced_raw, "overhead": paced_raw / served if served else None,
-            "token_interval_ms": interval}
+    return {
+        "streams": streams,
+        "served_tokens_per_s": served,
+        "pacing_limit": pacing,
+        "raw": raw,
+        "paced_raw_limit": paced_raw,
+        "overhead": paced_raw / served if served else None,
+        "token_interval_ms": interval,
+    }
 
 
 if __name__ == "__main__":

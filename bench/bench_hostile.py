@@ -84,11 +84,27 @@ def run_case(base_url: str, case: str, proto: str, args: argparse.Namespace) -> 
     work = Path(tempfile.mkdtemp(prefix=f"hostile-{case}-{proto}-"))
     out = work / "run"
     cmd = [
-        sys.executable, "-m", "streamslo", "run",
-        "--host", f"{base_url}/s/{case}", "--protocol", proto,
-        "--users", str(args.users), "--duration", f"{args.duration}s",
-        "--stall-timeout", "3", "--request-timeout", "8", "--drain", "10s",
-        "--out", str(out), "--quiet",
+        sys.executable,
+        "-m",
+        "streamslo",
+        "run",
+        "--host",
+        f"{base_url}/s/{case}",
+        "--protocol",
+        proto,
+        "--users",
+        str(args.users),
+        "--duration",
+        f"{args.duration}s",
+        "--stall-timeout",
+        "3",
+        "--request-timeout",
+        "8",
+        "--drain",
+        "10s",
+        "--out",
+        str(out),
+        "--quiet",
     ]
     env = dict(os.environ)
     cwd = str(REPO)
@@ -97,7 +113,14 @@ def run_case(base_url: str, case: str, proto: str, args: argparse.Namespace) -> 
         cwd = str(work)  # not the repository: its own streamslo/ would come first
     budget = args.duration + 10 + 60
     t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     run = psutil.Process(proc.pid)
     gen: psutil.Process | None = None
     peak_rss = 0
@@ -163,7 +186,11 @@ def report(results: list[dict[str, Any]], duration: int) -> str:
     per_stream = [r["cpu_per_stream_ms"] for r in results if r["cpu_per_stream_ms"] is not None]
     worst_cpu = max(per_stream) / 1000 if per_stream else float("nan")
     cancelled = sum(r["outcomes"].get("cancelled", 0) for r in results)
-    slow = [f"{r['case']}/{r['protocol']}" for r in results if r["hung"] or r["wall_s"] > duration + 10 + 15]
+    slow = [
+        f"{r['case']}/{r['protocol']}"
+        for r in results
+        if r["hung"] or r["wall_s"] > duration + 10 + 15
+    ]
     # A run that wrote no row (hung, killed) has no CPU per stream: it fails the goal outright.
     empty = [f"{r['case']}/{r['protocol']}" for r in results if not r["streams"]]
     cpu_ok = worst_cpu < CPU_GOAL_S and not empty
@@ -179,7 +206,9 @@ def report(results: list[dict[str, Any]], duration: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--cases", default=",".join(CASES), help="faulty-server scenarios, comma-separated")
+    p.add_argument(
+        "--cases", default=",".join(CASES), help="faulty-server scenarios, comma-separated"
+    )
     p.add_argument("--protocols", default="sse,ws")
     p.add_argument("--users", type=int, default=12)
     p.add_argument("--duration", type=int, default=10, help="seconds of load per run")

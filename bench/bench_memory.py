@@ -51,26 +51,49 @@ def _steady_rss(sampler: Sampler, name: str, lo: float, hi: float) -> float | No
     return statistics.median(vals) if vals else None
 
 
-def generator_rss(protocol: str, users: int, seconds: int, period_ms: float, keep: bool) -> dict[str, Any]:
+def generator_rss(
+    protocol: str, users: int, seconds: int, period_ms: float, keep: bool
+) -> dict[str, Any]:
     """The generator's steady RSS holding ``users`` open streams."""
     with workdir(f"mem-{protocol}-{users}", keep) as work:
-        cmd = locust_cmd("{url}", users, seconds, "-f", "locustfiles/streaming_locustfile.py", "--results-dir",
-                         str(work / "results"), "--max-tokens", "100000", "--protocol", protocol)
+        cmd = locust_cmd(
+            "{url}",
+            users,
+            seconds,
+            "-f",
+            "locustfiles/streaming_locustfile.py",
+            "--results-dir",
+            str(work / "results"),
+            "--max-tokens",
+            "100000",
+            "--protocol",
+            protocol,
+        )
         run = run_against_emitter(work, cmd, seconds, period_ms=period_ms)
         opened = [s for s in run.emitted if s["w"]]
         # Steady: from the last stream's first token to the run's end (less a second).
         t_open = max((s["w"][0] for s in opened), default=run.t_start)
         t_end = run.t_start + seconds - 1.0
         rss = _steady_rss(run.sampler, "client", t_open + 1.0, t_end)
-        return {"protocol": protocol, "users": users, "streams_open": len(opened), "rss_bytes": rss,
-                "steady_s": t_end - t_open - 1.0, "rc": run.rc}
+        return {
+            "protocol": protocol,
+            "users": users,
+            "streams_open": len(opened),
+            "rss_bytes": rss,
+            "steady_s": t_end - t_open - 1.0,
+            "rc": run.rc,
+        }
 
 
-async def _hold(protocol: str, port: int, streams: int, body: bytes, stop_at: float, opened: list[int]) -> None:
+async def _hold(
+    protocol: str, port: int, streams: int, body: bytes, stop_at: float, opened: list[int]
+) -> None:
     async def sse() -> None:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                f"Content-Length: {len(body)}\r\n\r\n").encode()
+        head = (
+            f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        ).encode()
         writer.write(head + body)
         first = True
         try:
@@ -89,8 +112,9 @@ async def _hold(protocol: str, port: int, streams: int, body: bytes, stop_at: fl
     async def ws() -> None:
         from websockets.asyncio.client import connect
 
-        async with connect(f"ws://127.0.0.1:{port}/v1/ws", ping_interval=None, compression=None,
-                           open_timeout=60) as conn:
+        async with connect(
+            f"ws://127.0.0.1:{port}/v1/ws", ping_interval=None, compression=None, open_timeout=60
+        ) as conn:
             await conn.send(body.decode())
             first = True
             try:
@@ -131,7 +155,9 @@ def server_rss(protocol: str, streams: int, seconds: int, max_tokens: int) -> di
         marks: dict[str, float] = {}
 
         async def main() -> None:
-            task = asyncio.ensure_future(_hold(protocol, port, streams, suite_body(max_tokens), stop_at, opened))
+            task = asyncio.ensure_future(
+                _hold(protocol, port, streams, suite_body(max_tokens), stop_at, opened)
+            )
             while not task.done():
                 if len(opened) >= streams and "all_open" not in marks:
                     marks["all_open"] = time.time()
@@ -145,8 +171,13 @@ def server_rss(protocol: str, streams: int, seconds: int, max_tokens: int) -> di
         stop_server(proc)
     t_open = marks.get("all_open")
     rss = _steady_rss(sampler, "server", t_open + 1.0, stop_at - 0.5) if t_open else None
-    return {"protocol": protocol, "streams": streams, "streams_open": len(opened), "rss_bytes": rss,
-            "steady_s": (stop_at - 0.5 - t_open - 1.0) if t_open else None}
+    return {
+        "protocol": protocol,
+        "streams": streams,
+        "streams_open": len(opened),
+        "rss_bytes": rss,
+        "steady_s": (stop_at - 0.5 - t_open - 1.0) if t_open else None,
+    }
 
 
 def per_stream(lo: dict[str, Any], hi: dict[str, Any], key: str) -> float | None:
@@ -158,20 +189,32 @@ def per_stream(lo: dict[str, Any], hi: dict[str, Any], key: str) -> float | None
 def render(data: dict[str, Any]) -> str:
     """The Markdown section of ``bench/RESULTS.md`` from this bench's JSON."""
     rows = []
-    for side, cells, key in (("generator", data.get("generator", []), "streams_open"),
-                             ("server (fixed)", data.get("server", []), "streams_open")):
+    for side, cells, key in (
+        ("generator", data.get("generator", []), "streams_open"),
+        ("server (fixed)", data.get("server", []), "streams_open"),
+    ):
         for proto in dict.fromkeys(c["protocol"] for c in cells):
             cs = sorted((c for c in cells if c["protocol"] == proto), key=lambda c: c[key])
             if len(cs) < 2:
                 continue
             lo, hi = cs[0], cs[-1]
             ps = per_stream(lo, hi, key)
-            rows.append([side, proto, f"{lo[key]} → {hi[key]}",
-                         f"{fmt((lo['rss_bytes'] or 0) / 2**20, 0)} → {fmt((hi['rss_bytes'] or 0) / 2**20, 0)}",
-                         "-" if ps is None else f"{ps / 1024:.1f} KiB"])
-    return (f"Command: `{data['command']}`\n\nRSS at two stream counts of one process kind, steady window "
-            "(every stream open, none ended); per stream = ΔRSS / Δstreams.\n\n"
-            + md_table(["process", "protocol", "open streams", "RSS MiB", "per open stream"], rows, "lllrr"))
+            rows.append(
+                [
+                    side,
+                    proto,
+                    f"{lo[key]} → {hi[key]}",
+                    f"{fmt((lo['rss_bytes'] or 0) / 2**20, 0)} → {fmt((hi['rss_bytes'] or 0) / 2**20, 0)}",
+                    "-" if ps is None else f"{ps / 1024:.1f} KiB",
+                ]
+            )
+    return (
+        f"Command: `{data['command']}`\n\nRSS at two stream counts of one process kind, steady window "
+        "(every stream open, none ended); per stream = ΔRSS / Δstreams.\n\n"
+        + md_table(
+            ["process", "protocol", "open streams", "RSS MiB", "per open stream"], rows, "lllrr"
+        )
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

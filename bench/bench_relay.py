@@ -55,9 +55,20 @@ def make_record(i: int, tokens: int, now: float | None = None) -> StreamRecord:
     end = RUN_START + 10 + i * 0.005 if now is None else now
     e2e = 0.3 + 0.02 * (tokens - 1)
     t0 = 1000.0 + i
-    rec = StreamRecord(stream_id=f"4242-a1b2c3-{i}", protocol="sse", user_class="SSEStreamUser",
-                       started_at=end - e2e, t0=t0)
-    rec.status, rec.outcome, rec.connect_s, rec.ttft_s, rec.e2e_s = 200, Outcome.OK, 0.0012, 0.3, e2e
+    rec = StreamRecord(
+        stream_id=f"4242-a1b2c3-{i}",
+        protocol="sse",
+        user_class="SSEStreamUser",
+        started_at=end - e2e,
+        t0=t0,
+    )
+    rec.status, rec.outcome, rec.connect_s, rec.ttft_s, rec.e2e_s = (
+        200,
+        Outcome.OK,
+        0.0012,
+        0.3,
+        e2e,
+    )
     rec.tokens = rec.expected_tokens = rec.usage_completion_tokens = tokens
     rec.finish_reason, rec.bytes = "length", 180 * tokens
     rec.gap_s = [0.02 + 1e-5 * (k % 7) for k in range(tokens - 1)]
@@ -90,7 +101,9 @@ def enc_columns(recs: list[StreamRecord]) -> bytes:
     g = GapColumns()
     for r in recs:
         g.add(r)
-    return _dumps({"cols": {c: [row[c] for row in rows] for c in STREAM_COLUMNS}, "gaps": g.to_wire()})
+    return _dumps(
+        {"cols": {c: [row[c] for row in rows] for c in STREAM_COLUMNS}, "gaps": g.to_wire()}
+    )
 
 
 def dec_columns(data: bytes) -> RecordBatch:
@@ -98,18 +111,31 @@ def dec_columns(data: bytes) -> RecordBatch:
     text = io.StringIO()
     w = csv.writer(text, lineterminator="\n")
     cols = msg["cols"]
-    w.writerows(zip(*(["" if v is None else v for v in cols[c]] for c in STREAM_COLUMNS), strict=True))
+    w.writerows(
+        zip(*(["" if v is None else v for v in cols[c]] for c in STREAM_COLUMNS), strict=True)
+    )
     n = len(cols[STREAM_COLUMNS[0]])
     return RecordBatch.from_wire({"rows": text.getvalue().encode(), "n": n, "gaps": msg["gaps"]})
 
 
 def enc_dicts(recs: list[StreamRecord]) -> bytes:
-    return _dumps({
-        "rows": [r.row() for r in recs],
-        "gaps": [{"stream_id": r.stream_id, "index": k + 1, "gap_s": g, "t": t, "base": r.started_at - r.t0,
-                  "open": r.open_gap and k == len(r.gap_s) - 1}
-                 for r in recs for k, (g, t) in enumerate(zip(r.gap_s, r.gap_t, strict=True))],
-    })
+    return _dumps(
+        {
+            "rows": [r.row() for r in recs],
+            "gaps": [
+                {
+                    "stream_id": r.stream_id,
+                    "index": k + 1,
+                    "gap_s": g,
+                    "t": t,
+                    "base": r.started_at - r.t0,
+                    "open": r.open_gap and k == len(r.gap_s) - 1,
+                }
+                for r in recs
+                for k, (g, t) in enumerate(zip(r.gap_s, r.gap_t, strict=True))
+            ],
+        }
+    )
 
 
 def dec_dicts(data: bytes) -> RecordBatch:
@@ -131,7 +157,9 @@ def dec_dicts(data: bytes) -> RecordBatch:
         g.open[-1] = 1 if gap["open"] else 0
         g.gap_s.append(gap["gap_s"])
         g.t.append(gap["t"])
-    return RecordBatch.from_wire({"rows": text.getvalue().encode(), "n": len(msg["rows"]), "gaps": g.to_wire()})
+    return RecordBatch.from_wire(
+        {"rows": text.getvalue().encode(), "n": len(msg["rows"]), "gaps": g.to_wire()}
+    )
 
 
 ENCODINGS = {
@@ -143,7 +171,7 @@ ENCODINGS = {
 
 def bench_encodings(records: int, tokens: int, batch: int, repeats: int) -> list[dict[str, Any]]:
     recs = [make_record(i, tokens) for i in range(records)]
-    chunks = [recs[i:i + batch] for i in range(0, records, batch)]
+    chunks = [recs[i : i + batch] for i in range(0, records, batch)]
     out: list[dict[str, Any]] = []
     for name, (enc, dec) in ENCODINGS.items():
         enc_s, master_s, sizes = [], [], 0
@@ -161,12 +189,14 @@ def bench_encodings(records: int, tokens: int, batch: int, repeats: int) -> list
                 w.flush(wait=True)
                 master_s.append(time.process_time() - t)
                 assert w.streams_written == records
-        out.append({
-            "encoding": name,
-            "bytes_per_record": sizes / records,
-            "worker_us_per_record": min(enc_s) / records * 1e6,
-            "master_us_per_record": min(master_s) / records * 1e6,
-        })
+        out.append(
+            {
+                "encoding": name,
+                "bytes_per_record": sizes / records,
+                "worker_us_per_record": min(enc_s) / records * 1e6,
+                "master_us_per_record": min(master_s) / records * 1e6,
+            }
+        )
     base = out[0]["master_us_per_record"]
     for row in out:
         row["master_vs_relay"] = float(row["master_us_per_record"]) / float(base)
@@ -174,7 +204,7 @@ def bench_encodings(records: int, tokens: int, batch: int, repeats: int) -> list
 
 
 # --------------------------------------------------------------------------- B: delivery
-LOCUSTFILE = '''
+LOCUSTFILE = """
 import json, os, time
 import gevent
 from locust import User, constant, events, task
@@ -243,7 +273,7 @@ def _dump(environment, **_):
     if isinstance(environment.runner, MasterRunner):
         with open(os.environ["BENCH_OUT"], "w") as fh:
             json.dump(state["delays"], fh)
-'''
+"""
 
 
 def bench_delivery(rate: float, tokens: int, seconds: int) -> list[dict[str, Any]]:
@@ -251,21 +281,60 @@ def bench_delivery(rate: float, tokens: int, seconds: int) -> list[dict[str, Any
         lf = Path(d) / "relay_locustfile.py"
         lf.write_text(LOCUSTFILE)
         out = Path(d) / "delays.json"
-        env = dict(os.environ, BENCH_RATE=str(rate), BENCH_TOKENS=str(tokens), BENCH_OUT=str(out),
-                   PYTHONPATH=os.pathsep.join([str(REPO / "bench"), str(REPO), os.environ.get("PYTHONPATH", "")]))
+        env = dict(
+            os.environ,
+            BENCH_RATE=str(rate),
+            BENCH_TOKENS=str(tokens),
+            BENCH_OUT=str(out),
+            PYTHONPATH=os.pathsep.join(
+                [str(REPO / "bench"), str(REPO), os.environ.get("PYTHONPATH", "")]
+            ),
+        )
         subprocess.run(
-            [sys.executable, "-m", "locust", "-f", str(lf), "--headless", "--processes", "1", "-u", "1", "-r", "1",
-             "-t", f"{seconds}s", "--master-bind-host", "127.0.0.1", "--only-summary", "--loglevel", "WARNING"],
-            env=env, check=True, capture_output=True, timeout=seconds + 60,
+            [
+                sys.executable,
+                "-m",
+                "locust",
+                "-f",
+                str(lf),
+                "--headless",
+                "--processes",
+                "1",
+                "-u",
+                "1",
+                "-r",
+                "1",
+                "-t",
+                f"{seconds}s",
+                "--master-bind-host",
+                "127.0.0.1",
+                "--only-summary",
+                "--loglevel",
+                "WARNING",
+            ],
+            env=env,
+            check=True,
+            capture_output=True,
+            timeout=seconds + 60,
         )
         delays = json.loads(out.read_text())
     # Leave out the first 2 s (the worker connects and the test starts) on both channels alike.
     first = min(m for kind in delays.values() for m, _ in kind)
     rows: list[dict[str, Any]] = []
-    for kind, label in (("custom", "custom message, 1 s (relay)"), ("report", "report_to_master, 3 s")):
+    for kind, label in (
+        ("custom", "custom message, 1 s (relay)"),
+        ("report", "report_to_master, 3 s"),
+    ):
         ms = np.array([d for m, d in delays[kind] if m >= first + 2.0]) * 1000.0
-        rows.append({"channel": label, "records": int(ms.size), "p50_ms": float(np.percentile(ms, 50)),
-                     "p99_ms": float(np.percentile(ms, 99)), "max_ms": float(ms.max())})
+        rows.append(
+            {
+                "channel": label,
+                "records": int(ms.size),
+                "p50_ms": float(np.percentile(ms, 50)),
+                "p99_ms": float(np.percentile(ms, 99)),
+                "max_ms": float(ms.max()),
+            }
+        )
     base = rows[0]["p50_ms"]
     for row in rows:
         row["p50_vs_relay"] = float(row["p50_ms"]) / float(base)
@@ -276,7 +345,9 @@ def _table(rows: list[dict[str, Any]]) -> str:
     keys = list(rows[0])
     widths = [max(len(k), *(len(_fmt(r[k])) for r in rows)) for k in keys]
     lines = ["  ".join(k.ljust(w) for k, w in zip(keys, widths, strict=True))]
-    lines += ["  ".join(_fmt(r[k]).ljust(w) for k, w in zip(keys, widths, strict=True)) for r in rows]
+    lines += [
+        "  ".join(_fmt(r[k]).ljust(w) for k, w in zip(keys, widths, strict=True)) for r in rows
+    ]
     return "\n".join(lines)
 
 
@@ -287,12 +358,17 @@ def _fmt(v: Any) -> str:
 def render(data: dict[str, Any]) -> str:
     """The Markdown section of ``bench/RESULTS.md`` from this bench's JSON."""
     pr = data["params"]
-    out = [f"A. Encodings: {pr['records']} streams of {pr['tokens']} tokens, {pr['batch']} per message "
-           "(master: decode, queue, `streams.csv` rows, gaps parquet part; CPU time, best of the repeats).\n",
-           _md(data["encodings"])]
+    out = [
+        f"A. Encodings: {pr['records']} streams of {pr['tokens']} tokens, {pr['batch']} per message "
+        "(master: decode, queue, `streams.csv` rows, gaps parquet part; CPU time, best of the repeats).\n",
+        _md(data["encodings"]),
+    ]
     if data.get("delivery"):
-        out += [f"\nB. Delivery to the master (real Locust, one worker): {pr['rate']:g} records/s for "
-                f"{pr['seconds']} s, both channels at once.\n", _md(data["delivery"])]
+        out += [
+            f"\nB. Delivery to the master (real Locust, one worker): {pr['rate']:g} records/s for "
+            f"{pr['seconds']} s, both channels at once.\n",
+            _md(data["delivery"]),
+        ]
     return "\n".join(out)
 
 
@@ -307,21 +383,32 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--records", type=int, default=2000)
     p.add_argument("--tokens", type=int, default=100)
-    p.add_argument("--batch", type=int, default=200, help="records per message (200 streams/s for 1 s)")
+    p.add_argument(
+        "--batch", type=int, default=200, help="records per message (200 streams/s for 1 s)"
+    )
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--rate", type=float, default=200.0, help="B: records per second from the worker")
+    p.add_argument(
+        "--rate", type=float, default=200.0, help="B: records per second from the worker"
+    )
     p.add_argument("--seconds", type=int, default=12, help="B: run time")
     p.add_argument("--skip-locust", action="store_true")
     p.add_argument("--json", type=Path, help="write the results here")
     args = p.parse_args(argv)
-    result: dict[str, Any] = {"params": vars(args) | {"json": None},
-                              "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cpus": os.cpu_count()}
+    result: dict[str, Any] = {
+        "params": vars(args) | {"json": None},
+        "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "cpus": os.cpu_count(),
+    }
     result["encodings"] = bench_encodings(args.records, args.tokens, args.batch, args.repeats)
-    print(f"A. encodings: {args.records} streams of {args.tokens} tokens, {args.batch} per message\n")
+    print(
+        f"A. encodings: {args.records} streams of {args.tokens} tokens, {args.batch} per message\n"
+    )
     print(_table(result["encodings"]))
     if not args.skip_locust:
         result["delivery"] = bench_delivery(args.rate, args.tokens, args.seconds)
-        print(f"\nB. delivery to the master: {args.rate:g} records/s for {args.seconds} s, both channels at once\n")
+        print(
+            f"\nB. delivery to the master: {args.rate:g} records/s for {args.seconds} s, both channels at once\n"
+        )
         print(_table(result["delivery"]))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -92,9 +92,30 @@ def run_cell(processes: int, users: int, seconds: int, warmup: float, keep: bool
     with workdir(f"scale-{processes}-{users}", keep) as work:
         proc_e, port = start_emitter(work)
         out = work / "results"
-        cmd = ["taskset", "-c", cores, sys.executable, "-m", "streamslo", "run", "--host", f"http://127.0.0.1:{port}",
-               "--users", str(users), "--processes", str(processes), "--duration", f"{seconds}s",
-               "--max-tokens", str(MAX_TOKENS), "--drain", "5s", "--out", str(out), "--allow-invalid"]
+        cmd = [
+            "taskset",
+            "-c",
+            cores,
+            sys.executable,
+            "-m",
+            "streamslo",
+            "run",
+            "--host",
+            f"http://127.0.0.1:{port}",
+            "--users",
+            str(users),
+            "--processes",
+            str(processes),
+            "--duration",
+            f"{seconds}s",
+            "--max-tokens",
+            str(MAX_TOKENS),
+            "--drain",
+            "5s",
+            "--out",
+            str(out),
+            "--allow-invalid",
+        ]
         t_start = time.time()
         try:
             with open(work / "client.log", "w") as log:
@@ -113,16 +134,28 @@ def run_cell(processes: int, users: int, seconds: int, warmup: float, keep: bool
         from _harness import emitter_log
 
         emitted = emitter_log(work)["streams"]
-        res: dict[str, Any] = {"processes": processes, "users": users, "seconds": seconds, "rc": proc.returncode}
+        res: dict[str, Any] = {
+            "processes": processes,
+            "users": users,
+            "seconds": seconds,
+            "rc": proc.returncode,
+        }
         if not (out / "run.json").exists():
             res["error"] = (work / "client.log").read_text()[-1500:]
             return res
         streams, unmatched, tokens = match_streamslo(out, emitted)
         t_first = min((s["t_req"] for s in emitted), default=t_start)
-        late = [np.asarray(s["recv"]) - np.asarray(s["emit"]) for s in streams
-                if s["done"] and s["t0"] >= t_first + warmup - 0.05]
+        late = [
+            np.asarray(s["recv"]) - np.asarray(s["emit"])
+            for s in streams
+            if s["done"] and s["t0"] >= t_first + warmup - 0.05
+        ]
         lat = np.concatenate(late) * 1000.0 if late else np.array([])
-        ew = [np.asarray(s["w"]) - (s["t_req"] + 0.020 * np.arange(1, len(s["w"]) + 1)) for s in emitted if s["w"]]
+        ew = [
+            np.asarray(s["w"]) - (s["t_req"] + 0.020 * np.arange(1, len(s["w"]) + 1))
+            for s in emitted
+            if s["w"]
+        ]
         ewl = np.concatenate(ew) * 1000.0 if ew else np.array([])
         master = tree.seconds("master")
         workers = tree.seconds("worker")
@@ -130,15 +163,22 @@ def run_cell(processes: int, users: int, seconds: int, warmup: float, keep: bool
         distributed = bool(workers)
         res.update(
             distributed=distributed,
-            records=records, unmatched=unmatched, tokens=tokens, streams_measured=len(late),
+            records=records,
+            unmatched=unmatched,
+            tokens=tokens,
+            streams_measured=len(late),
             lateness_p50_ms=float(np.percentile(lat, 50)) if len(lat) else None,
             lateness_p99_ms=float(np.percentile(lat, 99)) if len(lat) else None,
             emitter_write_late_p99_ms=float(np.percentile(ewl, 99)) if len(ewl) else None,
             emitter_cpu_pct=emit.mean_cpu("emitter", t_start, time.time()),
-            master_cpu_s=sum(master), worker_cpu_s=workers, workers_seen=len(workers),
+            master_cpu_s=sum(master),
+            worker_cpu_s=workers,
+            workers_seen=len(workers),
             # --processes 1 is one plain Locust process (no master, no relay): its CPU is the
             # generator's, not a master's.
-            master_ms_per_record=sum(master) / records * 1000.0 if records and distributed else None,
+            master_ms_per_record=sum(master) / records * 1000.0
+            if records and distributed
+            else None,
             tokens_per_s=tokens / seconds,
         )
         return res
@@ -158,24 +198,52 @@ def render(data: dict[str, Any]) -> str:
     for c in data["cells"]:
         p99 = c.get("lateness_p99_ms")
         flag = "" if p99 is not None and p99 < BOUND_MS else " ✗"
-        rows.append([c["processes"], c["users"], c.get("records", "-"), fmt(c.get("lateness_p50_ms"), 2),
-                     fmt(p99, 1) + flag, fmt(c.get("tokens_per_s"), 0), fmt(c.get("emitter_write_late_p99_ms"), 2),
-                     fmt(c.get("emitter_cpu_pct"), 0),
-                     fmt(c.get("master_cpu_s"), 1) if c.get("distributed") else "-",
-                     ", ".join(fmt(s, 1) for s in c.get("worker_cpu_s", [])) or fmt(c.get("master_cpu_s"), 1),
-                     fmt(c.get("master_ms_per_record"), 2)])
-    out = [f"Command: `{data['command']}`\n",
-           "50 tokens/s, 100-token streams back to back; emitter on core 0; `--processes 1` pinned to core 1, "
-           "`--processes 2` (a master and two workers) on cores 0-1 (**the emitter shares a core with the generator**: "
-           "two cores only). `--processes 1` is one Locust process with no master: its CPU is under the workers' column. "
-           "Lateness from the master's merged results (every worker's records relayed to it).\n",
-           md_table(["processes", "streams", "records", "lateness p50 ms", "lateness p99 ms", "tokens/s",
-                     "emitter write-late p99 ms", "emitter CPU %", "master CPU s", "generating process(es) CPU s",
-                     "master CPU ms / record"], rows, "rrrrrrrrrlr")]
+        rows.append(
+            [
+                c["processes"],
+                c["users"],
+                c.get("records", "-"),
+                fmt(c.get("lateness_p50_ms"), 2),
+                fmt(p99, 1) + flag,
+                fmt(c.get("tokens_per_s"), 0),
+                fmt(c.get("emitter_write_late_p99_ms"), 2),
+                fmt(c.get("emitter_cpu_pct"), 0),
+                fmt(c.get("master_cpu_s"), 1) if c.get("distributed") else "-",
+                ", ".join(fmt(s, 1) for s in c.get("worker_cpu_s", []))
+                or fmt(c.get("master_cpu_s"), 1),
+                fmt(c.get("master_ms_per_record"), 2),
+            ]
+        )
+    out = [
+        f"Command: `{data['command']}`\n",
+        "50 tokens/s, 100-token streams back to back; emitter on core 0; `--processes 1` pinned to core 1, "
+        "`--processes 2` (a master and two workers) on cores 0-1 (**the emitter shares a core with the generator**: "
+        "two cores only). `--processes 1` is one Locust process with no master: its CPU is under the workers' column. "
+        "Lateness from the master's merged results (every worker's records relayed to it).\n",
+        md_table(
+            [
+                "processes",
+                "streams",
+                "records",
+                "lateness p50 ms",
+                "lateness p99 ms",
+                "tokens/s",
+                "emitter write-late p99 ms",
+                "emitter CPU %",
+                "master CPU s",
+                "generating process(es) CPU s",
+                "master CPU ms / record",
+            ],
+            rows,
+            "rrrrrrrrrlr",
+        ),
+    ]
     if data.get("relay_ingest_us") is not None:
-        out.append(f"\nThe relay's own ingest per record (decode, queue, `streams.csv` row, gaps parquet; "
-                   f"`bench/bench_relay.py` A, {MAX_TOKENS} tokens): {data['relay_ingest_us']:.0f} µs. "
-                   "The master's whole-process figure above also holds Locust's own master work.")
+        out.append(
+            f"\nThe relay's own ingest per record (decode, queue, `streams.csv` row, gaps parquet; "
+            f"`bench/bench_relay.py` A, {MAX_TOKENS} tokens): {data['relay_ingest_us']:.0f} µs. "
+            "The master's whole-process figure above also holds Locust's own master work."
+        )
     return "\n".join(out)
 
 
@@ -193,11 +261,18 @@ def main(argv: list[str] | None = None) -> int:
     for users in [int(x) for x in args.levels.split(",") if x.strip()]:
         for procs in [int(x) for x in args.processes.split(",") if x.strip()]:
             cell = run_cell(procs, users, args.seconds, args.warmup, args.keep)
-            print({k: v for k, v in cell.items() if k != "error"}, cell.get("error", "")[-300:], file=sys.stderr,
-                  flush=True)
+            print(
+                {k: v for k, v in cell.items() if k != "error"},
+                cell.get("error", "")[-300:],
+                file=sys.stderr,
+                flush=True,
+            )
             cells.append(cell)
-    data: dict[str, Any] = {"command": shown_command("bench_scaleout", argv),
-                            "cells": cells, "relay_ingest_us": relay_ingest_us()}
+    data: dict[str, Any] = {
+        "command": shown_command("bench_scaleout", argv),
+        "cells": cells,
+        "relay_ingest_us": relay_ingest_us(),
+    }
     print(render(data))
     print(f"\nwrote {write_result('scaleout', data, args.json or None)}", file=sys.stderr)
     return 0

@@ -30,12 +30,25 @@ REPO = BENCH.parent
 
 def _start_emitter(work: Path) -> tuple[subprocess.Popen[bytes], int]:
     ready = work / "emitter.port"
-    proc = subprocess.Popen(["taskset", "-c", "0", sys.executable, str(BENCH / "_soak_emitter.py"), "--ready", str(ready)],
-                            stdout=subprocess.DEVNULL, stderr=open(work / "emitter.err", "w"))  # noqa: SIM115
+    proc = subprocess.Popen(
+        [
+            "taskset",
+            "-c",
+            "0",
+            sys.executable,
+            str(BENCH / "_soak_emitter.py"),
+            "--ready",
+            str(ready),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=open(work / "emitter.err", "w"),  # noqa: SIM115
+    )
     deadline = time.monotonic() + 20
     while not ready.exists():
         if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"emitter did not start: {(work / 'emitter.err').read_text()[-500:]}")
+            raise RuntimeError(
+                f"emitter did not start: {(work / 'emitter.err').read_text()[-500:]}"
+            )
         time.sleep(0.1)
     return proc, int(ready.read_text())
 
@@ -52,16 +65,18 @@ def table(out: Path, users: int, minutes: float) -> str:
     procs = [json.loads(p.read_text()) for p in sorted(Layout(out).procs_dir.glob("*.json"))]
     peak = max(p.get("rss_peak_mb") or 0 for p in procs) if procs else 0
     gen = run.get("generator") or {}
-    return "\n".join([
-        "| streams held | minutes | windows | streams | RSS start → end (peak) MiB | slope MiB/h, 95 % CI | "
-        "later half MiB/h, 95 % CI | growth over the fit | verdict | lag p99 ms | peak CPU % |",
-        "| ---: | ---: | ---: | ---: | --- | --- | --- | ---: | --- | ---: | ---: |",
-        f"| {users} | {minutes:g} | {summary['windows']['rows']} | {summary['requests']:,} | "
-        f"{d['start']:.0f} → {d['end']:.0f} ({peak:.0f}) | {d['slope_per_h']:+.1f} [{d['ci_low_per_h']:+.1f}, "
-        f"{d['ci_high_per_h']:+.1f}] | {d['late_slope_per_h']:+.1f} [{d['late_ci_low_per_h']:+.1f}, "
-        f"{d['late_ci_high_per_h']:+.1f}] | {d['growth_pct']:+.1f} % | {d['verdict']} | "
-        f"{gen.get('lag_p99_ms') or 0:.0f} | {gen.get('peak_cpu_percent') or 0:.0f} |",
-    ])
+    return "\n".join(
+        [
+            "| streams held | minutes | windows | streams | RSS start → end (peak) MiB | slope MiB/h, 95 % CI | "
+            "later half MiB/h, 95 % CI | growth over the fit | verdict | lag p99 ms | peak CPU % |",
+            "| ---: | ---: | ---: | ---: | --- | --- | --- | ---: | --- | ---: | ---: |",
+            f"| {users} | {minutes:g} | {summary['windows']['rows']} | {summary['requests']:,} | "
+            f"{d['start']:.0f} → {d['end']:.0f} ({peak:.0f}) | {d['slope_per_h']:+.1f} [{d['ci_low_per_h']:+.1f}, "
+            f"{d['ci_high_per_h']:+.1f}] | {d['late_slope_per_h']:+.1f} [{d['late_ci_low_per_h']:+.1f}, "
+            f"{d['late_ci_high_per_h']:+.1f}] | {d['growth_pct']:+.1f} % | {d['verdict']} | "
+            f"{gen.get('lag_p99_ms') or 0:.0f} | {gen.get('peak_cpu_percent') or 0:.0f} |",
+        ]
+    )
 
 
 def main() -> None:
@@ -70,8 +85,13 @@ def main() -> None:
     p.add_argument("--users", type=int, default=200)
     p.add_argument("--long", action="store_true", help="20 minutes at 300 streams")
     p.add_argument("--out", type=Path, default=None, help="keep the results directory here")
-    p.add_argument("--table", type=Path, default=None, metavar="DIR",
-                   help="only print the row of a finished run's directory (with --minutes, --users)")
+    p.add_argument(
+        "--table",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="only print the row of a finished run's directory (with --minutes, --users)",
+    )
     args = p.parse_args()
     if args.table is not None:
         print(table(args.table, args.users, args.minutes))
@@ -84,11 +104,40 @@ def main() -> None:
     slo.write_text('[thresholds]\nrequests = ["count>0"]\n')  # memory is the question here
     emitter, port = _start_emitter(work)
     try:
-        cmd = [sys.executable, "-m", "streamslo", "run", "--host", f"http://127.0.0.1:{port}", "--out", str(out),
-               "--model", "m", "--users", str(args.users), "--spawn-rate", str(max(1, args.users // 10)),
-               "--duration", f"{args.minutes * 60:g}", "--max-tokens", "100", "--window", "10s", "--drain", "10",
-               "--generator-cpus", "1", "--slo", str(slo), "--allow-invalid", "--progress", "plain",
-               "--progress-interval", "60", "--quiet"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "streamslo",
+            "run",
+            "--host",
+            f"http://127.0.0.1:{port}",
+            "--out",
+            str(out),
+            "--model",
+            "m",
+            "--users",
+            str(args.users),
+            "--spawn-rate",
+            str(max(1, args.users // 10)),
+            "--duration",
+            f"{args.minutes * 60:g}",
+            "--max-tokens",
+            "100",
+            "--window",
+            "10s",
+            "--drain",
+            "10",
+            "--generator-cpus",
+            "1",
+            "--slo",
+            str(slo),
+            "--allow-invalid",
+            "--progress",
+            "plain",
+            "--progress-interval",
+            "60",
+            "--quiet",
+        ]
         t0 = time.monotonic()
         r = subprocess.run(cmd, cwd=REPO)
         wall = time.monotonic() - t0

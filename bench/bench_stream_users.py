@@ -113,12 +113,24 @@ BOUND_MS = 10.0
 EMITTER_LAG_MS = 10.0  # a cell whose emitter wrote late beyond this (p99) is flagged: not valid
 GOAL_STREAMS = 500  # issue 12: streams per generator process at p99 < 10 ms
 CLIENTS = (
-    "streamslo per-gap", "streamslo per-stream", "streamslo WS", "HttpUser+requests", "FastHttpUser readline",
-    "asyncio aiohttp", "asyncio httpx", "asyncio raw", "asyncio websockets",
+    "streamslo per-gap",
+    "streamslo per-stream",
+    "streamslo WS",
+    "HttpUser+requests",
+    "FastHttpUser readline",
+    "asyncio aiohttp",
+    "asyncio httpx",
+    "asyncio raw",
+    "asyncio websockets",
 )
 DEFAULT_CLIENTS = (
-    "streamslo per-stream", "streamslo WS", "HttpUser+requests", "FastHttpUser readline",
-    "asyncio aiohttp", "asyncio raw", "asyncio websockets",
+    "streamslo per-stream",
+    "streamslo WS",
+    "HttpUser+requests",
+    "FastHttpUser readline",
+    "asyncio aiohttp",
+    "asyncio raw",
+    "asyncio websockets",
 )
 # The real asyncio clients (parse SSE, decode each chunk's JSON); issue 4's "best asyncio client".
 REAL_ASYNCIO = ("asyncio aiohttp", "asyncio httpx")
@@ -132,15 +144,29 @@ def _label(client: str) -> str:
     return LABELS.get(client, client)
 
 
-def _client_cmd(client: str, url: str, users: int, seconds: int, work: Path) -> tuple[list[str], dict[str, str]]:
+def _client_cmd(
+    client: str, url: str, users: int, seconds: int, work: Path
+) -> tuple[list[str], dict[str, str]]:
     import os
 
     env = dict(os.environ)
     if client.startswith("streamslo"):
         mode = "per-stream" if client == "streamslo WS" else client.split()[-1]
         proto = ["--protocol", "ws"] if client == "streamslo WS" else []
-        cmd = locust_cmd(url, users, seconds, "-f", "locustfiles/streaming_locustfile.py", "--results-dir",
-                         str(work / "results"), "--max-tokens", str(MAX_TOKENS), "--itl-events", mode, *proto)
+        cmd = locust_cmd(
+            url,
+            users,
+            seconds,
+            "-f",
+            "locustfiles/streaming_locustfile.py",
+            "--results-dir",
+            str(work / "results"),
+            "--max-tokens",
+            str(MAX_TOKENS),
+            "--itl-events",
+            mode,
+            *proto,
+        )
     elif client in ("HttpUser+requests", "FastHttpUser readline"):
         kind = client.split("+")[0].split()[0]
         lf = work / f"plain_{kind}_locustfile.py"
@@ -150,8 +176,22 @@ def _client_cmd(client: str, url: str, users: int, seconds: int, work: Path) -> 
         cmd = locust_cmd(url, users, seconds, "-f", str(lf))
     else:
         lib = client.split()[-1]  # aiohttp | httpx | raw | websockets
-        cmd = [sys.executable, str(BENCH / "_clients.py"), "--lib", lib, "--url", url, "--users", str(users),
-               "--seconds", str(seconds), "--max-tokens", str(MAX_TOKENS), "--out", str(work / "client.json")]
+        cmd = [
+            sys.executable,
+            str(BENCH / "_clients.py"),
+            "--lib",
+            lib,
+            "--url",
+            url,
+            "--users",
+            str(users),
+            "--seconds",
+            str(seconds),
+            "--max-tokens",
+            str(MAX_TOKENS),
+            "--out",
+            str(work / "client.json"),
+        ]
     return cmd, env
 
 
@@ -164,7 +204,9 @@ def _streams_plain(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def analyse(streams: list[dict[str, Any]], emitted: list[dict[str, Any]], warmup: float) -> dict[str, Any]:
+def analyse(
+    streams: list[dict[str, Any]], emitted: list[dict[str, Any]], warmup: float
+) -> dict[str, Any]:
     """Lateness (receive - emit) of every token of the complete streams started after warm-up."""
     import numpy as np
 
@@ -183,7 +225,11 @@ def analyse(streams: list[dict[str, Any]], emitted: list[dict[str, Any]], warmup
     lat = np.concatenate(late) * 1000.0 if late else np.array([])
     rl = np.concatenate(rel) * 1000.0 if rel else np.array([])
     # The emitter's own lateness: each write against its absolute schedule.
-    ew = [np.asarray(s["w"]) - (s["t_req"] + PERIOD * np.arange(1, len(s["w"]) + 1)) for s in emitted if s["w"]]
+    ew = [
+        np.asarray(s["w"]) - (s["t_req"] + PERIOD * np.arange(1, len(s["w"]) + 1))
+        for s in emitted
+        if s["w"]
+    ]
     ewl = np.concatenate(ew) * 1000.0 if ew else np.array([])
     return {
         "lateness_p50_ms": pct(lat, 50),
@@ -198,7 +244,9 @@ def analyse(streams: list[dict[str, Any]], emitted: list[dict[str, Any]], warmup
     }
 
 
-def run_cell(client: str, users: int, seconds: int, warmup: float, keep: bool, nice: int = 0) -> dict[str, Any]:
+def run_cell(
+    client: str, users: int, seconds: int, warmup: float, keep: bool, nice: int = 0
+) -> dict[str, Any]:
     """One client at one concurrency against a fresh emitter; its lateness, CPU and counts."""
     with workdir(client.split()[0][:8] + f"-{users}", keep) as work:
         cmd, env = _client_cmd(client, "{url}", users, seconds, work)
@@ -219,9 +267,14 @@ def run_cell(client: str, users: int, seconds: int, warmup: float, keep: bool, n
         t_last = max((s["t_req"] for s in emitted), default=time.time())
         lo, hi = t_first + warmup, t_last
         res.update(
-            client=client, users=users, seconds=seconds, rc=rc,
+            client=client,
+            users=users,
+            seconds=seconds,
+            rc=rc,
             streams_completed=sum(1 for s in streams if s["done"]),
-            streams_emitted=len(emitted), tokens_received=tokens, unmatched=unmatched,
+            streams_emitted=len(emitted),
+            tokens_received=tokens,
+            unmatched=unmatched,
             client_cpu_pct=sampler.mean_cpu("client", lo, hi),
             emitter_cpu_pct=sampler.mean_cpu("emitter", lo, hi),
             client_preempt_per_s=sampler.rate("client", lo, hi),
@@ -245,7 +298,11 @@ def _capacity(cells: list[dict[str, Any]]) -> tuple[int | None, float | None, st
             if prev is None:
                 return None, None, f"< {c['users']}"
             p0 = prev["lateness_p99_ms"]
-            x = prev["users"] + (BOUND_MS - p0) / (p99 - p0) * (c["users"] - prev["users"]) if p99 is not None else prev["users"]
+            x = (
+                prev["users"] + (BOUND_MS - p0) / (p99 - p0) * (c["users"] - prev["users"])
+                if p99 is not None
+                else prev["users"]
+            )
             return prev["users"], x, f"{prev['users']} (~{x:.0f})"
         prev = c
     top = cells[-1]["users"] if cells else None
@@ -273,7 +330,11 @@ def report(cells: list[dict[str, Any]], clients: list[str]) -> tuple[str, dict[s
         f"\n✗: lateness p99 >= {BOUND_MS:g} ms. ‡: the emitter itself wrote late (p99 > {EMITTER_LAG_MS:g} ms; "
         "the machine is shared): the cell measured a burstier load than asked, read it with care."
     )
-    lines += ["", f"| client | capacity at p99 < {BOUND_MS:g} ms (largest level passing, ~interpolated crossing) |", "| --- | --- |"]
+    lines += [
+        "",
+        f"| client | capacity at p99 < {BOUND_MS:g} ms (largest level passing, ~interpolated crossing) |",
+        "| --- | --- |",
+    ]
     for name in clients:
         level, cross, text = _capacity([c for c in cells if c["client"] == name])
         caps[name] = {"level": level, "crossing": cross, "text": text}
@@ -295,9 +356,13 @@ def report(cells: list[dict[str, Any]], clients: list[str]) -> tuple[str, dict[s
     lines.append("")
     if best_real is not None:
         shown = ", ".join(f"{_label(c)} {caps[c]['text']}" for c in real)
-        lines.append(f"- best real asyncio client (max capacity of {', '.join(real)}): {best_real} ({shown})")
+        lines.append(
+            f"- best real asyncio client (max capacity of {', '.join(real)}): {best_real} ({shown})"
+        )
     elif any(c.startswith("streamslo") for c in clients):
-        lines.append("- no real asyncio client (aiohttp, httpx) in this run: the issue 4 comparison is not made")
+        lines.append(
+            "- no real asyncio client (aiohttp, httpx) in this run: the issue 4 comparison is not made"
+        )
 
     def compare(ours: str, other: str, name: str, goal: str | None, gv: float | None) -> None:
         a, b = est(ours), est(other)
@@ -308,11 +373,20 @@ def report(cells: list[dict[str, Any]], clients: list[str]) -> tuple[str, dict[s
             notes.append(f"{_label(other)} passed every level: ratio is an upper bound")
         note = f" ({'; '.join(notes)})" if notes else ""
         if a is None and b is None:
-            text, r = f"both fail the lowest level ({caps[ours]['text']}, {caps[other]['text']})", None
+            text, r = (
+                f"both fail the lowest level ({caps[ours]['text']}, {caps[other]['text']})",
+                None,
+            )
         elif a is None:
-            text, r = f"streamslo fails the lowest level; {_label(other)} holds {caps[other]['text']}", None
+            text, r = (
+                f"streamslo fails the lowest level; {_label(other)} holds {caps[other]['text']}",
+                None,
+            )
         elif b is None:
-            text, r = f"{_label(other)} fails the lowest level; streamslo holds {caps[ours]['text']}", None
+            text, r = (
+                f"{_label(other)} fails the lowest level; streamslo holds {caps[ours]['text']}",
+                None,
+            )
         else:
             r = a / b
             text = f"{r:.2f}x{note}"
@@ -338,7 +412,13 @@ def report(cells: list[dict[str, Any]], clients: list[str]) -> tuple[str, dict[s
         if "FastHttpUser readline" in caps:
             compare(ours, "FastHttpUser readline", "FastHttpUser readline", None, None)
         if best_real is not None:
-            compare(ours, best_real, f"best real asyncio client ({best_real})", ">= 1x (no worse, issue 4)", 1.0)
+            compare(
+                ours,
+                best_real,
+                f"best real asyncio client ({best_real})",
+                ">= 1x (no worse, issue 4)",
+                1.0,
+            )
         if "asyncio raw" in caps:
             compare(ours, "asyncio raw", _label("asyncio raw"), None, None)
     if "streamslo WS" in caps and "asyncio websockets" in caps:
@@ -346,20 +426,28 @@ def report(cells: list[dict[str, Any]], clients: list[str]) -> tuple[str, dict[s
     if "streamslo per-stream" in caps:
         got = est("streamslo per-stream")
         cap = caps["streamslo per-stream"]
-        bound = " (a lower bound: every level passed)" if cap["crossing"] is None and cap["level"] else ""
+        bound = (
+            " (a lower bound: every level passed)"
+            if cap["crossing"] is None and cap["level"]
+            else ""
+        )
         verdict = "meets goal" if got is not None and got >= GOAL_STREAMS else "below goal"
         held = f"~{fmt(got, 0)}" if got is not None else cap["text"]
-        lines.append(f"- streamslo per-stream: {held} streams per process at p99 < {BOUND_MS:g} ms{bound} "
-                     f"(goal >= {GOAL_STREAMS}) — {verdict}")
+        lines.append(
+            f"- streamslo per-stream: {held} streams per process at p99 < {BOUND_MS:g} ms{bound} "
+            f"(goal >= {GOAL_STREAMS}) — {verdict}"
+        )
     return "\n".join(lines), {"capacities": caps, "ratios": ratios, "best_real_asyncio": best_real}
 
 
 def render(data: dict[str, Any]) -> str:
     """The Markdown section of ``bench/RESULTS.md`` from this bench's JSON."""
     table, _ = report(data["cells"], data["clients"])
-    head = (f"Command: `{data['command']}`\n\n50 tokens/s per stream, {MAX_TOKENS}-token streams back to back, "
-            "emitter pinned to core 0, client to core 1. Lateness = client receive time − emitter write time "
-            "(embedded in each chunk, or tied through the emitter's log for streamslo).\n\n")
+    head = (
+        f"Command: `{data['command']}`\n\n50 tokens/s per stream, {MAX_TOKENS}-token streams back to back, "
+        "emitter pinned to core 0, client to core 1. Lateness = client receive time − emitter write time "
+        "(embedded in each chunk, or tied through the emitter's log for streamslo).\n\n"
+    )
     tail = "".join(f"\n- skipped: {n}" for n in data.get("skipped", []))
     return head + table + tail
 
@@ -370,12 +458,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--levels", default="100,250,500", help="concurrency levels, comma-separated")
     p.add_argument("--seconds", type=int, default=15, help="load seconds per cell")
     p.add_argument("--warmup", type=float, default=2.5, help="leave out streams started this soon")
-    p.add_argument("--clients", default=",".join(DEFAULT_CLIENTS),
-                   help=f"which clients, comma-separated (of: {', '.join(CLIENTS)})")
-    p.add_argument("--json", default="", help="write the results here (default bench/results/stream_users.json)")
+    p.add_argument(
+        "--clients",
+        default=",".join(DEFAULT_CLIENTS),
+        help=f"which clients, comma-separated (of: {', '.join(CLIENTS)})",
+    )
+    p.add_argument(
+        "--json",
+        default="",
+        help="write the results here (default bench/results/stream_users.json)",
+    )
     p.add_argument("--keep", action="store_true", help="keep each cell's work directory")
     p.add_argument(
-        "--nice", type=int, default=-5,
+        "--nice",
+        type=int,
+        default=-5,
         help="run emitter and client at this nice level (default -5: the machine is shared; 0: off)",
     )
     args = p.parse_args(argv)
@@ -409,9 +506,19 @@ def main(argv: list[str] | None = None) -> int:
     for note in skipped:
         print(f"- skipped: {note}")
     command = shown_command("bench_stream_users", argv)
-    out = write_result("stream_users", {"command": command.strip(), "cells": cells, "clients": clients, **summary,
-                                        "skipped": skipped, "levels": levels, "seconds": args.seconds},
-                       args.json or None)
+    out = write_result(
+        "stream_users",
+        {
+            "command": command.strip(),
+            "cells": cells,
+            "clients": clients,
+            **summary,
+            "skipped": skipped,
+            "levels": levels,
+            "seconds": args.seconds,
+        },
+        args.json or None,
+    )
     print(f"\nwrote {out}", file=sys.stderr)
     return 0
 

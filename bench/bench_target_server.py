@@ -68,8 +68,10 @@ async def _stream(port: int, body: bytes, deadline: float, slow: bool, delay: fl
         return st
     if slow:  # a small receive window makes a slow reader push back on the server quickly
         writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    writer.write(b"POST /v1/stream HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json\r\n"
-                 b"content-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    writer.write(
+        b"POST /v1/stream HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json\r\n"
+        b"content-length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+    )
     last = None
     try:
         status = await asyncio.wait_for(reader.readline(), max(0.1, deadline - time.monotonic()))
@@ -107,16 +109,19 @@ async def _stream(port: int, body: bytes, deadline: float, slow: bool, delay: fl
     return st
 
 
-async def run_load(port: int, streams: int, tokens: int, duration: float, slow: bool,
-                   ramp: float = 0.0) -> tuple[list[StreamStats], float]:
+async def run_load(
+    port: int, streams: int, tokens: int, duration: float, slow: bool, ramp: float = 0.0
+) -> tuple[list[StreamStats], float]:
     """Open ``streams`` streams, spread evenly over ``ramp`` seconds (a Locust-style spawn
     rate; 0 opens them all in one instant); returns their stats and the wall time."""
-    body = json.dumps({"prompt": "Explain quantum entanglement", "max_tokens": tokens,
-                       "ignore_eos": True}).encode()
+    body = json.dumps(
+        {"prompt": "Explain quantum entanglement", "max_tokens": tokens, "ignore_eos": True}
+    ).encode()
     deadline = time.monotonic() + duration
     t0 = time.perf_counter()
-    res = await asyncio.gather(*[_stream(port, body, deadline, slow, i * ramp / streams)
-                                 for i in range(streams)])
+    res = await asyncio.gather(
+        *[_stream(port, body, deadline, slow, i * ramp / streams) for i in range(streams)]
+    )
     return list(res), time.perf_counter() - t0
 
 
@@ -125,9 +130,13 @@ def _active_streams(port: int) -> int:
         return int(json.loads(r.read())["active_streams"])
 
 
-async def _sigterm_pass(proc: subprocess.Popen[bytes], port: int, args: argparse.Namespace) -> dict[str, object]:
+async def _sigterm_pass(
+    proc: subprocess.Popen[bytes], port: int, args: argparse.Namespace
+) -> dict[str, object]:
     """Streams in flight, SIGTERM once all run; what became of them."""
-    load = asyncio.ensure_future(run_load(port, args.streams, args.tokens, args.duration, False, args.ramp))
+    load = asyncio.ensure_future(
+        run_load(port, args.streams, args.tokens, args.duration, False, args.ramp)
+    )
     deadline = time.monotonic() + args.duration
     held = 0
     while time.monotonic() < deadline and held < args.streams:
@@ -145,24 +154,38 @@ async def _sigterm_pass(proc: subprocess.Popen[bytes], port: int, args: argparse
     rc, t_exit = await exited
     began = [r for r in res if r.ttft is not None or r.ok]
     return {
-        "streams": len(res), "in_flight": held,
+        "streams": len(res),
+        "in_flight": held,
         "ok": sum(1 for r in res if r.ok and r.finish == "length" and r.tokens == args.tokens),
         "cut": sum(1 for r in began if not (r.ok and r.tokens == args.tokens)),
         "refused": sum(1 for r in res if r.error is not None and " 503 " in r.error),
         "last_end_s": max(r.ended or t_term for r in res) - t_term,
-        "drain_s": t_exit - t_term, "exit_code": rc,
+        "drain_s": t_exit - t_term,
+        "exit_code": rc,
     }
 
 
 def _sigterm(args: argparse.Namespace) -> int:
-    cols = ["server", "streams", "in_flight", "ok", "cut", "refused", "last_end_s", "drain_s",
-            "exit_code"]
+    cols = [
+        "server",
+        "streams",
+        "in_flight",
+        "ok",
+        "cut",
+        "refused",
+        "last_end_s",
+        "drain_s",
+        "exit_code",
+    ]
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
     failed = False
     for kind in ("uvicorn", "gunicorn"):
-        proc, port = _start("fixed", args.server_core,
-                            ["--server", kind, "--max-streams", str(max(512, args.streams))])
+        proc, port = _start(
+            "fixed",
+            args.server_core,
+            ["--server", kind, "--max-streams", str(max(512, args.streams))],
+        )
         try:
             row = {"server": kind, **asyncio.run(_sigterm_pass(proc, port, args))}
         finally:
@@ -170,8 +193,13 @@ def _sigterm(args: argparse.Namespace) -> int:
                 proc.kill()
                 proc.wait()
         failed |= row["cut"] != 0 or row["exit_code"] != 0
-        print("| " + " | ".join(f"{row[c]:.2f}" if isinstance(row[c], float) else str(row[c])
-                                for c in cols) + " |")
+        print(
+            "| "
+            + " | ".join(
+                f"{row[c]:.2f}" if isinstance(row[c], float) else str(row[c]) for c in cols
+            )
+            + " |"
+        )
     return 1 if failed else 0
 
 
@@ -187,7 +215,9 @@ def _rss_mb(pid: int) -> float:
     return float(sum(q.memory_info().rss for q in procs if q.is_running())) / 2**20
 
 
-async def _measure(pid: int, port: int, args: argparse.Namespace, slow: bool) -> tuple[list[StreamStats], float, float]:
+async def _measure(
+    pid: int, port: int, args: argparse.Namespace, slow: bool
+) -> tuple[list[StreamStats], float, float]:
     peak = 0.0
 
     async def sample() -> None:
@@ -210,12 +240,15 @@ def _row(mode: str, res: list[StreamStats], wall: float, rss: float) -> dict[str
     truncated = sum(1 for r in began if not r.ok and r.error != "deadline")
     silent = sum(1 for r in res if r.ok and (r.finish != "length" or r.tokens < 1))
     return {
-        "mode": mode, "streams": len(res), "ok": sum(1 for r in res if r.ok and r.finish == "length"),
+        "mode": mode,
+        "streams": len(res),
+        "ok": sum(1 for r in res if r.ok and r.finish == "length"),
         "tokens/s": sum(r.tokens for r in res) / wall,
         "itl_p50": float(np.percentile(gaps, 50)) if gaps.size else float("nan"),
         "itl_p99": float(np.percentile(gaps, 99)) if gaps.size else float("nan"),
         "ttft_p99": float(np.percentile(ttft, 99)) if ttft.size else float("nan"),
-        "truncated": truncated, "silent": silent,
+        "truncated": truncated,
+        "silent": silent,
         "unfinished": sum(1 for r in res if r.error == "deadline"),
         "errors": sum(1 for r in res if r.ttft is None and not r.ok and r.error != "deadline"),
         "rss_mb": rss,
@@ -223,8 +256,20 @@ def _row(mode: str, res: list[StreamStats], wall: float, rss: float) -> dict[str
 
 
 def _print(rows: list[dict[str, object]]) -> None:
-    cols = ["mode", "streams", "ok", "tokens/s", "itl_p50", "itl_p99", "ttft_p99", "truncated",
-            "silent", "unfinished", "errors", "rss_mb"]
+    cols = [
+        "mode",
+        "streams",
+        "ok",
+        "tokens/s",
+        "itl_p50",
+        "itl_p99",
+        "ttft_p99",
+        "truncated",
+        "silent",
+        "unfinished",
+        "errors",
+        "rss_mb",
+    ]
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
     for r in rows:
@@ -240,13 +285,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--duration", type=float, default=30.0, help="cap per mode, seconds")
     p.add_argument("--slow-duration", type=float, default=15.0)
     p.add_argument("--modes", default="fixed,naive")
-    p.add_argument("--ramp", type=float, default=2.0,
-                   help="seconds over which streams open (spawn rate = streams / ramp)")
+    p.add_argument(
+        "--ramp",
+        type=float,
+        default=2.0,
+        help="seconds over which streams open (spawn rate = streams / ramp)",
+    )
     p.add_argument("--server-core", type=int, default=0)
     p.add_argument("--client-core", type=int, default=1)
     p.add_argument("--no-slow", action="store_true", help="skip the slow-reader pass")
-    p.add_argument("--sigterm", action="store_true",
-                   help="instead: SIGTERM during --streams streams, uvicorn and gunicorn")
+    p.add_argument(
+        "--sigterm",
+        action="store_true",
+        help="instead: SIGTERM during --streams streams, uvicorn and gunicorn",
+    )
     args = p.parse_args(argv)
     if hasattr(os, "sched_setaffinity") and args.client_core < (os.cpu_count() or 1):
         os.sched_setaffinity(0, {args.client_core})
@@ -256,7 +308,9 @@ def main(argv: list[str] | None = None) -> int:
     for mode in args.modes.split(","):
         passes = [False] if args.no_slow else [False, True]
         for slow in passes:
-            proc, port = _start(mode, args.server_core, ["--max-streams", str(max(512, args.streams))])
+            proc, port = _start(
+                mode, args.server_core, ["--max-streams", str(max(512, args.streams))]
+            )
             try:
                 res, wall, rss = asyncio.run(_measure(proc.pid, port, args, slow))
             finally:

@@ -47,29 +47,63 @@ class Bench:
 
 
 BENCHES: tuple[Bench, ...] = (
-    Bench("stream_users", "bench_stream_users", "Stream users on one client core",
-          ("--levels", "100,250,500", "--seconds", "12"),
-          ("--levels", "100,250", "--seconds", "8",
-           "--clients", "streamslo per-stream,streamslo WS,HttpUser+requests,FastHttpUser readline,"
-                        "asyncio aiohttp,asyncio websockets")),
-    Bench("accuracy", "bench_accuracy", "Accuracy against a known schedule",
-          ("--levels", "16,100,250", "--seconds", "15"),
-          ("--levels", "16,250", "--seconds", "8")),
-    Bench("burst", "bench_burst", "The bundled server under a 250-stream burst, and serving overhead",
-          ("--repeats", "3", "--overhead", "--seconds", "20"),
-          ("--repeats", "1", "--overhead", "--seconds", "20")),
-    Bench("memory", "bench_memory", "Memory per open stream",
-          ("--levels", "50,500", "--server-levels", "10,250"),
-          ("--levels", "50,300", "--server-levels", "10,150", "--seconds", "8")),
-    Bench("scaleout", "bench_scaleout", "Scale-out: one worker process vs two",
-          ("--levels", "150,300", "--seconds", "15"),
-          ("--levels", "400", "--seconds", "10")),
-    Bench("relay", "bench_relay", "Worker-to-master record relay",
-          (),
-          ("--records", "1000", "--repeats", "2", "--seconds", "8")),
-    Bench("replay", "bench_replay", "Trace replay, client hang-ups and the prefix cache",
-          (),
-          ("--quick",)),
+    Bench(
+        "stream_users",
+        "bench_stream_users",
+        "Stream users on one client core",
+        ("--levels", "100,250,500", "--seconds", "12"),
+        (
+            "--levels",
+            "100,250",
+            "--seconds",
+            "8",
+            "--clients",
+            "streamslo per-stream,streamslo WS,HttpUser+requests,FastHttpUser readline,"
+            "asyncio aiohttp,asyncio websockets",
+        ),
+    ),
+    Bench(
+        "accuracy",
+        "bench_accuracy",
+        "Accuracy against a known schedule",
+        ("--levels", "16,100,250", "--seconds", "15"),
+        ("--levels", "16,250", "--seconds", "8"),
+    ),
+    Bench(
+        "burst",
+        "bench_burst",
+        "The bundled server under a 250-stream burst, and serving overhead",
+        ("--repeats", "3", "--overhead", "--seconds", "20"),
+        ("--repeats", "1", "--overhead", "--seconds", "20"),
+    ),
+    Bench(
+        "memory",
+        "bench_memory",
+        "Memory per open stream",
+        ("--levels", "50,500", "--server-levels", "10,250"),
+        ("--levels", "50,300", "--server-levels", "10,150", "--seconds", "8"),
+    ),
+    Bench(
+        "scaleout",
+        "bench_scaleout",
+        "Scale-out: one worker process vs two",
+        ("--levels", "150,300", "--seconds", "15"),
+        ("--levels", "400", "--seconds", "10"),
+    ),
+    Bench(
+        "relay",
+        "bench_relay",
+        "Worker-to-master record relay",
+        (),
+        ("--records", "1000", "--repeats", "2", "--seconds", "8"),
+    ),
+    Bench(
+        "replay",
+        "bench_replay",
+        "Trace replay, client hang-ups and the prefix cache",
+        (),
+        ("--quick",),
+    ),
 )
 
 
@@ -130,9 +164,14 @@ def run_one(b: Bench, quick: bool, results: Path) -> tuple[int, float]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="smaller levels, shorter cells")
-    p.add_argument("--only", default="", help="these benches only, comma-separated: "
-                   + ",".join(b.name for b in BENCHES))
-    p.add_argument("--render-only", action="store_true", help="rewrite RESULTS.md from the JSON; run nothing")
+    p.add_argument(
+        "--only",
+        default="",
+        help="these benches only, comma-separated: " + ",".join(b.name for b in BENCHES),
+    )
+    p.add_argument(
+        "--render-only", action="store_true", help="rewrite RESULTS.md from the JSON; run nothing"
+    )
     p.add_argument("--results", type=Path, default=BENCH / "results")
     p.add_argument("--md", type=Path, default=BENCH / "RESULTS.md")
     args = p.parse_args(argv)

@@ -28,14 +28,32 @@ __all__ = ["COMMANDS", "GLOBAL_FLAGS", "STOPPABLE", "build_parser", "main"]
 COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("streamslo.server.launch", "run the bundled PyTorch streaming target server"),
     "run": ("streamslo.commands.run", "a headless Locust load run that writes a results directory"),
-    "verify": ("streamslo.verify.command", "check a results directory (or an SLO file) against thresholds"),
+    "verify": (
+        "streamslo.verify.command",
+        "check a results directory (or an SLO file) against thresholds",
+    ),
     "report": ("streamslo.reports.command", "the before/after SLO report (HTML, Markdown, JSON)"),
-    "compare": ("streamslo.commands.compare", "the main job: naive vs fixed bundled server, with report"),
+    "compare": (
+        "streamslo.commands.compare",
+        "the main job: naive vs fixed bundled server, with report",
+    ),
     "soak": ("streamslo.commands.soak", "a staged long run with thresholds that can abort it"),
-    "sweep": ("streamslo.commands.sweep", "runs at rising request rates: the knee and the highest rate that meets the SLO"),
-    "proxy": ("streamslo.proxy.command", "a fault-injecting TCP proxy to put between the suite and a server"),
-    "finalize": ("streamslo.commands.finalize", "finalize the results directory of a run that was killed"),
-    "check": ("streamslo.check.command", "check a server's stream contract before load testing it (exit 0 / 99 / 2)"),
+    "sweep": (
+        "streamslo.commands.sweep",
+        "runs at rising request rates: the knee and the highest rate that meets the SLO",
+    ),
+    "proxy": (
+        "streamslo.proxy.command",
+        "a fault-injecting TCP proxy to put between the suite and a server",
+    ),
+    "finalize": (
+        "streamslo.commands.finalize",
+        "finalize the results directory of a run that was killed",
+    ),
+    "check": (
+        "streamslo.check.command",
+        "check a server's stream contract before load testing it (exit 0 / 99 / 2)",
+    ),
 }
 
 #: Sub-commands that run children: SIGTERM and SIGHUP stop them like Ctrl-C (streamslo.run.signals).
@@ -55,16 +73,25 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n{self.short_usage()}\n")
 
     def short_usage(self) -> str:
-        positionals = [a for a in self._actions if not a.option_strings and a.help != argparse.SUPPRESS]
+        positionals = [
+            a for a in self._actions if not a.option_strings and a.help != argparse.SUPPRESS
+        ]
         words = []
         for a in positionals:
             if isinstance(a, argparse._SubParsersAction):
                 words.append("COMMAND")
             else:
                 name = a.metavar if isinstance(a.metavar, str) else a.dest.upper()
-                words.append({"?": f"[{name}]", "*": f"[{name} ...]", "+": f"{name} ..."}.get(str(a.nargs), name))
-        required = [a.option_strings[-1] + (f" {a.metavar}" if isinstance(a.metavar, str) else "")
-                    for a in self._actions if a.required and a.option_strings]
+                words.append(
+                    {"?": f"[{name}]", "*": f"[{name} ...]", "+": f"{name} ..."}.get(
+                        str(a.nargs), name
+                    )
+                )
+        required = [
+            a.option_strings[-1] + (f" {a.metavar}" if isinstance(a.metavar, str) else "")
+            for a in self._actions
+            if a.required and a.option_strings
+        ]
         line = " ".join([f"usage: {self.prog}", *required, "[options]", *words])
         return f"{line}\n(`{self.prog} --help` lists every option)"
 
@@ -72,7 +99,7 @@ class _Parser(argparse.ArgumentParser):
 def _plain(message: str) -> str:
     """argparse's ``argument --duration: ...`` as ``--duration: ...``."""
     if message.startswith("argument "):
-        flag, sep, rest = message[len("argument "):].partition(": ")
+        flag, sep, rest = message[len("argument ") :].partition(": ")
         if sep:
             return f"{flag.split('/')[-1]}: {rest}"
     return message
@@ -90,7 +117,7 @@ def _did_you_mean(parser: argparse.ArgumentParser, message: str) -> str:
         return message
     known = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
     hints = []
-    for word in message[len(prefix):].split():
+    for word in message[len(prefix) :].split():
         if not word.startswith("-"):
             continue
         close = difflib.get_close_matches(word.split("=", 1)[0], known, n=1, cutoff=0.6)
@@ -125,7 +152,12 @@ def _negative_values(parser: argparse.ArgumentParser, argv: list[str]) -> list[s
             skip = False
             continue
         nxt = argv[i + 1] if i + 1 < len(argv) else ""
-        if arg in takes_value and len(nxt) > 1 and nxt[0] == "-" and (nxt[1].isdigit() or nxt[1] == "."):
+        if (
+            arg in takes_value
+            and len(nxt) > 1
+            and nxt[0] == "-"
+            and (nxt[1].isdigit() or nxt[1] == ".")
+        ):
             out.append(f"{arg}={nxt}")
             skip = True
         else:
@@ -149,7 +181,9 @@ def _path_reason(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
-def _subparser(parser: argparse.ArgumentParser, command: str | None) -> argparse.ArgumentParser | None:
+def _subparser(
+    parser: argparse.ArgumentParser, command: str | None
+) -> argparse.ArgumentParser | None:
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction) and command in action.choices:
             sub: argparse.ArgumentParser = action.choices[command]
@@ -167,8 +201,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         "128+N stopped by signal N (130 Ctrl-C, 143 SIGTERM).",
     )
     parser.add_argument("--version", action="version", version=f"streamslo {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true",
-                        help="debug logging; verify: pytest's own output (anywhere on the line)")
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="debug logging; verify: pytest's own output (anywhere on the line)",
+    )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name, (module_name, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
@@ -217,11 +255,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             logging.getLogger("streamslo").exception("internal error in %s", args.command)
             return EXIT_INTERNAL
         # A path the user gave that cannot be read or written: bad input, named, no traceback.
-        print(f"streamslo {args.command}: error: {exc.filename}: {_path_reason(exc)}", file=sys.stderr)
+        print(
+            f"streamslo {args.command}: error: {exc.filename}: {_path_reason(exc)}", file=sys.stderr
+        )
         return EXIT_BAD_INPUT
     except KeyboardInterrupt as exc:
         code = exit_code_of(exc)
-        print(f"streamslo {args.command}: interrupted ({signal.Signals(code - 128).name}); exit code {code}", file=sys.stderr)
+        print(
+            f"streamslo {args.command}: interrupted ({signal.Signals(code - 128).name}); exit code {code}",
+            file=sys.stderr,
+        )
         return code
     except Exception:
         logging.getLogger("streamslo").exception("internal error in %s", args.command)

@@ -15,27 +15,52 @@ from streamslo.options.units import parse_duration
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_every_sub_command_has_help(command):
-    r = subprocess.run([sys.executable, "-m", "streamslo", command, "--help"], capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "streamslo", command, "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr
     assert "usage: streamslo " + command in r.stdout
 
 
 def test_usage_error_exits_2():
-    r = subprocess.run([sys.executable, "-m", "streamslo", "run", "--users", "0"], capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "streamslo", "run", "--users", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 2
     assert "--users" in r.stderr
-    r = subprocess.run([sys.executable, "-m", "streamslo", "nope"], capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "streamslo", "nope"], capture_output=True, text=True, timeout=60
+    )
     assert r.returncode == 2
 
 
 def test_run_requires_host_and_out():
-    r = subprocess.run([sys.executable, "-m", "streamslo", "run", "--out", "/tmp/x-never"], capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "streamslo", "run", "--out", "/tmp/x-never"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 2 and "--host" in r.stderr
 
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("30", 30.0), ("2.5", 2.5), ("30s", 30.0), ("5m", 300.0), ("1h", 3600.0), ("1m30s", 90.0), ("250ms", 0.25)],
+    [
+        ("30", 30.0),
+        ("2.5", 2.5),
+        ("30s", 30.0),
+        ("5m", 300.0),
+        ("1h", 3600.0),
+        ("1m30s", 90.0),
+        ("250ms", 0.25),
+    ],
 )
 def test_durations(text, seconds):
     assert parse_duration(text) == pytest.approx(seconds)
@@ -48,16 +73,49 @@ def test_bad_durations(bad):
 
 
 PUBLIC = [
-    "streamslo.errors", "streamslo.options.units", "streamslo.results.layout", "streamslo.figures.metrics", "streamslo.workload.requests",
-    "streamslo.run.finalize", "streamslo.run.execute", "streamslo.commands.run", "streamslo.commands.compare", "streamslo.commands.soak", "streamslo.options.stages",
-    "streamslo.run.evidence", "streamslo.results.summary_table", "streamslo.stream.sse", "streamslo.stream.tracker",
-    "streamslo.stream.timing", "streamslo.stream.outcome", "streamslo.stream.http1", "streamslo.transport.sync",
-    "streamslo.transport.common", "streamslo.transport.sse", "streamslo.transport.ws", "streamslo.transport.watchdog",
-    "streamslo.server.bundled", "streamslo.slo._parse", "streamslo.options.run_options", "streamslo.options.values",
-    "streamslo.options.redact", "streamslo.figures.histogram", "streamslo.figures.windows", "streamslo.run.windows_file",
-    "streamslo.slo.live_eval", "streamslo.slo.budget", "streamslo.figures.drift", "streamslo.run.progress", "streamslo.run.exporter",
-    "streamslo.run.watch", "streamslo.run.soak_results", "streamslo.reports.soak",
-    "streamslo.run.preflight", "streamslo.check.contract", "streamslo.check.command", "streamslo.scenario_files",
+    "streamslo.errors",
+    "streamslo.options.units",
+    "streamslo.results.layout",
+    "streamslo.figures.metrics",
+    "streamslo.workload.requests",
+    "streamslo.run.finalize",
+    "streamslo.run.execute",
+    "streamslo.commands.run",
+    "streamslo.commands.compare",
+    "streamslo.commands.soak",
+    "streamslo.options.stages",
+    "streamslo.run.evidence",
+    "streamslo.results.summary_table",
+    "streamslo.stream.sse",
+    "streamslo.stream.tracker",
+    "streamslo.stream.timing",
+    "streamslo.stream.outcome",
+    "streamslo.stream.http1",
+    "streamslo.transport.sync",
+    "streamslo.transport.common",
+    "streamslo.transport.sse",
+    "streamslo.transport.ws",
+    "streamslo.transport.watchdog",
+    "streamslo.server.bundled",
+    "streamslo.slo._parse",
+    "streamslo.options.run_options",
+    "streamslo.options.values",
+    "streamslo.options.redact",
+    "streamslo.figures.histogram",
+    "streamslo.figures.windows",
+    "streamslo.run.windows_file",
+    "streamslo.slo.live_eval",
+    "streamslo.slo.budget",
+    "streamslo.figures.drift",
+    "streamslo.run.progress",
+    "streamslo.run.exporter",
+    "streamslo.run.watch",
+    "streamslo.run.soak_results",
+    "streamslo.reports.soak",
+    "streamslo.run.preflight",
+    "streamslo.check.contract",
+    "streamslo.check.command",
+    "streamslo.scenario_files",
 ]
 
 
@@ -66,8 +124,11 @@ def test_all_matches_public_names(name):
     mod = importlib.import_module(name)
     declared = set(mod.__all__)
     public = {
-        k for k, v in vars(mod).items()
-        if not k.startswith("_") and getattr(v, "__module__", name) == name and (callable(v) or isinstance(v, type))
+        k
+        for k, v in vars(mod).items()
+        if not k.startswith("_")
+        and getattr(v, "__module__", name) == name
+        and (callable(v) or isinstance(v, type))
     }
     assert public <= declared, f"{name}: public but not in __all__: {sorted(public - declared)}"
     assert all(hasattr(mod, n) for n in declared)

@@ -16,11 +16,34 @@ REPO = Path(__file__).resolve().parents[1]
 def test_compare_naive_breaks_fixed_meets_slo(tmp_path):
     out = tmp_path / "cmp"
     r = subprocess.run(
-        [sys.executable, "-m", "streamslo", "compare", "--out", str(out), "--users", "10", "--duration", "16", "--drain", "5", "--allow-invalid"],
-        capture_output=True, text=True, timeout=400, cwd=REPO,
+        [
+            sys.executable,
+            "-m",
+            "streamslo",
+            "compare",
+            "--out",
+            str(out),
+            "--users",
+            "10",
+            "--duration",
+            "16",
+            "--drain",
+            "5",
+            "--allow-invalid",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=400,
+        cwd=REPO,
     )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    for name in ("naive/streams.csv", "fixed/streams.csv", "report.html", "report.md", "report.json"):
+    for name in (
+        "naive/streams.csv",
+        "fixed/streams.csv",
+        "report.html",
+        "report.md",
+        "report.json",
+    ):
         assert (out / name).exists(), name
     naive = json.loads((out / "naive" / "summary.json").read_text())
     fixed = json.loads((out / "fixed" / "summary.json").read_text())
@@ -51,7 +74,13 @@ def test_compare_naive_breaks_fixed_meets_slo(tmp_path):
 
 def test_compare_rejects_a_non_empty_out(tmp_path):
     (tmp_path / "x").write_text("keep me")
-    r = subprocess.run([sys.executable, "-m", "streamslo", "compare", "--out", str(tmp_path)], capture_output=True, text=True, timeout=60, cwd=REPO)
+    r = subprocess.run(
+        [sys.executable, "-m", "streamslo", "compare", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
     assert r.returncode == 2
     assert "not empty" in r.stderr
     assert (tmp_path / "x").read_text() == "keep me"
@@ -70,6 +99,13 @@ def test_the_ramp_halves_down_from_the_top_which_holds_half_the_run():
     assert total_duration(parse_stages(stages)) == 40.0
     held = stage_levels(stages)
     assert [n for n, _, _ in held] == [1, 2, 5, 10, 20, 40]
-    assert [hi - lo for _, lo, hi in held] == [3, 3, 3, 3, 3, 19]  # 4 s shares, 20 s at the top, less 1 s ramps
+    assert [hi - lo for _, lo, hi in held] == [
+        3,
+        3,
+        3,
+        3,
+        3,
+        19,
+    ]  # 4 s shares, 20 s at the top, less 1 s ramps
     with pytest.raises(BadInputError, match="too short"):
         ramp_stages(40, 6, 5.0)

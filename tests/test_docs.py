@@ -20,7 +20,9 @@ def test_the_metrics_page_lists_the_registry() -> None:
 def test_the_plugin_page_lists_every_setting() -> None:
     text = (DOCS / "pytest-plugin.md").read_text()
     for opt in OPTIONS:
-        assert f"`{opt.flag}" in text and f"`{opt.env}`" in text and f"`{opt.ini}`" in text, opt.name
+        assert f"`{opt.flag}" in text and f"`{opt.env}`" in text and f"`{opt.ini}`" in text, (
+            opt.name
+        )
 
 
 def _markdown_files() -> list[Path]:
@@ -51,7 +53,9 @@ def test_the_index_lists_every_page() -> None:
 def _toml_blocks() -> list[tuple[str, str]]:
     blocks = []
     for page in [DOCS.parent / "README.md", *sorted(DOCS.glob("*.md"))]:
-        for i, text in enumerate(re.findall(r"```toml\n(.*?)```", page.read_text(encoding="utf-8"), re.S)):
+        for i, text in enumerate(
+            re.findall(r"```toml\n(.*?)```", page.read_text(encoding="utf-8"), re.S)
+        ):
             blocks.append((f"{page.name}#{i + 1}", text))
     return blocks
 

@@ -41,7 +41,9 @@ def _run(goodput: dict[str, float] | None, duration: float = 10.0) -> RunData:
     run = {"start_epoch": 1000.0, "end_epoch": 1000.0 + duration}
     if goodput is not None:
         run["goodput"] = goodput
-    gaps = pd.DataFrame({"stream_id": pd.Series(dtype="string"), "gap_ms": pd.Series(dtype="float64")})
+    gaps = pd.DataFrame(
+        {"stream_id": pd.Series(dtype="string"), "gap_ms": pd.Series(dtype="float64")}
+    )
     return RunData(path=None, run=run, streams=streams, gaps=gaps)  # type: ignore[arg-type]
 
 
@@ -51,11 +53,16 @@ BOUNDS = {"ttft_ms": 500.0, "tpot_ms": 50.0, "e2e_ms": 2000.0}
 def test_vllm_syntax_parses_to_bounds_in_ms() -> None:
     b = GoodputBounds.parse(["ttft:500", "tpot:50", "e2el:2000"])
     assert b.as_dict() == BOUNDS
-    assert GoodputBounds.parse("ttft:500,e2e_ms:2000").as_dict() == {"ttft_ms": 500.0, "e2e_ms": 2000.0}
+    assert GoodputBounds.parse("ttft:500,e2e_ms:2000").as_dict() == {
+        "ttft_ms": 500.0,
+        "e2e_ms": 2000.0,
+    }
     assert not GoodputBounds().any
 
 
-@pytest.mark.parametrize("bad", ["ttft", "ttft:", "itl:5", "ttft:-1", "ttft:abc", "ttft:inf", "ttft:1 ttft:2"])
+@pytest.mark.parametrize(
+    "bad", ["ttft", "ttft:", "itl:5", "ttft:-1", "ttft:abc", "ttft:inf", "ttft:1 ttft:2"]
+)
 def test_bad_bounds_say_what_was_expected(bad: str) -> None:
     with pytest.raises(ValueError, match="goodput bound"):
         GoodputBounds.parse(bad)
@@ -83,7 +90,9 @@ def test_one_bound_alone() -> None:
 def test_without_bounds_goodput_has_no_data_and_its_threshold_fails() -> None:
     data = _run(None)
     assert "goodput_per_s" not in metrics.summarize(data)
-    slo = thresholds.parse_thresholds_table({"goodput_fraction": ["rate>0.1"], "goodput_per_s": ["value>0"]})
+    slo = thresholds.parse_thresholds_table(
+        {"goodput_fraction": ["rate>0.1"], "goodput_per_s": ["value>0"]}
+    )
     results = thresholds.evaluate(slo, data)
     assert [r.passed for r in results] == [False, False]
     assert all("no data" in r.message for r in results)
@@ -119,19 +128,41 @@ def test_verify_checks_goodput_thresholds_on_a_results_directory(tmp_path) -> No
 
     from streamslo.verify.testing import stream_row, write_run
 
-    rows = [stream_row(f"s{i}", outcome=o, ttft_ms=t, e2e_ms=e, tokens=n, expected_tokens=n,
-                       usage_completion_tokens=n)
-            for i, (o, t, e, n) in enumerate(ROWS) if t is not None]
+    rows = [
+        stream_row(
+            f"s{i}",
+            outcome=o,
+            ttft_ms=t,
+            e2e_ms=e,
+            tokens=n,
+            expected_tokens=n,
+            usage_completion_tokens=n,
+        )
+        for i, (o, t, e, n) in enumerate(ROWS)
+        if t is not None
+    ]
     run = {"valid": True, "start_epoch": 0.0, "end_epoch": 10.0, "goodput": BOUNDS}
-    path = write_run(tmp_path / "run", rows, {r["stream_id"]: [20.0] * max(r["tokens"] - 1, 0) for r in rows}, run=run)
+    path = write_run(
+        tmp_path / "run",
+        rows,
+        {r["stream_id"]: [20.0] * max(r["tokens"] - 1, 0) for r in rows},
+        run=run,
+    )
     good = tmp_path / "good.toml"
-    good.write_text('[thresholds]\ngoodput_fraction = ["rate>=0.333"]\ngoodput_per_s = ["value>=0.2"]\n')
+    good.write_text(
+        '[thresholds]\ngoodput_fraction = ["rate>=0.333"]\ngoodput_per_s = ["value>=0.2"]\n'
+    )
     bad = tmp_path / "bad.toml"
     bad.write_text('[thresholds]\ngoodput_fraction = ["rate>0.334"]\n')
 
     def verify(slo):
-        return subprocess.run([sys.executable, "-m", "streamslo.verify", str(path), "--slo", str(slo)],
-                              capture_output=True, text=True, timeout=120, check=False)
+        return subprocess.run(
+            [sys.executable, "-m", "streamslo.verify", str(path), "--slo", str(slo)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
 
     proc = verify(good)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -123,8 +123,13 @@ def test_the_layers_hold():
     exe = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
     if exe is None:
         pytest.skip("import-linter is not installed (pip install -e '.[test]')")
-    r = subprocess.run([exe, "--config", str(REPO / "pyproject.toml"), "--no-cache"], cwd=REPO,
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [exe, "--config", str(REPO / "pyproject.toml"), "--no-cache"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     assert "0 broken" in r.stdout
 

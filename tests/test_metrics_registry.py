@@ -50,17 +50,27 @@ def test_every_rate_is_its_failures_over_its_population(rate: str) -> None:
         failing = [c and o != "ok" for (_, o), c in zip(rows, counted, strict=True)]
     else:
         population = counted
-        failing = [c and o == rate[: -len("_rate")] for (_, o), c in zip(rows, counted, strict=True)]
+        failing = [
+            c and o == rate[: -len("_rate")] for (_, o), c in zip(rows, counted, strict=True)
+        ]
     assert (num, den) == (sum(failing), sum(population))
 
 
 def test_registry_lists_each_metric_once_with_a_kind_and_unit() -> None:
-    names = [*metrics.TREND_METRICS, *metrics.RATE_METRICS, *metrics.COUNTER_METRICS, *metrics.GAUGE_METRICS]
+    names = [
+        *metrics.TREND_METRICS,
+        *metrics.RATE_METRICS,
+        *metrics.COUNTER_METRICS,
+        *metrics.GAUGE_METRICS,
+    ]
     assert len(names) == len(set(names)) == len(metrics.METRICS)
     for name, spec in metrics.METRICS.items():
         assert spec.name == name
         assert metrics.metric_kind(name) == spec.kind
-        assert spec.unit == {"trend": "ms", "rate": "ratio", "counter": "count", "gauge": "per_s"}[spec.kind]
+        assert (
+            spec.unit
+            == {"trend": "ms", "rate": "ratio", "counter": "count", "gauge": "per_s"}[spec.kind]
+        )
         assert spec.description
     assert metrics.metric_kind("nonsense") is None
     with pytest.raises(KeyError):

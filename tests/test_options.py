@@ -41,7 +41,9 @@ def _run_parser() -> argparse.ArgumentParser:
 
 
 def _config(*argv: str) -> runner.RunConfig:
-    return runner.config_from_args(_run_parser().parse_args(["--host", "http://127.0.0.1:9", "--out", "/tmp/x", *argv]))
+    return runner.config_from_args(
+        _run_parser().parse_args(["--host", "http://127.0.0.1:9", "--out", "/tmp/x", *argv])
+    )
 
 
 def test_one_row_per_field_and_no_name_twice():
@@ -53,13 +55,25 @@ def test_one_row_per_field_and_no_name_twice():
 
 def test_secrets_and_local_paths_stay_out_of_the_web_ui():
     hidden = {o.locust_dest for o in OPTIONS if o.locust_flag and not o.in_web_ui}
-    assert hidden == {"results_dir", "prompt_file", "api_key_env", "header", "header_file", "processes_hint", "slo",
-                      # local files to read: a dataset, a tokenizer, a system prompt's @FILE, a template
-                      "dataset", "tokenizer", "system_prompt", "ws_request_template", "trace",
-                      # set by streamslo run from a scenario file's [scenarios.*], not by hand
-                      "scenarios_json",
-                      # set by streamslo run: the load's length from its first request
-                      "load_time"}
+    assert hidden == {
+        "results_dir",
+        "prompt_file",
+        "api_key_env",
+        "header",
+        "header_file",
+        "processes_hint",
+        "slo",
+        # local files to read: a dataset, a tokenizer, a system prompt's @FILE, a template
+        "dataset",
+        "tokenizer",
+        "system_prompt",
+        "ws_request_template",
+        "trace",
+        # set by streamslo run from a scenario file's [scenarios.*], not by hand
+        "scenarios_json",
+        # set by streamslo run: the load's length from its first request
+        "load_time",
+    }
     for o in OPTIONS:
         if o.secret:
             assert not o.in_web_ui and not o.forwarded, o.name
@@ -67,10 +81,20 @@ def test_secrets_and_local_paths_stay_out_of_the_web_ui():
 
 def test_every_duration_takes_units_on_the_command_line_and_in_a_scenario():
     durations = [o for o in OPTIONS if isinstance(o.type, Duration)]
-    assert {o.name for o in durations} >= {"duration", "stall_timeout", "request_timeout", "drain", "warmup", "think_time"}
+    assert {o.name for o in durations} >= {
+        "duration",
+        "stall_timeout",
+        "request_timeout",
+        "drain",
+        "warmup",
+        "think_time",
+    }
     for o in durations:
         if o.cli:
-            assert cli_values(_run_parser().parse_args(["--out", "/tmp/x", o.flag, "5m"]))[o.name] == 300.0
+            assert (
+                cli_values(_run_parser().parse_args(["--out", "/tmp/x", o.flag, "5m"]))[o.name]
+                == 300.0
+            )
         if o.scenario_key:
             assert scenario_values({o.scenario_key: "1m30s"}, "s.toml")[o.name] == 90.0
             assert scenario_values({o.scenario_key: 2}, "s.toml")[o.name] == 2.0
@@ -126,12 +150,27 @@ def test_the_locust_command_carries_no_secret(tmp_path, monkeypatch):
     hfile = tmp_path / "headers"
     hfile.write_text("# team credentials\nX-Api-Key: file-secret-777\n\n")
     cfg = _config(
-        "--api-key-env", "H4_KEY", "--header", "X-Tenant-Token: ${H4_TENANT}", "--header",
-        "X-Plain: plain-value", "--header-file", str(hfile), "--max-tokens", "5",
+        "--api-key-env",
+        "H4_KEY",
+        "--header",
+        "X-Tenant-Token: ${H4_TENANT}",
+        "--header",
+        "X-Plain: plain-value",
+        "--header-file",
+        str(hfile),
+        "--max-tokens",
+        "5",
     )
     cmd = runner._locust_command(cfg, Path("locustfile.py"))
     line = " ".join(cmd)
-    for value in ("sk-live-0123456789", "tenant-secret-42", "file-secret-777", "plain-value", "H4_KEY", str(hfile)):
+    for value in (
+        "sk-live-0123456789",
+        "tenant-secret-42",
+        "file-secret-777",
+        "plain-value",
+        "H4_KEY",
+        str(hfile),
+    ):
         assert value not in line
     for flag in ("--header", "--api-key-env", "--header-file"):
         assert flag not in cmd
@@ -139,7 +178,9 @@ def test_the_locust_command_carries_no_secret(tmp_path, monkeypatch):
     assert cmd[cmd.index("--max-tokens") + 1] == "5"
     passed = Headers.from_env(cfg.locust_environment()[HEADERS_ENV]).as_dict()
     assert passed == {
-        "X-Api-Key": "file-secret-777", "X-Tenant-Token": "tenant-secret-42", "X-Plain": "plain-value",
+        "X-Api-Key": "file-secret-777",
+        "X-Tenant-Token": "tenant-secret-42",
+        "X-Plain": "plain-value",
         "Authorization": "Bearer sk-live-0123456789",
     }
     assert "sk-live" not in repr(cfg) and "tenant-secret" not in repr(cfg)
@@ -156,7 +197,11 @@ def test_a_bad_header_fails_before_the_run_without_echoing_values(monkeypatch):
 def test_defaults_are_written_once():
     req = RequestOptions()
     assert (req.max_tokens, req.endpoint, req.ignore_eos, req.include_usage, req.done_marker) == (
-        DEFAULTS.max_tokens, DEFAULTS.endpoint, DEFAULTS.ignore_eos, DEFAULTS.usage, DEFAULTS.done_marker
+        DEFAULTS.max_tokens,
+        DEFAULTS.endpoint,
+        DEFAULTS.ignore_eos,
+        DEFAULTS.usage,
+        DEFAULTS.done_marker,
     )
     assert set(BY_NAME["endpoint"].type.choices) == set(ENDPOINT_PATHS)  # type: ignore[attr-defined]
     assert locust_argv(DEFAULTS) == []  # Locust's parser has the very same defaults
@@ -165,16 +210,25 @@ def test_defaults_are_written_once():
 def test_soak_takes_the_run_options():
     p = argparse.ArgumentParser(exit_on_error=False)
     soak.add_arguments(p)
-    args = p.parse_args(["--scenario", "s.toml", "--max-tokens", "5", "--warmup", "10s", "--header", "A: b"])
-    assert cli_values(args) == {"scenario": "s.toml", "max_tokens": 5, "warmup": 10.0, "header": ("A: b",)}
+    args = p.parse_args(
+        ["--scenario", "s.toml", "--max-tokens", "5", "--warmup", "10s", "--header", "A: b"]
+    )
+    assert cli_values(args) == {
+        "scenario": "s.toml",
+        "max_tokens": 5,
+        "warmup": 10.0,
+        "header": ("A: b",),
+    }
     with pytest.raises(SystemExit):  # argparse exits for a missing required option
         p.parse_args(["--max-tokens", "5"])
 
 
 def test_the_cli_reference_is_generated_from_the_table():
     doc = (REPO / "docs" / "cli.md").read_text(encoding="utf-8")
-    block = doc[doc.index(run_options.BEGIN): doc.index(run_options.END) + len(run_options.END)]
-    assert block == markdown_reference(), "docs/cli.md is stale: python -m streamslo.options.run_options docs/cli.md"
+    block = doc[doc.index(run_options.BEGIN) : doc.index(run_options.END) + len(run_options.END)]
+    assert block == markdown_reference(), (
+        "docs/cli.md is stale: python -m streamslo.options.run_options docs/cli.md"
+    )
     for o in OPTIONS:
         if o.cli:
             assert f"`{o.flag}`" in block
@@ -199,15 +253,33 @@ def _non_default(o: run_options.RunOption) -> object:
     if isinstance(o.type, TextList):
         return ("A: b",)
     special = {
-        "out": Path("/tmp/r"), "protocol": "mixed", "endpoint": "completions", "model": "m1",
-        "stages": "1s:2,2s:0", "shape": "spike", "itl_events": "per-gap", "prompt_file": "p.txt",
-        "slow_readers": 0.25, "slo_source": "slo.toml", "dataset": "d.jsonl", "dataset_format": "jsonl",
-        "prompt_tokens": LengthDist.parse("uniform:3,9"), "output_tokens": LengthDist.parse("normal:20,5,1,40"),
-        "tokenizer": "tok.json", "system_prompt": "be brief", "ws_request_template": "t.json",
-        "ws_chunk_path": "data.chunk", "ws_done_message": '{"type": "done"}',
-        "trace": "t.jsonl", "trace_format": "burstgpt", "trace_late": "drop", "cancel_rate": 0.25,
-        "cancel_after": "uniform:10tok,20tok", "prefix_tokens": LengthDist.parse("uniform:30,90"),
-        "api": "openai-responses", "path": "/v2/gen",
+        "out": Path("/tmp/r"),
+        "protocol": "mixed",
+        "endpoint": "completions",
+        "model": "m1",
+        "stages": "1s:2,2s:0",
+        "shape": "spike",
+        "itl_events": "per-gap",
+        "prompt_file": "p.txt",
+        "slow_readers": 0.25,
+        "slo_source": "slo.toml",
+        "dataset": "d.jsonl",
+        "dataset_format": "jsonl",
+        "prompt_tokens": LengthDist.parse("uniform:3,9"),
+        "output_tokens": LengthDist.parse("normal:20,5,1,40"),
+        "tokenizer": "tok.json",
+        "system_prompt": "be brief",
+        "ws_request_template": "t.json",
+        "ws_chunk_path": "data.chunk",
+        "ws_done_message": '{"type": "done"}',
+        "trace": "t.jsonl",
+        "trace_format": "burstgpt",
+        "trace_late": "drop",
+        "cancel_rate": 0.25,
+        "cancel_after": "uniform:10tok,20tok",
+        "prefix_tokens": LengthDist.parse("uniform:30,90"),
+        "api": "openai-responses",
+        "path": "/v2/gen",
     }
     if o.name in special:
         return special[o.name]
@@ -220,15 +292,25 @@ def test_what_streamslo_run_passes_is_what_locust_reads_back():
     """Every forwarded option at a non-default value survives the trip through Locust's real
     parser (run in a subprocess: importing locust patches this interpreter with gevent)."""
     forwarded = [o for o in OPTIONS if o.forwarded]
-    cfg = runner.RunConfig(host="http://127.0.0.1:9", out=Path("/tmp/r"), **{
-        o.name: _non_default(o) for o in forwarded if o.name != "out"
-    })
+    cfg = runner.RunConfig(
+        host="http://127.0.0.1:9",
+        out=Path("/tmp/r"),
+        **{o.name: _non_default(o) for o in forwarded if o.name != "out"},
+    )
     argv = locust_argv(cfg)
-    r = subprocess.run([sys.executable, "-c", _LOCUST_ROUNDTRIP, *argv], capture_output=True, text=True, timeout=60, cwd=REPO)
+    r = subprocess.run(
+        [sys.executable, "-c", _LOCUST_ROUNDTRIP, *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
     assert r.returncode == 0, r.stderr
     back = json.loads(r.stdout)
     for o in forwarded:
         want = getattr(cfg, o.name)
-        want = str(want) if isinstance(want, Path) else list(want) if isinstance(want, tuple) else want
+        want = (
+            str(want) if isinstance(want, Path) else list(want) if isinstance(want, tuple) else want
+        )
         want = want.spec() if isinstance(want, LengthDist) else want
         assert back[o.name] == want, o.name

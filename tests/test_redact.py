@@ -27,7 +27,9 @@ def test_redactor_masks_every_copy_and_encoding():
     assert r(f"401: key {KEY} rejected; again {KEY}") == "401: key *** rejected; again ***"
     assert r('{"message": "p@ss word/x"}') == '{"message": "***"}'
     assert r("url?k=p%40ss%20word%2Fx") == "url?k=***"
-    assert r(json.dumps({"k": 'quo"te-secret'})) == json.dumps({"k": 'quo"te-secret'})  # not a secret
+    assert r(json.dumps({"k": 'quo"te-secret'})) == json.dumps(
+        {"k": 'quo"te-secret'}
+    )  # not a secret
     assert Redactor(['quo"te-secret'])(json.dumps({"k": 'quo"te-secret'})) == '{"k": "***"}'
 
 
@@ -44,7 +46,16 @@ def test_short_and_empty_values_are_not_secrets():
 
 
 def test_secret_header_names():
-    for name in ("Authorization", "Proxy-Authorization", "X-Api-Key", "api-key", "Cookie", "X-Auth-Token", "X-Client-Secret", "Session"):
+    for name in (
+        "Authorization",
+        "Proxy-Authorization",
+        "X-Api-Key",
+        "api-key",
+        "Cookie",
+        "X-Auth-Token",
+        "X-Client-Secret",
+        "Session",
+    ):
         assert is_secret_header(name), name
     for name in ("X-Request-Id", "Accept", "X-Tenant", "User-Agent"):
         assert not is_secret_header(name), name
@@ -58,7 +69,10 @@ def test_resolve_headers_marks_what_is_secret(tmp_path):
         ["X-Trace: trace-1", "X-Team: ${TEAM}", "X-Api-Key: raw-api-key"], str(hfile), "MY_KEY", env
     )
     assert h.as_dict() == {
-        "X-Org": "org-from-file", "X-Trace": "trace-1", "X-Team": "team-1234", "X-Api-Key": "raw-api-key",
+        "X-Org": "org-from-file",
+        "X-Trace": "trace-1",
+        "X-Team": "team-1234",
+        "X-Api-Key": "raw-api-key",
         "Authorization": f"Bearer {KEY}",
     }
     secret = set(h.secrets)

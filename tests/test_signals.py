@@ -54,8 +54,13 @@ def _alive(proc: psutil.Process) -> bool:
 
 
 def _start(mode: str) -> tuple[subprocess.Popen[str], list[psutil.Process]]:
-    proc = subprocess.Popen([sys.executable, "-c", SCRIPT, mode], cwd=REPO, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SCRIPT, mode],
+        cwd=REPO,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     line = proc.stdout.readline().split()
     assert line[0] == "ready", line
     group = psutil.Process(int(line[1]))
@@ -70,7 +75,9 @@ def _finish(proc: subprocess.Popen[str]) -> tuple[str, str]:
     return out, err
 
 
-@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129), (signal.SIGINT, 130)])
+@pytest.mark.parametrize(
+    ("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129), (signal.SIGINT, 130)]
+)
 def test_first_signal_interrupts_and_leftovers_are_reaped(sig, code):
     proc, children = _start("plain")
     proc.send_signal(sig)

@@ -29,13 +29,31 @@ def _stats(p99: float) -> LatencyStats:
     return LatencyStats.of(np.full(100, p99, dtype=float))
 
 
-def _point(x: float, *, ttft: float = 50.0, itl: float = 20.0, trunc: float = 0.0, passed: bool | None = True,
-           achieved: float | None = None, requests: int = 1000) -> LoadPoint:
+def _point(
+    x: float,
+    *,
+    ttft: float = 50.0,
+    itl: float = 20.0,
+    trunc: float = 0.0,
+    passed: bool | None = True,
+    achieved: float | None = None,
+    requests: int = 1000,
+) -> LoadPoint:
     return LoadPoint(
-        x=x, label=f"{x:g} req/s", requests=requests, duration_s=60.0,
-        achieved_rate=x if achieved is None else achieved, tokens_per_s=10 * x,
-        ttft_ms=_stats(ttft), itl_ms=_stats(itl), tpot_ms=_stats(itl), e2e_ms=_stats(10 * ttft),
-        truncation_rate=trunc, error_rate=0.0, passed=passed, asked=True,
+        x=x,
+        label=f"{x:g} req/s",
+        requests=requests,
+        duration_s=60.0,
+        achieved_rate=x if achieved is None else achieved,
+        tokens_per_s=10 * x,
+        ttft_ms=_stats(ttft),
+        itl_ms=_stats(itl),
+        tpot_ms=_stats(itl),
+        e2e_ms=_stats(10 * ttft),
+        truncation_rate=trunc,
+        error_rate=0.0,
+        passed=passed,
+        asked=True,
         failed=() if passed is not False else ("ttft_ms p(99)<500",),
     )
 
@@ -84,8 +102,10 @@ def test_the_knee_is_the_last_level_before_the_service_turns() -> None:
 
 def test_max_passing_rate_needs_every_lower_rate_to_pass() -> None:
     def entries(*passed: bool) -> list[SweepEntry]:
-        return [SweepEntry("rate", float(2 ** i), f"rate-{2 ** i}", 0, _point(2 ** i, passed=p))
-                for i, p in enumerate(passed)]
+        return [
+            SweepEntry("rate", float(2**i), f"rate-{2**i}", 0, _point(2**i, passed=p))
+            for i, p in enumerate(passed)
+        ]
 
     assert max_passing_rate(entries(True, True, False, True)) == 2.0  # 8 req/s passing is luck
     assert max_passing_rate(entries(False, True)) is None
@@ -110,7 +130,9 @@ def _labels_overlap(fig: object) -> list[str]:
     clashes = []
     for ax in fig.axes:  # type: ignore[attr-defined]
         for axis in (ax.xaxis, ax.yaxis):
-            labels = [t for t in axis.get_ticklabels(which="both") if t.get_visible() and t.get_text()]
+            labels = [
+                t for t in axis.get_ticklabels(which="both") if t.get_visible() and t.get_text()
+            ]
             boxes = [t.get_window_extent(renderer) for t in labels]
             for i in range(len(boxes)):
                 for j in range(i + 1, len(boxes)):
@@ -123,11 +145,24 @@ def _labels_overlap(fig: object) -> list[str]:
 @pytest.mark.parametrize("spread", [1.2, 8.0, 300.0, 1e5])
 def test_log_scale_tick_labels_do_not_overlap(spread: float, log_x: bool) -> None:
     # Latencies from 20 ms up to 20 ms x spread, over close and far load levels.
-    levels = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64] if log_x else [0.52, 1.1, 8.75, 14.9, 21.1, 21.4, 33.3]
-    pts = [_point(x, ttft=20 * spread ** (i / 11), itl=20 + i, trunc=i / 100) for i, x in enumerate(levels)]
-    fig = knee_figure({"naive": pts, "fixed": [_point(x) for x in levels]}, title="t", xlabel="users",
-                      knees={"naive": find_knee(pts)}, bounds={"ttft_ms": 500.0, "itl_ms": 200.0}, log_x=log_x,
-                      throughput=True)
+    levels = (
+        [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64]
+        if log_x
+        else [0.52, 1.1, 8.75, 14.9, 21.1, 21.4, 33.3]
+    )
+    pts = [
+        _point(x, ttft=20 * spread ** (i / 11), itl=20 + i, trunc=i / 100)
+        for i, x in enumerate(levels)
+    ]
+    fig = knee_figure(
+        {"naive": pts, "fixed": [_point(x) for x in levels]},
+        title="t",
+        xlabel="users",
+        knees={"naive": find_knee(pts)},
+        bounds={"ttft_ms": 500.0, "itl_ms": 200.0},
+        log_x=log_x,
+        throughput=True,
+    )
     assert fig is not None
     labels = [t.get_text() for ax in fig.axes for t in ax.yaxis.get_ticklabels() if t.get_text()]
     assert labels, "the log axes are labelled"
@@ -148,13 +183,31 @@ def bundled_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def _sweep(url: str, out: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "streamslo", "sweep", "--host", url, "--out", str(out), "--duration", "5",
-           "--max-tokens", "8", "--drain", "5", "--allow-invalid", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "streamslo",
+        "sweep",
+        "--host",
+        url,
+        "--out",
+        str(out),
+        "--duration",
+        "5",
+        "--max-tokens",
+        "8",
+        "--drain",
+        "5",
+        "--allow-invalid",
+        *args,
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=180, cwd=REPO)
 
 
 @pytest.mark.load
-def test_a_sweep_of_given_rates_writes_one_directory_per_rate(bundled_url: str, tmp_path: Path) -> None:
+def test_a_sweep_of_given_rates_writes_one_directory_per_rate(
+    bundled_url: str, tmp_path: Path
+) -> None:
     out = tmp_path / "sweep"
     r = _sweep(bundled_url, out, "--rates", "9,3", "--goodput", "e2el:60000")
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
@@ -164,11 +217,17 @@ def test_a_sweep_of_given_rates_writes_one_directory_per_rate(bundled_url: str, 
     for e in doc["entries"]:
         s = pd.read_csv(out / e["dir"] / "streams.csv")
         assert e["requests"] == int((s["outcome"] != "cancelled").sum()) > 0
-        assert json.loads((out / e["dir"] / "run.json").read_text())["request_rate"] == e["asked_rate"]
+        assert (
+            json.loads((out / e["dir"] / "run.json").read_text())["request_rate"] == e["asked_rate"]
+        )
         assert e["passed"] is True and e["truncation_rate"] == 0.0 and e["ttft_ms"]["p99"] > 0
         summary = json.loads((out / e["dir"] / "summary.json").read_text())
-        assert e["goodput_fraction"] == summary["goodput_fraction"] == 1.0  # every stream within a minute
-        assert e["goodput_per_s"] == pytest.approx(summary["goodput_per_s"]) and e["goodput_per_s"] > 0
+        assert (
+            e["goodput_fraction"] == summary["goodput_fraction"] == 1.0
+        )  # every stream within a minute
+        assert (
+            e["goodput_per_s"] == pytest.approx(summary["goodput_per_s"]) and e["goodput_per_s"] > 0
+        )
     # Open loop: the higher rate sent more requests (about 3x; Poisson over 5 s).
     assert doc["entries"][1]["requests"] > doc["entries"][0]["requests"]
     html = (out / "sweep.html").read_text()
@@ -191,7 +250,9 @@ def test_a_sweep_that_no_rate_passes_exits_99(bundled_url: str, tmp_path: Path) 
 
 
 @pytest.mark.load
-def test_find_max_measures_then_sweeps_up_to_the_saturating_rate(bundled_url: str, tmp_path: Path) -> None:
+def test_find_max_measures_then_sweeps_up_to_the_saturating_rate(
+    bundled_url: str, tmp_path: Path
+) -> None:
     out = tmp_path / "sweep"
     r = _sweep(bundled_url, out, "--find-max", "--users", "4", "--steps", "2")
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
@@ -201,37 +262,110 @@ def test_find_max_measures_then_sweeps_up_to_the_saturating_rate(bundled_url: st
     sync, sat = doc["synchronous_rate"], doc["max_throughput_rate"]
     assert 0 < sync < sat  # four streams at once send more than one at a time
     assert doc["rates"][-1] == pytest.approx(sat, rel=0.01) and doc["rates"][0] > sync
-    assert (out / "synchronous" / "streams.csv").exists() and (out / "throughput" / "streams.csv").exists()
+    assert (out / "synchronous" / "streams.csv").exists() and (
+        out / "throughput" / "streams.csv"
+    ).exists()
     sync_streams = pd.read_csv(out / "synchronous" / "streams.csv").sort_values("started_at")
     ends = sync_streams["started_at"] + sync_streams["e2e_ms"] / 1000
-    assert (sync_streams["started_at"].to_numpy()[1:] >= ends.to_numpy()[:-1] - 0.001).all()  # one at a time
+    assert (
+        sync_streams["started_at"].to_numpy()[1:] >= ends.to_numpy()[:-1] - 0.001
+    ).all()  # one at a time
 
 
 def test_sweep_rejects_a_set_request_rate_and_a_non_empty_out(tmp_path: Path) -> None:
-    r = subprocess.run([sys.executable, "-m", "streamslo", "sweep", "--host", "http://127.0.0.1:9", "--out",
-                        str(tmp_path / "a"), "--request-rate", "3"], capture_output=True, text=True, timeout=60, cwd=REPO)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "streamslo",
+            "sweep",
+            "--host",
+            "http://127.0.0.1:9",
+            "--out",
+            str(tmp_path / "a"),
+            "--request-rate",
+            "3",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
     assert r.returncode == 2 and "--request-rate" in r.stderr
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "keep").write_text("x")
-    r = subprocess.run([sys.executable, "-m", "streamslo", "sweep", "--host", "http://127.0.0.1:9", "--out",
-                        str(tmp_path / "b"), "--rates", "1"], capture_output=True, text=True, timeout=60, cwd=REPO)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "streamslo",
+            "sweep",
+            "--host",
+            "http://127.0.0.1:9",
+            "--out",
+            str(tmp_path / "b"),
+            "--rates",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
     assert r.returncode == 2 and "not empty" in r.stderr
     scenario = tmp_path / "s.toml"
     scenario.write_text('[scenarios.chat]\nexecutor = "constant-vus"\nvus = 2\nduration = "10s"\n')
-    r = subprocess.run([sys.executable, "-m", "streamslo", "sweep", "--host", "http://127.0.0.1:9", "--out",
-                        str(tmp_path / "c"), "--scenario", str(scenario)], capture_output=True, text=True, timeout=60, cwd=REPO)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "streamslo",
+            "sweep",
+            "--host",
+            "http://127.0.0.1:9",
+            "--out",
+            str(tmp_path / "c"),
+            "--scenario",
+            str(scenario),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
     assert r.returncode == 2 and "[scenarios.*]" in r.stderr
 
 
 @pytest.mark.load
-def test_a_stop_signal_ends_the_sweep_with_the_runs_so_far(bundled_url: str, tmp_path: Path) -> None:
+def test_a_stop_signal_ends_the_sweep_with_the_runs_so_far(
+    bundled_url: str, tmp_path: Path
+) -> None:
     import signal
     import time
 
     out = tmp_path / "sweep"
-    cmd = [sys.executable, "-m", "streamslo", "sweep", "--host", bundled_url, "--out", str(out), "--rates", "4,8",
-           "--duration", "60", "--max-tokens", "8", "--drain", "5", "--allow-invalid"]
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "streamslo",
+        "sweep",
+        "--host",
+        bundled_url,
+        "--out",
+        str(out),
+        "--rates",
+        "4,8",
+        "--duration",
+        "60",
+        "--max-tokens",
+        "8",
+        "--drain",
+        "5",
+        "--allow-invalid",
+    ]
+    proc = subprocess.Popen(
+        cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     csv = out / "rate-4" / "streams.csv"
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline and proc.poll() is None:

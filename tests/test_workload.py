@@ -13,14 +13,29 @@ from streamslo.workload.requests import PromptSource, RequestOptions, build_body
 def test_default_body_asks_for_what_silent_truncation_needs():
     body = json.loads(build_body(RequestOptions(model="m", max_tokens=7), "hi"))
     assert body == {
-        "model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True, "max_tokens": 7,
-        "temperature": 0.0, "seed": 0, "ignore_eos": True, "stream_options": {"include_usage": True},
+        "model": "m",
+        "messages": [{"role": "user", "content": "hi"}],
+        "stream": True,
+        "max_tokens": 7,
+        "temperature": 0.0,
+        "seed": 0,
+        "ignore_eos": True,
+        "stream_options": {"include_usage": True},
     }
 
 
 def test_switches_and_endpoints():
-    body = json.loads(build_body(RequestOptions(endpoint="completions", ignore_eos=False, include_usage=False), "p"))
-    assert body["prompt"] == "p" and "ignore_eos" not in body and "stream_options" not in body and "model" not in body
+    body = json.loads(
+        build_body(
+            RequestOptions(endpoint="completions", ignore_eos=False, include_usage=False), "p"
+        )
+    )
+    assert (
+        body["prompt"] == "p"
+        and "ignore_eos" not in body
+        and "stream_options" not in body
+        and "model" not in body
+    )
     assert RequestOptions(endpoint="stream").path == "/v1/stream"
     with pytest.raises(BadInputError):
         RequestOptions(endpoint="nope")

@@ -17,16 +17,36 @@ __all__ = ["add_arguments", "main"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("url", metavar="URL", help="the server's base URL, as --host takes it (http://127.0.0.1:8000)")
+    p.add_argument(
+        "url",
+        metavar="URL",
+        help="the server's base URL, as --host takes it (http://127.0.0.1:8000)",
+    )
     p.add_argument("--model", help="the model to ask for (default: the first of /v1/models)")
-    p.add_argument("--endpoint", choices=("chat", "completions"), default="chat",
-                   help="the endpoint a run will use (default chat); the other is checked too")
-    p.add_argument("--no-ws", dest="websocket", action="store_false", help="do not check the WebSocket /v1/ws")
-    p.add_argument("--api-key-env", metavar="VAR", help="an environment variable holding a bearer API key")
-    p.add_argument("--header", action="append", default=[], metavar="'NAME: VALUE'", help="an extra request header")
+    p.add_argument(
+        "--endpoint",
+        choices=("chat", "completions"),
+        default="chat",
+        help="the endpoint a run will use (default chat); the other is checked too",
+    )
+    p.add_argument(
+        "--no-ws", dest="websocket", action="store_false", help="do not check the WebSocket /v1/ws"
+    )
+    p.add_argument(
+        "--api-key-env", metavar="VAR", help="an environment variable holding a bearer API key"
+    )
+    p.add_argument(
+        "--header",
+        action="append",
+        default=[],
+        metavar="'NAME: VALUE'",
+        help="an extra request header",
+    )
     p.add_argument("--header-file", metavar="FILE", help="a file of extra request headers")
     p.add_argument("--insecure", action="store_true", help="https: skip certificate verification")
-    p.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE (- for stdout)")
+    p.add_argument(
+        "--json", metavar="FILE", help="write the results as JSON to FILE (- for stdout)"
+    )
     p.add_argument("--out", metavar="DIR", help="write DIR/check.json")
 
 
@@ -61,8 +81,15 @@ def main(args: argparse.Namespace) -> int:
             print(hide(format_item(item)), flush=True)
 
     try:
-        report = run_checks(args.url, model=args.model, endpoint=args.endpoint, headers=headers.as_dict(),
-                            insecure=args.insecure, websocket=args.websocket, progress=show)
+        report = run_checks(
+            args.url,
+            model=args.model,
+            endpoint=args.endpoint,
+            headers=headers.as_dict(),
+            insecure=args.insecure,
+            websocket=args.websocket,
+            progress=show,
+        )
     except BadInputError as exc:
         raise BadInputError(hide(str(exc))) from None
     text = hide(to_json(report))

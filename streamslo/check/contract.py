@@ -29,8 +29,17 @@ from streamslo.transport.sse import SSEConnection
 from streamslo.workload.requests import WS_PATH, RequestOptions, build_body
 
 __all__ = [
-    "CHECK_MAX_TOKENS", "NAME_WIDTH", "CheckItem", "CheckReport", "Status", "exit_code", "format_footer",
-    "format_item", "format_table", "run_checks", "to_json",
+    "CHECK_MAX_TOKENS",
+    "NAME_WIDTH",
+    "CheckItem",
+    "CheckReport",
+    "Status",
+    "exit_code",
+    "format_footer",
+    "format_item",
+    "format_table",
+    "run_checks",
+    "to_json",
 ]
 
 Status = Literal["pass", "warn", "fail", "skip"]
@@ -110,8 +119,9 @@ class _Checker:
         self.items.append(CheckItem(name, status, detail, tuple(flags)))
 
     def request(self, **kw: Any) -> RequestOptions:
-        base = RequestOptions(endpoint=self.endpoint, model=self.model, max_tokens=CHECK_MAX_TOKENS,
-                              temperature=0.0)
+        base = RequestOptions(
+            endpoint=self.endpoint, model=self.model, max_tokens=CHECK_MAX_TOKENS, temperature=0.0
+        )
         return replace(base, **kw)
 
     def stream(self, protocol: str = "sse", **kw: Any) -> tuple[StreamRecord, StreamTracker]:
@@ -125,9 +135,19 @@ class _Checker:
                 self.model = ids[0]
             self.add("/v1/models", "pass", f"{len(ids)} models: {', '.join(ids[:5])}")
         elif status is None:
-            self.add("/v1/models", "warn", "no answer; a run sends no model name unless given --model", "--model NAME")
+            self.add(
+                "/v1/models",
+                "warn",
+                "no answer; a run sends no model name unless given --model",
+                "--model NAME",
+            )
         else:
-            self.add("/v1/models", "warn", f"HTTP {status}, no model listed; give the model by name", "--model NAME")
+            self.add(
+                "/v1/models",
+                "warn",
+                f"HTTP {status}, no model listed; give the model by name",
+                "--model NAME",
+            )
 
     def reachable(self) -> tuple[StreamRecord, StreamTracker]:
         """The first stream; raises PreflightFailed for a target that is wrong."""
@@ -135,7 +155,11 @@ class _Checker:
         rec, tracker = one_stream(self.target, "sse", req, limits=_LIMITS)
         d = diagnose("sse", rec, self.target, req)
         if d is not None and d.fatal and rec.status in (None, 401, 403):
-            raise PreflightFailed("sse", f"{self.target.scheme}://{self.target.host_header}{self.target.prefix}{req.path}", d)
+            raise PreflightFailed(
+                "sse",
+                f"{self.target.scheme}://{self.target.host_header}{self.target.prefix}{req.path}",
+                d,
+            )
         return rec, tracker
 
     def protocol_sse(self, rec: StreamRecord) -> None:
@@ -154,7 +178,11 @@ class _Checker:
         if rec.outcome == "ok":
             self.add(f"SSE {path}", "pass", _describe(rec))
         elif rec.status in (404, 405):
-            self.add(f"SSE {path}", "warn", f"not served ({_describe(rec)}); use --endpoint {self.endpoint}")
+            self.add(
+                f"SSE {path}",
+                "warn",
+                f"not served ({_describe(rec)}); use --endpoint {self.endpoint}",
+            )
         else:
             self.add(f"SSE {path}", "warn", _describe(rec))
 
@@ -163,7 +191,12 @@ class _Checker:
         if rec.outcome == "ok":
             self.add(f"WebSocket {WS_PATH}", "pass", _describe(rec))
         elif rec.status is None or rec.status != 101:
-            self.add(f"WebSocket {WS_PATH}", "warn", f"not served ({_describe(rec)}); run SSE only", "--protocol sse")
+            self.add(
+                f"WebSocket {WS_PATH}",
+                "warn",
+                f"not served ({_describe(rec)}); run SSE only",
+                "--protocol sse",
+            )
         else:
             self.add(f"WebSocket {WS_PATH}", "warn", f"served, with a problem: {_describe(rec)}")
 
@@ -176,13 +209,23 @@ class _Checker:
         if rec.outcome == "truncated" and "body ended before [DONE]" in rec.error:
             again, t2 = self.stream(done_marker=False)
             if t2.done_seen and again.outcome != "truncated":
-                self.add("terminal marker [DONE]", "fail",
-                         "the body ends cleanly without data: [DONE]; a run needs --no-done-marker", "--no-done-marker")
+                self.add(
+                    "terminal marker [DONE]",
+                    "fail",
+                    "the body ends cleanly without data: [DONE]; a run needs --no-done-marker",
+                    "--no-done-marker",
+                )
                 return again
-            self.add("terminal marker [DONE]", "fail", f"no [DONE]: {_describe(rec)}", "--no-done-marker")
+            self.add(
+                "terminal marker [DONE]", "fail", f"no [DONE]: {_describe(rec)}", "--no-done-marker"
+            )
             return rec
         if rec.outcome == "truncated":
-            self.add("terminal marker [DONE]", "fail", f"the stream is cut before [DONE]: {_describe(rec)}")
+            self.add(
+                "terminal marker [DONE]",
+                "fail",
+                f"the stream is cut before [DONE]: {_describe(rec)}",
+            )
             return rec
         self.add("terminal marker [DONE]", "skip", f"not reached: {_describe(rec)}")
         return rec
@@ -190,18 +233,28 @@ class _Checker:
     def max_tokens_and_ignore_eos(self, rec: StreamRecord) -> None:
         n = CHECK_MAX_TOKENS
         if rec.tokens > n or "than max_tokens" in rec.error or "for max_tokens" in rec.error:
-            self.add("max_tokens honoured", "fail", f"more content chunks than max_tokens {n}: {_describe(rec)}")
+            self.add(
+                "max_tokens honoured",
+                "fail",
+                f"more content chunks than max_tokens {n}: {_describe(rec)}",
+            )
         elif rec.status is not None and 200 <= rec.status < 300:
-            self.add("max_tokens honoured", "pass", f"{rec.tokens} content chunks for max_tokens {n}")
+            self.add(
+                "max_tokens honoured", "pass", f"{rec.tokens} content chunks for max_tokens {n}"
+            )
         else:
             self.add("max_tokens honoured", "skip", f"no stream: {_describe(rec)}")
         if rec.outcome == "ok" and rec.finish_reason == "length":
             self.add("ignore_eos honoured", "pass", f"exactly {n} tokens, finish_reason length")
             return
         if rec.finish_reason == "stop" and rec.tokens < n:
-            self.add("ignore_eos honoured", "fail",
-                     f"finish_reason stop after {rec.tokens} of {n} tokens under ignore_eos: true; a run counts "
-                     "every such stream as silent_truncation unless given --no-ignore-eos", "--no-ignore-eos")
+            self.add(
+                "ignore_eos honoured",
+                "fail",
+                f"finish_reason stop after {rec.tokens} of {n} tokens under ignore_eos: true; a run counts "
+                "every such stream as silent_truncation unless given --no-ignore-eos",
+                "--no-ignore-eos",
+            )
             return
         if rec.status == 400 and "ignore_eos" in rec.error:
             self.add("ignore_eos honoured", "warn", f"rejected: {rec.error}", "--no-ignore-eos")
@@ -213,22 +266,39 @@ class _Checker:
         if rec.status is None or not 200 <= rec.status < 300:
             self.add("usage", "skip", f"no stream: {_describe(rec)}")
         elif usage is None:
-            self.add("usage", "warn", "no usage chunk under stream_options.include_usage; a run then cannot "
-                     "see missing chunks", "--no-usage")
+            self.add(
+                "usage",
+                "warn",
+                "no usage chunk under stream_options.include_usage; a run then cannot "
+                "see missing chunks",
+                "--no-usage",
+            )
         elif usage == rec.tokens:
             self.add("usage", "pass", f"usage.completion_tokens {usage} = content chunks streamed")
         elif usage > rec.tokens:
             # Lying usage or several tokens per chunk: the wire cannot tell them apart.
-            self.add("usage", "fail",
-                     f"usage.completion_tokens {usage} but {rec.tokens} content chunks streamed: the usage lies "
-                     "(tokens missing), or several tokens share a chunk (then run with --coalesced-chunks)",
-                     "--coalesced-chunks")
+            self.add(
+                "usage",
+                "fail",
+                f"usage.completion_tokens {usage} but {rec.tokens} content chunks streamed: the usage lies "
+                "(tokens missing), or several tokens share a chunk (then run with --coalesced-chunks)",
+                "--coalesced-chunks",
+            )
         else:
-            self.add("usage", "fail", f"usage.completion_tokens {usage} but {rec.tokens} content chunks streamed")
+            self.add(
+                "usage",
+                "fail",
+                f"usage.completion_tokens {usage} but {rec.tokens} content chunks streamed",
+            )
 
     def bad_request(self) -> None:
-        rec = StreamRecord(stream_id="check-bad", protocol="sse", user_class="check", started_at=time.time(),
-                           t0=time.perf_counter())
+        rec = StreamRecord(
+            stream_id="check-bad",
+            protocol="sse",
+            user_class="check",
+            started_at=time.time(),
+            t0=time.perf_counter(),
+        )
         tracker = StreamTracker(rec, self.request().expectations())
         conn = SSEConnection(self.target, _LIMITS, keep_alive=False)
         try:
@@ -240,25 +310,46 @@ class _Checker:
             if rec.error.startswith(f"HTTP {status}: "):
                 self.add("bad request → 4xx with an error body", "pass", rec.error[:160])
             else:
-                self.add("bad request → 4xx with an error body", "fail",
-                         f"HTTP {status} with no error message in the body: a run's error texts will say only "
-                         f"'HTTP {status}'")
+                self.add(
+                    "bad request → 4xx with an error body",
+                    "fail",
+                    f"HTTP {status} with no error message in the body: a run's error texts will say only "
+                    f"'HTTP {status}'",
+                )
         elif status is not None and 200 <= status < 300:
-            self.add("bad request → 4xx with an error body", "fail", f"a body that is not JSON got HTTP {status}")
+            self.add(
+                "bad request → 4xx with an error body",
+                "fail",
+                f"a body that is not JSON got HTTP {status}",
+            )
         else:
-            self.add("bad request → 4xx with an error body", "fail", f"a body that is not JSON got: {_describe(rec)}")
+            self.add(
+                "bad request → 4xx with an error body",
+                "fail",
+                f"a body that is not JSON got: {_describe(rec)}",
+            )
 
     def metrics(self) -> None:
         try:
             status, body = fetch(self.target, "/metrics", timeout=5.0, limits=_LIMITS)
         except (OSError, ProtocolError, ValueError) as exc:
-            self.add("/metrics", "warn", f"no answer ({type(exc).__name__}); runs keep no server evidence")
+            self.add(
+                "/metrics",
+                "warn",
+                f"no answer ({type(exc).__name__}); runs keep no server evidence",
+            )
             return
         text = body[:65536].decode("utf-8", "replace")
         if status == 200 and ("# TYPE" in text or "# HELP" in text):
-            self.add("/metrics", "pass", f"Prometheus text, {len(body):,} bytes (scraped during runs)")
+            self.add(
+                "/metrics", "pass", f"Prometheus text, {len(body):,} bytes (scraped during runs)"
+            )
         else:
-            self.add("/metrics", "warn", f"HTTP {status}, not Prometheus text; give --metrics-url if they are elsewhere")
+            self.add(
+                "/metrics",
+                "warn",
+                f"HTTP {status}, not Prometheus text; give --metrics-url if they are elsewhere",
+            )
 
     def keep_alive(self) -> None:
         conn = SSEConnection(self.target, _LIMITS, keep_alive=True)
@@ -266,9 +357,16 @@ class _Checker:
         try:
             for _ in range(2):
                 req = self.request(max_tokens=2)
-                rec = StreamRecord(stream_id="check-ka", protocol="sse", user_class="check",
-                                   started_at=time.time(), t0=time.perf_counter())
-                conn.request(req.path, build_body(req, "Say hello."), StreamTracker(rec, req.expectations()))
+                rec = StreamRecord(
+                    stream_id="check-ka",
+                    protocol="sse",
+                    user_class="check",
+                    started_at=time.time(),
+                    t0=time.perf_counter(),
+                )
+                conn.request(
+                    req.path, build_body(req, "Say hello."), StreamTracker(rec, req.expectations())
+                )
                 recs.append(rec)
         finally:
             conn.close()
@@ -278,10 +376,17 @@ class _Checker:
         elif second.outcome == "ok" and second.connect_s is None:
             self.add("keep-alive reuse", "pass", "the second request reused the connection")
         elif second.outcome == "ok":
-            self.add("keep-alive reuse", "warn", "the server closed the connection after a stream: a new TCP "
-                     "connection per request")
+            self.add(
+                "keep-alive reuse",
+                "warn",
+                "the server closed the connection after a stream: a new TCP connection per request",
+            )
         else:
-            self.add("keep-alive reuse", "fail", f"the second request on a kept-alive connection: {_describe(second)}")
+            self.add(
+                "keep-alive reuse",
+                "fail",
+                f"the second request on a kept-alive connection: {_describe(second)}",
+            )
 
 
 def run_checks(
@@ -357,7 +462,9 @@ def format_item(item: CheckItem, width: int = NAME_WIDTH) -> str:
 def format_footer(report: CheckReport) -> str:
     """The counts, then every flag a run against the server needs."""
     counts = {s: sum(1 for i in report.items if i.status == s) for s in ("pass", "warn", "fail")}
-    lines = [f"{counts['pass']} passed, {counts['warn']} warnings, {counts['fail']} failed in {report.seconds:.1f} s"]
+    lines = [
+        f"{counts['pass']} passed, {counts['warn']} warnings, {counts['fail']} failed in {report.seconds:.1f} s"
+    ]
     if report.flags:
         lines.append("a run against this server needs: " + " ".join(report.flags))
     return "\n".join(lines)

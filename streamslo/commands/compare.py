@@ -60,28 +60,59 @@ RUN_TIME_MARGIN_S = 5.0
 def add_arguments(p: argparse.ArgumentParser) -> None:
     d = DEFAULTS
     p.add_argument("--out", type=Path, help="output folder (default reports/out/<timestamp>/)")
-    p.add_argument("--users", type=positive_int_arg, default=d.users,
-                   help=f"concurrent streams at the top level (default {d.users})")
-    p.add_argument("--levels", type=positive_int_arg, default=d.levels,
-                   help=f"concurrency levels each run ramps through, halving down from --users (default {d.levels}; 1: constant load)")
-    p.add_argument("--duration", type=duration_arg, default=d.duration,
-                   help=f"each run's length, shared by its levels (default {d.duration:g}s)")
-    p.add_argument("--max-tokens", type=positive_int_arg, default=d.max_tokens, help=f"tokens per stream (default {d.max_tokens})")
+    p.add_argument(
+        "--users",
+        type=positive_int_arg,
+        default=d.users,
+        help=f"concurrent streams at the top level (default {d.users})",
+    )
+    p.add_argument(
+        "--levels",
+        type=positive_int_arg,
+        default=d.levels,
+        help=f"concurrency levels each run ramps through, halving down from --users (default {d.levels}; 1: constant load)",
+    )
+    p.add_argument(
+        "--duration",
+        type=duration_arg,
+        default=d.duration,
+        help=f"each run's length, shared by its levels (default {d.duration:g}s)",
+    )
+    p.add_argument(
+        "--max-tokens",
+        type=positive_int_arg,
+        default=d.max_tokens,
+        help=f"tokens per stream (default {d.max_tokens})",
+    )
     p.add_argument("--protocol", choices=["sse", "ws", "mixed"], default=d.protocol)
     p.add_argument("--slow-readers", type=fraction_arg, default=0.0)
     p.add_argument("--drain", type=duration_arg, default=d.drain)
     p.add_argument("--slo", help="SLO TOML file (default: the incidents' SLO)")
-    p.add_argument("--before-cmd", help=f"streamslo serve options for the before server (default: {d.naive_server!r})")
-    p.add_argument("--after-cmd", help=f"streamslo serve options for the after server (default: {d.fixed_server!r})")
-    p.add_argument("--before-url", help="compare a running server instead of starting the bundled one")
-    p.add_argument("--after-url", help="compare a running server instead of starting the bundled one")
-    p.add_argument("--allow-invalid", action="store_true", help="a saturated generator does not fail the after run")
+    p.add_argument(
+        "--before-cmd",
+        help=f"streamslo serve options for the before server (default: {d.naive_server!r})",
+    )
+    p.add_argument(
+        "--after-cmd",
+        help=f"streamslo serve options for the after server (default: {d.fixed_server!r})",
+    )
+    p.add_argument(
+        "--before-url", help="compare a running server instead of starting the bundled one"
+    )
+    p.add_argument(
+        "--after-url", help="compare a running server instead of starting the bundled one"
+    )
+    p.add_argument(
+        "--allow-invalid",
+        action="store_true",
+        help="a saturated generator does not fail the after run",
+    )
 
 
 def level_counts(top: int, levels: int) -> tuple[int, ...]:
     """Concurrency levels: ``top`` halved ``levels - 1`` times (rounded, at least 1), rising,
     without repeats (so fewer when ``top`` is small)."""
-    return tuple(sorted({max(1, round(top / 2 ** k)) for k in range(levels)}))
+    return tuple(sorted({max(1, round(top / 2**k)) for k in range(levels)}))
 
 
 def ramp_stages(top: int, levels: int, duration: float, ramp_s: float = DEFAULTS.ramp_s) -> str:
@@ -100,7 +131,9 @@ def ramp_stages(top: int, levels: int, duration: float, ramp_s: float = DEFAULTS
     lower = len(counts) - 1
     shares = [duration / (2 * lower)] * lower + [duration / 2] if lower else [duration]
     if min(shares) < 1.0:
-        raise BadInputError(f"--duration {duration:g}s is too short for {len(counts)} levels (at least 1s each)")
+        raise BadInputError(
+            f"--duration {duration:g}s is too short for {len(counts)} levels (at least 1s each)"
+        )
     parts = []
     for n, share in zip(counts, shares, strict=True):
         ramp = min(ramp_s, share / 2)
@@ -108,7 +141,9 @@ def ramp_stages(top: int, levels: int, duration: float, ramp_s: float = DEFAULTS
     return ",".join(parts)
 
 
-def _one_run(label: str, args: argparse.Namespace, out: Path, url: str | None, serve_args: str) -> int:
+def _one_run(
+    label: str, args: argparse.Namespace, out: Path, url: str | None, serve_args: str
+) -> int:
     """One load run, against ``url`` or a bundled server started (and always stopped) here.
 
     Raises:
@@ -120,12 +155,19 @@ def _one_run(label: str, args: argparse.Namespace, out: Path, url: str | None, s
     server = None
     try:
         if url is None:
-            print(f"[{label}] starting the bundled server: streamslo serve {serve_args}", flush=True)
-            server = BundledServer(shlex.split(serve_args), out.parent / f"{label}-server.log", server_cpus)
+            print(
+                f"[{label}] starting the bundled server: streamslo serve {serve_args}", flush=True
+            )
+            server = BundledServer(
+                shlex.split(serve_args), out.parent / f"{label}-server.log", server_cpus
+            )
             server.wait_ready()
             url = server.url
-        print(f"[{label}] load: {args.protocol} streams x {args.max_tokens} tokens for {args.duration:g}s, "
-              f"ramping through {', '.join(map(str, level_counts(args.users, args.levels)))} streams, against {url}", flush=True)
+        print(
+            f"[{label}] load: {args.protocol} streams x {args.max_tokens} tokens for {args.duration:g}s, "
+            f"ramping through {', '.join(map(str, level_counts(args.users, args.levels)))} streams, against {url}",
+            flush=True,
+        )
         cfg = RunConfig(
             host=url,
             out=out,
@@ -178,20 +220,31 @@ def main(args: argparse.Namespace) -> int:
         label = "fixed"
         after_rc = _one_run("fixed", args, out / "fixed", args.after_url, after_args)
     except KeyboardInterrupt:
-        print(f"compare: interrupted during the {label} run; its results are in {out / label}; "
-              "no further run, no report", file=sys.stderr, flush=True)
+        print(
+            f"compare: interrupted during the {label} run; its results are in {out / label}; "
+            "no further run, no report",
+            file=sys.stderr,
+            flush=True,
+        )
         raise
-    result = build_report(out / "naive", out / "fixed", out / "report.html", args.slo_obj, stages=args.stages)
+    result = build_report(
+        out / "naive", out / "fixed", out / "report.html", args.slo_obj, stages=args.stages
+    )
     print(result.summary)
-    print(f"\nreport: {result.html.resolve()}\n        {result.markdown.resolve()}\n        {result.json.resolve()}")
+    print(
+        f"\nreport: {result.html.resolve()}\n        {result.markdown.resolve()}\n        {result.json.resolve()}"
+    )
     print(f"compare took {time.monotonic() - t0:.0f}s")
     fixed_valid = bool(read_json(Layout(out / "fixed").run_json).get("valid", False))
     if not result.passed or after_rc != EXIT_OK:
         print("verdict: the fixed server did NOT meet the SLO", file=sys.stderr)
         return EXIT_THRESHOLD
     if not fixed_valid and not args.allow_invalid:
-        print("verdict: the fixed run is invalid (its load generator was saturated), so its "
-              "latencies measure the client; rerun with fewer --users or pass --allow-invalid", file=sys.stderr)
+        print(
+            "verdict: the fixed run is invalid (its load generator was saturated), so its "
+            "latencies measure the client; rerun with fewer --users or pass --allow-invalid",
+            file=sys.stderr,
+        )
         return EXIT_THRESHOLD
     print("verdict: the fixed server met the SLO; the naive one is the 'before'")
     return EXIT_OK

@@ -18,7 +18,11 @@ __all__ = ["add_arguments", "main"]
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """``streamslo finalize DIR [--slo FILE]``."""
     p.add_argument("run_dir", metavar="DIR", help="the results directory of a run that was killed")
-    p.add_argument("--slo", metavar="FILE", help="SLO file to check (default: the one the run used, else the incidents' SLO)")
+    p.add_argument(
+        "--slo",
+        metavar="FILE",
+        help="SLO file to check (default: the one the run used, else the incidents' SLO)",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -33,8 +37,13 @@ def main(args: argparse.Namespace) -> int:
     run = cast(RunJson, read_json(Layout(Path(args.run_dir)).run_json))
     print(format_summary(summary, checks, run))
     if done:
-        print(f"\nstreamslo finalize: {args.run_dir} finalized (complete: true, killed: true; "
-              f"end {run.get('end')}, its last record)")
+        print(
+            f"\nstreamslo finalize: {args.run_dir} finalized (complete: true, killed: true; "
+            f"end {run.get('end')}, its last record)"
+        )
     else:
-        print(f"\nstreamslo finalize: {args.run_dir} was already complete; nothing changed", file=sys.stderr)
+        print(
+            f"\nstreamslo finalize: {args.run_dir} was already complete; nothing changed",
+            file=sys.stderr,
+        )
     return EXIT_OK

@@ -34,7 +34,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
             "slo_source": "an SLO file instead of the scenario's thresholds",
         },
     )
-    p.add_argument("--serve", default="--mode fixed --server gunicorn --workers 1", help="streamslo serve options when the bundled server is started")
+    p.add_argument(
+        "--serve",
+        default="--mode fixed --server gunicorn --workers 1",
+        help="streamslo serve options when the bundled server is started",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -54,7 +58,9 @@ def main(args: argparse.Namespace) -> int:
     server_cpus, gen_cpus = split_cpus()
     if not host:
         out.mkdir(parents=True, exist_ok=True)
-        server = BundledServer(shlex.split(args.serve), out.parent / f"{out.name}-server.log", server_cpus)
+        server = BundledServer(
+            shlex.split(args.serve), out.parent / f"{out.name}-server.log", server_cpus
+        )
         server.wait_ready()
         host = server.url
     try:
@@ -66,7 +72,9 @@ def main(args: argparse.Namespace) -> int:
         # its stages; else --duration.
         if cfg.stages:
             stages = parse_stages(cfg.stages)
-            cfg = replace(cfg, duration=total_duration(stages), users=max(1, max(st.target for st in stages)))
+            cfg = replace(
+                cfg, duration=total_duration(stages), users=max(1, max(st.target for st in stages))
+            )
         return execute(cfg)
     finally:
         if server is not None:

@@ -51,22 +51,35 @@ def even_rates(low: float, high: float, steps: int) -> tuple[float, ...]:
     digits; fewer when they round together."""
     if high <= low:
         return (float(f"{max(high, low):.3g}"),)
-    return tuple(sorted({float(f"{low + (high - low) * k / steps:.3g}") for k in range(1, steps + 1)}))
+    return tuple(
+        sorted({float(f"{low + (high - low) * k / steps:.3g}") for k in range(1, steps + 1)})
+    )
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The run options (``docs/cli.md``), and the sweep's own."""
-    add_cli_arguments(p, help={
-        "out": "the sweep's folder (new or empty): one results directory per run, sweep.json, sweep.html, sweep.md",
-        "duration": "each run's length (default 60s)",
-        "users": "--find-max: the streams the saturating run holds open (default 50)",
-    }, exclude=("request_rate", "stages", "shape"))  # the sweep sets the load itself
+    add_cli_arguments(
+        p,
+        help={
+            "out": "the sweep's folder (new or empty): one results directory per run, sweep.json, sweep.html, sweep.md",
+            "duration": "each run's length (default 60s)",
+            "users": "--find-max: the streams the saturating run holds open (default 50)",
+        },
+        exclude=("request_rate", "stages", "shape"),
+    )  # the sweep sets the load itself
     how = p.add_mutually_exclusive_group()
     how.add_argument("--rates", type=parse_rates, help="request rates to run, e.g. 1,2,4,8 (req/s)")
-    how.add_argument("--find-max", action="store_true",
-                     help="find the rates: a synchronous run, a saturating run, then rates between (the default)")
-    p.add_argument("--steps", type=positive_int_arg, default=5,
-                   help="--find-max: rates between the synchronous and the saturating rate (default 5)")
+    how.add_argument(
+        "--find-max",
+        action="store_true",
+        help="find the rates: a synchronous run, a saturating run, then rates between (the default)",
+    )
+    p.add_argument(
+        "--steps",
+        type=positive_int_arg,
+        default=5,
+        help="--find-max: rates between the synchronous and the saturating rate (default 5)",
+    )
 
 
 def _run(base: Any, out: Path, label: str, **changes: Any) -> tuple[int, Any]:
@@ -92,11 +105,19 @@ def _write(root: Path, entries: list[Any], info: dict[str, Any], slo: Any) -> di
 
     doc = sweep_document(entries, info)
     rate_points = [e.point for e in entries if e.kind == "rate"]
-    chart = knee_chart({"sweep": rate_points}, key="sweep", title="Latency, failures and throughput against the request rate",
-                       xlabel="asked rate (req/s)", knees={"sweep": find_knee(rate_points)}, bounds=slo_bounds(slo),
-                       throughput=True)
+    chart = knee_chart(
+        {"sweep": rate_points},
+        key="sweep",
+        title="Latency, failures and throughput against the request rate",
+        xlabel="asked rate (req/s)",
+        knees={"sweep": find_knee(rate_points)},
+        bounds=slo_bounds(slo),
+        throughput=True,
+    )
     (root / "sweep.json").write_text(dump(doc), encoding="utf-8")
-    (root / "sweep.html").write_text(render_sweep_html(doc, [chart] if chart else []), encoding="utf-8")
+    (root / "sweep.html").write_text(
+        render_sweep_html(doc, [chart] if chart else []), encoding="utf-8"
+    )
     (root / "sweep.md").write_text(render_sweep_markdown(doc), encoding="utf-8")
     return doc
 
@@ -118,8 +139,10 @@ def main(args: argparse.Namespace) -> int:
 
     base = config_from_args(args)
     if base.request_rate or base.stages or base.shape or base.scenarios:
-        raise BadInputError("sweep sets the load itself: give --rates or --find-max, not --request-rate, "
-                            "--stages, --shape or a scenario file's [scenarios.*]")
+        raise BadInputError(
+            "sweep sets the load itself: give --rates or --find-max, not --request-rate, "
+            "--stages, --shape or a scenario file's [scenarios.*]"
+        )
     root = Path(base.out)
     if root.exists() and any(root.iterdir()):
         raise BadInputError(f"{root}: the sweep's folder is not empty (choose a new --out)")
@@ -138,16 +161,24 @@ def main(args: argparse.Namespace) -> int:
 
     under_way: list[tuple[str, float | None, str, str, float]] = []
 
-    def step(kind: str, asked: float | None, name: str, label: str, x: float, **changes: Any) -> None:
+    def step(
+        kind: str, asked: float | None, name: str, label: str, x: float, **changes: Any
+    ) -> None:
         under_way[:] = [(kind, asked, name, label, x)]
         rc, data = _run(base, root / name, label, **changes)
         record(kind, asked, name, rc, data, label, x)
         under_way.clear()
 
-    def record(kind: str, asked: float | None, name: str, rc: int, data: Any, label: str, x: float) -> None:
+    def record(
+        kind: str, asked: float | None, name: str, rc: int, data: Any, label: str, x: float
+    ) -> None:
         point = load_point(data, x, label, slo=slo, asked=asked is not None)
         if not (data.valid or base.allow_invalid):
-            point = replace(point, passed=False, failed=(*point.failed, "the run is invalid (saturated generator)"))
+            point = replace(
+                point,
+                passed=False,
+                failed=(*point.failed, "the run is invalid (saturated generator)"),
+            )
         entries.append(SweepEntry(kind, asked, name, rc, point))
 
     try:
@@ -158,11 +189,16 @@ def main(args: argparse.Namespace) -> int:
             low = entries[0].point.achieved_rate or 0.0
             high = entries[1].point.achieved_rate or 0.0
             if high <= 0:
-                raise BadInputError("the saturating run sent fewer than two requests: no rate to sweep (is the server up?)")
+                raise BadInputError(
+                    "the saturating run sent fewer than two requests: no rate to sweep (is the server up?)"
+                )
             rates = even_rates(low, high, args.steps)
             info["rates"] = list(rates)
-            print(f"[sweep] synchronous {low:.3g} req/s, saturating {high:.3g} req/s: rates "
-                  f"{', '.join(f'{r:g}' for r in rates)}", flush=True)
+            print(
+                f"[sweep] synchronous {low:.3g} req/s, saturating {high:.3g} req/s: rates "
+                f"{', '.join(f'{r:g}' for r in rates)}",
+                flush=True,
+            )
         for rate in rates:
             step("rate", rate, f"rate-{rate:g}", f"{rate:g} req/s", rate, request_rate=rate)
     except KeyboardInterrupt as exc:
@@ -173,7 +209,11 @@ def main(args: argparse.Namespace) -> int:
             with contextlib.suppress(StreamSLOError, OSError, ValueError):
                 record(kind, asked, name, exit_code_of(exc), load_run(root / name), label, x)
         _write(root, entries, info, slo)
-        print(f"sweep: interrupted; the runs so far are in {root / 'sweep.json'}", file=sys.stderr, flush=True)
+        print(
+            f"sweep: interrupted; the runs so far are in {root / 'sweep.json'}",
+            file=sys.stderr,
+            flush=True,
+        )
         raise
     info["complete"] = True
     doc = _write(root, entries, info, slo)

@@ -87,7 +87,9 @@ class Trend:
         return asdict(self)
 
 
-def theil_sen(t: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray, confidence: float = 0.95) -> tuple[float, float, float, float]:
+def theil_sen(
+    t: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray, confidence: float = 0.95
+) -> tuple[float, float, float, float]:
     """The Theil–Sen line through ``(t, y)`` with Sen's confidence interval of its slope.
 
     Returns:
@@ -138,7 +140,9 @@ def _thin(t: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return tt, yy
 
 
-def judge(series: str, unit: str, t: Sequence[float], y: Sequence[float], *, counter: bool = False) -> Trend:
+def judge(
+    series: str, unit: str, t: Sequence[float], y: Sequence[float], *, counter: bool = False
+) -> Trend:
     """The trend and verdict of one series (see the module's docstring)."""
     x = np.asarray(t, dtype=float)
     v = np.asarray(y, dtype=float)
@@ -149,18 +153,47 @@ def judge(series: str, unit: str, t: Sequence[float], y: Sequence[float], *, cou
     span = float(x[-1] - x[0]) if x.size else 0.0
     if counter:
         grew = bool(v.size and v[-1] > v[0])
-        return Trend(series, unit, int(v.size), span, float(v[0]) if v.size else None,
-                     float(v[-1]) if v.size else None, None, None, None, None, None, None, None,
-                     "restarts" if grew else ("flat" if v.size else "too short"))
+        return Trend(
+            series,
+            unit,
+            int(v.size),
+            span,
+            float(v[0]) if v.size else None,
+            float(v[-1]) if v.size else None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            "restarts" if grew else ("flat" if v.size else "too short"),
+        )
     skip = math.floor(x.size * SETTLE_FRACTION)
     x, v = x[skip:], v[skip:]
     if x.size < MIN_POINTS or x[-1] == x[0]:
-        return Trend(series, unit, int(x.size), span, None, None, None, None, None, None, None, None, None,
-                     "too short")
+        return Trend(
+            series,
+            unit,
+            int(x.size),
+            span,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            "too short",
+        )
     xt, vt = _thin(x, v)
     slope, _, lo, hi = theil_sen(xt, vt)
     half = xt.size // 2
-    late, _, late_lo, late_hi = theil_sen(xt[half:], vt[half:]) if xt.size - half >= 3 else (slope, 0.0, lo, hi)
+    late, _, late_lo, late_hi = (
+        theil_sen(xt[half:], vt[half:]) if xt.size - half >= 3 else (slope, 0.0, lo, hi)
+    )
     tenth = max(1, x.size // 10)
     start, end = float(np.median(v[:tenth])), float(np.median(v[-tenth:]))
     fit_span = float(x[-1] - x[0])
@@ -173,8 +206,22 @@ def judge(series: str, unit: str, t: Sequence[float], y: Sequence[float], *, cou
     else:
         verdict = "flat"
     h = 3600.0
-    return Trend(series, unit, int(x.size), span, round(start, 4), round(end, 4), slope * h, lo * h, hi * h,
-                 round(growth * 100.0, 3), late * h, late_lo * h, late_hi * h, verdict)
+    return Trend(
+        series,
+        unit,
+        int(x.size),
+        span,
+        round(start, 4),
+        round(end, 4),
+        slope * h,
+        lo * h,
+        hi * h,
+        round(growth * 100.0, 3),
+        late * h,
+        late_lo * h,
+        late_hi * h,
+        verdict,
+    )
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:
@@ -193,10 +240,16 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def collect_series(directory: Path, windows: Sequence[dict[str, Any]]) -> dict[str, tuple[str, list[float], list[float], bool]]:
+def collect_series(
+    directory: Path, windows: Sequence[dict[str, Any]]
+) -> dict[str, tuple[str, list[float], list[float], bool]]:
     """Every series of a results directory: name -> (unit, t, values, is a counter)."""
     out: dict[str, tuple[str, list[float], list[float], bool]] = {}
-    gen = [(float(r["window_start"]), float(r["gen_rss_mb"])) for r in windows if r.get("gen_rss_mb") is not None]
+    gen = [
+        (float(r["window_start"]), float(r["gen_rss_mb"]))
+        for r in windows
+        if r.get("gen_rss_mb") is not None
+    ]
     if gen:
         out["gen_rss_mb"] = ("MiB", [a for a, _ in gen], [b for _, b in gen], False)
     res = _jsonl(Layout(directory).server_resources)
@@ -206,8 +259,11 @@ def collect_series(directory: Path, windows: Sequence[dict[str, Any]]) -> dict[s
         ("threads", "server_threads", "threads", 1.0, False),
         ("worker_restarts", "server_worker_restarts", "restarts", 1.0, True),
     ):
-        pts = [(float(r["t"]), float(r[key]) * scale) for r in res
-               if isinstance(r.get(key), (int, float)) and isinstance(r.get("t"), (int, float))]
+        pts = [
+            (float(r["t"]), float(r[key]) * scale)
+            for r in res
+            if isinstance(r.get(key), (int, float)) and isinstance(r.get("t"), (int, float))
+        ]
         if pts:
             out[name] = (unit, [a for a, _ in pts], [b for _, b in pts], counter)
     return out
@@ -215,5 +271,7 @@ def collect_series(directory: Path, windows: Sequence[dict[str, Any]]) -> dict[s
 
 def analyse(directory: Path, windows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """``summary.json``'s ``drift``: a :class:`Trend` per series, by name."""
-    return {name: judge(name, unit, t, y, counter=counter).as_dict()
-            for name, (unit, t, y, counter) in collect_series(directory, windows).items()}
+    return {
+        name: judge(name, unit, t, y, counter=counter).as_dict()
+        for name, (unit, t, y, counter) in collect_series(directory, windows).items()
+    }

@@ -50,9 +50,24 @@ class LogHistogram:
         floor: values at or below this (after scaling) count as 0.
     """
 
-    __slots__ = ("_counts", "_ln_gamma", "_lo", "_pending", "alpha", "count", "floor", "max", "min", "scale", "sum", "zero")
+    __slots__ = (
+        "_counts",
+        "_ln_gamma",
+        "_lo",
+        "_pending",
+        "alpha",
+        "count",
+        "floor",
+        "max",
+        "min",
+        "scale",
+        "sum",
+        "zero",
+    )
 
-    def __init__(self, alpha: float = DEFAULT_ALPHA, *, scale: float = 1.0, floor: float = 1e-3) -> None:
+    def __init__(
+        self, alpha: float = DEFAULT_ALPHA, *, scale: float = 1.0, floor: float = 1e-3
+    ) -> None:
         if not 0.0 < alpha < 0.5:
             raise ValueError(f"alpha must be in (0, 0.5), not {alpha!r}")
         self.alpha = float(alpha)
@@ -114,9 +129,9 @@ class LogHistogram:
         new_hi = max(self._lo + self._counts.size, lo + counts.size)
         if new_lo != self._lo or new_hi != self._lo + self._counts.size:
             grown = np.zeros(new_hi - new_lo, dtype=np.int64)
-            grown[self._lo - new_lo:self._lo - new_lo + self._counts.size] = self._counts
+            grown[self._lo - new_lo : self._lo - new_lo + self._counts.size] = self._counts
             self._lo, self._counts = new_lo, grown
-        self._counts[lo - self._lo:lo - self._lo + counts.size] += counts
+        self._counts[lo - self._lo : lo - self._lo + counts.size] += counts
 
     # ------------------------------------------------------------------ merging
     def merge(self, other: LogHistogram) -> LogHistogram:
@@ -223,12 +238,18 @@ class LogHistogram:
         lo = self._lo
         if nz.size:
             lo += int(nz[0])
-            counts = counts[nz[0]:nz[-1] + 1]
+            counts = counts[nz[0] : nz[-1] + 1]
         else:
             counts = counts[:0]
         return {
-            "a": self.alpha, "o": lo, "c": counts.tolist(), "z": self.zero, "n": self.count,
-            "s": self.sum, "lo": self.min if self.count else None, "hi": self.max if self.count else None,
+            "a": self.alpha,
+            "o": lo,
+            "c": counts.tolist(),
+            "z": self.zero,
+            "n": self.count,
+            "s": self.sum,
+            "lo": self.min if self.count else None,
+            "hi": self.max if self.count else None,
         }
 
     @classmethod

@@ -95,32 +95,99 @@ class MetricSpec:
 
 
 def _outcome_rate(outcome: str) -> MetricSpec:
-    return MetricSpec(f"{outcome}_rate", "rate", "ratio", f"requests that ended {outcome!r}, over all not cancelled")
+    return MetricSpec(
+        f"{outcome}_rate",
+        "rate",
+        "ratio",
+        f"requests that ended {outcome!r}, over all not cancelled",
+    )
 
 
 _SPECS: tuple[MetricSpec, ...] = (
-    MetricSpec("ttft_ms", "trend", "ms", "start of the request to the first token position, per stream that began"),
-    MetricSpec("itl_ms", "trend", "ms", "every gap between consecutive token positions, pooled over streams (a failed stream adds its open last gap); itl_ms{token:answer}: only the gaps after each stream's first answer token"),
-    MetricSpec("ttfo_ms", "trend", "ms", "start of the request to the first answer token (reasoning and tool-call tokens come before it), per stream that began and had one"),
-    MetricSpec("ttftc_ms", "trend", "ms", "start of the request to the first tool-call token (time to first tool call), per stream that began and had one"),
-    MetricSpec("tpot_ms", "trend", "ms", "(e2e - ttft) / (tokens - 1), per stream with at least two tokens"),
+    MetricSpec(
+        "ttft_ms",
+        "trend",
+        "ms",
+        "start of the request to the first token position, per stream that began",
+    ),
+    MetricSpec(
+        "itl_ms",
+        "trend",
+        "ms",
+        "every gap between consecutive token positions, pooled over streams (a failed stream adds its open last gap); itl_ms{token:answer}: only the gaps after each stream's first answer token",
+    ),
+    MetricSpec(
+        "ttfo_ms",
+        "trend",
+        "ms",
+        "start of the request to the first answer token (reasoning and tool-call tokens come before it), per stream that began and had one",
+    ),
+    MetricSpec(
+        "ttftc_ms",
+        "trend",
+        "ms",
+        "start of the request to the first tool-call token (time to first tool call), per stream that began and had one",
+    ),
+    MetricSpec(
+        "tpot_ms", "trend", "ms", "(e2e - ttft) / (tokens - 1), per stream with at least two tokens"
+    ),
     MetricSpec("e2e_ms", "trend", "ms", "start of the request to the end of the stream"),
-    MetricSpec("connect_ms", "trend", "ms", "time to establish the connection, for requests that opened one"),
+    MetricSpec(
+        "connect_ms",
+        "trend",
+        "ms",
+        "time to establish the connection, for requests that opened one",
+    ),
     MetricSpec("max_gap_ms", "trend", "ms", "the largest inter-token gap of each stream"),
-    MetricSpec("ttft_sched_ms", "trend", "ms", "open loop: ttft measured from the scheduled send time"),
-    MetricSpec("e2e_sched_ms", "trend", "ms", "open loop: e2e measured from the scheduled send time"),
-    MetricSpec("truncation_rate", "rate", "ratio", "streams that began and did not end ok, over streams that began"),
+    MetricSpec(
+        "ttft_sched_ms", "trend", "ms", "open loop: ttft measured from the scheduled send time"
+    ),
+    MetricSpec(
+        "e2e_sched_ms", "trend", "ms", "open loop: e2e measured from the scheduled send time"
+    ),
+    MetricSpec(
+        "truncation_rate",
+        "rate",
+        "ratio",
+        "streams that began and did not end ok, over streams that began",
+    ),
     # http_5xx_rate is both a headline rate and an outcome rate: listed once.
-    MetricSpec("http_5xx_rate", "rate", "ratio", "requests that ended http_5xx, over all not cancelled"),
-    MetricSpec("error_rate", "rate", "ratio", "requests that did not end ok, over all not cancelled"),
+    MetricSpec(
+        "http_5xx_rate", "rate", "ratio", "requests that ended http_5xx, over all not cancelled"
+    ),
+    MetricSpec(
+        "error_rate", "rate", "ratio", "requests that did not end ok, over all not cancelled"
+    ),
     *(_outcome_rate(o) for o in OUTCOMES if o not in ("cancelled", "client_cancelled", "http_5xx")),
     MetricSpec("requests", "counter", "count", "every request of the run, cancelled ones included"),
-    MetricSpec("tokens", "counter", "count", "token positions received (usage under --coalesced-chunks)"),
+    MetricSpec(
+        "tokens", "counter", "count", "token positions received (usage under --coalesced-chunks)"
+    ),
     MetricSpec("streams_began", "counter", "count", "streams that began and were not cancelled"),
-    MetricSpec("reasoning_tokens", "counter", "count", "token positions that carried reasoning (part of tokens)"),
-    MetricSpec("tool_tokens", "counter", "count", "token positions that carried tool-call arguments (part of tokens)"),
-    MetricSpec("goodput_fraction", "rate", "ratio", "requests that ended ok and met every goodput bound, over all not cancelled"),
-    MetricSpec("goodput_per_s", "gauge", "per_s", "requests that ended ok and met every goodput bound, per second of the run"),
+    MetricSpec(
+        "reasoning_tokens",
+        "counter",
+        "count",
+        "token positions that carried reasoning (part of tokens)",
+    ),
+    MetricSpec(
+        "tool_tokens",
+        "counter",
+        "count",
+        "token positions that carried tool-call arguments (part of tokens)",
+    ),
+    MetricSpec(
+        "goodput_fraction",
+        "rate",
+        "ratio",
+        "requests that ended ok and met every goodput bound, over all not cancelled",
+    ),
+    MetricSpec(
+        "goodput_per_s",
+        "gauge",
+        "per_s",
+        "requests that ended ok and met every goodput bound, per second of the run",
+    ),
     MetricSpec("requests_per_s", "gauge", "per_s", "requests not cancelled, per second of the run"),
     MetricSpec("tokens_per_s", "gauge", "per_s", "token positions received, per second of the run"),
 )
@@ -133,7 +200,12 @@ COUNTER_METRICS = tuple(m.name for m in _SPECS if m.kind == "counter")
 GAUGE_METRICS = tuple(m.name for m in _SPECS if m.kind == "gauge")
 
 #: Goodput bound names as vLLM's ``--goodput`` writes them, and the metric each bounds.
-GOODPUT_KEYS: Mapping[str, str] = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2el": "e2e_ms", "ttfo": "ttfo_ms"}
+GOODPUT_KEYS: Mapping[str, str] = {
+    "ttft": "ttft_ms",
+    "tpot": "tpot_ms",
+    "e2el": "e2e_ms",
+    "ttfo": "ttfo_ms",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,9 +235,11 @@ class GoodputBounds:
         Raises:
             ValueError: an unknown key, a value that is not a positive number, a key twice.
         """
-        parts = items.replace(",", " ").split() if isinstance(items, str) else [
-            p for item in items for p in item.replace(",", " ").split()
-        ]
+        parts = (
+            items.replace(",", " ").split()
+            if isinstance(items, str)
+            else [p for item in items for p in item.replace(",", " ").split()]
+        )
         values: dict[str, float] = {}
         names = {**GOODPUT_KEYS, **{v: v for v in GOODPUT_KEYS.values()}}
         for part in parts:
@@ -181,7 +255,9 @@ class GoodputBounds:
             except ValueError:
                 value = float("nan")
             if not (value > 0 and np.isfinite(value)):
-                raise ValueError(f"bad goodput bound {part!r}: expected a positive number of milliseconds")
+                raise ValueError(
+                    f"bad goodput bound {part!r}: expected a positive number of milliseconds"
+                )
             if name in values:
                 raise ValueError(f"goodput bound {key!r} given twice")
             values[name] = value
@@ -194,7 +270,11 @@ class GoodputBounds:
         if not isinstance(raw, Mapping):
             return cls()
         fields = {"ttft_ms", "tpot_ms", "e2e_ms", "ttfo_ms"}
-        return cls(**{k: float(v) for k, v in raw.items() if k in fields and isinstance(v, (int, float))})
+        return cls(
+            **{k: float(v) for k, v in raw.items() if k in fields and isinstance(v, (int, float))}
+        )
+
+
 #: Columns of streams.csv a threshold selector may filter on (k6 tags style).
 SELECTOR_KEYS = ("protocol", "user_class", "outcome", "status", "scenario", "token")
 #: ``token:VALUE`` selects gaps, not streams: ``itl_ms{token:answer}`` keeps each stream's gaps
@@ -232,7 +312,9 @@ class LatencyStats:
         if samples.size == 0:
             return cls(None, None, None, None, None, None, 0)
         p50, p90, p95, p99 = (float(v) for v in np.percentile(samples, PERCENTILES))
-        return cls(p50, p90, p95, p99, float(samples.max()), float(samples.mean()), int(samples.size))
+        return cls(
+            p50, p90, p95, p99, float(samples.max()), float(samples.mean()), int(samples.size)
+        )
 
     def as_dict(self) -> LatencySummary:
         return cast(LatencySummary, asdict(self))
@@ -339,8 +421,10 @@ def answer_gaps(streams: Any, gaps: Any) -> Any:
     lead = (streams["ttfo_ms"] - streams["ttft_ms"]).astype("float64")
     lead.index = streams["stream_id"].astype(str)
     firsts = gaps[gaps["index"] == 1]
-    first_t = _series(firsts["t"].to_numpy(dtype=float) - firsts["gap_ms"].to_numpy(dtype=float) / 1000.0,
-                        firsts["stream_id"].astype(str))
+    first_t = _series(
+        firsts["t"].to_numpy(dtype=float) - firsts["gap_ms"].to_numpy(dtype=float) / 1000.0,
+        firsts["stream_id"].astype(str),
+    )
     ids = gaps["stream_id"].astype(str)
     lead_of = ids.map(lead).to_numpy(dtype=float)
     start = ids.map(first_t).to_numpy(dtype=float)
@@ -561,9 +645,11 @@ def instant_failure_cause(data: RunData, share: float = 0.9) -> str | None:
     errors = failed["error"].fillna("").astype(str) if "error" in failed.columns else None
     top = errors.value_counts().index[0] if errors is not None and len(errors) else ""
     every = "all" if len(failed) == n else f"{len(failed):,} of"
-    return (f"{every} {n:,} requests failed before any byte"
-            + (f": {top}" if top else "")
-            + " — the load generator was busy failing and retrying, not slow")
+    return (
+        f"{every} {n:,} requests failed before any byte"
+        + (f": {top}" if top else "")
+        + " — the load generator was busy failing and retrying, not slow"
+    )
 
 
 def scenario_figures(data: RunData) -> dict[str, dict[str, Any]]:
@@ -585,6 +671,9 @@ def scenario_figures(data: RunData) -> dict[str, dict[str, Any]]:
             "truncation_rate": _ratio(*rate_value(sub, "truncation_rate")),
             "error_rate": _ratio(*rate_value(sub, "error_rate")),
             "requests_per_s": gauge_value(sub, "requests_per_s"),
-            **{m: LatencyStats.of(trend_samples(sub, m)).as_dict() for m in ("ttft_ms", "itl_ms", "e2e_ms")},
+            **{
+                m: LatencyStats.of(trend_samples(sub, m)).as_dict()
+                for m in ("ttft_ms", "itl_ms", "e2e_ms")
+            },
         }
     return out

@@ -46,11 +46,14 @@ def replay_figures(data: RunData) -> dict[str, Any]:
             "streams": len(both),
             "streams_hit": int((both["cached_tokens"] > 0).sum()),
             "request_hit_rate": float((both["cached_tokens"] > 0).mean()) if len(both) else None,
-            "ttft_ms_hit": LatencyStats.of(pool.loc[hit, "ttft_ms"].dropna().to_numpy(dtype=float)).as_dict(),
-            "ttft_ms_miss": LatencyStats.of(pool.loc[~hit, "ttft_ms"].dropna().to_numpy(dtype=float)).as_dict(),
+            "ttft_ms_hit": LatencyStats.of(
+                pool.loc[hit, "ttft_ms"].dropna().to_numpy(dtype=float)
+            ).as_dict(),
+            "ttft_ms_miss": LatencyStats.of(
+                pool.loc[~hit, "ttft_ms"].dropna().to_numpy(dtype=float)
+            ).as_dict(),
         }
     freed = data.run.get("server_freed")
     if isinstance(freed, dict):
         out["server_freed"] = freed
     return out
-

@@ -31,7 +31,10 @@ def _num(s: pd.DataFrame, col: str) -> pd.Series[float]:
 _RULES: tuple[_Rule, ...] = (
     (
         "the server counts more tokens (usage.completion_tokens) than it sent token positions",
-        lambda s: (s["outcome"] == "silent_truncation") & (_num(s, "usage_completion_tokens") > _num(s, "tokens")),
+        lambda s: (
+            (s["outcome"] == "silent_truncation")
+            & (_num(s, "usage_completion_tokens") > _num(s, "tokens"))
+        ),
         "it packs several tokens into one chunk: run with --coalesced-chunks",
     ),
     (
@@ -41,17 +44,26 @@ _RULES: tuple[_Rule, ...] = (
     ),
     (
         "the body ended without a [DONE] marker",
-        lambda s: (s["outcome"] == "truncated") & _text(s).str.contains("body ended before [DONE]", regex=False),
+        lambda s: (
+            (s["outcome"] == "truncated")
+            & _text(s).str.contains("body ended before [DONE]", regex=False)
+        ),
         "the server ends its streams without [DONE]: run with --no-done-marker",
     ),
     (
         "the server refused stream_options",
-        lambda s: s["outcome"].isin(["http_4xx", "error_event"]) & _text(s).str.contains("stream_options", regex=False),
+        lambda s: (
+            s["outcome"].isin(["http_4xx", "error_event"])
+            & _text(s).str.contains("stream_options", regex=False)
+        ),
         "run with --no-usage",
     ),
     (
         "the server refused ignore_eos",
-        lambda s: s["outcome"].isin(["http_4xx", "error_event"]) & _text(s).str.contains("ignore_eos", regex=False),
+        lambda s: (
+            s["outcome"].isin(["http_4xx", "error_event"])
+            & _text(s).str.contains("ignore_eos", regex=False)
+        ),
         "run with --no-ignore-eos",
     ),
 )

@@ -54,14 +54,36 @@ GROUP_KEYS: tuple[str, ...] = ("protocol", "user_class", "outcome", "status")
 
 #: Latency trends kept per group (milliseconds).
 TREND_NAMES: tuple[str, ...] = (
-    "ttft_ms", "itl_ms", "e2e_ms", "tpot_ms", "connect_ms", "max_gap_ms", "ttft_sched_ms", "e2e_sched_ms",
+    "ttft_ms",
+    "itl_ms",
+    "e2e_ms",
+    "tpot_ms",
+    "connect_ms",
+    "max_gap_ms",
+    "ttft_sched_ms",
+    "e2e_sched_ms",
 )
 
 #: The columns of ``windows.csv``, in order.
 WINDOW_COLUMNS: tuple[str, ...] = (
-    "window_start", "window_s", "requests", "began", *OUTCOMES, "tokens", "active_streams",
-    "ttft_ms_p50", "ttft_ms_p95", "ttft_ms_p99", "itl_ms_p50", "itl_ms_p95", "itl_ms_p99", "itl_ms_max",
-    "gen_cpu_pct", "gen_lag_ms_p99", "gen_rss_mb", "server_rss_mb",
+    "window_start",
+    "window_s",
+    "requests",
+    "began",
+    *OUTCOMES,
+    "tokens",
+    "active_streams",
+    "ttft_ms_p50",
+    "ttft_ms_p95",
+    "ttft_ms_p99",
+    "itl_ms_p50",
+    "itl_ms_p95",
+    "itl_ms_p99",
+    "itl_ms_max",
+    "gen_cpu_pct",
+    "gen_lag_ms_p99",
+    "gen_rss_mb",
+    "server_rss_mb",
 )
 
 Group = tuple[str, str, str, str]
@@ -101,7 +123,11 @@ class GroupAggregate:
         return self
 
     def to_wire(self) -> dict[str, Any]:
-        return {"r": self.requests, "t": self.tokens, "h": {k: h.to_wire() for k, h in self.trends.items()}}
+        return {
+            "r": self.requests,
+            "t": self.tokens,
+            "h": {k: h.to_wire() for k, h in self.trends.items()},
+        }
 
     @classmethod
     def from_wire(cls, data: Mapping[str, Any]) -> GroupAggregate:
@@ -114,7 +140,12 @@ class GroupAggregate:
 
 
 def _group_of(rec: StreamRecord) -> Group:
-    return (rec.protocol, rec.user_class, rec.outcome or "cancelled", "" if rec.status is None else str(rec.status))
+    return (
+        rec.protocol,
+        rec.user_class,
+        rec.outcome or "cancelled",
+        "" if rec.status is None else str(rec.status),
+    )
 
 
 def group_began(group: Group) -> bool:
@@ -195,15 +226,25 @@ class GeneratorSample:
         return self
 
     def to_wire(self) -> dict[str, Any]:
-        return {"c": [self.cpu_sum, self.cpu_n], "a": [self.active_sum, self.active_n],
-                "m": self.rss_bytes, "l": self.lag.to_wire()}
+        return {
+            "c": [self.cpu_sum, self.cpu_n],
+            "a": [self.active_sum, self.active_n],
+            "m": self.rss_bytes,
+            "l": self.lag.to_wire(),
+        }
 
     @classmethod
     def from_wire(cls, data: Mapping[str, Any]) -> GeneratorSample:
         try:
             rss = data.get("m")
-            return cls(float(data["c"][0]), int(data["c"][1]), float(data["a"][0]), int(data["a"][1]),
-                       None if rss is None else float(rss), LogHistogram.from_wire(data["l"]))
+            return cls(
+                float(data["c"][0]),
+                int(data["c"][1]),
+                float(data["a"][0]),
+                int(data["a"][1]),
+                None if rss is None else float(rss),
+                LogHistogram.from_wire(data["l"]),
+            )
         except (KeyError, TypeError, IndexError) as exc:
             raise ValueError(f"not a generator sample: {exc}") from None
 
@@ -214,7 +255,11 @@ class _Part:
     gen: GeneratorSample = field(default_factory=GeneratorSample)
 
     def to_wire(self, k: int) -> dict[str, Any]:
-        return {"k": k, "g": [[list(key), agg.to_wire()] for key, agg in self.groups.items()], "gen": self.gen.to_wire()}
+        return {
+            "k": k,
+            "g": [[list(key), agg.to_wire()] for key, agg in self.groups.items()],
+            "gen": self.gen.to_wire(),
+        }
 
 
 class WindowAggregator:
@@ -251,8 +296,15 @@ class WindowAggregator:
             agg = part.groups[group] = GroupAggregate()
         add_record(agg, rec, group)
 
-    def sample(self, t: float, *, cpu: float | None = None, lag_ms: float | None = None,
-               rss_bytes: float | None = None, active: float | None = None) -> None:
+    def sample(
+        self,
+        t: float,
+        *,
+        cpu: float | None = None,
+        lag_ms: float | None = None,
+        rss_bytes: float | None = None,
+        active: float | None = None,
+    ) -> None:
         """The generator's own samples at epoch ``t``."""
         g = self._part(t).gen
         if cpu is not None:
@@ -373,8 +425,14 @@ class WindowBook:
         max_wait_s: the longest a window waits after its end.
     """
 
-    def __init__(self, window_s: float, clock: Callable[[], float], *, stale_s: float = 15.0,
-                 max_wait_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        window_s: float,
+        clock: Callable[[], float],
+        *,
+        stale_s: float = 15.0,
+        max_wait_s: float = 30.0,
+    ) -> None:
         self.window_s = float(window_s)
         self.clock = clock
         self.stale_s = stale_s
@@ -397,7 +455,12 @@ class WindowBook:
             ValueError: a malformed message, or one with another window length.
         """
         try:
-            src, w, wm, parts = str(message["src"]), float(message["w"]), float(message["wm"]), message["parts"]
+            src, w, wm, parts = (
+                str(message["src"]),
+                float(message["w"]),
+                float(message["wm"]),
+                message["parts"],
+            )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"not a window message: {exc}") from None
         if w != self.window_s:
@@ -415,8 +478,10 @@ class WindowBook:
                 gen = obj.gen
             else:
                 k = int(part["k"])
-                groups = [(tuple(str(x) for x in key), GroupAggregate.from_wire(w))  # type: ignore[misc]
-                          for key, w in part["g"]]
+                groups = [
+                    (tuple(str(x) for x in key), GroupAggregate.from_wire(w))  # type: ignore[misc]
+                    for key, w in part["g"]
+                ]
                 gen = GeneratorSample.from_wire(part["gen"])
             if self._next is None or (self.rows_written == 0 and k < self._next):
                 self._next = k

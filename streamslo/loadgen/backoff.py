@@ -52,7 +52,9 @@ class Pacer:
         clock: a monotonic clock (tests script it).
     """
 
-    def __init__(self, rate: float = PACED_ATTEMPTS_PER_S, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, rate: float = PACED_ATTEMPTS_PER_S, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.interval = 1.0 / rate
         self.failing = False
         """The last request that ended said the server gives no answer."""

@@ -118,15 +118,37 @@ def run_conversation(
     """
     plan = (workload or recorder.workload).next()
     if len(plan.turns) == 1:
-        return [run_one_stream(recorder, protocol, user_class, limits, ws, scheduled_at, sse, plan.turns[0], scenario=scenario)[0]]
+        return [
+            run_one_stream(
+                recorder,
+                protocol,
+                user_class,
+                limits,
+                ws,
+                scheduled_at,
+                sse,
+                plan.turns[0],
+                scenario=scenario,
+            )[0]
+        ]
     cid = recorder.new_conversation_id()
     history: list[tuple[str, str]] = []
     records: list[StreamRecord] = []
     last = len(plan.turns)
     for i, turn in enumerate(plan.turns, 1):
         rec, answer = run_one_stream(
-            recorder, protocol, user_class, limits, ws, scheduled_at if i == 1 else None, sse,
-            turn, history, (cid, i), collect_text=i < last, scenario=scenario,
+            recorder,
+            protocol,
+            user_class,
+            limits,
+            ws,
+            scheduled_at if i == 1 else None,
+            sse,
+            turn,
+            history,
+            (cid, i),
+            collect_text=i < last,
+            scenario=scenario,
         )
         records.append(rec)
         if rec.outcome != "ok":
@@ -168,7 +190,9 @@ class StreamUser(User):
         self._backoff.before()  # while the server gives no answer: the process's pace
         if self.recorder.load_over:
             raise StopUser  # the load ended while this user waited for its slot
-        records = run_conversation(self.recorder, self.protocol, type(self).__name__, self.limits, self._ws, sse=self._sse)
+        records = run_conversation(
+            self.recorder, self.protocol, type(self).__name__, self.limits, self._ws, sse=self._sse
+        )
         self._backoff.after(records)
 
     def on_stop(self) -> None:

@@ -85,22 +85,33 @@ def process_index(environment: Any) -> int:
 class _Context:
     """What one scenario's iterations share in one process: its stream options, seeded draws."""
 
-    def __init__(self, recorder: RunRecorder, sc: Scenario, index: int, processes: int,
-                 stopping: Callable[[], bool], drain: float) -> None:
+    def __init__(
+        self,
+        recorder: RunRecorder,
+        sc: Scenario,
+        index: int,
+        processes: int,
+        stopping: Callable[[], bool],
+        drain: float,
+    ) -> None:
         opts = recorder.opts
         self.recorder, self.sc, self.index, self.n = recorder, sc, index, max(1, processes)
         self.stopping, self.drain = stopping, drain
         # Seeded by the run's seed, the scenario and the process: a run repeats exactly.
-        self.rng = random.Random(opts.seed * 1_000_003 + zlib.crc32(sc.name.encode()) + 7919 * index)
+        self.rng = random.Random(
+            opts.seed * 1_000_003 + zlib.crc32(sc.name.encode()) + 7919 * index
+        )
         self.mix = sc.protocol if sc.protocol is not None else run_mix(opts.protocol)
         self.slow_share = sc.slow_readers if sc.slow_readers is not None else opts.slow_readers
         self.workload: Workload | None = None
         if sc.prompt_tokens is not None or sc.output_tokens is not None:
-            self.workload = Workload(replace(
-                opts,
-                prompt_tokens=sc.prompt_tokens or opts.prompt_tokens,
-                output_tokens=sc.output_tokens or opts.output_tokens,
-            ))
+            self.workload = Workload(
+                replace(
+                    opts,
+                    prompt_tokens=sc.prompt_tokens or opts.prompt_tokens,
+                    output_tokens=sc.output_tokens or opts.output_tokens,
+                )
+            )
 
     def pick(self) -> tuple[str, bool]:
         """The next iteration's protocol and whether it reads slowly (the scenario's shares)."""
@@ -116,11 +127,24 @@ class _Context:
         opts = self.recorder.opts
         return opts.slow_limits if slow else opts.limits
 
-    def iterate(self, protocol: str, slow: bool, scheduled_at: float | None = None,
-                ws: WSConnection | None = None, sse: SSEConnection | None = None) -> list[StreamRecord]:
+    def iterate(
+        self,
+        protocol: str,
+        slow: bool,
+        scheduled_at: float | None = None,
+        ws: WSConnection | None = None,
+        sse: SSEConnection | None = None,
+    ) -> list[StreamRecord]:
         return run_conversation(
-            self.recorder, protocol, _user_class(protocol, slow), self.limits(slow), ws, scheduled_at, sse,
-            scenario=self.sc.name, workload=self.workload,
+            self.recorder,
+            protocol,
+            _user_class(protocol, slow),
+            self.limits(slow),
+            ws,
+            scheduled_at,
+            sse,
+            scenario=self.sc.name,
+            workload=self.workload,
         )
 
     def sleep_until(self, deadline: float) -> bool:
@@ -134,12 +158,18 @@ class _Context:
 
     def finish(self, group: Group) -> None:
         """Give the iterations in flight ``gracefulStop`` (at the run's end: the stop timeout)."""
-        group.join(timeout=min(self.sc.graceful_stop, self.drain) if self.stopping() else self.sc.graceful_stop)
+        group.join(
+            timeout=min(self.sc.graceful_stop, self.drain)
+            if self.stopping()
+            else self.sc.graceful_stop
+        )
         group.kill(block=True)
 
 
 def _user_class(protocol: str, slow: bool) -> str:
-    return ("Slow" if slow else "") + ("SSEStreamUser" if protocol == "sse" else "WebSocketStreamUser")
+    return ("Slow" if slow else "") + (
+        "SSEStreamUser" if protocol == "sse" else "WebSocketStreamUser"
+    )
 
 
 def _run_vus(ctx: _Context) -> None:
@@ -239,19 +269,39 @@ def _run_trace(ctx: _Context) -> None:
     cap = process_share(sc.max_vus, ctx.index, ctx.n) if sc.max_vus else 0
     group = Group()
     busy = [0]
-    plan = TracePlan(sc.trace, sc.trace_format, sc.trace_speed, sc.trace_late, sc.trace_max_lag,
-                     sc.trace_block_tokens, dropped_as=sc.name)
+    plan = TracePlan(
+        sc.trace,
+        sc.trace_format,
+        sc.trace_speed,
+        sc.trace_late,
+        sc.trace_max_lag,
+        sc.trace_block_tokens,
+        dropped_as=sc.name,
+    )
 
     def one(protocol: str, slow: bool, turn: Any, scheduled_at: float) -> None:
         try:
-            run_one_stream(ctx.recorder, protocol, _user_class(protocol, slow), ctx.limits(slow),
-                           scheduled_at=scheduled_at, turn=turn, scenario=sc.name)
+            run_one_stream(
+                ctx.recorder,
+                protocol,
+                _user_class(protocol, slow),
+                ctx.limits(slow),
+                scheduled_at=scheduled_at,
+                turn=turn,
+                scenario=sc.name,
+            )
         finally:
             busy[0] -= 1
 
-    for turn, scheduled_at in due_requests(ctx.recorder, plan, ctx.index, ctx.n, ctx.stopping,
-                                           lambda: bool(cap) and busy[0] >= cap,
-                                           lambda: count_dropped(ctx.recorder, plan.dropped_as)):
+    for turn, scheduled_at in due_requests(
+        ctx.recorder,
+        plan,
+        ctx.index,
+        ctx.n,
+        ctx.stopping,
+        lambda: bool(cap) and busy[0] >= cap,
+        lambda: count_dropped(ctx.recorder, plan.dropped_as),
+    ):
         protocol, slow = ctx.pick()
         busy[0] += 1
         group.spawn(one, protocol, slow, turn, scheduled_at)
@@ -291,7 +341,9 @@ class ScenarioUser(User):
 
         group = Group()
         for sc in from_wire(opts.scenarios):
-            group.spawn(run_scenario, _Context(recorder, sc, index, opts.generators, stopping, drain))
+            group.spawn(
+                run_scenario, _Context(recorder, sc, index, opts.generators, stopping, drain)
+            )
         group.join()
         if not stopping():
             scenarios_done(self.environment)

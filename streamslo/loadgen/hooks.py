@@ -44,9 +44,11 @@ def _apply_mix(environment: Any) -> None:
         return  # the user picked classes on the command line: respect that
     by_name = {cls.__name__: cls for cls in environment.user_classes}
     # Scenarios and the open loop: one generating user per process, which runs the schedule.
-    for wanted, name, what in ((opts.scenarios, "ScenarioUser", "[scenarios.*]"),
-                               (opts.trace, "TraceReplayUser", "--trace"),
-                               (opts.request_rate > 0, "OpenLoopStreamUser", "--request-rate")):
+    for wanted, name, what in (
+        (opts.scenarios, "ScenarioUser", "[scenarios.*]"),
+        (opts.trace, "TraceReplayUser", "--trace"),
+        (opts.request_rate > 0, "OpenLoopStreamUser", "--request-rate"),
+    ):
         if wanted:
             cls = by_name.get(name)
             if cls is None:
@@ -201,7 +203,9 @@ def install() -> None:
 
     def _start(environment: Any, **_: Any) -> None:
         prewarm()  # before any stream: Locust's stop() would otherwise stall the last ones
-        get_recorder(environment).on_test_start(generating=not isinstance(environment.runner, MasterRunner))
+        get_recorder(environment).on_test_start(
+            generating=not isinstance(environment.runner, MasterRunner)
+        )
         if not isinstance(environment.runner, WorkerRunner):
             loadtime.start(environment)
 
@@ -232,7 +236,9 @@ def install() -> None:
     hooks.init.add_listener(_remember)
     hooks.quitting.add_listener(_quitting)
     relay.install(hooks, get_recorder)  # distributed runs: workers' streams travel to the master
-    live_windows.install(hooks, _env_holder)  # last: its quitting listener runs first (reverse order)
+    live_windows.install(
+        hooks, _env_holder
+    )  # last: its quitting listener runs first (reverse order)
 
 
 _env_holder: dict[str, Any] = {}

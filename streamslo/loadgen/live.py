@@ -61,11 +61,24 @@ def slo_rows(slo: SLO, totals: Any, elapsed_s: float) -> list[dict[str, str]]:
     for th in slo.thresholds:
         res = evaluate_live(th, totals, elapsed_s)
         if res is None:
-            rows.append({"name": threshold_label(th), "value": "—", "slo": th.expression, "status": "checked at the end"})
+            rows.append(
+                {
+                    "name": threshold_label(th),
+                    "value": "—",
+                    "slo": th.expression,
+                    "status": "checked at the end",
+                }
+            )
             continue
         status = "no data" if res.observed is None else ("PASS" if res.passed else "FAIL")
-        rows.append({"name": threshold_label(th), "value": _fmt(th.metric_key, res.observed),
-                     "slo": th.expression, "status": status})
+        rows.append(
+            {
+                "name": threshold_label(th),
+                "value": _fmt(th.metric_key, res.observed),
+                "slo": th.expression,
+                "status": status,
+            }
+        )
     return rows
 
 
@@ -81,9 +94,19 @@ def live_rows(environment: Any) -> list[dict[str, str]]:
     if last is not None:
         for col in ("itl_ms_p99", "ttft_ms_p95", "active_streams", "gen_cpu_pct"):
             v = last[col]
-            rows.append({"name": f"last window: {col}", "value": "—" if v is None else f"{v:g}", "slo": "", "status": ""})
+            rows.append(
+                {
+                    "name": f"last window: {col}",
+                    "value": "—" if v is None else f"{v:g}",
+                    "slo": "",
+                    "status": "",
+                }
+            )
     counts, _ = counts_of(totals)
-    rows += [{"name": f"outcome: {o}", "value": str(counts.get(o, 0)), "slo": "", "status": ""} for o in OUTCOMES]
+    rows += [
+        {"name": f"outcome: {o}", "value": str(counts.get(o, 0)), "slo": "", "status": ""}
+        for o in OUTCOMES
+    ]
     return rows
 
 

@@ -74,7 +74,11 @@ class WindowsChannel:
 
     def _take_local(self) -> None:
         rec = get_recorder(self.env)
-        if self.book is not None and rec.aggregator is not None and not isinstance(self.env.runner, MasterRunner):
+        if (
+            self.book is not None
+            and rec.aggregator is not None
+            and not isinstance(self.env.runner, MasterRunner)
+        ):
             self.book.merge(rec.aggregator.take(rec.backlog_since(), wire=False))
 
     def merge(self, message: Any) -> None:
@@ -111,21 +115,33 @@ class WindowsChannel:
             now = time.monotonic()
             if rows or final or now - self._live_at >= _LIVE_EVERY_S:
                 self._live_at = now
-                write_live(layout.live_json, now=time.time(), window_s=book.window_s, totals=book.totals,
-                           last_window=book.last_row.values if book.last_row else None,
-                           rows_written=book.rows_written, late_parts=book.late_parts)
+                write_live(
+                    layout.live_json,
+                    now=time.time(),
+                    window_s=book.window_s,
+                    totals=book.totals,
+                    last_window=book.last_row.values if book.last_row else None,
+                    rows_written=book.rows_written,
+                    late_parts=book.late_parts,
+                )
             self._write_failed = False
         except OSError as exc:
             # The rows are lost from windows.csv; finalize rebuilds them from streams.csv.
             if not self._write_failed:
-                log.warning("streamslo: cannot write %s (%s); finalize will rebuild it", layout.windows_csv, exc)
+                log.warning(
+                    "streamslo: cannot write %s (%s); finalize will rebuild it",
+                    layout.windows_csv,
+                    exc,
+                )
             self._write_failed = True
 
     def wait_for_workers(self, since: float, timeout: float = WORKER_REPORT_INTERVAL + 1.5) -> None:
         """Master: wait (yielding to Locust's message loop) until every worker that reported
         during the run has reported again after ``since``, at most ``timeout`` seconds."""
         deadline = time.monotonic() + timeout
-        while self.book is not None and self.book.silent_since(since) and time.monotonic() < deadline:
+        while (
+            self.book is not None and self.book.silent_since(since) and time.monotonic() < deadline
+        ):
             gevent.sleep(0.1)
 
     def stop(self) -> None:

@@ -47,8 +47,13 @@ class GeneratorMonitor:
         active: how many streams this process has in flight now.
     """
 
-    def __init__(self, directory: Path | None, tag: str, windows: WindowAggregator | None = None,
-                 active: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self,
+        directory: Path | None,
+        tag: str,
+        windows: WindowAggregator | None = None,
+        active: Callable[[], int] | None = None,
+    ) -> None:
         self.directory = directory
         self.tag = tag
         self.windows = windows
@@ -64,7 +69,9 @@ class GeneratorMonitor:
         self.rss_peak: float | None = None
         self.dropped: dict[str, int] = {}
         """Arrivals dropped per scenario (no free VU, or the concurrency cap): k6's dropped_iterations."""
-        self._worst: list[tuple[float, float]] = []  # (lag ms, seconds since start): a min-heap of 3
+        self._worst: list[
+            tuple[float, float]
+        ] = []  # (lag ms, seconds since start): a min-heap of 3
         self._n = 0
         self._proc = psutil.Process()
         self._greenlet: gevent.Greenlet | None = None

@@ -84,7 +84,9 @@ class OpenLoopStreamUser(StreamUser):
         group.kill(block=True)
 
     def _one(self, protocol: str, scheduled_at: float) -> None:
-        run_conversation(self.recorder, protocol, type(self).__name__, self.limits, None, scheduled_at)
+        run_conversation(
+            self.recorder, protocol, type(self).__name__, self.limits, None, scheduled_at
+        )
 
 
 # Locust also inherits the base class's closed-loop task; an open-loop user runs only its

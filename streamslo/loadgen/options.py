@@ -69,8 +69,13 @@ class LoadOptions(RunOptions):
         values = from_locust(options)
         anthropic = values["api"] == "anthropic-messages"
         headers = take_inherited_headers().merged(
-            resolve_headers(values["header"], values["header_file"], values["api_key_env"], os.environ,
-                            anthropic=anthropic)
+            resolve_headers(
+                values["header"],
+                values["header_file"],
+                values["api_key_env"],
+                os.environ,
+                anthropic=anthropic,
+            )
         )
         if anthropic:  # a default: a header of the user's (later) replaces it
             headers = Headers((("anthropic-version", ANTHROPIC_VERSION),)).merged(headers)
@@ -105,4 +110,11 @@ class LoadOptions(RunOptions):
             read_pause=values["slow_read_pause"],
             rcvbuf=4096,
         )
-        return cls(**values, request=request, limits=limits, slow_limits=slow, envelope=envelope, headers=headers)
+        return cls(
+            **values,
+            request=request,
+            limits=limits,
+            slow_limits=slow,
+            envelope=envelope,
+            headers=headers,
+        )

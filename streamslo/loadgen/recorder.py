@@ -118,7 +118,15 @@ _TOKEN_ID_APIS = ("openai-chat", "openai-completions")
 
 
 #: The ``StreamRecord`` fields that are text columns of ``streams.csv`` (the others are numbers).
-_TEXT_FIELDS = ("stream_id", "protocol", "user_class", "outcome", "finish_reason", "error", "conversation_id")
+_TEXT_FIELDS = (
+    "stream_id",
+    "protocol",
+    "user_class",
+    "outcome",
+    "finish_reason",
+    "error",
+    "conversation_id",
+)
 
 
 def _csv_safe_record(rec: StreamRecord) -> StreamRecord:
@@ -247,7 +255,8 @@ class RunRecorder:
 
         self._tag = new_tag()
         self.sender = RelaySender(
-            runner.send_message, self._tag,
+            runner.send_message,
+            self._tag,
             figures=lambda: self.monitor.figures() if self.monitor is not None else {},
             in_flight=lambda: self.in_flight,
         )
@@ -296,7 +305,9 @@ class RunRecorder:
         if d is not None and self.writer is None and (generating or self.receiver is not None):
             # Parquet writes go to a real OS thread (gevent's threadpool): pyarrow releases
             # the GIL while it writes, so the streams' greenlets keep running.
-            self.writer = ResultsWriter(d, self.run_start, offload=gevent.get_hub().threadpool.spawn)
+            self.writer = ResultsWriter(
+                d, self.run_start, offload=gevent.get_hub().threadpool.spawn
+            )
             if generating:
                 self._tag = self.writer.tag
         if self.receiver is not None:
@@ -320,7 +331,9 @@ class RunRecorder:
             self.monitor.start()
         if self.sender is not None:
             self.sender.start()
-        if self._flusher is None and (self.writer is not None or self.monitor is not None or self.receiver is not None):
+        if self._flusher is None and (
+            self.writer is not None or self.monitor is not None or self.receiver is not None
+        ):
             self._flusher = gevent.spawn(self._flush_loop)
 
     def _flush_loop(self) -> None:
@@ -357,11 +370,15 @@ class RunRecorder:
         if self.receiver is not None:
             from streamslo.loadgen.relay import FINISH_GRACE_S
 
-            self.receiver.await_final(float(getattr(self.env, "stop_timeout", 0) or 0) + FINISH_GRACE_S)
+            self.receiver.await_final(
+                float(getattr(self.env, "stop_timeout", 0) or 0) + FINISH_GRACE_S
+            )
         self.flush(wait=True)
 
     # -------------------------------------------------------------- streams
-    def new_record(self, protocol: str, user_class: str, scheduled_at: float | None = None) -> StreamRecord:
+    def new_record(
+        self, protocol: str, user_class: str, scheduled_at: float | None = None
+    ) -> StreamRecord:
         """A fresh record whose clock starts now."""
         self.in_flight += 1
         if self.first_request_t is None:
@@ -384,8 +401,9 @@ class RunRecorder:
         plan = self._cancel_plan
         if plan is None or plan.after.spec() != opts.cancel_after or plan.rate != opts.cancel_rate:
             index = int(getattr(getattr(self.env, "runner", None), "worker_index", 0) or 0)
-            plan = self._cancel_plan = CancelPlan(opts.cancel_rate, opts.cancel_after,
-                                                  opts.seed * 1_000_003 + 7919 * index + 17)
+            plan = self._cancel_plan = CancelPlan(
+                opts.cancel_rate, opts.cancel_after, opts.seed * 1_000_003 + 7919 * index + 17
+            )
         return plan.draw()
 
     def new_conversation_id(self) -> str:
@@ -454,21 +472,60 @@ class RunRecorder:
         if outcome == "cancelled":
             return
         if rec.ttft_s is not None:
-            fire(request_type=kind, name="ttft", response_time=rec.ttft_s * 1000.0, response_length=0, exception=None, context={})
+            fire(
+                request_type=kind,
+                name="ttft",
+                response_time=rec.ttft_s * 1000.0,
+                response_length=0,
+                exception=None,
+                context={},
+            )
         mode = self.opts.itl_events
         if rec.gap_s and mode != "off":
             if mode == "per-gap":
                 for g in rec.gap_s:
-                    fire(request_type=kind, name="itl", response_time=g * 1000.0, response_length=0, exception=None, context={})
+                    fire(
+                        request_type=kind,
+                        name="itl",
+                        response_time=g * 1000.0,
+                        response_length=0,
+                        exception=None,
+                        context={},
+                    )
             else:
                 mean = sum(rec.gap_s) / len(rec.gap_s)
-                fire(request_type=kind, name="itl", response_time=mean * 1000.0, response_length=0, exception=None, context={})
-                fire(request_type=kind, name="max_gap", response_time=max(rec.gap_s) * 1000.0, response_length=0, exception=None, context={})
+                fire(
+                    request_type=kind,
+                    name="itl",
+                    response_time=mean * 1000.0,
+                    response_length=0,
+                    exception=None,
+                    context={},
+                )
+                fire(
+                    request_type=kind,
+                    name="max_gap",
+                    response_time=max(rec.gap_s) * 1000.0,
+                    response_length=0,
+                    exception=None,
+                    context={},
+                )
         if outcome == "client_cancelled":
             return  # hung up on purpose: its TTFT and gaps count, its cut-short stream neither way
         e2e = (rec.e2e_s or 0.0) * 1000.0
-        exc = None if outcome == "ok" else StreamFailure(f"{outcome}: {rec.error[:80]}" if rec.error else outcome)
-        fire(request_type=kind, name="stream", response_time=e2e, response_length=rec.bytes, exception=exc, context={})
+        exc = (
+            None
+            if outcome == "ok"
+            else StreamFailure(f"{outcome}: {rec.error[:80]}" if rec.error else outcome)
+        )
+        fire(
+            request_type=kind,
+            name="stream",
+            response_time=e2e,
+            response_length=rec.bytes,
+            exception=exc,
+            context={},
+        )
 
 
 def get_recorder(environment: Any) -> RunRecorder:

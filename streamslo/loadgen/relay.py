@@ -152,11 +152,17 @@ class RelaySender:
             final: the test's users have stopped: send even an empty batch, marked final.
         """
         now = time.monotonic()
-        for seq, (sent, old) in list(self._unacked.items()):  # before the new one: not resent at once
+        for seq, (sent, old) in list(
+            self._unacked.items()
+        ):  # before the new one: not resent at once
             if now - sent >= self.resend_after:
                 self._unacked[seq] = (now, old)
                 self._transmit(old)
-        figures_due = self.running and self.figures is not None and (final or now - self._last_figures >= FIGURES_EVERY_S)
+        figures_due = (
+            self.running
+            and self.figures is not None
+            and (final or now - self._last_figures >= FIGURES_EVERY_S)
+        )
         if len(self.batch) or final or figures_due:
             batch, self.batch = self.batch, RecordBatch()
             oldest, self._oldest = self._oldest, None
@@ -177,8 +183,14 @@ class RelaySender:
             self._unacked[self._seq] = (now, msg)
             self.records_sent += len(batch)
             self._transmit(msg)
-            log.debug("streamslo: worker %s sent batch %d: %d records (%d in all)%s", self.tag, self._seq,
-                      len(batch), self.records_sent, ", final" if final else "")
+            log.debug(
+                "streamslo: worker %s sent batch %d: %d records (%d in all)%s",
+                self.tag,
+                self._seq,
+                len(batch),
+                self.records_sent,
+                ", final" if final else "",
+            )
         if final:
             self.running = False
 
@@ -187,8 +199,11 @@ class RelaySender:
             self._send(RECORDS, msg)
         except Exception as exc:  # Locust's RPC errors; kept and sent again later
             self.send_errors += 1
-            log.warning("streamslo: could not send batch %s to the master (%s); it is kept and sent again",
-                        msg["seq"], exc)
+            log.warning(
+                "streamslo: could not send batch %s to the master (%s); it is kept and sent again",
+                msg["seq"],
+                exc,
+            )
 
     def on_ack(self, environment: Any = None, msg: Any = None, **_: Any) -> None:
         """The master has batch ``msg.data["seq"]``: forget it."""
@@ -238,11 +253,20 @@ class WorkerState:
             return None if t is None else iso_utc(t)
 
         return {
-            "worker": self.worker, "host": self.host, "tag": self.tag, "batches": self.batches,
-            "records": self.records, "gaps": self.gaps, "bytes": self.bytes,
-            "duplicates": self.duplicates, "rejected_records": self.rejected_records,
-            "first_seen": iso(self.first_seen), "last_seen": iso(self.last_seen),
-            "in_flight": self.in_flight, "final": self.final, "lost_at": iso(self.lost_at),
+            "worker": self.worker,
+            "host": self.host,
+            "tag": self.tag,
+            "batches": self.batches,
+            "records": self.records,
+            "gaps": self.gaps,
+            "bytes": self.bytes,
+            "duplicates": self.duplicates,
+            "rejected_records": self.rejected_records,
+            "first_seen": iso(self.first_seen),
+            "last_seen": iso(self.last_seen),
+            "in_flight": self.in_flight,
+            "final": self.final,
+            "lost_at": iso(self.lost_at),
             "wait_ms_max": None if self.wait_ms_max is None else round(self.wait_ms_max, 1),
         }
 
@@ -251,7 +275,9 @@ def _wire_size(batch: Any) -> int:
     if not isinstance(batch, dict):
         return 0
     gaps = batch.get("gaps") or {}
-    size = len(batch.get("rows") or b"") + sum(len(v) for v in gaps.values() if isinstance(v, (bytes, bytearray)))
+    size = len(batch.get("rows") or b"") + sum(
+        len(v) for v in gaps.values() if isinstance(v, (bytes, bytearray))
+    )
     return size + sum(len(i) for i in gaps.get("ids") or ())
 
 
@@ -295,7 +321,9 @@ class RelayReceiver:
         t = time.thread_time()  # CPU, not waiting: what a master spends per record
         cid, data = str(msg.node_id), msg.data
         if not isinstance(data, dict) or not isinstance(data.get("seq"), int):
-            log.error("streamslo: a records message from %s without a sequence number was ignored", cid)
+            log.error(
+                "streamslo: a records message from %s without a sequence number was ignored", cid
+            )
             return
         st = self.workers.setdefault(cid, WorkerState(cid))
         seq = data["seq"]
@@ -315,7 +343,12 @@ class RelayReceiver:
         except ValueError as exc:
             n = (data.get("batch") or {}).get("n") if isinstance(data.get("batch"), dict) else None
             st.rejected_records += n if isinstance(n, int) else 0
-            log.error("streamslo: batch %d from worker %s could not be read (%s); its records are lost", seq, cid, exc)
+            log.error(
+                "streamslo: batch %d from worker %s could not be read (%s); its records are lost",
+                seq,
+                cid,
+                exc,
+            )
         else:
             if self.writer is not None:
                 self.writer.ingest(batch)
@@ -344,7 +377,9 @@ class RelayReceiver:
         try:
             self.runner.send_message(ACK, {"seq": seq}, client_id=cid)
         except Exception as exc:  # the worker sends the batch again; it is skipped then
-            log.warning("streamslo: could not acknowledge batch %d of worker %s (%s)", seq, cid, exc)
+            log.warning(
+                "streamslo: could not acknowledge batch %d of worker %s (%s)", seq, cid, exc
+            )
 
     # ------------------------------------------------------------ lost workers
     def _state_of(self, cid: str) -> str | None:
@@ -360,18 +395,31 @@ class RelayReceiver:
             if not st.final and st.lost_at is None and self._state_of(cid) == STATE_MISSING:
                 st.lost_at = time.time()
                 self._dirty = True
-                log.error("streamslo: worker %s (%s) is lost: no heartbeat; its %s streams in flight "
-                          "and those that ended after %s are not in the results", cid, st.host,
-                          st.in_flight if st.in_flight is not None else "unknown", _iso(st.last_seen))
+                log.error(
+                    "streamslo: worker %s (%s) is lost: no heartbeat; its %s streams in flight "
+                    "and those that ended after %s are not in the results",
+                    cid,
+                    st.host,
+                    st.in_flight if st.in_flight is not None else "unknown",
+                    _iso(st.last_seen),
+                )
         self.save()
 
     def lost(self) -> list[dict[str, Any]]:
         """``lost_workers``: each lost worker, when it was lost, last heard from, and its
         streams in flight then."""
         return [
-            {"worker": st.worker, "host": st.host, "tag": st.tag, "at": _iso(st.lost_at),
-             "last_seen": _iso(st.last_seen), "streams_in_flight": st.in_flight, "records": st.records}
-            for st in self.workers.values() if st.lost_at is not None and not st.final
+            {
+                "worker": st.worker,
+                "host": st.host,
+                "tag": st.tag,
+                "at": _iso(st.lost_at),
+                "last_seen": _iso(st.last_seen),
+                "streams_in_flight": st.in_flight,
+                "records": st.records,
+            }
+            for st in self.workers.values()
+            if st.lost_at is not None and not st.final
         ]
 
     def await_final(self, timeout: float) -> None:
@@ -386,7 +434,9 @@ class RelayReceiver:
         group = getattr(self.runner, "greenlet", None)
         if self._awaited or (isinstance(group, gevent.pool.Group) and gevent.getcurrent() in group):
             return
-        self._awaited = True  # once per test: a second call (quitting after test_stop) has nothing to wait for
+        self._awaited = (
+            True  # once per test: a second call (quitting after test_stop) has nothing to wait for
+        )
         from locust.runners import STATE_MISSING
 
         asked: set[str] = set()
@@ -409,13 +459,19 @@ class RelayReceiver:
                     try:
                         self.runner.send_message(FINISH, {}, client_id=cid)
                     except Exception as exc:
-                        log.warning("streamslo: could not ask worker %s for its last streams (%s)", cid, exc)
+                        log.warning(
+                            "streamslo: could not ask worker %s for its last streams (%s)", cid, exc
+                        )
                 waiting.append(cid)
             if not waiting:
                 return
             if time.monotonic() >= deadline:
-                log.error("streamslo: %d workers did not send their last streams within %.0f s: %s",
-                          len(waiting), timeout, ", ".join(waiting))
+                log.error(
+                    "streamslo: %d workers did not send their last streams within %.0f s: %s",
+                    len(waiting),
+                    timeout,
+                    ", ".join(waiting),
+                )
                 return
             gevent.sleep(0.05)
 
@@ -430,7 +486,10 @@ class RelayReceiver:
             for st in self.workers.values():
                 if st.figures_dirty and st.figures is not None and st.tag:
                     self.layout.procs_dir.mkdir(parents=True, exist_ok=True)
-                    write_json(self.layout.proc_json(st.tag), {**st.figures, "tag": st.tag, "worker": st.worker, "host": st.host})
+                    write_json(
+                        self.layout.proc_json(st.tag),
+                        {**st.figures, "tag": st.tag, "worker": st.worker, "host": st.host},
+                    )
                     st.figures_dirty = False
             if self._dirty:
                 write_json(self.layout.relay_json, self.summary())
@@ -449,7 +508,9 @@ class RelayReceiver:
             "bytes": sum(w.bytes for w in ws),
             "duplicates": sum(w.duplicates for w in ws),
             "rejected_records": sum(w.rejected_records for w in ws),
-            "master_ingest_us_per_record": round(self.ingest_s / records * 1e6, 2) if records else None,
+            "master_ingest_us_per_record": round(self.ingest_s / records * 1e6, 2)
+            if records
+            else None,
             "lost_workers": self.lost(),
             "per_worker": [w.as_dict() for w in ws],
         }
@@ -495,6 +556,8 @@ def install(events: Any, get_recorder: Callable[[Any], Relaying]) -> None:
             runner.register_message(ACK, sender.on_ack)
             # Concurrent: stopping the users waits for them (--stop-timeout), and the worker's
             # message loop must go on meanwhile.
-            runner.register_message(FINISH, lambda environment, msg, **_: recorder.finish_now(), concurrent=True)
+            runner.register_message(
+                FINISH, lambda environment, msg, **_: recorder.finish_now(), concurrent=True
+            )
 
     events.init.add_listener(_init)

@@ -30,6 +30,7 @@ from streamslo.workload.requests import Turn
 
 __all__ = ["TRACE_SCENARIO", "TracePlan", "TraceReplayUser", "due_requests"]
 
+
 class TraceReplayUser(StreamUser):
     """Replays this process's share of ``--trace`` (one per Locust process)."""
 
@@ -45,8 +46,14 @@ class TraceReplayUser(StreamUser):
         opts = recorder.opts
         assert opts.trace is not None
         n, index = opts.generators, process_index(self.environment)
-        plan = TracePlan(opts.trace, opts.trace_format, opts.trace_speed, opts.trace_late,
-                         opts.trace_max_lag, opts.trace_block_tokens)
+        plan = TracePlan(
+            opts.trace,
+            opts.trace_format,
+            opts.trace_speed,
+            opts.trace_late,
+            opts.trace_max_lag,
+            opts.trace_block_tokens,
+        )
         cap = max(1, opts.max_concurrency // n) if opts.max_concurrency else 0
         busy = [0]
         rng = random.Random(opts.seed + 7919 * (index + 1))
@@ -55,17 +62,29 @@ class TraceReplayUser(StreamUser):
 
         def one(protocol: str, turn: Turn, scheduled_at: float) -> None:
             try:
-                run_one_stream(recorder, protocol, type(self).__name__, self.limits,
-                               scheduled_at=scheduled_at, turn=turn)
+                run_one_stream(
+                    recorder,
+                    protocol,
+                    type(self).__name__,
+                    self.limits,
+                    scheduled_at=scheduled_at,
+                    turn=turn,
+                )
             finally:
                 busy[0] -= 1
 
         def stopping() -> bool:
             return is_stopping(self)
 
-        for turn, scheduled_at in due_requests(recorder, plan, index, n, stopping,
-                                               lambda: bool(cap) and busy[0] >= cap,
-                                               lambda: count_dropped(recorder, plan.dropped_as)):
+        for turn, scheduled_at in due_requests(
+            recorder,
+            plan,
+            index,
+            n,
+            stopping,
+            lambda: bool(cap) and busy[0] >= cap,
+            lambda: count_dropped(recorder, plan.dropped_as),
+        ):
             busy[0] += 1
             group.spawn(one, "ws" if rng.random() < ws_share else "sse", turn, scheduled_at)
         if not stopping():

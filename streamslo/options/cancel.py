@@ -67,8 +67,10 @@ class CancelAfter:
 
     def spec(self) -> str:
         """The compact text form (:meth:`parse` reads it back)."""
+
         def one(v: float) -> str:
             return f"{int(v)}tok" if self.unit == "tok" else format_duration(v)
+
         if self.low == self.high:
             return one(self.low)
         return f"uniform:{one(self.low)},{one(self.high)}"

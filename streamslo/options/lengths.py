@@ -117,8 +117,14 @@ class LengthDist:
 
     def as_dict(self) -> dict[str, Any]:
         """For ``run.json``: the spec and its parts."""
-        return {"spec": self.spec(), "kind": self.kind, "mean": self.mean, "stdev": self.stdev,
-                "min": self.minimum, "max": self.maximum}
+        return {
+            "spec": self.spec(),
+            "kind": self.kind,
+            "mean": self.mean,
+            "stdev": self.stdev,
+            "min": self.minimum,
+            "max": self.maximum,
+        }
 
 
 _FORMS = "use N, uniform:MIN,MAX or normal:MEAN,STDEV[,MIN[,MAX]]"

@@ -153,7 +153,9 @@ class Headers:
 
     def to_env(self) -> str:
         """The JSON form for :data:`HEADERS_ENV`."""
-        return json.dumps({"headers": [list(kv) for kv in self.items], "secrets": list(self.secrets)})
+        return json.dumps(
+            {"headers": [list(kv) for kv in self.items], "secrets": list(self.secrets)}
+        )
 
     @classmethod
     def from_env(cls, text: str) -> Headers:
@@ -167,7 +169,9 @@ class Headers:
             items = tuple((str(k), str(v)) for k, v in doc["headers"])
             secrets = tuple(str(s) for s in doc.get("secrets", ()))
         except (ValueError, KeyError, TypeError):
-            raise BadInputError(f"{HEADERS_ENV} is not the JSON that streamslo run writes") from None
+            raise BadInputError(
+                f"{HEADERS_ENV} is not the JSON that streamslo run writes"
+            ) from None
         return cls(items, secrets)
 
 
@@ -181,7 +185,9 @@ def _secret_parts(name: str, value: str, refs: Sequence[str], from_file: bool) -
     return parts
 
 
-def _parse_header(item: str, source: str, environ: Mapping[str, str], from_file: bool) -> tuple[str, str, list[str]]:
+def _parse_header(
+    item: str, source: str, environ: Mapping[str, str], from_file: bool
+) -> tuple[str, str, list[str]]:
     name, sep, value = item.partition(":")
     name, value = name.strip(), value.strip()
     if not sep or not name or any(c.isspace() for c in name):
@@ -304,7 +310,9 @@ class RedactingFilter(logging.Filter):
 _filter: RedactingFilter | None = None
 
 
-def install_log_redaction(redactor: Redactor, loggers: Sequence[str] = ("streamslo",)) -> RedactingFilter:
+def install_log_redaction(
+    redactor: Redactor, loggers: Sequence[str] = ("streamslo",)
+) -> RedactingFilter:
     """Redact ``redactor``'s secrets from every log record this process writes.
 
     One filter goes on the named loggers and on every handler of those loggers and of the root

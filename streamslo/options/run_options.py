@@ -101,196 +101,547 @@ class RunOptions:
     """Every option of a load run, typed, with its one default. Each field is a table row."""
 
     # --- target and output
-    host: str = field(default="", metadata=option(
-        Text(optional=False, name="URL"), "base URL of the server, e.g. http://127.0.0.1:8000",
-        locust=False, native="--host"))
-    out: Path | None = field(default=None, metadata=option(
-        PathValue(), "the results directory to write (new or empty)",
-        scenario=False, locust="--results-dir", web_ui=False))
-    scenario: str | None = field(default=None, metadata=option(
-        Text(name="FILE"), "a scenario TOML file: [scenarios.NAME] k6 executors (docs/scenarios.md), [load] options "
-        "(keys are these options' names, e.g. max_tokens) and [thresholds]",
-        scenario=False, locust=False))
-    slo_source: str | None = field(default=None, metadata=option(
-        Text(name="FILE"), "an SLO TOML file (default: the scenario's [thresholds], else the incidents' SLO)",
-        flag="--slo", scenario=False, web_ui=False))
+    host: str = field(
+        default="",
+        metadata=option(
+            Text(optional=False, name="URL"),
+            "base URL of the server, e.g. http://127.0.0.1:8000",
+            locust=False,
+            native="--host",
+        ),
+    )
+    out: Path | None = field(
+        default=None,
+        metadata=option(
+            PathValue(),
+            "the results directory to write (new or empty)",
+            scenario=False,
+            locust="--results-dir",
+            web_ui=False,
+        ),
+    )
+    scenario: str | None = field(
+        default=None,
+        metadata=option(
+            Text(name="FILE"),
+            "a scenario TOML file: [scenarios.NAME] k6 executors (docs/scenarios.md), [load] options "
+            "(keys are these options' names, e.g. max_tokens) and [thresholds]",
+            scenario=False,
+            locust=False,
+        ),
+    )
+    slo_source: str | None = field(
+        default=None,
+        metadata=option(
+            Text(name="FILE"),
+            "an SLO TOML file (default: the scenario's [thresholds], else the incidents' SLO)",
+            flag="--slo",
+            scenario=False,
+            web_ui=False,
+        ),
+    )
     # --- what each request asks for
-    protocol: str = field(default="sse", metadata=option(
-        Choice(("sse", "ws", "mixed")), "transport: SSE, WebSocket, or half each"))
-    endpoint: str = field(default="chat", metadata=option(
-        Choice(_ENDPOINTS), "/v1/chat/completions, /v1/completions or /v1/stream (the older form of --api)"))
-    api: str = field(default="", metadata=option(
-        Choice(_APIS, empty=True), "the streaming dialect (docs/outcomes.md): OpenAI chat or completions chunks, "
-        "OpenAI Responses events (/v1/responses) or Anthropic Messages events (/v1/messages); "
-        "default: the one --endpoint names"))
-    path: str | None = field(default=None, metadata=option(
-        Text(name="PATH"), "the request path (default: the dialect's, e.g. /v1/responses)"))
-    model: str | None = field(default=None, metadata=option(
-        Text(name="NAME"), "model name (default: the first of /v1/models)"))
+    protocol: str = field(
+        default="sse",
+        metadata=option(Choice(("sse", "ws", "mixed")), "transport: SSE, WebSocket, or half each"),
+    )
+    endpoint: str = field(
+        default="chat",
+        metadata=option(
+            Choice(_ENDPOINTS),
+            "/v1/chat/completions, /v1/completions or /v1/stream (the older form of --api)",
+        ),
+    )
+    api: str = field(
+        default="",
+        metadata=option(
+            Choice(_APIS, empty=True),
+            "the streaming dialect (docs/outcomes.md): OpenAI chat or completions chunks, "
+            "OpenAI Responses events (/v1/responses) or Anthropic Messages events (/v1/messages); "
+            "default: the one --endpoint names",
+        ),
+    )
+    path: str | None = field(
+        default=None,
+        metadata=option(
+            Text(name="PATH"), "the request path (default: the dialect's, e.g. /v1/responses)"
+        ),
+    )
+    model: str | None = field(
+        default=None,
+        metadata=option(Text(name="NAME"), "model name (default: the first of /v1/models)"),
+    )
     max_tokens: int = field(default=64, metadata=option(Integer(1), "max_tokens per request"))
-    prompt_file: str | None = field(default=None, metadata=option(
-        Text(name="FILE"), "prompts: one per line, or JSON Lines with 'prompt'", web_ui=False))
-    dataset: str | None = field(default=None, metadata=option(
-        Text(name="PATH"), "prompts from a dataset: ShareGPT JSON, JSON Lines, or a local Hugging Face dataset folder",
-        web_ui=False))
-    dataset_format: str = field(default="auto", metadata=option(
-        Choice(("auto", "sharegpt", "jsonl", "hf")), "--dataset's format (auto: detected)"))
-    prompt_tokens: LengthDist = field(default=LengthDist.fixed(16), metadata=option(
-        LengthSpec(), "synthetic prompt length (words, or tokens with --tokenizer): N, uniform:MIN,MAX or normal:MEAN,STDEV[,MIN[,MAX]]"))
-    output_tokens: LengthDist | None = field(default=None, metadata=option(
-        LengthSpec(optional=True), "per-request max_tokens drawn from a length distribution (default: the dataset's reply length, else --max-tokens)"))
-    tokenizer: str | None = field(default=None, metadata=option(
-        Text(name="PATH"), "a local tokenizer.json (or a folder holding one): lengths in tokens, not words",
-        web_ui=False))
-    turns: int = field(default=1, metadata=option(
-        Integer(1), "requests per conversation; each carries the history (the answers as they streamed)"))
-    system_prompt: str | None = field(default=None, metadata=option(
-        Text(name="TEXT|@FILE"), "a system message first in every chat request", web_ui=False))
+    prompt_file: str | None = field(
+        default=None,
+        metadata=option(
+            Text(name="FILE"), "prompts: one per line, or JSON Lines with 'prompt'", web_ui=False
+        ),
+    )
+    dataset: str | None = field(
+        default=None,
+        metadata=option(
+            Text(name="PATH"),
+            "prompts from a dataset: ShareGPT JSON, JSON Lines, or a local Hugging Face dataset folder",
+            web_ui=False,
+        ),
+    )
+    dataset_format: str = field(
+        default="auto",
+        metadata=option(
+            Choice(("auto", "sharegpt", "jsonl", "hf")), "--dataset's format (auto: detected)"
+        ),
+    )
+    prompt_tokens: LengthDist = field(
+        default=LengthDist.fixed(16),
+        metadata=option(
+            LengthSpec(),
+            "synthetic prompt length (words, or tokens with --tokenizer): N, uniform:MIN,MAX or normal:MEAN,STDEV[,MIN[,MAX]]",
+        ),
+    )
+    output_tokens: LengthDist | None = field(
+        default=None,
+        metadata=option(
+            LengthSpec(optional=True),
+            "per-request max_tokens drawn from a length distribution (default: the dataset's reply length, else --max-tokens)",
+        ),
+    )
+    tokenizer: str | None = field(
+        default=None,
+        metadata=option(
+            Text(name="PATH"),
+            "a local tokenizer.json (or a folder holding one): lengths in tokens, not words",
+            web_ui=False,
+        ),
+    )
+    turns: int = field(
+        default=1,
+        metadata=option(
+            Integer(1),
+            "requests per conversation; each carries the history (the answers as they streamed)",
+        ),
+    )
+    system_prompt: str | None = field(
+        default=None,
+        metadata=option(
+            Text(name="TEXT|@FILE"), "a system message first in every chat request", web_ui=False
+        ),
+    )
     temperature: float = field(default=0.0, metadata=option(Number(0), "sampling temperature"))
     seed: int = field(default=0, metadata=option(Integer(), "seed for prompts and arrivals"))
-    ignore_eos: bool = field(default=True, metadata=option(
-        Switch(), "do not send ignore_eos: true (for servers that reject it)",
-        flag="--no-ignore-eos", inverted=True))
-    usage: bool = field(default=True, metadata=option(
-        Switch(), "do not ask for stream_options.include_usage", flag="--no-usage", inverted=True))
-    done_marker: bool = field(default=True, metadata=option(
-        Switch(), "streams end with the body, not with [DONE]", flag="--no-done-marker", inverted=True))
-    coalesced_chunks: bool = field(default=False, metadata=option(
-        Switch(), "the server may pack several tokens into one chunk"))
-    token_ids: str = field(default="auto", metadata=option(
-        Choice(("auto", "on", "off")), "ask for each chunk's token ids (vLLM's return_token_ids: "
-        "exact token counts when it merges tokens into one chunk); auto: when /v1/models says vLLM"))
-    ws_request_template: str | None = field(default=None, metadata=option(
-        Text(name="FILE"), 'WebSocket: a JSON file whose string "{{request}}" is replaced by each request body',
-        web_ui=False))
-    ws_chunk_path: str | None = field(default=None, metadata=option(
-        Text(name="PATH"), "WebSocket: where the OpenAI chunk sits in each message, dotted (e.g. data.chunk)"))
-    ws_done_message: str = field(default="[DONE]", metadata=option(
-        Text(optional=False, name="TEXT"), "WebSocket: the message that ends a request: text, or a JSON object the message contains"))
-    goodput: str = field(default="", metadata=option(
-        GoodputSpec(), "per-request SLOs for goodput, vLLM's syntax in ms: ttft:500 tpot:50 e2el:2000 (ttfo: the first answer token)",
-        locust=False))
+    ignore_eos: bool = field(
+        default=True,
+        metadata=option(
+            Switch(),
+            "do not send ignore_eos: true (for servers that reject it)",
+            flag="--no-ignore-eos",
+            inverted=True,
+        ),
+    )
+    usage: bool = field(
+        default=True,
+        metadata=option(
+            Switch(),
+            "do not ask for stream_options.include_usage",
+            flag="--no-usage",
+            inverted=True,
+        ),
+    )
+    done_marker: bool = field(
+        default=True,
+        metadata=option(
+            Switch(),
+            "streams end with the body, not with [DONE]",
+            flag="--no-done-marker",
+            inverted=True,
+        ),
+    )
+    coalesced_chunks: bool = field(
+        default=False,
+        metadata=option(Switch(), "the server may pack several tokens into one chunk"),
+    )
+    token_ids: str = field(
+        default="auto",
+        metadata=option(
+            Choice(("auto", "on", "off")),
+            "ask for each chunk's token ids (vLLM's return_token_ids: "
+            "exact token counts when it merges tokens into one chunk); auto: when /v1/models says vLLM",
+        ),
+    )
+    ws_request_template: str | None = field(
+        default=None,
+        metadata=option(
+            Text(name="FILE"),
+            'WebSocket: a JSON file whose string "{{request}}" is replaced by each request body',
+            web_ui=False,
+        ),
+    )
+    ws_chunk_path: str | None = field(
+        default=None,
+        metadata=option(
+            Text(name="PATH"),
+            "WebSocket: where the OpenAI chunk sits in each message, dotted (e.g. data.chunk)",
+        ),
+    )
+    ws_done_message: str = field(
+        default="[DONE]",
+        metadata=option(
+            Text(optional=False, name="TEXT"),
+            "WebSocket: the message that ends a request: text, or a JSON object the message contains",
+        ),
+    )
+    goodput: str = field(
+        default="",
+        metadata=option(
+            GoodputSpec(),
+            "per-request SLOs for goodput, vLLM's syntax in ms: ttft:500 tpot:50 e2el:2000 (ttfo: the first answer token)",
+            locust=False,
+        ),
+    )
     # --- credentials and transport
-    api_key_env: str | None = field(default=None, metadata=option(
-        Text(name="VAR"), "environment variable holding a bearer API key", secret=True))
-    header: tuple[str, ...] = field(default=(), repr=False, metadata=option(
-        TextList(name="'NAME: VALUE'"), "extra request header, repeatable; ${VAR} in VALUE reads the environment",
-        scenario="headers", secret=True))
-    header_file: str | None = field(default=None, metadata=option(
-        Text(name="FILE"), "extra request headers, one 'Name: value' per line (all kept secret)", secret=True))
-    insecure: bool = field(default=False, metadata=option(Switch(), "https: skip certificate verification"))
+    api_key_env: str | None = field(
+        default=None,
+        metadata=option(
+            Text(name="VAR"), "environment variable holding a bearer API key", secret=True
+        ),
+    )
+    header: tuple[str, ...] = field(
+        default=(),
+        repr=False,
+        metadata=option(
+            TextList(name="'NAME: VALUE'"),
+            "extra request header, repeatable; ${VAR} in VALUE reads the environment",
+            scenario="headers",
+            secret=True,
+        ),
+    )
+    header_file: str | None = field(
+        default=None,
+        metadata=option(
+            Text(name="FILE"),
+            "extra request headers, one 'Name: value' per line (all kept secret)",
+            secret=True,
+        ),
+    )
+    insecure: bool = field(
+        default=False, metadata=option(Switch(), "https: skip certificate verification")
+    )
     # --- how clients read and give up
-    slow_readers: float = field(default=0.0, metadata=option(Fraction(), "fraction of users that read slowly"))
-    slow_read_pause: float = field(default=0.05, metadata=option(Duration(), "slow readers: pause between reads"))
-    stall_timeout: float = field(default=ClientLimits.stall_timeout, metadata=option(
-        Duration(), "no token for this long once the stream began (before it: no head): stalled"))
-    first_token_timeout: float = field(default=0.0, metadata=option(
-        Duration(), "response head to first token at most this long (long prefills; 0: the stall timeout)"))
-    request_timeout: float = field(default=ClientLimits.request_timeout, metadata=option(Duration(), "whole-request deadline: timeout"))
+    slow_readers: float = field(
+        default=0.0, metadata=option(Fraction(), "fraction of users that read slowly")
+    )
+    slow_read_pause: float = field(
+        default=0.05, metadata=option(Duration(), "slow readers: pause between reads")
+    )
+    stall_timeout: float = field(
+        default=ClientLimits.stall_timeout,
+        metadata=option(
+            Duration(), "no token for this long once the stream began (before it: no head): stalled"
+        ),
+    )
+    first_token_timeout: float = field(
+        default=0.0,
+        metadata=option(
+            Duration(),
+            "response head to first token at most this long (long prefills; 0: the stall timeout)",
+        ),
+    )
+    request_timeout: float = field(
+        default=ClientLimits.request_timeout,
+        metadata=option(Duration(), "whole-request deadline: timeout"),
+    )
     # --- how much load, and when
-    users: int = field(default=50, metadata=option(
-        Integer(1), "concurrent users (streams)", locust=False, native="-u"))
-    spawn_rate: float = field(default=0.0, metadata=option(
-        Number(0), "users started per second (0: all within a second)", locust=False, native="-r"))
-    duration: float = field(default=60.0, metadata=option(
-        Duration(), "how long new streams start, from the first request (start-up not included), after the warm-up",
-        locust=False, native="--run-time"))
-    warmup: float = field(default=0.0, metadata=option(
-        Duration(), "streams started within this long of the start are left out of every figure"))
-    drain: float = field(default=30.0, metadata=option(
-        Duration(), "time the streams in flight get at the end", locust=False, native="--stop-timeout"))
-    think_time: float = field(default=0.0, metadata=option(
-        Duration(), "closed loop: pause between a user's streams"))
-    request_rate: float = field(default=0.0, metadata=option(
-        Number(0), "open loop: requests per second over all processes (0: closed loop)"))
-    burstiness: float = field(default=1.0, metadata=option(
-        Number(0, above=True), "open loop: gamma shape of the arrivals (1: Poisson)"))
-    max_concurrency: int = field(default=0, metadata=option(
-        Integer(0), "open loop: streams in flight at most (0: no cap)"))
-    stages: str = field(default="", metadata=option(
-        Stages(), 'k6-style stages "30s:50,1m:50,10s:0" (duration:users)'))
-    scenarios: str = field(default="", metadata=option(
-        Text(name="JSON"), "the scenario file's [scenarios.*] tables as JSON (set by streamslo run)",
-        cli=False, scenario=False, locust="--scenarios-json", web_ui=False, hidden=True))
-    load_time: float = field(default=0.0, metadata=option(
-        Duration(), "the load's length from the first request (set by streamslo run: warm-up plus duration)",
-        cli=False, scenario=False, locust="--load-time", web_ui=False, hidden=True))
-    shape: str = field(default="", metadata=option(
-        Choice(("ramp", "steps", "spike"), empty=True), "a built-in load shape over --users and --duration"))
-    itl_events: str = field(default="per-stream", metadata=option(
-        Choice(("per-stream", "per-gap", "off")),
-        "ITL in Locust's statistics: each stream's mean and max gap, every gap, or none"))
+    users: int = field(
+        default=50,
+        metadata=option(Integer(1), "concurrent users (streams)", locust=False, native="-u"),
+    )
+    spawn_rate: float = field(
+        default=0.0,
+        metadata=option(
+            Number(0),
+            "users started per second (0: all within a second)",
+            locust=False,
+            native="-r",
+        ),
+    )
+    duration: float = field(
+        default=60.0,
+        metadata=option(
+            Duration(),
+            "how long new streams start, from the first request (start-up not included), after the warm-up",
+            locust=False,
+            native="--run-time",
+        ),
+    )
+    warmup: float = field(
+        default=0.0,
+        metadata=option(
+            Duration(), "streams started within this long of the start are left out of every figure"
+        ),
+    )
+    drain: float = field(
+        default=30.0,
+        metadata=option(
+            Duration(),
+            "time the streams in flight get at the end",
+            locust=False,
+            native="--stop-timeout",
+        ),
+    )
+    think_time: float = field(
+        default=0.0, metadata=option(Duration(), "closed loop: pause between a user's streams")
+    )
+    request_rate: float = field(
+        default=0.0,
+        metadata=option(
+            Number(0), "open loop: requests per second over all processes (0: closed loop)"
+        ),
+    )
+    burstiness: float = field(
+        default=1.0,
+        metadata=option(
+            Number(0, above=True), "open loop: gamma shape of the arrivals (1: Poisson)"
+        ),
+    )
+    max_concurrency: int = field(
+        default=0, metadata=option(Integer(0), "open loop: streams in flight at most (0: no cap)")
+    )
+    stages: str = field(
+        default="",
+        metadata=option(Stages(), 'k6-style stages "30s:50,1m:50,10s:0" (duration:users)'),
+    )
+    scenarios: str = field(
+        default="",
+        metadata=option(
+            Text(name="JSON"),
+            "the scenario file's [scenarios.*] tables as JSON (set by streamslo run)",
+            cli=False,
+            scenario=False,
+            locust="--scenarios-json",
+            web_ui=False,
+            hidden=True,
+        ),
+    )
+    load_time: float = field(
+        default=0.0,
+        metadata=option(
+            Duration(),
+            "the load's length from the first request (set by streamslo run: warm-up plus duration)",
+            cli=False,
+            scenario=False,
+            locust="--load-time",
+            web_ui=False,
+            hidden=True,
+        ),
+    )
+    shape: str = field(
+        default="",
+        metadata=option(
+            Choice(("ramp", "steps", "spike"), empty=True),
+            "a built-in load shape over --users and --duration",
+        ),
+    )
+    itl_events: str = field(
+        default="per-stream",
+        metadata=option(
+            Choice(("per-stream", "per-gap", "off")),
+            "ITL in Locust's statistics: each stream's mean and max gap, every gap, or none",
+        ),
+    )
     # --- long runs: windows, progress, the target's metrics
-    window: float = field(default=10.0, metadata=option(
-        Duration(), "length of a windows.csv window (live figures, budget burn rates)"))
-    metrics_url: str | None = field(default=None, metadata=option(
-        Text(name="URL"), "the target's Prometheus metrics to scrape during the run, e.g. "
-        "http://127.0.0.1:8000/metrics (the bundled server's are found by themselves)", locust=False))
-    prometheus_port: int = field(default=0, metadata=option(
-        Integer(0), "serve the load generator's own metrics for Prometheus on 127.0.0.1:PORT (0: off)",
-        locust=False))
-    progress: str = field(default="auto", metadata=option(
-        Choice(("auto", "live", "plain", "off")),
-        "progress output on stderr: a live line (a terminal), a plain line every --progress-interval (CI logs), or none",
-        locust=False))
-    progress_interval: float = field(default=30.0, metadata=option(
-        Duration(), "seconds between plain progress lines", locust=False))
+    window: float = field(
+        default=10.0,
+        metadata=option(
+            Duration(), "length of a windows.csv window (live figures, budget burn rates)"
+        ),
+    )
+    metrics_url: str | None = field(
+        default=None,
+        metadata=option(
+            Text(name="URL"),
+            "the target's Prometheus metrics to scrape during the run, e.g. "
+            "http://127.0.0.1:8000/metrics (the bundled server's are found by themselves)",
+            locust=False,
+        ),
+    )
+    prometheus_port: int = field(
+        default=0,
+        metadata=option(
+            Integer(0),
+            "serve the load generator's own metrics for Prometheus on 127.0.0.1:PORT (0: off)",
+            locust=False,
+        ),
+    )
+    progress: str = field(
+        default="auto",
+        metadata=option(
+            Choice(("auto", "live", "plain", "off")),
+            "progress output on stderr: a live line (a terminal), a plain line every --progress-interval (CI logs), or none",
+            locust=False,
+        ),
+    )
+    progress_interval: float = field(
+        default=30.0,
+        metadata=option(Duration(), "seconds between plain progress lines", locust=False),
+    )
     # --- the load generator
-    processes: int = field(default=1, metadata=option(
-        Integer(1), "Locust processes generating load", locust="--processes-hint", web_ui=False,
-        hidden=True, native="--processes"))
-    master: bool = field(default=False, metadata=option(
-        Switch(), "distributed: be Locust's master; the load comes from `locust -f "
-        "locustfiles/streaming_locustfile.py --worker --master-host HOST` processes",
-        locust=False, native="--master"))
-    expect_workers: int = field(default=1, metadata=option(
-        Integer(1), "--master: the workers to wait for before the load starts",
-        locust=False, native="--expect-workers"))
-    master_bind_host: str = field(default="127.0.0.1", metadata=option(
-        Text(optional=False, name="ADDRESS"), "--master: the interface workers connect to (* for all)",
-        locust=False, native="--master-bind-host"))
-    master_bind_port: int = field(default=5557, metadata=option(
-        Integer(1), "--master: the port workers connect to", locust=False, native="--master-bind-port"))
-    generator_cpus: str | None = field(default=None, metadata=option(
-        Text(name="LIST"), "pin the load generator with taskset -c LIST", locust=False))
-    allow_invalid: bool = field(default=False, metadata=option(
-        Switch(), "a saturated load generator does not fail the run", scenario=False, locust=False))
-    quiet: bool = field(default=False, metadata=option(
-        Switch(), "print no summary table", scenario=False, locust=False))
+    processes: int = field(
+        default=1,
+        metadata=option(
+            Integer(1),
+            "Locust processes generating load",
+            locust="--processes-hint",
+            web_ui=False,
+            hidden=True,
+            native="--processes",
+        ),
+    )
+    master: bool = field(
+        default=False,
+        metadata=option(
+            Switch(),
+            "distributed: be Locust's master; the load comes from `locust -f "
+            "locustfiles/streaming_locustfile.py --worker --master-host HOST` processes",
+            locust=False,
+            native="--master",
+        ),
+    )
+    expect_workers: int = field(
+        default=1,
+        metadata=option(
+            Integer(1),
+            "--master: the workers to wait for before the load starts",
+            locust=False,
+            native="--expect-workers",
+        ),
+    )
+    master_bind_host: str = field(
+        default="127.0.0.1",
+        metadata=option(
+            Text(optional=False, name="ADDRESS"),
+            "--master: the interface workers connect to (* for all)",
+            locust=False,
+            native="--master-bind-host",
+        ),
+    )
+    master_bind_port: int = field(
+        default=5557,
+        metadata=option(
+            Integer(1),
+            "--master: the port workers connect to",
+            locust=False,
+            native="--master-bind-port",
+        ),
+    )
+    generator_cpus: str | None = field(
+        default=None,
+        metadata=option(
+            Text(name="LIST"), "pin the load generator with taskset -c LIST", locust=False
+        ),
+    )
+    allow_invalid: bool = field(
+        default=False,
+        metadata=option(
+            Switch(),
+            "a saturated load generator does not fail the run",
+            scenario=False,
+            locust=False,
+        ),
+    )
+    quiet: bool = field(
+        default=False,
+        metadata=option(Switch(), "print no summary table", scenario=False, locust=False),
+    )
     # --- replay: traces, shared prefixes, clients that hang up (docs/workloads.md)
-    trace: str | None = field(default=None, metadata=option(
-        Text(name="PATH"), "replay a request trace with its timing and lengths (Mooncake JSONL, JSONL/CSV "
-        "with a time column, BurstGPT CSV; docs/workloads.md); the run lasts the trace",
-        web_ui=False))
-    trace_speed: float = field(default=1.0, metadata=option(
-        Number(0, above=True), "--trace: replay speed (2: twice the arrivals per second)"))
-    trace_format: str = field(default="auto", metadata=option(
-        Choice(("auto", "mooncake", "jsonl", "csv", "burstgpt")), "--trace's format (auto: detected)"))
-    trace_late: str = field(default="send", metadata=option(
-        Choice(("send", "drop")), "--trace: an arrival the generator cannot start on time is sent late "
-        "(its lateness in schedule_lag_ms) or dropped and counted (dropped_iterations)"))
-    trace_max_lag: float = field(default=0.05, metadata=option(
-        Duration(), "--trace-late drop: an arrival later than this is dropped"))
-    trace_block_tokens: int = field(default=512, metadata=option(
-        Integer(1), "--trace: prompt tokens per hash id (Mooncake's blocks: 512)"))
-    prefix_groups: int = field(default=0, metadata=option(
-        Integer(0), "synthetic prompts share N prefixes (system prompts, documents), each group an equal "
-        "share of the traffic (0: none)"))
-    prefix_tokens: LengthDist = field(default=LengthDist.fixed(256), metadata=option(
-        LengthSpec(), "--prefix-groups: each shared prefix's length (words, or tokens with --tokenizer)"))
-    cancel_rate: float = field(default=0.0, metadata=option(
-        Fraction(), "share of streams the client hangs up on (client_cancelled; AIPerf's "
-        "--request-cancellation-rate, as a fraction)"))
-    cancel_after: str = field(default="2s", metadata=option(
-        CancelAfterSpec(), "--cancel-rate: when the client hangs up, from the request's start: a time, "
-        "N content chunks (20tok), or uniform:LOW,HIGH"))
-    cancel_check: float = field(default=10.0, metadata=option(
-        Duration(), "--cancel-rate with a metrics URL: after the run the server's in-flight gauge must "
-        "return to its baseline within this long (the verdict says if not)", locust=False))
-    preflight: bool = field(default=True, metadata=option(
-        Switch(), "skip the preflight: one short request per protocol before any load, which stops a run "
-        "against a wrong target (no connection, TLS, 401/403, 404, unknown model, not a stream) with exit 2",
-        flag="--no-preflight", inverted=True, locust=False))
+    trace: str | None = field(
+        default=None,
+        metadata=option(
+            Text(name="PATH"),
+            "replay a request trace with its timing and lengths (Mooncake JSONL, JSONL/CSV "
+            "with a time column, BurstGPT CSV; docs/workloads.md); the run lasts the trace",
+            web_ui=False,
+        ),
+    )
+    trace_speed: float = field(
+        default=1.0,
+        metadata=option(
+            Number(0, above=True), "--trace: replay speed (2: twice the arrivals per second)"
+        ),
+    )
+    trace_format: str = field(
+        default="auto",
+        metadata=option(
+            Choice(("auto", "mooncake", "jsonl", "csv", "burstgpt")),
+            "--trace's format (auto: detected)",
+        ),
+    )
+    trace_late: str = field(
+        default="send",
+        metadata=option(
+            Choice(("send", "drop")),
+            "--trace: an arrival the generator cannot start on time is sent late "
+            "(its lateness in schedule_lag_ms) or dropped and counted (dropped_iterations)",
+        ),
+    )
+    trace_max_lag: float = field(
+        default=0.05,
+        metadata=option(Duration(), "--trace-late drop: an arrival later than this is dropped"),
+    )
+    trace_block_tokens: int = field(
+        default=512,
+        metadata=option(Integer(1), "--trace: prompt tokens per hash id (Mooncake's blocks: 512)"),
+    )
+    prefix_groups: int = field(
+        default=0,
+        metadata=option(
+            Integer(0),
+            "synthetic prompts share N prefixes (system prompts, documents), each group an equal "
+            "share of the traffic (0: none)",
+        ),
+    )
+    prefix_tokens: LengthDist = field(
+        default=LengthDist.fixed(256),
+        metadata=option(
+            LengthSpec(),
+            "--prefix-groups: each shared prefix's length (words, or tokens with --tokenizer)",
+        ),
+    )
+    cancel_rate: float = field(
+        default=0.0,
+        metadata=option(
+            Fraction(),
+            "share of streams the client hangs up on (client_cancelled; AIPerf's "
+            "--request-cancellation-rate, as a fraction)",
+        ),
+    )
+    cancel_after: str = field(
+        default="2s",
+        metadata=option(
+            CancelAfterSpec(),
+            "--cancel-rate: when the client hangs up, from the request's start: a time, "
+            "N content chunks (20tok), or uniform:LOW,HIGH",
+        ),
+    )
+    cancel_check: float = field(
+        default=10.0,
+        metadata=option(
+            Duration(),
+            "--cancel-rate with a metrics URL: after the run the server's in-flight gauge must "
+            "return to its baseline within this long (the verdict says if not)",
+            locust=False,
+        ),
+    )
+    preflight: bool = field(
+        default=True,
+        metadata=option(
+            Switch(),
+            "skip the preflight: one short request per protocol before any load, which stops a run "
+            "against a wrong target (no connection, TLS, 401/403, 404, unknown model, not a stream) with exit 2",
+            flag="--no-preflight",
+            inverted=True,
+            locust=False,
+        ),
+    )
 
 
 def _rows() -> tuple[RunOption, ...]:
@@ -300,12 +651,23 @@ def _rows() -> tuple[RunOption, ...]:
         flag = m["flag"] or "--" + f.name.replace("_", "-")
         scenario = m["scenario"]
         locust = m["locust"]
-        rows.append(RunOption(
-            name=f.name, default=f.default, type=m["type"], help=m["help"], flag=flag, cli=m["cli"],
-            scenario_key=(f.name if scenario is True else scenario or None),
-            locust_flag=(flag if locust is True else locust or None), locust_native=m["native"],
-            web_ui=m["web_ui"], secret=m["secret"], inverted=m["inverted"], hidden=m["hidden"],
-        ))
+        rows.append(
+            RunOption(
+                name=f.name,
+                default=f.default,
+                type=m["type"],
+                help=m["help"],
+                flag=flag,
+                cli=m["cli"],
+                scenario_key=(f.name if scenario is True else scenario or None),
+                locust_flag=(flag if locust is True else locust or None),
+                locust_native=m["native"],
+                web_ui=m["web_ui"],
+                secret=m["secret"],
+                inverted=m["inverted"],
+                hidden=m["hidden"],
+            )
+        )
     return tuple(rows)
 
 
@@ -466,7 +828,9 @@ def locust_argv(values: RunOptions) -> list[str]:
 
 
 # ---------------------------------------------------------------------------- documentation
-BEGIN = "<!-- BEGIN run options: generated by `python -m streamslo.options.run_options docs/cli.md` -->"
+BEGIN = (
+    "<!-- BEGIN run options: generated by `python -m streamslo.options.run_options docs/cli.md` -->"
+)
 END = "<!-- END run options -->"
 
 
@@ -504,7 +868,9 @@ def markdown_reference() -> str:
         else:
             locust = "—"
         ui = ("yes" if o.in_web_ui else "no") if o.locust_flag else "—"
-        lines.append(f"| {flag} | {_cell(o.type.describe())} | {_cell(default)} | {key} | {locust} | {ui} | {_cell(o.help)} |")
+        lines.append(
+            f"| {flag} | {_cell(o.type.describe())} | {_cell(default)} | {key} | {locust} | {ui} | {_cell(o.help)} |"
+        )
     lines += ["", END]
     return "\n".join(lines)
 
@@ -520,7 +886,7 @@ def update_reference(path: str | Path) -> bool:
     start, end = text.find(BEGIN), text.find(END)
     if start < 0 or end < start:
         raise BadInputError(f"{p}: no generated run-options block ({BEGIN!r} ... {END!r})")
-    new = text[:start] + markdown_reference() + text[end + len(END):]
+    new = text[:start] + markdown_reference() + text[end + len(END) :]
     if new != text:
         p.write_text(new, encoding="utf-8")
     return new != text

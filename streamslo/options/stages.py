@@ -38,7 +38,9 @@ def parse_stages(text: str) -> list[Stage]:
                 raise ValueError("missing ':'")
             stage = Stage(parse_duration(dur), int(target))
         except ValueError as exc:
-            raise BadInputError(f"--stages: bad stage {part!r} ({exc}); use duration:users") from None
+            raise BadInputError(
+                f"--stages: bad stage {part!r} ({exc}); use duration:users"
+            ) from None
         if stage.target < 0:
             raise BadInputError(f"--stages: a target cannot be negative: {part!r}")
         stages.append(stage)
@@ -56,12 +58,22 @@ def builtin_stages(name: str, users: int, duration: float) -> list[Stage]:
         q = duration / 4
         out: list[Stage] = []
         for i in range(1, 5):
-            out += [Stage(min(1.0, q / 10), users * i // 4), Stage(q - min(1.0, q / 10), users * i // 4)]
+            out += [
+                Stage(min(1.0, q / 10), users * i // 4),
+                Stage(q - min(1.0, q / 10), users * i // 4),
+            ]
         return out
     if name == "spike":
         base = max(1, users // 5)
         t = duration / 5
-        return [Stage(1, base), Stage(2 * t - 1, base), Stage(1, users), Stage(t - 1, users), Stage(1, base), Stage(2 * t - 1, base)]
+        return [
+            Stage(1, base),
+            Stage(2 * t - 1, base),
+            Stage(1, users),
+            Stage(t - 1, users),
+            Stage(1, base),
+            Stage(2 * t - 1, base),
+        ]
     raise BadInputError(f"unknown shape {name!r}")
 
 

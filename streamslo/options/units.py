@@ -91,7 +91,11 @@ def parse_int(value: object, minimum: int | None = None) -> int:
 
 
 def parse_float(
-    value: object, minimum: float | None = None, maximum: float | None = None, *, above: bool = False
+    value: object,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    *,
+    above: bool = False,
 ) -> float:
     """A number from text or a TOML number.
 

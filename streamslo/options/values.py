@@ -377,8 +377,16 @@ def option(
     """
     return {
         OPTION_KEY: {
-            "type": type, "help": help, "flag": flag, "cli": cli, "scenario": scenario,
-            "locust": locust, "native": native, "web_ui": web_ui, "secret": secret,
-            "inverted": inverted, "hidden": hidden,
+            "type": type,
+            "help": help,
+            "flag": flag,
+            "cli": cli,
+            "scenario": scenario,
+            "locust": locust,
+            "native": native,
+            "web_ui": web_ui,
+            "secret": secret,
+            "inverted": inverted,
+            "hidden": hidden,
         }
     }

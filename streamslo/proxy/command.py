@@ -58,38 +58,109 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "numbers are milliseconds for --latency/--jitter and seconds for --slow-close; units "
         "such as 50ms, 1s are accepted. Sizes: bytes, or 64KiB, 1MB."
     )
-    parser.add_argument("--listen", type=_listen_arg, default=parse_listen("127.0.0.1:0"), metavar="HOST:PORT",
-                        help="where to listen (default 127.0.0.1:0: a free port, printed on the first stdout line)")
-    parser.add_argument("--upstream", type=_upstream_arg, required=True, metavar="URL",
-                        help="where to forward: http://host:port, https://, ws://, wss://, or host:port")
+    parser.add_argument(
+        "--listen",
+        type=_listen_arg,
+        default=parse_listen("127.0.0.1:0"),
+        metavar="HOST:PORT",
+        help="where to listen (default 127.0.0.1:0: a free port, printed on the first stdout line)",
+    )
+    parser.add_argument(
+        "--upstream",
+        type=_upstream_arg,
+        required=True,
+        metavar="URL",
+        help="where to forward: http://host:port, https://, ws://, wss://, or host:port",
+    )
     f = parser.add_argument_group("faults (applied per connection)")
-    f.add_argument("--latency", type=millis_arg, default=0.0, metavar="MS",
-                   help="one-way delay added to every piece of data, order kept (a delay line)")
-    f.add_argument("--jitter", type=millis_arg, default=0.0, metavar="MS",
-                   help="random extra delay per piece, uniform in [0, MS]; never reorders bytes")
-    f.add_argument("--bandwidth", type=rate_arg, default=None, metavar="BYTES/S",
-                   help="throughput cap (token bucket), e.g. 2000 or 64KiB/s")
-    f.add_argument("--burst", type=bytes_arg, default=None, metavar="BYTES",
-                   help="token bucket size (default: 20 ms of --bandwidth)")
-    f.add_argument("--reset-after", type=bytes_arg, default=None, metavar="BYTES",
-                   help="forward BYTES, then reset both sides (RST); 0: reset before any response byte")
-    f.add_argument("--blackhole-after", type=bytes_arg, default=None, metavar="BYTES",
-                   help="forward BYTES, then nothing either way; both sides stay open (the client stalls)")
-    f.add_argument("--slow-close", type=duration_arg, default=0.0, metavar="S",
-                   help="when the upstream closes, wait S before closing the client side")
-    f.add_argument("--direction", choices=[d.value for d in Direction], default="down",
-                   help="which flow the faults act on: down (server to client, default), up, both")
+    f.add_argument(
+        "--latency",
+        type=millis_arg,
+        default=0.0,
+        metavar="MS",
+        help="one-way delay added to every piece of data, order kept (a delay line)",
+    )
+    f.add_argument(
+        "--jitter",
+        type=millis_arg,
+        default=0.0,
+        metavar="MS",
+        help="random extra delay per piece, uniform in [0, MS]; never reorders bytes",
+    )
+    f.add_argument(
+        "--bandwidth",
+        type=rate_arg,
+        default=None,
+        metavar="BYTES/S",
+        help="throughput cap (token bucket), e.g. 2000 or 64KiB/s",
+    )
+    f.add_argument(
+        "--burst",
+        type=bytes_arg,
+        default=None,
+        metavar="BYTES",
+        help="token bucket size (default: 20 ms of --bandwidth)",
+    )
+    f.add_argument(
+        "--reset-after",
+        type=bytes_arg,
+        default=None,
+        metavar="BYTES",
+        help="forward BYTES, then reset both sides (RST); 0: reset before any response byte",
+    )
+    f.add_argument(
+        "--blackhole-after",
+        type=bytes_arg,
+        default=None,
+        metavar="BYTES",
+        help="forward BYTES, then nothing either way; both sides stay open (the client stalls)",
+    )
+    f.add_argument(
+        "--slow-close",
+        type=duration_arg,
+        default=0.0,
+        metavar="S",
+        help="when the upstream closes, wait S before closing the client side",
+    )
+    f.add_argument(
+        "--direction",
+        choices=[d.value for d in Direction],
+        default="down",
+        help="which flow the faults act on: down (server to client, default), up, both",
+    )
     share = f.add_mutually_exclusive_group()
-    share.add_argument("--every", type=positive_int_arg, default=None, metavar="N",
-                       help="apply the faults to every N-th connection only")
-    share.add_argument("--probability", type=fraction_arg, default=None, metavar="P",
-                       help="apply the faults to each connection with probability P (seeded)")
-    f.add_argument("--seed", type=int, default=0, help="seed of the jitter and --probability (default 0)")
+    share.add_argument(
+        "--every",
+        type=positive_int_arg,
+        default=None,
+        metavar="N",
+        help="apply the faults to every N-th connection only",
+    )
+    share.add_argument(
+        "--probability",
+        type=fraction_arg,
+        default=None,
+        metavar="P",
+        help="apply the faults to each connection with probability P (seeded)",
+    )
+    f.add_argument(
+        "--seed", type=int, default=0, help="seed of the jitter and --probability (default 0)"
+    )
     lim = parser.add_argument_group("limits")
-    lim.add_argument("--max-buffer", type=bytes_arg, default=ProxyLimits.max_buffer, metavar="BYTES",
-                     help="bytes held per connection and direction before reading pauses (default 256KiB)")
-    lim.add_argument("--connect-timeout", type=duration_arg, default=ProxyLimits.connect_timeout_s, metavar="S",
-                     help="seconds to reach the upstream; the client is reset on failure (default 10)")
+    lim.add_argument(
+        "--max-buffer",
+        type=bytes_arg,
+        default=ProxyLimits.max_buffer,
+        metavar="BYTES",
+        help="bytes held per connection and direction before reading pauses (default 256KiB)",
+    )
+    lim.add_argument(
+        "--connect-timeout",
+        type=duration_arg,
+        default=ProxyLimits.connect_timeout_s,
+        metavar="S",
+        help="seconds to reach the upstream; the client is reset on failure (default 10)",
+    )
 
 
 def _faults(args: argparse.Namespace) -> Faults:
@@ -116,7 +187,8 @@ async def _serve(proxy: FaultProxy) -> int:
     if not address.is_loopback:
         log.warning(
             "listening on %s, beyond loopback: anyone who reaches this address reaches %s through it",
-            address, proxy.upstream,
+            address,
+            proxy.upstream,
         )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -124,7 +196,10 @@ async def _serve(proxy: FaultProxy) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     try:
-        print(f"{READY_PREFIX}{address} -> {proxy.upstream} faults: {proxy.faults.describe()}", flush=True)
+        print(
+            f"{READY_PREFIX}{address} -> {proxy.upstream} faults: {proxy.faults.describe()}",
+            flush=True,
+        )
         log.info("point clients at http://%s (or ws://, or https:// with --insecure)", address)
         await stop.wait()
     finally:

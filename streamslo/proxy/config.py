@@ -58,8 +58,13 @@ DEFAULT_PORTS = {"http": 80, "ws": 80, "https": 443, "wss": 443, "tcp": None}
 
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmg]i?b|b)?", re.IGNORECASE)
 _SIZE_UNITS = {
-    "b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3,
-    "kib": 1024, "mib": 1024**2, "gib": 1024**3,
+    "b": 1,
+    "kb": 1000,
+    "mb": 1000**2,
+    "gb": 1000**3,
+    "kib": 1024,
+    "mib": 1024**2,
+    "gib": 1024**3,
 }
 
 
@@ -244,7 +249,9 @@ class Faults:
         for name in ("latency_s", "jitter_s", "slow_close_s"):
             value = getattr(self, name)
             if not math.isfinite(value) or value < 0:
-                raise ProxyConfigError(f"--{name[:-2].replace('_', '-')} must be a finite duration >= 0, not {value!r}")
+                raise ProxyConfigError(
+                    f"--{name[:-2].replace('_', '-')} must be a finite duration >= 0, not {value!r}"
+                )
         for name in ("bandwidth", "burst"):
             value = getattr(self, name)
             if value is not None and value < 1:
@@ -256,7 +263,9 @@ class Faults:
         if self.every is not None and self.every < 1:
             raise ProxyConfigError(f"--every must be at least 1, not {self.every!r}")
         if self.probability is not None and not 0.0 <= self.probability <= 1.0:
-            raise ProxyConfigError(f"--probability must be between 0 and 1, not {self.probability!r}")
+            raise ProxyConfigError(
+                f"--probability must be between 0 and 1, not {self.probability!r}"
+            )
         if self.every is not None and self.probability is not None:
             raise ProxyConfigError("--every and --probability exclude each other: choose one")
         if self.burst is not None and self.bandwidth is None:
@@ -273,8 +282,12 @@ class Faults:
     def active(self) -> bool:
         """True when any fault is set."""
         return bool(
-            self.latency_s or self.jitter_s or self.slow_close_s or self.bandwidth is not None
-            or self.reset_after is not None or self.blackhole_after is not None
+            self.latency_s
+            or self.jitter_s
+            or self.slow_close_s
+            or self.bandwidth is not None
+            or self.reset_after is not None
+            or self.blackhole_after is not None
         )
 
     def describe(self) -> str:

@@ -105,7 +105,10 @@ class _Flow:
 
 class _Connection:
     def __init__(
-        self, proxy: FaultProxy, index: int, client: tuple[asyncio.StreamReader, asyncio.StreamWriter]
+        self,
+        proxy: FaultProxy,
+        index: int,
+        client: tuple[asyncio.StreamReader, asyncio.StreamWriter],
     ) -> None:
         self.proxy = proxy
         self.index = index
@@ -129,7 +132,12 @@ class _Connection:
                 ureader, self.uwriter = await asyncio.open_connection(up.host, up.port)
         except (OSError, TimeoutError) as exc:
             self.proxy.stats.upstream_errors += 1
-            log.warning("connection %d: upstream %s unreachable (%s); resetting the client", self.index, up, exc)
+            log.warning(
+                "connection %d: upstream %s unreachable (%s); resetting the client",
+                self.index,
+                up,
+                exc,
+            )
             _reset(self.cwriter)
             return
         tasks = [
@@ -178,7 +186,12 @@ class _Connection:
             try:
                 data = await reader.read(limits.read_size)
             except OSError as exc:
-                log.debug("connection %d: %s side failed: %s", self.index, "upstream" if downstream else "client", exc)
+                log.debug(
+                    "connection %d: %s side failed: %s",
+                    self.index,
+                    "upstream" if downstream else "client",
+                    exc,
+                )
                 self.schedule.feed_reset(downstream, self.loop.time())
                 self._wake()
                 return
@@ -228,7 +241,12 @@ class _Connection:
                     return
         except OSError as exc:
             # The destination went away while we wrote: reset the other side too.
-            log.debug("connection %d: writing to the %s failed: %s", self.index, "client" if downstream else "upstream", exc)
+            log.debug(
+                "connection %d: writing to the %s failed: %s",
+                self.index,
+                "client" if downstream else "upstream",
+                exc,
+            )
             self._reset_both()
             self.done.set()
 
@@ -316,7 +334,12 @@ class FaultProxy:
         self._server = await asyncio.start_server(self._accept, self.listen.host, self.listen.port)
         host, port = self._server.sockets[0].getsockname()[:2]
         self._address = Endpoint(str(host), int(port))
-        log.debug("listening on %s, forwarding to %s, faults: %s", self._address, self.upstream, self.faults.describe())
+        log.debug(
+            "listening on %s, forwarding to %s, faults: %s",
+            self._address,
+            self.upstream,
+            self.faults.describe(),
+        )
         return self._address
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -359,6 +382,9 @@ class FaultProxy:
         return self
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         await self.close()

@@ -104,7 +104,7 @@ class ProxyProcess:
         self.output += out.decode(errors="replace")
         for line in self.output.splitlines():
             if line.startswith(STATS_PREFIX):
-                self.stats = json.loads(line[len(STATS_PREFIX):])
+                self.stats = json.loads(line[len(STATS_PREFIX) :])
         return self.process.returncode
 
 
@@ -128,7 +128,9 @@ def spawn_proxy(args: Sequence[str], *, startup_timeout: float = 20.0) -> Iterat
         first, rest = read_first_line(process, startup_timeout, "streamslo proxy")
         if not first.startswith(READY_PREFIX):
             raise RuntimeError(f"streamslo proxy said {first!r}, not {READY_PREFIX!r}HOST:PORT")
-        proc = ProxyProcess(process, parse_listen(first[len(READY_PREFIX):].split()[0]), first, output=rest)
+        proc = ProxyProcess(
+            process, parse_listen(first[len(READY_PREFIX) :].split()[0]), first, output=rest
+        )
         yield proc
     finally:
         if proc is not None:

@@ -127,7 +127,9 @@ class _Kind(Enum):
 
 
 _TERMINAL: dict[_Kind, type[Eof] | type[Reset] | type[Close]] = {
-    _Kind.EOF: Eof, _Kind.RESET: Reset, _Kind.CLOSE: Close,
+    _Kind.EOF: Eof,
+    _Kind.RESET: Reset,
+    _Kind.CLOSE: Close,
 }
 
 
@@ -160,8 +162,14 @@ class Pipe:
         self._slow_close = f.slow_close_s
         self._rng = rng
         size = f.bucket_size
-        self._bucket = TokenBucket(f.bandwidth, size, now) if f.bandwidth is not None and size else None
-        cuts = [(n, kind) for n, kind in ((f.reset_after, _Cut.RESET), (f.blackhole_after, _Cut.BLACKHOLE)) if n is not None]
+        self._bucket = (
+            TokenBucket(f.bandwidth, size, now) if f.bandwidth is not None and size else None
+        )
+        cuts = [
+            (n, kind)
+            for n, kind in ((f.reset_after, _Cut.RESET), (f.blackhole_after, _Cut.BLACKHOLE))
+            if n is not None
+        ]
         # Only the smaller count can ever fire: once it has, the pipe forwards nothing more.
         self._cut = min(cuts, key=lambda c: c[0]) if cuts else None
         self._queue: deque[_Item] = deque()
@@ -213,7 +221,9 @@ class Pipe:
             return
         self.dark = True
         self.slow_close_pending = self._slow_close > 0
-        self._queue.append(_Item(self._release_at(now + self._latency + self._slow_close), _Kind.EOF))
+        self._queue.append(
+            _Item(self._release_at(now + self._latency + self._slow_close), _Kind.EOF)
+        )
 
     def feed_reset(self, now: float) -> None:
         """The source reset the connection at ``now``: reset the other side after the data."""

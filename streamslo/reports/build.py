@@ -65,7 +65,9 @@ def _mkdir(folder: Path) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise BadInputError(f"cannot write the report into {folder}: {exc.strerror or exc}") from None
+        raise BadInputError(
+            f"cannot write the report into {folder}: {exc.strerror or exc}"
+        ) from None
 
 
 def build_report(
@@ -135,9 +137,7 @@ def build_report(
     if resamples < 1:
         raise ValueError(f"resamples must be positive, not {resamples!r}")
     slo_obj, slo_source = resolve_slo(slo)
-    runs = load_report_runs(
-        None if before_dir is None else Path(before_dir), Path(after_dir)
-    )
+    runs = load_report_runs(None if before_dir is None else Path(before_dir), Path(after_dir))
     verdicts = evaluate_runs(slo_obj, [r.data for r in runs])
     settings = BootstrapSettings("stream", resamples, confidence, seed)
     report = build_model(runs, verdicts, slo_source, settings)
@@ -153,8 +153,16 @@ def build_report(
     extra_html += [("Load levels", levels_html(levels))] if levels else []
     extra_html += [("TTFT by turn", turns_html(turns))] if turns else []
     extra_html += [("Long run: windows, error budget, drift", soak_html(soak))] if soak else []
-    extra_md = "\n".join(part for part in (scenario_markdown(scenarios), levels_markdown(levels),
-                                            turns_markdown(turns), soak_markdown(soak)) if part)
+    extra_md = "\n".join(
+        part
+        for part in (
+            scenario_markdown(scenarios),
+            levels_markdown(levels),
+            turns_markdown(turns),
+            soak_markdown(soak),
+        )
+        if part
+    )
     replay = replay_tables(runs)  # trace arrivals, hang-ups, prefix cache (docs/workloads.md)
     if replay:
         extra_html += [("Replay: arrivals, hang-ups, prefix cache", replay_html(replay))]
@@ -166,9 +174,19 @@ def build_report(
     json_path = html_path.with_suffix(".json")
     _write(html_path, render_html(report, charts, extra_html))
     _write(md_path, render_markdown(report, extra_md))
-    _write(json_path, render_json(report, {"soak": soak_json(soak), "scenarios": scenario_json(runs),
-                                           "levels": levels_json(levels), "turns": turns,
-                                           "replay": replay_json(runs)}))
+    _write(
+        json_path,
+        render_json(
+            report,
+            {
+                "soak": soak_json(soak),
+                "scenarios": scenario_json(runs),
+                "levels": levels_json(levels),
+                "turns": turns,
+                "replay": replay_json(runs),
+            },
+        ),
+    )
     return ReportResult(
         html=html_path,
         markdown=md_path,

@@ -128,8 +128,14 @@ def _lateness(runs: Sequence[LoadedRun], report: Report) -> Chart | None:
         tl = lateness_timeline(run, 1.0)
         if tl.empty:
             continue
-        ax.plot(tl["t"], tl["max_gap_ms"], drawstyle="steps-post", color=COLORS[run.label],
-                label=_name(run), lw=1.2)
+        ax.plot(
+            tl["t"],
+            tl["max_gap_ms"],
+            drawstyle="steps-post",
+            color=COLORS[run.label],
+            label=_name(run),
+            lw=1.2,
+        )
         drawn = True
     if not drawn:
         return None
@@ -175,16 +181,22 @@ def _activity(runs: Sequence[LoadedRun]) -> Chart | None:
     ax1.legend(loc="upper right", fontsize=8)
     title = "Active streams and tokens/s over time"
     ax1.set_title(title)
-    return Chart("activity", title, "Per 1 s bucket (the last, partial second is not drawn).",
-                 png_base64(fig))
+    return Chart(
+        "activity",
+        title,
+        "Per 1 s bucket (the last, partial second is not drawn).",
+        png_base64(fig),
+    )
 
 
 def _outcomes(report: Report) -> Chart | None:
     """Failed requests by outcome; None with fewer than two failure outcomes (the tables say
     it)."""
     failures = [
-        o for o in report.outcomes
-        if o.protocol == "all" and o.outcome not in ("ok", "cancelled", "client_cancelled")
+        o
+        for o in report.outcomes
+        if o.protocol == "all"
+        and o.outcome not in ("ok", "cancelled", "client_cancelled")
         and (o.after or o.before)
     ]
     if len(failures) < 2:
@@ -206,13 +218,18 @@ def _outcomes(report: Report) -> Chart | None:
         ax.legend(loc="lower right", fontsize=8)
         ax.grid(True, axis="x", alpha=0.3)
     ax.set_title(title)
-    return Chart("outcomes", title, "Cancelled streams (end of run) are not failures.", png_base64(fig))
+    return Chart(
+        "outcomes", title, "Cancelled streams (end of run) are not failures.", png_base64(fig)
+    )
 
 
 def _server(runs: Sequence[LoadedRun], report: Report) -> Chart | None:
     present = [(r, s) for r, s in zip(runs, report.server, strict=True) if s.present]
-    backlog_named = any((r.server.metrics["name"] == "streamslo_write_backlog_bytes").any()
-                        for r, _ in present if len(r.server.metrics))
+    backlog_named = any(
+        (r.server.metrics["name"] == "streamslo_write_backlog_bytes").any()
+        for r, _ in present
+        if len(r.server.metrics)
+    )
     if not present or not (backlog_named or any(s.stall_causes for _, s in present)):
         # Neither panel has anything (another server's metrics): the series chart shows them.
         return None
@@ -236,27 +253,44 @@ def _server(runs: Sequence[LoadedRun], report: Report) -> Chart | None:
         ax1.grid(True, alpha=0.3)
         ax1.legend(fontsize=8)
     else:
-        ax1.text(0.5, 0.5, "no write backlog scraped", ha="center", va="center",
-                 transform=ax1.transAxes)
+        ax1.text(
+            0.5, 0.5, "no write backlog scraped", ha="center", va="center", transform=ax1.transAxes
+        )
         ax1.set_axis_off()
     if causes:
         y = np.arange(len(causes))
         h = min(0.8 / len(present), 0.3)
         for i, (run, s) in enumerate(present):
-            ax2.barh(y + i * h, [s.stall_causes.get(c, 0) for c in causes], height=h,
-                     color=COLORS[run.label], label=_name(run))
+            ax2.barh(
+                y + i * h,
+                [s.stall_causes.get(c, 0) for c in causes],
+                height=h,
+                color=COLORS[run.label],
+                label=_name(run),
+            )
         ax2.set_yticks(y + h * (len(present) - 1) / 2, causes, fontsize=8)
         ax2.set_ylim(len(causes) - 0.4, -0.6)
         ax2.set_title("Event-loop stalls by cause", fontsize=10)
         ax2.set_xlabel("stalls")
         ax2.legend(fontsize=8)
     else:
-        ax2.text(0.5, 0.5, "no event-loop stalls reported", ha="center", va="center",
-                 transform=ax2.transAxes)
+        ax2.text(
+            0.5,
+            0.5,
+            "no event-loop stalls reported",
+            ha="center",
+            va="center",
+            transform=ax2.transAxes,
+        )
         ax2.set_axis_off()
     title = "Server-side evidence"
-    return Chart("server", title, "Scraped from the target's /metrics and /debug endpoints.",
-                 png_base64(fig), wide=True)
+    return Chart(
+        "server",
+        title,
+        "Scraped from the target's /metrics and /debug endpoints.",
+        png_base64(fig),
+        wide=True,
+    )
 
 
 #: Panel order and axis label of the server-series chart (server_series.Known.panel).
@@ -301,24 +335,39 @@ def _server_series(runs: Sequence[LoadedRun]) -> Chart | None:
             mine = [(k, n, f) for k, n, f in series if k.panel == panel]
             for i, (known, name, frame) in enumerate(mine):
                 t, v = _panel_values(panel, frame)
-                ax.plot(t, v, styles[i % len(styles)], color=COLORS[run.label], drawstyle="steps-post",
-                        label=f"{_name(run)}: {known.title}" if len(runs) > 1 else name)
+                ax.plot(
+                    t,
+                    v,
+                    styles[i % len(styles)],
+                    color=COLORS[run.label],
+                    drawstyle="steps-post",
+                    label=f"{_name(run)}: {known.title}" if len(runs) > 1 else name,
+                )
             if panel == "running" and mine:
                 tl = activity_timeline(run, 1.0)
                 if not tl.empty:
-                    ax.plot(tl["t"], tl["active"], color=COLORS[run.label], alpha=0.45, lw=1,
-                            drawstyle="steps-post", label=f"{_name(run)}: client open streams")
+                    ax.plot(
+                        tl["t"],
+                        tl["active"],
+                        color=COLORS[run.label],
+                        alpha=0.45,
+                        lw=1,
+                        drawstyle="steps-post",
+                        label=f"{_name(run)}: client open streams",
+                    )
         ax.set_ylabel(_PANELS[panel], fontsize=8)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7, loc="upper right")
-    for ax in axes[len(panels):]:
+    for ax in axes[len(panels) :]:
         ax.set_axis_off()
     for ax in axes[-cols:]:
         ax.set_xlabel("seconds since the run's start")
     title = "The server's own series over the run"
     fig.suptitle(title, fontsize=10)
-    caption = ("Scraped from the target's /metrics every 2 s. Counters are their increase since "
-               "the run's first scrape, not lifetime totals; CPU is the CPU counter's rate.")
+    caption = (
+        "Scraped from the target's /metrics every 2 s. Counters are their increase since "
+        "the run's first scrape, not lifetime totals; CPU is the CPU counter's rate."
+    )
     return Chart("server_series", title, caption, png_base64(fig), wide=True)
 
 

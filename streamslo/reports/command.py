@@ -29,25 +29,34 @@ __all__ = ["add_arguments", "default_out", "main", "report_paths"]
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``streamslo report``'s arguments to ``parser``."""
     parser.add_argument(
-        "dirs", nargs="+", metavar="DIR",
+        "dirs",
+        nargs="+",
+        metavar="DIR",
         help="[BEFORE_DIR] AFTER_DIR: one results directory reports it, two compare them",
     )
     parser.add_argument(
-        "--out", default=None, metavar="PATH",
+        "--out",
+        default=None,
+        metavar="PATH",
         help="a folder for report.html, report.md and report.json, or the .html file itself "
-             "(default: report-<RUN>/ or report-<BEFORE>-vs-<AFTER>/ in the current folder)",
+        "(default: report-<RUN>/ or report-<BEFORE>-vs-<AFTER>/ in the current folder)",
     )
     parser.add_argument(
-        "--force", action="store_true",
+        "--force",
+        action="store_true",
         help="overwrite a report that is already there",
     )
     parser.add_argument(
-        "--slo", default=None, metavar="FILE",
+        "--slo",
+        default=None,
+        metavar="FILE",
         help="SLO thresholds (TOML); default: the incidents' SLO",
     )
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     parser.add_argument(
-        "--resamples", type=int, default=1000,
+        "--resamples",
+        type=int,
+        default=1000,
         help="bootstrap resamples of whole streams (default 1000; fewer for huge runs)",
     )
 
@@ -116,8 +125,9 @@ def main(args: argparse.Namespace) -> int:
     from streamslo.reports.build import build_report
 
     before = dirs[0] if len(dirs) == 2 else None
-    result = build_report(before, dirs[-1], html, args.slo, seed=args.seed,
-                          resamples=args.resamples)
+    result = build_report(
+        before, dirs[-1], html, args.slo, seed=args.seed, resamples=args.resamples
+    )
     print(result.summary)
     print()
     print(f"report: {result.html.resolve()}")

@@ -154,8 +154,17 @@ def _difference(
     if delta is not None:
         low, high = difference_interval(boot_before, boot_after, confidence)
     significant = None if low is None or high is None else bool(low > 0 or high < 0)
-    return Difference(stat, before, after, delta, low, high, resamples, significant,
-                      change_word(metric, delta, significant))
+    return Difference(
+        stat,
+        before,
+        after,
+        delta,
+        low,
+        high,
+        resamples,
+        significant,
+        change_word(metric, delta, significant),
+    )
 
 
 def _seeds(seed: int, key: str) -> tuple[np.random.Generator, np.random.Generator]:
@@ -234,7 +243,8 @@ def run_info(run: LoadedRun, summary: SummaryJson) -> RunInfo:
         duration_s=summary.get("duration_s"),
         server_mode=r.get("server_mode"),
         generator={
-            k: v for k, v in dict(r.get("generator") or {}).items()
+            k: v
+            for k, v in dict(r.get("generator") or {}).items()
             if isinstance(v, (int, float, str, bool)) or v is None
         },
         requests=int(summary["requests"]),
@@ -264,8 +274,12 @@ def outcome_counts(runs: Sequence[LoadedRun]) -> tuple[OutcomeCount, ...]:
     rank = {o: i for i, o in enumerate(OUTCOMES)}
     keys.sort(key=lambda k: (k[1] != "all", k[1], rank.get(k[0], len(rank)), k[0]))
     return tuple(
-        OutcomeCount(o, proto, None if before is None else before.get((o, proto), 0),
-                     after.get((o, proto), 0))
+        OutcomeCount(
+            o,
+            proto,
+            None if before is None else before.get((o, proto), 0),
+            after.get((o, proto), 0),
+        )
         for o, proto in keys
     )
 
@@ -332,14 +346,19 @@ def server_summary(run: LoadedRun) -> ServerSummary:
     first_t = float(m["t_run"].min()) if len(m) else 0.0
     for _, grp in m.groupby("sample", sort=True) if len(m) else ():
         name = str(grp["name"].iloc[0])
-        if not name.startswith(("streamslo_loop_stalls", "streamslo_worker_restarts",
-                                "streamslo_write_backlog_bytes")) or name.endswith("_created"):
+        if not name.startswith(
+            ("streamslo_loop_stalls", "streamslo_worker_restarts", "streamslo_write_backlog_bytes")
+        ) or name.endswith("_created"):
             continue
         labels = str(grp["labels"].iloc[0])
         # Counters: their increase over the run (server_series), never a lifetime total.
-        value = (counter_increase(grp["value"].to_numpy(dtype=float),
-                                  from_zero=float(grp["t_run"].iloc[0]) > first_t)
-                 if is_counter(name, ev.types) else float(grp["value"].max()))
+        value = (
+            counter_increase(
+                grp["value"].to_numpy(dtype=float), from_zero=float(grp["t_run"].iloc[0]) > first_t
+            )
+            if is_counter(name, ev.types)
+            else float(grp["value"].max())
+        )
         label_val = labels.split("=", 1)[1].strip('"') if "=" in labels else (labels or "all")
         if name.startswith("streamslo_loop_stalls"):
             causes[label_val] = causes.get(label_val, 0.0) + value
@@ -398,7 +417,8 @@ def build_model(
     warnings = comparability_warnings(runs[0], runs[1]) if len(runs) > 1 else ()
     invalid = tuple(
         f"{run_phrase(r.label, r.name)}: {w}"
-        for r in runs for w in integrity_warnings(r.run, r.data.skipped_rows)
+        for r in runs
+        for w in integrity_warnings(r.run, r.data.skipped_rows)
     ) + tuple(
         f"{run_phrase(i.label, i.name)} is INVALID: {i.invalid_reason or 'no reason recorded'}. "
         "Its latencies measure the load generator, not the server."
@@ -410,17 +430,23 @@ def build_model(
     )
     hints = tuple(
         f"The {i.label} run ({i.name}): {h}"
-        for i, s in zip(infos, summaries, strict=True) for h in s.get("server_hints") or ()
+        for i, s in zip(infos, summaries, strict=True)
+        for h in s.get("server_hints") or ()
     )
     before_s = summaries[0] if len(runs) > 1 else {}
     # Goodput shows when either run measured it (``--goodput`` bounds in its run.json).
     goodput = ("goodput_per_s", "goodput_fraction")
-    shown = ("tokens_per_s", "requests_per_s", *tuple(k for k in goodput if any(k in s for s in summaries)))
+    shown = (
+        "tokens_per_s",
+        "requests_per_s",
+        *tuple(k for k in goodput if any(k in s for s in summaries)),
+    )
     throughput = tuple(_scalar(k, before_s.get(k), summaries[-1].get(k)) for k in shown)
     latency = tuple(latency_comparison(runs, m, settings) for m in _latency_metrics(runs))
     # The latency tables leave out a metric no run measured; so does the glossary.
-    measured = [lc.metric for lc in latency
-                if lc.after.count or (lc.before is not None and lc.before.count)]
+    measured = [
+        lc.metric for lc in latency if lc.after.count or (lc.before is not None and lc.before.count)
+    ]
     return Report(
         mode="compare" if len(runs) > 1 else "single",
         generated_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
@@ -438,6 +464,10 @@ def build_model(
         server=tuple(server_summary(r) for r in runs),
         bootstrap=settings,
         failures=failure_groups(runs),
-        glossary=tuple(GlossaryEntry(*t) for t in glossary_terms(
-            [*measured, *REPORT_RATES, *shown, *(v.metric for v in verdicts)])),
+        glossary=tuple(
+            GlossaryEntry(*t)
+            for t in glossary_terms(
+                [*measured, *REPORT_RATES, *shown, *(v.metric for v in verdicts)]
+            )
+        ),
     )

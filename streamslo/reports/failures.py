@@ -51,7 +51,11 @@ def top_errors(streams: pd.DataFrame, limit: int = TOP_ERRORS) -> dict[str, list
     failed = streams[~streams["outcome"].isin(_NOT_FAILURES) & streams["outcome"].notna()]
     if failed.empty:
         return {}
-    errors = failed["error"] if "error" in failed else pd.Series([None] * len(failed), index=failed.index)
+    errors = (
+        failed["error"]
+        if "error" in failed
+        else pd.Series([None] * len(failed), index=failed.index)
+    )
     text = errors.astype("object").where(errors.notna(), NO_TEXT).astype(str).str.strip()
     text = text.where(text != "", NO_TEXT)
     # Texts that differ only in their numbers ("after 6 of 64 tokens", "after 7 of 64 tokens")
@@ -61,8 +65,11 @@ def top_errors(streams: pd.DataFrame, limit: int = TOP_ERRORS) -> dict[str, list
     frame = pd.DataFrame({"outcome": failed["outcome"].astype(str), "key": key, "text": text})
     per_text = frame.groupby(["outcome", "key", "text"]).size().reset_index(name="m")
     per_text = per_text.sort_values(["m", "text"], ascending=[False, True])
-    grouped = per_text.groupby(["outcome", "key"], sort=False).agg(
-        n=("m", "sum"), texts=("text", "size"), top=("text", "first")).reset_index()
+    grouped = (
+        per_text.groupby(["outcome", "key"], sort=False)
+        .agg(n=("m", "sum"), texts=("text", "size"), top=("text", "first"))
+        .reset_index()
+    )
     grouped["error"] = [
         top if k == 1 else f"{top} (and {k - 1} similar text{'s' if k > 2 else ''})"
         for top, k in zip(grouped["top"], grouped["texts"], strict=True)
@@ -70,8 +77,12 @@ def top_errors(streams: pd.DataFrame, limit: int = TOP_ERRORS) -> dict[str, list
     counts = grouped[["outcome", "error", "n"]]
     out: dict[str, list[tuple[str, int]]] = {}
     for outcome in sorted(counts["outcome"].unique(), key=lambda o: (_rank(o), o)):
-        sub = counts[counts["outcome"] == outcome].sort_values(["n", "error"], ascending=[False, True])
-        out[str(outcome)] = [(str(e), int(n)) for e, n in zip(sub["error"], sub["n"], strict=True)][:limit]
+        sub = counts[counts["outcome"] == outcome].sort_values(
+            ["n", "error"], ascending=[False, True]
+        )
+        out[str(outcome)] = [(str(e), int(n)) for e, n in zip(sub["error"], sub["n"], strict=True)][
+            :limit
+        ]
     return out
 
 
@@ -108,6 +119,15 @@ def failure_groups(runs: Sequence[LoadedRun], limit: int = TOP_ERRORS) -> tuple[
             if total == 0:
                 continue
             shown = tuple(ErrorText(e, n) for e, n in rows)
-            groups.append(FailureGroup(run.label, run.name, outcome, total, shown,
-                                       max(0, total - sum(n for _, n in rows)), source))
+            groups.append(
+                FailureGroup(
+                    run.label,
+                    run.name,
+                    outcome,
+                    total,
+                    shown,
+                    max(0, total - sum(n for _, n in rows)),
+                    source,
+                )
+            )
     return tuple(groups)

@@ -46,8 +46,15 @@ _UNITS: Mapping[str, str] = {"ms": "ms", "ratio": "%", "count": "", "per_s": "/s
 
 #: Metrics where a larger value is the better one (every other shown metric: lower is better).
 HIGHER_IS_BETTER: frozenset[str] = frozenset(
-    {"tokens_per_s", "requests_per_s", "goodput_per_s", "goodput_fraction", "tokens",
-     "requests", "streams_began"}
+    {
+        "tokens_per_s",
+        "requests_per_s",
+        "goodput_per_s",
+        "goodput_fraction",
+        "tokens",
+        "requests",
+        "streams_began",
+    }
 )
 
 #: One line per stream outcome (docs/outcomes.md).
@@ -111,7 +118,8 @@ def glossary_terms(metrics: Iterable[str]) -> tuple[tuple[str, str, str, str], .
         if spec is None or base in seen:
             continue
         unit = {"ratio": "% of requests", "per_s": "per second", "count": "count"}.get(
-            spec.unit, spec.unit)
+            spec.unit, spec.unit
+        )
         seen[base] = (base, metric_label(base), unit, spec.description)
     return tuple(seen.values())
 

@@ -88,9 +88,23 @@ class LoadPoint:
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data for ``sweep.json`` and ``report.json``."""
-        out: dict[str, Any] = {k: getattr(self, k) for k in (
-            "x", "label", "requests", "duration_s", "achieved_rate", "tokens_per_s",
-            "truncation_rate", "error_rate", "goodput_per_s", "goodput_fraction", "passed", "valid")}
+        out: dict[str, Any] = {
+            k: getattr(self, k)
+            for k in (
+                "x",
+                "label",
+                "requests",
+                "duration_s",
+                "achieved_rate",
+                "tokens_per_s",
+                "truncation_rate",
+                "error_rate",
+                "goodput_per_s",
+                "goodput_fraction",
+                "passed",
+                "valid",
+            )
+        }
         for name in ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms"):
             out[name] = getattr(self, name).as_dict()
         out["failed"] = list(self.failed)
@@ -101,8 +115,15 @@ def _ratio(counts: tuple[int, int]) -> float | None:
     return None if counts[1] == 0 else counts[0] / counts[1]
 
 
-def load_point(data: RunData, x: float, label: str, *, duration_s: float | None = None,
-               slo: Any = None, asked: bool = False) -> LoadPoint:
+def load_point(
+    data: RunData,
+    x: float,
+    label: str,
+    *,
+    duration_s: float | None = None,
+    slo: Any = None,
+    asked: bool = False,
+) -> LoadPoint:
     """The figures of ``data`` (a whole run, or one level's streams of it).
 
     Args:
@@ -116,20 +137,29 @@ def load_point(data: RunData, x: float, label: str, *, duration_s: float | None 
     from streamslo.slo import thresholds
 
     if duration_s is not None:
-        data = RunData(path=data.path, run={**data.run, "start_epoch": 0.0, "end_epoch": duration_s},
-                       streams=data.streams, gaps=data.gaps)
+        data = RunData(
+            path=data.path,
+            run={**data.run, "start_epoch": 0.0, "end_epoch": duration_s},
+            streams=data.streams,
+            gaps=data.gaps,
+        )
     goodput = GoodputBounds.from_run(data.run).any
     passed: bool | None = None
     failed: tuple[str, ...] = ()
     if slo is not None:
         checks = thresholds.evaluate(slo, data)
         passed = all(c.passed for c in checks)
-        failed = tuple(f"{c.threshold.metric} {c.threshold.expression}" for c in checks if not c.passed)
+        failed = tuple(
+            f"{c.threshold.metric} {c.threshold.expression}" for c in checks if not c.passed
+        )
     achieved = sent_rate(data.streams["started_at"].to_numpy(dtype=float))
     return LoadPoint(
-        x=float(x), label=label, requests=int(counted_mask(data.streams).sum()),
+        x=float(x),
+        label=label,
+        requests=int(counted_mask(data.streams).sum()),
         duration_s=duration_s if duration_s is not None else _duration(data),
-        achieved_rate=achieved, tokens_per_s=gauge_value(data, "tokens_per_s"),
+        achieved_rate=achieved,
+        tokens_per_s=gauge_value(data, "tokens_per_s"),
         ttft_ms=LatencyStats.of(trend_samples(data, "ttft_ms")),
         itl_ms=LatencyStats.of(trend_samples(data, "itl_ms")),
         tpot_ms=LatencyStats.of(trend_samples(data, "tpot_ms")),
@@ -138,7 +168,10 @@ def load_point(data: RunData, x: float, label: str, *, duration_s: float | None 
         error_rate=_ratio(rate_value(data, "error_rate")),
         goodput_per_s=gauge_value(data, "goodput_per_s") if goodput else None,
         goodput_fraction=_ratio(rate_value(data, "goodput_fraction")) if goodput else None,
-        passed=passed, valid=data.valid, failed=failed, asked=asked,
+        passed=passed,
+        valid=data.valid,
+        failed=failed,
+        asked=asked,
     )
 
 
@@ -195,7 +228,9 @@ def first_user_s(stages: str) -> float:
     return float(min(k, first.duration))
 
 
-def level_points(data: RunData, stages: str, slo: Any = None, settle_s: float = 0.0) -> list[LoadPoint]:
+def level_points(
+    data: RunData, stages: str, slo: Any = None, settle_s: float = 0.0
+) -> list[LoadPoint]:
     """One point per held stage of a staged run: the streams that started while it held.
 
     The stages' clock is set by the run's first stream, which started when the first stage
@@ -221,7 +256,9 @@ def level_points(data: RunData, stages: str, slo: Any = None, settle_s: float = 
         sub = s[mask]
         gaps = g[g["stream_id"].isin(sub["stream_id"])]
         part = RunData(path=data.path, run=data.run, streams=sub, gaps=gaps)
-        points.append(load_point(part, users, f"{users} users", duration_s=hi - lo - settle_s, slo=slo))
+        points.append(
+            load_point(part, users, f"{users} users", duration_s=hi - lo - settle_s, slo=slo)
+        )
     return points
 
 
@@ -243,8 +280,13 @@ class Knee:
 
 
 def _worse(p: float | None, base: float | None) -> bool:
-    return (p is not None and base is not None and base > 0
-            and p > LATENCY_FACTOR * base and p > base + LATENCY_FLOOR_MS)
+    return (
+        p is not None
+        and base is not None
+        and base > 0
+        and p > LATENCY_FACTOR * base
+        and p > base + LATENCY_FLOOR_MS
+    )
 
 
 def _turned(p: LoadPoint, base: LoadPoint) -> str | None:
@@ -256,7 +298,10 @@ def _turned(p: LoadPoint, base: LoadPoint) -> str | None:
         return f"TTFT p99 {p.ttft_ms.p99:.0f} ms, over {LATENCY_FACTOR:g}x the lowest level's"
     if _worse(p.itl_ms.p99, base.itl_ms.p99):
         return f"ITL p99 {p.itl_ms.p99:.0f} ms, over {LATENCY_FACTOR:g}x the lowest level's"
-    if p.truncation_rate is not None and p.truncation_rate > (base.truncation_rate or 0.0) + TRUNCATION_RISE:
+    if (
+        p.truncation_rate is not None
+        and p.truncation_rate > (base.truncation_rate or 0.0) + TRUNCATION_RISE
+    ):
         return f"truncation rate {p.truncation_rate:.1%}"
     return None
 
@@ -275,7 +320,12 @@ def find_knee(points: Sequence[LoadPoint]) -> Knee:
         return Knee(None, None, None, "no level had requests")
     base = pts[0]
     if base.passed is False:
-        return Knee(None, None, base.label, "the lowest level already failed the SLO (" + ", ".join(base.failed) + ")")
+        return Knee(
+            None,
+            None,
+            base.label,
+            "the lowest level already failed the SLO (" + ", ".join(base.failed) + ")",
+        )
     for prev, p in itertools.pairwise(pts):
         why = _turned(p, base)
         if why is not None:

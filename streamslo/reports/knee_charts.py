@@ -23,8 +23,14 @@ from streamslo.reports.knee import Knee, LoadPoint, finite
 __all__ = ["SERIES_COLORS", "knee_chart", "knee_figure", "level_ticks", "log_ticks", "slo_bounds"]
 
 #: Line colour by series name (others cycle through the rest).
-SERIES_COLORS = {"naive": "#c0392b", "before": "#c0392b", "fixed": "#1f77b4", "after": "#1f77b4",
-                 "sweep": "#1f77b4", "run": "#1f77b4"}
+SERIES_COLORS = {
+    "naive": "#c0392b",
+    "before": "#c0392b",
+    "fixed": "#1f77b4",
+    "after": "#1f77b4",
+    "sweep": "#1f77b4",
+    "run": "#1f77b4",
+}
 _CYCLE = ("#2e7d32", "#8e44ad", "#e67e22", "#16a085")
 
 
@@ -32,7 +38,9 @@ def log_ticks(axis: object, lo: float, hi: float) -> None:
     """Label a log axis from ``lo`` to ``hi`` without crowding: 1-2-5 over at most 1.5
     decades, 1-3 over at most 3, whole decades beyond."""
     decades = math.log10(max(hi, lo * 1.0001) / lo) if lo > 0 else 6.0
-    subs: tuple[float, ...] = (1.0, 2.0, 5.0) if decades <= 1.5 else (1.0, 3.0) if decades <= 3 else (1.0,)
+    subs: tuple[float, ...] = (
+        (1.0, 2.0, 5.0) if decades <= 1.5 else (1.0, 3.0) if decades <= 3 else (1.0,)
+    )
     axis.set_major_locator(LogLocator(base=10, subs=subs))  # type: ignore[attr-defined]
     axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))  # type: ignore[attr-defined]
     axis.set_minor_formatter(NullFormatter())  # type: ignore[attr-defined]
@@ -76,7 +84,9 @@ def _color(name: str, i: int) -> str:
     return SERIES_COLORS.get(name, _CYCLE[i % len(_CYCLE)])
 
 
-def _panel_latency(ax: object, series: Mapping[str, Sequence[LoadPoint]], metric: str, bound: float | None) -> None:
+def _panel_latency(
+    ax: object, series: Mapping[str, Sequence[LoadPoint]], metric: str, bound: float | None
+) -> None:
     values: list[float] = []
     for i, (name, pts) in enumerate(series.items()):
         xs = [p.x for p in pts]
@@ -94,14 +104,18 @@ def _panel_latency(ax: object, series: Mapping[str, Sequence[LoadPoint]], metric
     ax.set_ylabel(f"{metric.removesuffix('_ms').upper()} p99 (ms, log)")  # type: ignore[attr-defined]
 
 
-def knee_chart(series: Mapping[str, Sequence[LoadPoint]], *, key: str, title: str, **options: Any) -> Chart | None:
+def knee_chart(
+    series: Mapping[str, Sequence[LoadPoint]], *, key: str, title: str, **options: Any
+) -> Chart | None:
     """:func:`knee_figure` as a report chart (None without points); ``key`` names it, ``title``
     and ``options`` go to :func:`knee_figure`."""
     fig = knee_figure(series, title=title, **options)
     if fig is None:
         return None
-    caption = ("Each point: the streams of one load level. Dashed: the SLO's bound; dotted: the knee "
-               "(the last level before the service turned).")
+    caption = (
+        "Each point: the streams of one load level. Dashed: the SLO's bound; dotted: the knee "
+        "(the last level before the service turned)."
+    )
     return Chart(key, title, caption, png_base64(fig), wide=True)
 
 
@@ -137,10 +151,17 @@ def knee_figure(
     trunc, itl, ttft = axes[0], axes[1], axes[2]
     for i, (name, pts) in enumerate(series.items()):
         xs = [p.x for p in pts]
-        trunc.plot(xs, finite([None if p.truncation_rate is None else 100 * p.truncation_rate for p in pts]),
-                   marker="o", color=_color(name, i), label=name)
+        trunc.plot(
+            xs,
+            finite([None if p.truncation_rate is None else 100 * p.truncation_rate for p in pts]),
+            marker="o",
+            color=_color(name, i),
+            label=name,
+        )
     if "truncation_rate" in bounds:
-        trunc.axhline(100 * bounds["truncation_rate"], color="#555", ls="--", lw=1, label="SLO bound")
+        trunc.axhline(
+            100 * bounds["truncation_rate"], color="#555", ls="--", lw=1, label="SLO bound"
+        )
     trunc.set_ylabel("truncation rate (%)")
     highest = [100 * (p.truncation_rate or 0.0) for pts in series.values() for p in pts]
     # At least 0-5 %: a flat zero line must not get an axis of its own rounding noise.
@@ -151,17 +172,30 @@ def knee_figure(
         tp = axes[3]
         for i, (name, pts) in enumerate(series.items()):
             xs = [p.x for p in pts]
-            tp.plot(xs, finite([p.achieved_rate for p in pts]), marker="o", color=_color(name, i),
-                    label=f"{name} sent/s")
+            tp.plot(
+                xs,
+                finite([p.achieved_rate for p in pts]),
+                marker="o",
+                color=_color(name, i),
+                label=f"{name} sent/s",
+            )
             if any(p.goodput_per_s is not None for p in pts):
-                tp.plot(xs, finite([p.goodput_per_s for p in pts]), marker="s", ls="--", color=_CYCLE[i % len(_CYCLE)],
-                        label=f"{name} goodput/s")
+                tp.plot(
+                    xs,
+                    finite([p.goodput_per_s for p in pts]),
+                    marker="s",
+                    ls="--",
+                    color=_CYCLE[i % len(_CYCLE)],
+                    label=f"{name} goodput/s",
+                )
         tp.set_ylabel("requests / s")
     levels = sorted({p.x for pts in series.values() for p in pts})
     for ax in axes:
         if log_x:
             ax.set_xscale("log", base=2)
-        ax.xaxis.set_major_locator(FixedLocator(level_ticks(levels, log_x, _min_gap(levels, log_x))))
+        ax.xaxis.set_major_locator(
+            FixedLocator(level_ticks(levels, log_x, _min_gap(levels, log_x)))
+        )
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
         ax.xaxis.set_minor_locator(NullLocator())
         ax.set_xlabel(xlabel)
@@ -176,8 +210,15 @@ def knee_figure(
     for ax in axes:
         for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
             handles.setdefault(lab, h)
-    fig.legend(list(handles.values()), list(handles), loc="upper center", bbox_to_anchor=(0.5, 0.0),
-               ncol=min(len(handles), 6), fontsize=8, frameon=False)
+    fig.legend(
+        list(handles.values()),
+        list(handles),
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0.0),
+        ncol=min(len(handles), 6),
+        fontsize=8,
+        frameon=False,
+    )
     return fig
 
 

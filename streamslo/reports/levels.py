@@ -44,8 +44,9 @@ class LevelSeries:
     knee: Knee
 
 
-def level_series(runs: Sequence[LoadedRun], stages: str | None, slo: Any = None,
-                 settle_s: float = SETTLE_S) -> tuple[LevelSeries, ...]:
+def level_series(
+    runs: Sequence[LoadedRun], stages: str | None, slo: Any = None, settle_s: float = SETTLE_S
+) -> tuple[LevelSeries, ...]:
     """The series of every run with requests in at least one level (none without ``stages``).
 
     Args:
@@ -58,7 +59,9 @@ def level_series(runs: Sequence[LoadedRun], stages: str | None, slo: Any = None,
         return ()
     out = []
     for r in runs:
-        pts = tuple(p for p in level_points(r.data, stages, slo=slo, settle_s=settle_s) if p.requests > 0)
+        pts = tuple(
+            p for p in level_points(r.data, stages, slo=slo, settle_s=settle_s) if p.requests > 0
+        )
         if pts:
             out.append(LevelSeries(r.name, pts, find_knee(pts)))
     return tuple(out)
@@ -68,19 +71,45 @@ def level_chart(series: Sequence[LevelSeries], slo: Any) -> Chart | None:
     """The knee chart of the series (None without any)."""
     if not series:
         return None
-    return knee_chart({s.name: s.points for s in series}, key="levels",
-                      title="Truncation rate, ITL p99 and TTFT p99 against concurrency",
-                      xlabel="concurrent streams", knees={s.name: s.knee for s in series},
-                      bounds=slo_bounds(slo), log_x=True)
+    return knee_chart(
+        {s.name: s.points for s in series},
+        key="levels",
+        title="Truncation rate, ITL p99 and TTFT p99 against concurrency",
+        xlabel="concurrent streams",
+        knees={s.name: s.knee for s in series},
+        bounds=slo_bounds(slo),
+        log_x=True,
+    )
 
 
 def _rows(series: Sequence[LevelSeries]) -> list[list[str]]:
-    rows = [["run", "streams", "requests", "truncation", "errors", "TTFT p99 (ms)", "ITL p99 (ms)", "SLO"]]
+    rows = [
+        [
+            "run",
+            "streams",
+            "requests",
+            "truncation",
+            "errors",
+            "TTFT p99 (ms)",
+            "ITL p99 (ms)",
+            "SLO",
+        ]
+    ]
     for s in series:
         for p in s.points:
             slo = "—" if p.passed is None else ("pass" if p.passed else "fail")
-            rows.append([s.name, f"{p.x:g}", str(p.requests), fmt(p.truncation_rate, 1, pct=True),
-                         fmt(p.error_rate, 1, pct=True), fmt(p.ttft_ms.p99), fmt(p.itl_ms.p99), slo])
+            rows.append(
+                [
+                    s.name,
+                    f"{p.x:g}",
+                    str(p.requests),
+                    fmt(p.truncation_rate, 1, pct=True),
+                    fmt(p.error_rate, 1, pct=True),
+                    fmt(p.ttft_ms.p99),
+                    fmt(p.itl_ms.p99),
+                    slo,
+                ]
+            )
     return rows
 
 
@@ -94,20 +123,33 @@ def _knee_line(s: LevelSeries) -> str:
 def levels_html(series: Sequence[LevelSeries]) -> str:
     """The section's HTML body (the chart goes with the report's charts)."""
     knees = "".join(f"<li>{html.escape(_knee_line(s))}</li>" for s in series)
-    return (f"<ul>{knees}</ul>" + html_table(_rows(series))
-            + '<p class="note">Each level: the streams that started while it held (after the '
-              "ramp to it).</p>")
+    return (
+        f"<ul>{knees}</ul>"
+        + html_table(_rows(series))
+        + '<p class="note">Each level: the streams that started while it held (after the '
+        "ramp to it).</p>"
+    )
 
 
 def levels_markdown(series: Sequence[LevelSeries]) -> str:
     """The section as Markdown ("" without series)."""
     if not series:
         return ""
-    return "\n".join(["### Load levels", "", *[f"- {_knee_line(s)}" for s in series], "",
-                      md_table(_rows(series)), ""])
+    return "\n".join(
+        [
+            "### Load levels",
+            "",
+            *[f"- {_knee_line(s)}" for s in series],
+            "",
+            md_table(_rows(series)),
+            "",
+        ]
+    )
 
 
 def levels_json(series: Sequence[LevelSeries]) -> list[dict[str, Any]]:
     """The section as plain data for report.json."""
-    return [{"name": s.name, "knee": s.knee.as_dict(), "levels": [p.as_dict() for p in s.points]}
-            for s in series]
+    return [
+        {"name": s.name, "knee": s.knee.as_dict(), "levels": [p.as_dict() for p in s.points]}
+        for s in series
+    ]

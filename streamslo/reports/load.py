@@ -168,7 +168,11 @@ def _read_metrics(path: Path) -> tuple[pd.DataFrame, dict[str, str], tuple[str, 
         rows += new_rows
         types.update({str(k): str(v) for k, v in line_types.items()})
     frame = pd.DataFrame(rows, columns=["t", "epoch", "sample", "name", "labels", "value"])
-    return frame.astype({"t": "float64", "epoch": "float64", "value": "float64"}), types, tuple(notes)
+    return (
+        frame.astype({"t": "float64", "epoch": "float64", "value": "float64"}),
+        types,
+        tuple(notes),
+    )
 
 
 def load_server_evidence(directory: Path) -> ServerEvidence:
@@ -198,8 +202,7 @@ def load_server_evidence(directory: Path) -> ServerEvidence:
         metrics, types, notes = _read_metrics(layout.server_metrics)
     stalls = _read_json_any(layout.server_stalls) if layout.server_stalls.exists() else None
     workers = _read_json_any(layout.server_workers) if layout.server_workers.exists() else None
-    return ServerEvidence(metrics=metrics, stalls=stalls, workers=workers, notes=notes,
-                          types=types)
+    return ServerEvidence(metrics=metrics, stalls=stalls, workers=workers, notes=notes, types=types)
 
 
 def _start(data: RunData) -> float | None:
@@ -269,8 +272,9 @@ def comparability_warnings(before: LoadedRun, after: LoadedRun) -> tuple[str, ..
     b, a = before.run, after.run
     for key, what in (("scenario", "scenario"), ("users", "users")):
         if b.get(key) != a.get(key):
-            out.append(f"The runs differ in {what}: {_word(b.get(key))} before, "
-                       f"{_word(a.get(key))} after.")
+            out.append(
+                f"The runs differ in {what}: {_word(b.get(key))} before, {_word(a.get(key))} after."
+            )
     if _protocol(b) != _protocol(a):
         out.append(f"The runs differ in protocol: {_protocol(b)} before, {_protocol(a)} after.")
     if b.get("max_tokens") != a.get("max_tokens"):

@@ -71,14 +71,20 @@ code{background:#eef1f5;padding:1px 4px;border-radius:3px}
 # ---------------------------------------------------------------- HTML
 
 
-def html_table(rows: Sequence[Sequence[str]], verdict_col: int | None = None,
-           change_col: int | None = None) -> str:
+def html_table(
+    rows: Sequence[Sequence[str]], verdict_col: int | None = None, change_col: int | None = None
+) -> str:
     """An HTML table; ``verdict_col`` cells become badges, ``change_col`` cells are coloured
     (``better`` green, ``worse`` red, ``within noise`` grey)."""
-    text_cols = {i for i in range(1, len(rows[0]))
-                 if any(i < len(r) and not _NUMERIC.match(r[i]) for r in rows[1:])}
-    head = "".join(f'<th class="t">{html.escape(c)}</th>' if i in text_cols
-                   else f"<th>{html.escape(c)}</th>" for i, c in enumerate(rows[0]))
+    text_cols = {
+        i
+        for i in range(1, len(rows[0]))
+        if any(i < len(r) and not _NUMERIC.match(r[i]) for r in rows[1:])
+    }
+    head = "".join(
+        f'<th class="t">{html.escape(c)}</th>' if i in text_cols else f"<th>{html.escape(c)}</th>"
+        for i, c in enumerate(rows[0])
+    )
     body = []
     for row in rows[1:]:
         cells = []
@@ -96,8 +102,13 @@ def html_table(rows: Sequence[Sequence[str]], verdict_col: int | None = None,
 #: Cells that read as numbers (right-aligned); text cells are left-aligned.
 _NUMERIC = re.compile(r"^([-+—\[]|[0-9]|no data|$)")
 
-_CHANGE_CLASS = {"better": "better", "worse": "worse", "within noise": "noise",
-                 "no change": "noise", "real": "noise"}
+_CHANGE_CLASS = {
+    "better": "better",
+    "worse": "worse",
+    "within noise": "noise",
+    "no change": "noise",
+    "real": "noise",
+}
 
 
 def _banners(report: Report) -> str:
@@ -117,11 +128,29 @@ def server_series_rows(s: ServerSummary) -> list[list[str]]:
         name = f"{x.title}: {x.sample}" if x.title else x.sample
         if x.kind == "increase":
             rate = f" ({fmt(x.per_s, 3)} /s)" if x.per_s is not None else ""
-            rows.append([name, "counter", f"+{fmt(x.value, 2)}{rate}", fmt(x.first, 2),
-                         fmt(x.last, 2), "", ""])
+            rows.append(
+                [
+                    name,
+                    "counter",
+                    f"+{fmt(x.value, 2)}{rate}",
+                    fmt(x.first, 2),
+                    fmt(x.last, 2),
+                    "",
+                    "",
+                ]
+            )
         else:
-            rows.append([name, "gauge", f"peak {fmt(x.value, 2)}", fmt(x.first, 2),
-                         fmt(x.last, 2), fmt(x.low, 2), fmt(x.high, 2)])
+            rows.append(
+                [
+                    name,
+                    "gauge",
+                    f"peak {fmt(x.value, 2)}",
+                    fmt(x.first, 2),
+                    fmt(x.last, 2),
+                    fmt(x.low, 2),
+                    fmt(x.high, 2),
+                ]
+            )
     return rows
 
 
@@ -129,33 +158,45 @@ def _server_html(report: Report) -> str:
     parts: list[str] = []
     for s in report.server:
         if not s.present:
-            parts.append(f'<p class="note">{html.escape(s.label)}: the target exposed no '
-                         "server-side evidence (not the bundled server, or not scraped).</p>")
+            parts.append(
+                f'<p class="note">{html.escape(s.label)}: the target exposed no '
+                "server-side evidence (not the bundled server, or not scraped).</p>"
+            )
             continue
         rows = [["evidence", "value"]]
         rows += [[f"loop stalls: {k}", fmt(v, 0)] for k, v in sorted(s.stall_causes.items())]
         rows += [[f"worker restarts: {k}", fmt(v, 0)] for k, v in sorted(s.worker_restarts.items())]
         if s.peak_write_backlog_bytes is not None:
             rows.append(["peak write backlog (bytes)", fmt(s.peak_write_backlog_bytes, 0)])
-        rows += [[f"stall of {fmt(ms)} ms", f"{cause} at {frame}" if frame else cause]
-                 for ms, cause, frame in s.longest_stalls]
+        rows += [
+            [f"stall of {fmt(ms)} ms", f"{cause} at {frame}" if frame else cause]
+            for ms, cause, frame in s.longest_stalls
+        ]
         rows += [[k, v] for k, v in s.facts]
-        parts.append(f"<h3>{html.escape(s.label)}</h3>" + (html_table(rows) if len(rows) > 1 else ""))
+        parts.append(
+            f"<h3>{html.escape(s.label)}</h3>" + (html_table(rows) if len(rows) > 1 else "")
+        )
         if s.samples:
             parts.append(html_table(server_series_rows(s)))
         if s.more_moved:
-            parts.append(f'<p class="note">{s.more_moved} more series moved during the run; '
-                         "every scrape is in the run's server/metrics.jsonl.</p>")
+            parts.append(
+                f'<p class="note">{s.more_moved} more series moved during the run; '
+                "every scrape is in the run's server/metrics.jsonl.</p>"
+            )
         parts += [f'<p class="note">{html.escape(n)}</p>' for n in s.notes]
     return "\n".join(parts)
 
 
 def figures_html(charts: Iterable[Chart]) -> str:
-    return '<div class="charts">' + "\n".join(
-        f'<figure class="{"wide" if c.wide else "half"}"><img alt="{html.escape(c.title)}" src="data:image/png;base64,{c.png_base64}">'
-        f"<figcaption>{html.escape(c.caption)}</figcaption></figure>"
-        for c in charts
-    ) + "</div>"
+    return (
+        '<div class="charts">'
+        + "\n".join(
+            f'<figure class="{"wide" if c.wide else "half"}"><img alt="{html.escape(c.title)}" src="data:image/png;base64,{c.png_base64}">'
+            f"<figcaption>{html.escape(c.caption)}</figcaption></figure>"
+            for c in charts
+        )
+        + "</div>"
+    )
 
 
 def _title(report: Report) -> str:
@@ -166,27 +207,38 @@ def _title(report: Report) -> str:
 
 
 def _run_line(r: RunInfo) -> str:
-    bits = [str(r.target) if r.target else "",
-            f"{fmt(r.duration_s, 0)} s" if r.duration_s is not None else "",
-            f"{r.users} users" if r.users is not None else "",
-            protocol_text(r.protocol) if r.protocol else "",
-            f"{r.requests:,} requests"]
+    bits = [
+        str(r.target) if r.target else "",
+        f"{fmt(r.duration_s, 0)} s" if r.duration_s is not None else "",
+        f"{r.users} users" if r.users is not None else "",
+        protocol_text(r.protocol) if r.protocol else "",
+        f"{r.requests:,} requests",
+    ]
     return " · ".join(b for b in bits if b and b != "—")
 
 
 def _subtitle(report: Report) -> str:
-    lines = ([f"{run_title(r)}: {_run_line(r)}" for r in report.runs] if len(report.runs) > 1
-             else [_run_line(report.after)])
-    return "<br>".join([*(html.escape(x) for x in lines),
-                        f"generated {html.escape(report.generated_at)} by streamslo "
-                        f"{html.escape(report.tool_version)} · SLO: "
-                        f"{html.escape(report.slo_source)}"])
+    lines = (
+        [f"{run_title(r)}: {_run_line(r)}" for r in report.runs]
+        if len(report.runs) > 1
+        else [_run_line(report.after)]
+    )
+    return "<br>".join(
+        [
+            *(html.escape(x) for x in lines),
+            f"generated {html.escape(report.generated_at)} by streamslo "
+            f"{html.escape(report.tool_version)} · SLO: "
+            f"{html.escape(report.slo_source)}",
+        ]
+    )
 
 
 def _failures_html(report: Report, rows: list[list[str]]) -> str:
     src = sorted({g.source for g in report.failures})
-    return (html_table(rows) + '<p class="note">The most frequent error texts of each outcome '
-            f"(counted from {html.escape(' and '.join(src))}).</p>")
+    return (
+        html_table(rows) + '<p class="note">The most frequent error texts of each outcome '
+        f"(counted from {html.escape(' and '.join(src))}).</p>"
+    )
 
 
 def _kv_table(rows: Sequence[Sequence[str]]) -> str:
@@ -196,9 +248,14 @@ def _kv_table(rows: Sequence[Sequence[str]]) -> str:
     body = []
     for i, row in enumerate(left):
         other = right[i] if i < len(right) else ["", ""]
-        body.append("<tr>" + "".join(f'<td class="k">{html.escape(k)}</td><td class="t">'
-                                     f"{html.escape(v)}</td>"
-                                     for k, v in (row[:2], other[:2])) + "</tr>")
+        body.append(
+            "<tr>"
+            + "".join(
+                f'<td class="k">{html.escape(k)}</td><td class="t">{html.escape(v)}</td>'
+                for k, v in (row[:2], other[:2])
+            )
+            + "</tr>"
+        )
     return f'<table class="kv"><tbody>{"".join(body)}</tbody></table>'
 
 
@@ -211,7 +268,9 @@ def _section(title: str, body: str) -> list[str]:
     return [f"<h2>{html.escape(title)}</h2>", body] if body else []
 
 
-def render_html(report: Report, charts: Sequence[Chart], extra_sections: Sequence[tuple[str, str]] = ()) -> str:
+def render_html(
+    report: Report, charts: Sequence[Chart], extra_sections: Sequence[tuple[str, str]] = ()
+) -> str:
     """The whole report as one self-contained HTML page; ``extra_sections`` (title, HTML)
     come after the charts (the long-run section, :mod:`streamslo.reports.soak`).
 
@@ -225,42 +284,72 @@ def render_html(report: Report, charts: Sequence[Chart], extra_sections: Sequenc
     method = (
         "Percentiles: numpy <code>linear</code> over every sample (ITL pools every gap of every "
         "stream that began, including a failed stream's last open gap). "
-        + (f"Confidence intervals: {int(b.confidence * 100)} % percentile bootstrap of "
-           f"after&nbsp;&minus;&nbsp;before, resampling whole {b.unit}s ({b.resamples} resamples "
-           f"requested, fewer for very large runs; seed {b.seed}). A change is judged "
-           "<em>better</em> or <em>worse</em> (by the metric's direction: lower latency and "
-           "fewer failures are better) when the interval excludes 0, else <em>within noise</em>."
-           if two else "")
+        + (
+            f"Confidence intervals: {int(b.confidence * 100)} % percentile bootstrap of "
+            f"after&nbsp;&minus;&nbsp;before, resampling whole {b.unit}s ({b.resamples} resamples "
+            f"requested, fewer for very large runs; seed {b.seed}). A change is judged "
+            "<em>better</em> or <em>worse</em> (by the metric's direction: lower latency and "
+            "fewer failures are better) when the interval excludes 0, else <em>within noise</em>."
+            if two
+            else ""
+        )
     )
-    verdicts = (html_table(t["verdicts"], verdict_col=len(t["verdicts"][0]) - 1)
-                if report.verdicts else '<p class="note">No SLO thresholds were checked.</p>')
+    verdicts = (
+        html_table(t["verdicts"], verdict_col=len(t["verdicts"][0]) - 1)
+        if report.verdicts
+        else '<p class="note">No SLO thresholds were checked.</p>'
+    )
     server = _server_html(report) if any(s.present for s in report.server) else ""
     sections = [
         f"<h1>{html.escape(title)}</h1>",
         f'<div class="sub">{_subtitle(report)}</div>',
         _banners(report),
-        "<h2>SLO verdicts</h2>", verdicts,
-        *_section("Failures: the most frequent error texts",
-                  _failures_html(report, t["failures"]) if report.failures else ""),
-        *(_side_by_side(("Failure rates", html_table(t["rates"])),
-                        ("Throughput", html_table(t["throughput"]))) if not two else
-          ["<h2>Failure rates</h2>", html_table(t["rates"], change_col=5),
-           "<h2>Throughput</h2>", html_table(t["throughput"])]),
-        *_section("Latency (ms)", html_table(t["latency"], change_col=6 if two else None)
-                  if len(t["latency"]) > 1 else ""),
+        "<h2>SLO verdicts</h2>",
+        verdicts,
+        *_section(
+            "Failures: the most frequent error texts",
+            _failures_html(report, t["failures"]) if report.failures else "",
+        ),
+        *(
+            _side_by_side(
+                ("Failure rates", html_table(t["rates"])),
+                ("Throughput", html_table(t["throughput"])),
+            )
+            if not two
+            else [
+                "<h2>Failure rates</h2>",
+                html_table(t["rates"], change_col=5),
+                "<h2>Throughput</h2>",
+                html_table(t["throughput"]),
+            ]
+        ),
+        *_section(
+            "Latency (ms)",
+            html_table(t["latency"], change_col=6 if two else None)
+            if len(t["latency"]) > 1
+            else "",
+        ),
         *_section("Outcomes", html_table(t["outcomes"]) if len(t["outcomes"]) > 1 else ""),
         *_section("Charts", figures_html(charts) if charts else ""),
-        *[part for title, body in extra_sections for part in (f"<h2>{html.escape(title)}</h2>", body)],
+        *[
+            part
+            for title, body in extra_sections
+            for part in (f"<h2>{html.escape(title)}</h2>", body)
+        ],
         *_section("Server-side evidence", server),
         "<h2>Runs</h2>" if two else "<h2>Run</h2>",
         html_table(t["runs"]) if two else _kv_table(t["runs"][1:]),
-        *_section("Glossary", html_table(t["glossary"]).replace("<table>", '<table class="gl">', 1)
-                  if report.glossary else ""),
+        *_section(
+            "Glossary",
+            html_table(t["glossary"]).replace("<table>", '<table class="gl">', 1)
+            if report.glossary
+            else "",
+        ),
         f'<p class="note">{method}</p>',
     ]
     body = "\n".join(sections)
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{html.escape(title)}</title><style>{CSS}</style></head>"
         f"<body><main>\n{body}\n</main></body></html>\n"
     )
@@ -273,8 +362,10 @@ def md_table(rows: Sequence[Sequence[str]]) -> str:
     def esc(c: str) -> str:
         return c.replace("|", "\\|")
 
-    lines = ["| " + " | ".join(esc(c) for c in rows[0]) + " |",
-             "|" + "|".join(" --- " for _ in rows[0]) + "|"]
+    lines = [
+        "| " + " | ".join(esc(c) for c in rows[0]) + " |",
+        "|" + "|".join(" --- " for _ in rows[0]) + "|",
+    ]
     lines += ["| " + " | ".join(esc(c) for c in r) + " |" for r in rows[1:]]
     return "\n".join(lines)
 
@@ -288,17 +379,40 @@ def render_markdown(report: Report, extra: str = "") -> str:
     out += [f"> :warning: {m}" for m in report.warnings]
     if report.invalid or report.warnings:
         out.append("")
-    out += [f"**{headline(report)}**", "", "### SLO verdicts", "", md_table(t["verdicts"]), "",
-            "### Failure rates", "", md_table(t["rates"]), "",
-            "### Latency (ms)", "", md_table(t["latency"]), "",
-            "### Throughput", "", md_table(t["throughput"]), "",
-            "### Outcomes", "", md_table(t["outcomes"]), "",
-            *(["### Failures: the most frequent error texts", "", md_table(t["failures"]), ""]
-              if report.failures else []),
-            *([extra] if extra else []),
-            *(["### Glossary", "", md_table(t["glossary"]), ""] if report.glossary else []),
-            f"_SLO: {report.slo_source}; CIs: {int(report.bootstrap.confidence * 100)} % "
-            f"bootstrap over whole streams, seed {report.bootstrap.seed}._", ""]
+    out += [
+        f"**{headline(report)}**",
+        "",
+        "### SLO verdicts",
+        "",
+        md_table(t["verdicts"]),
+        "",
+        "### Failure rates",
+        "",
+        md_table(t["rates"]),
+        "",
+        "### Latency (ms)",
+        "",
+        md_table(t["latency"]),
+        "",
+        "### Throughput",
+        "",
+        md_table(t["throughput"]),
+        "",
+        "### Outcomes",
+        "",
+        md_table(t["outcomes"]),
+        "",
+        *(
+            ["### Failures: the most frequent error texts", "", md_table(t["failures"]), ""]
+            if report.failures
+            else []
+        ),
+        *([extra] if extra else []),
+        *(["### Glossary", "", md_table(t["glossary"]), ""] if report.glossary else []),
+        f"_SLO: {report.slo_source}; CIs: {int(report.bootstrap.confidence * 100)} % "
+        f"bootstrap over whole streams, seed {report.bootstrap.seed}._",
+        "",
+    ]
     return "\n".join(out)
 
 
@@ -306,8 +420,12 @@ def text_table(rows: Sequence[Sequence[str]]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = []
     for n, r in enumerate(rows):
-        lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
-                               for i, (c, w) in enumerate(zip(r, widths, strict=True))).rstrip())
+        lines.append(
+            "  ".join(
+                c.ljust(w) if i == 0 else c.rjust(w)
+                for i, (c, w) in enumerate(zip(r, widths, strict=True))
+            ).rstrip()
+        )
         if n == 0:
             lines.append("  ".join("-" * w for w in widths))
     return "\n".join(lines)
@@ -322,12 +440,22 @@ def summary_table(report: Report) -> str:
         for lc in report.latency:
             for d in lc.differences:
                 if d.stat in ("p50", "p99"):
-                    rows.append([f"{lc.metric} {d.stat}", fmt(d.before), fmt(d.after),
-                                 fmt(d.delta, 1, True), ci_text(d), judged(d)])
+                    rows.append(
+                        [
+                            f"{lc.metric} {d.stat}",
+                            fmt(d.before),
+                            fmt(d.after),
+                            fmt(d.delta, 1, True),
+                            ci_text(d),
+                            judged(d),
+                        ]
+                    )
     else:
         rows = [["latency (ms)", "p50", "p99", "max"]]
-        rows += [[lc.metric, fmt(lc.after.p50), fmt(lc.after.p99), fmt(lc.after.max)]
-                 for lc in report.latency]
+        rows += [
+            [lc.metric, fmt(lc.after.p50), fmt(lc.after.p99), fmt(lc.after.max)]
+            for lc in report.latency
+        ]
     out += [text_table(rows), "", headline(report)]
     return "\n".join(out)
 
@@ -346,4 +474,9 @@ def json_safe(obj: Any) -> Any:
 def render_json(report: Report, extra: dict[str, Any] | None = None) -> str:
     """``report.json``: the report model as strict JSON (NaN becomes null), plus ``extra``
     top-level keys (``soak``)."""
-    return json.dumps(json_safe({**report.to_dict(), **(extra or {})}), indent=2, allow_nan=False, default=str) + "\n"
+    return (
+        json.dumps(
+            json_safe({**report.to_dict(), **(extra or {})}), indent=2, allow_nan=False, default=str
+        )
+        + "\n"
+    )

@@ -47,8 +47,10 @@ def _trace_offsets(trace: dict[str, Any]) -> np.ndarray | None:
     if digest.hexdigest() != trace.get("sha256"):
         return None
     speed = float(trace.get("speed") or 1.0)
-    return np.fromiter((r.offset_s / speed for r in iter_trace(path, str(trace.get("format") or "auto"))),
-                       dtype=float)
+    return np.fromiter(
+        (r.offset_s / speed for r in iter_trace(path, str(trace.get("format") or "auto"))),
+        dtype=float,
+    )
 
 
 def _bin_width(span: float) -> float:
@@ -84,9 +86,17 @@ def arrival_table(run: LoadedRun) -> list[list[str]] | None:
         in_bin = (start >= lo) & (start < hi)
         n = int(in_bin.sum())
         lags = lag[in_bin]
-        rows.append([f"{lo:g}", f"{hi:g}", str(a), str(n), _num(n / width, ".2f"),
-                     _num(float(np.percentile(lags, 50)) if n else None, ".2f"),
-                     _num(float(np.percentile(lags, 99)) if n else None, ".2f")])
+        rows.append(
+            [
+                f"{lo:g}",
+                f"{hi:g}",
+                str(a),
+                str(n),
+                _num(n / width, ".2f"),
+                _num(float(np.percentile(lags, 50)) if n else None, ".2f"),
+                _num(float(np.percentile(lags, 99)) if n else None, ".2f"),
+            ]
+        )
     return rows
 
 
@@ -103,20 +113,49 @@ def replay_tables(runs: Sequence[LoadedRun]) -> list[Table]:
         pc = fig.get("prefix_cache")
         if pc:
             hit, miss = pc["ttft_ms_hit"], pc["ttft_ms_miss"]
-            out.append((f"Prefix cache: {label}", [
-                ["streams", "TTFT p50 ms", "TTFT p99 ms", "count"],
-                ["cache hit", _num(hit["p50"], ".1f"), _num(hit["p99"], ".1f"), str(hit["count"])],
-                ["cache miss", _num(miss["p50"], ".1f"), _num(miss["p99"], ".1f"), str(miss["count"])],
-                ["hit rate (prompt tokens)", _num(pc["hit_rate"], ".2%"), "", f"{pc['cached_tokens']}/{pc['prompt_tokens']}"],
-            ]))
+            out.append(
+                (
+                    f"Prefix cache: {label}",
+                    [
+                        ["streams", "TTFT p50 ms", "TTFT p99 ms", "count"],
+                        [
+                            "cache hit",
+                            _num(hit["p50"], ".1f"),
+                            _num(hit["p99"], ".1f"),
+                            str(hit["count"]),
+                        ],
+                        [
+                            "cache miss",
+                            _num(miss["p50"], ".1f"),
+                            _num(miss["p99"], ".1f"),
+                            str(miss["count"]),
+                        ],
+                        [
+                            "hit rate (prompt tokens)",
+                            _num(pc["hit_rate"], ".2%"),
+                            "",
+                            f"{pc['cached_tokens']}/{pc['prompt_tokens']}",
+                        ],
+                    ],
+                )
+            )
         cc = fig.get("client_cancelled")
         if cc:
             freed = fig.get("server_freed") or {}
             verdict = {True: "freed", False: "NOT freed", None: "not checked"}[freed.get("passed")]
-            out.append((f"Client hang-ups: {label}", [
-                ["client_cancelled", "share of requests", "server freed them"],
-                [str(cc["count"]), _num(cc["fraction"], ".2%"), f"{verdict}: {freed.get('reason', '')}".rstrip(": ")],
-            ]))
+            out.append(
+                (
+                    f"Client hang-ups: {label}",
+                    [
+                        ["client_cancelled", "share of requests", "server freed them"],
+                        [
+                            str(cc["count"]),
+                            _num(cc["fraction"], ".2%"),
+                            f"{verdict}: {freed.get('reason', '')}".rstrip(": "),
+                        ],
+                    ],
+                )
+            )
     return out
 
 
@@ -125,8 +164,12 @@ def replay_html(tables: Sequence[Table]) -> str:
     parts = []
     for label, rows in tables:
         head = "".join(f"<th>{html.escape(c)}</th>" for c in rows[0])
-        body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows[1:])
-        parts.append(f"<h3>{html.escape(label)}</h3><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+        body = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows[1:]
+        )
+        parts.append(
+            f"<h3>{html.escape(label)}</h3><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+        )
     return "\n".join(parts)
 
 
@@ -134,7 +177,12 @@ def replay_markdown(tables: Sequence[Table]) -> str:
     """The tables as Markdown (empty without any)."""
     out: list[str] = []
     for label, rows in tables:
-        out += [f"### {label}", "", "| " + " | ".join(rows[0]) + " |", "|" + "|".join(" --- " for _ in rows[0]) + "|"]
+        out += [
+            f"### {label}",
+            "",
+            "| " + " | ".join(rows[0]) + " |",
+            "|" + "|".join(" --- " for _ in rows[0]) + "|",
+        ]
         out += ["| " + " | ".join(r) + " |" for r in rows[1:]]
         out.append("")
     return "\n".join(out)

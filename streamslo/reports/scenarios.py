@@ -12,8 +12,19 @@ from streamslo.reports.load import LoadedRun
 
 __all__ = ["scenario_html", "scenario_json", "scenario_markdown", "scenario_tables"]
 
-_HEAD = ("scenario", "requests", "ok", "dropped", "truncation", "errors", "req/s",
-         "TTFT p50", "TTFT p99", "ITL p99", "E2E p99")
+_HEAD = (
+    "scenario",
+    "requests",
+    "ok",
+    "dropped",
+    "truncation",
+    "errors",
+    "req/s",
+    "TTFT p50",
+    "TTFT p99",
+    "ITL p99",
+    "E2E p99",
+)
 
 
 def _num(v: Any, fmt: str) -> str:
@@ -29,12 +40,21 @@ def scenario_tables(runs: Sequence[LoadedRun]) -> list[tuple[str, list[list[str]
             continue
         rows = [list(_HEAD)]
         for name, f in figures.items():
-            rows.append([
-                name, str(f["requests"]), str(f["ok"]), str(f["dropped_iterations"]),
-                _num(f["truncation_rate"], ".3%"), _num(f["error_rate"], ".3%"), _num(f["requests_per_s"], ".2f"),
-                _num(f["ttft_ms"]["p50"], ".1f"), _num(f["ttft_ms"]["p99"], ".1f"),
-                _num(f["itl_ms"]["p99"], ".1f"), _num(f["e2e_ms"]["p99"], ".1f"),
-            ])
+            rows.append(
+                [
+                    name,
+                    str(f["requests"]),
+                    str(f["ok"]),
+                    str(f["dropped_iterations"]),
+                    _num(f["truncation_rate"], ".3%"),
+                    _num(f["error_rate"], ".3%"),
+                    _num(f["requests_per_s"], ".2f"),
+                    _num(f["ttft_ms"]["p50"], ".1f"),
+                    _num(f["ttft_ms"]["p99"], ".1f"),
+                    _num(f["itl_ms"]["p99"], ".1f"),
+                    _num(f["e2e_ms"]["p99"], ".1f"),
+                ]
+            )
         out.append((f"{run.label} ({run.name})", rows))
     return out
 
@@ -44,8 +64,12 @@ def scenario_html(tables: Sequence[tuple[str, list[list[str]]]]) -> str:
     parts = []
     for label, rows in tables:
         head = "".join(f"<th>{html.escape(c)}</th>" for c in rows[0])
-        body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows[1:])
-        parts.append(f"<h3>{html.escape(label)}</h3><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+        body = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows[1:]
+        )
+        parts.append(
+            f"<h3>{html.escape(label)}</h3><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+        )
     return "\n".join(parts)
 
 
@@ -53,7 +77,12 @@ def scenario_markdown(tables: Sequence[tuple[str, list[list[str]]]]) -> str:
     """The tables as Markdown (empty without scenarios)."""
     out: list[str] = []
     for label, rows in tables:
-        out += [f"### Scenarios: {label}", "", "| " + " | ".join(rows[0]) + " |", "|" + "|".join(" --- " for _ in rows[0]) + "|"]
+        out += [
+            f"### Scenarios: {label}",
+            "",
+            "| " + " | ".join(rows[0]) + " |",
+            "|" + "|".join(" --- " for _ in rows[0]) + "|",
+        ]
         out += ["| " + " | ".join(r) + " |" for r in rows[1:]]
         out.append("")
     return "\n".join(out)

@@ -69,8 +69,12 @@ class Known:
 STREAMING_SERIES: tuple[Known, ...] = (
     Known(("vllm:num_requests_running",), "vLLM running requests", "running"),
     Known(("vllm:num_requests_waiting",), "vLLM waiting requests", "waiting"),
-    Known(("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"), "vLLM KV-cache usage",
-          "kv", "max"),
+    Known(
+        ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+        "vLLM KV-cache usage",
+        "kv",
+        "max",
+    ),
     Known(("vllm:num_preemptions_total",), "vLLM preemptions", "preempt"),
     Known(("tgi_batch_current_size",), "TGI batch size (running)", "running"),
     Known(("tgi_queue_size",), "TGI queue size (waiting)", "waiting"),
@@ -137,10 +141,13 @@ def _one_series(run: LoadedRun, known: Known) -> tuple[str, pd.DataFrame] | None
             parts = []
             for _, grp in sub.sort_values("t_run").groupby("sample", sort=False):
                 vals = grp["value"].to_numpy(dtype=float)
-                steps = np.where(np.diff(vals, prepend=np.nan) >= 0,
-                                 np.diff(vals, prepend=np.nan), vals)
+                steps = np.where(
+                    np.diff(vals, prepend=np.nan) >= 0, np.diff(vals, prepend=np.nan), vals
+                )
                 steps[0] = vals[0] if float(grp["t_run"].iloc[0]) > first_t else 0.0
-                parts.append(pd.DataFrame({"t": grp["t_run"].to_numpy(), "value": np.cumsum(steps)}))
+                parts.append(
+                    pd.DataFrame({"t": grp["t_run"].to_numpy(), "value": np.cumsum(steps)})
+                )
             frame = pd.concat(parts).groupby("t", as_index=False)["value"].sum()
         else:
             how = "max" if known.across_labels == "max" else "sum"
@@ -161,8 +168,9 @@ def panel_series(run: LoadedRun) -> list[tuple[Known, str, pd.DataFrame]]:
     return out
 
 
-def _sample_summary(sample: str, name: str, grp: pd.DataFrame, counter: bool, from_zero: bool,
-                    title: str = "") -> ServerSample | None:
+def _sample_summary(
+    sample: str, name: str, grp: pd.DataFrame, counter: bool, from_zero: bool, title: str = ""
+) -> ServerSample | None:
     vals = grp["value"].to_numpy(dtype=float)
     finite = vals[np.isfinite(vals)]
     if finite.size == 0:
@@ -173,10 +181,27 @@ def _sample_summary(sample: str, name: str, grp: pd.DataFrame, counter: bool, fr
         t = grp["t_run"].to_numpy(dtype=float)[np.isfinite(vals)]
         span = float(t[-1] - t[0])
         rate = inc / span if span > 0 else None
-        return ServerSample(sample, "increase", inc, title=title, first=first, last=last,
-                            low=float(finite.min()), high=float(finite.max()), per_s=rate)
-    return ServerSample(sample, "peak", float(finite.max()), title=title, first=first, last=last,
-                        low=float(finite.min()), high=float(finite.max()))
+        return ServerSample(
+            sample,
+            "increase",
+            inc,
+            title=title,
+            first=first,
+            last=last,
+            low=float(finite.min()),
+            high=float(finite.max()),
+            per_s=rate,
+        )
+    return ServerSample(
+        sample,
+        "peak",
+        float(finite.max()),
+        title=title,
+        first=first,
+        last=last,
+        low=float(finite.min()),
+        high=float(finite.max()),
+    )
 
 
 def moved_samples(run: LoadedRun) -> tuple[tuple[ServerSample, ...], int]:
@@ -205,18 +230,26 @@ def moved_samples(run: LoadedRun) -> tuple[tuple[ServerSample, ...], int]:
         if title is None and run.server.types.get(name) in ("histogram", "summary"):
             continue
         counter = is_counter(name, run.server.types)
-        row = _sample_summary(str(sample), name, grp, counter,
-                              from_zero=float(grp["t_run"].iloc[0]) > first_t, title=title or "")
+        row = _sample_summary(
+            str(sample),
+            name,
+            grp,
+            counter,
+            from_zero=float(grp["t_run"].iloc[0]) > first_t,
+            title=title or "",
+        )
         if row is None:
             continue
         if title is not None:
             known_rows.append(row)
         elif (row.kind == "increase" and row.value > 0) or (
-                row.kind == "peak" and row.high is not None and row.low is not None
-                and row.high != row.low):
+            row.kind == "peak"
+            and row.high is not None
+            and row.low is not None
+            and row.high != row.low
+        ):
             other_rows.append(row)
     order = {k.title: i for i, k in enumerate(STREAMING_SERIES)}
     known_rows.sort(key=lambda r: (order.get(r.title, 99), r.sample))
     extra = max(0, len(other_rows) - MAX_OTHER)
     return tuple(known_rows + other_rows[:MAX_OTHER]), extra
-

@@ -24,7 +24,16 @@ from streamslo.results.layout import Layout, read_json
 from streamslo.run.windows_file import read_windows
 from streamslo.slo.budget import Budget, burn_down
 
-__all__ = ["MIN_WINDOWS", "SoakSection", "soak_charts", "soak_html", "soak_json", "soak_markdown", "soak_sections", "window_rates"]
+__all__ = [
+    "MIN_WINDOWS",
+    "SoakSection",
+    "soak_charts",
+    "soak_html",
+    "soak_json",
+    "soak_markdown",
+    "soak_sections",
+    "window_rates",
+]
 
 
 @dataclass(frozen=True)
@@ -81,10 +90,21 @@ def _section(run: LoadedRun) -> SoakSection | None:
     raw_info = run.run.get("windows")
     windows_info: dict[str, Any] = raw_info if isinstance(raw_info, dict) else {}
     start, end = run.run.get("start_epoch"), run.run.get("end_epoch")
-    span = (float(start) if isinstance(start, (int, float)) else None,
-            float(end) if isinstance(end, (int, float)) else None)
-    return SoakSection(run.label, run.name, rows, budget, alerts, spent, drift,
-                       list(windows_info.get("rebuilt_windows") or []), span)
+    span = (
+        float(start) if isinstance(start, (int, float)) else None,
+        float(end) if isinstance(end, (int, float)) else None,
+    )
+    return SoakSection(
+        run.label,
+        run.name,
+        rows,
+        budget,
+        alerts,
+        spent,
+        drift,
+        list(windows_info.get("rebuilt_windows") or []),
+        span,
+    )
 
 
 #: A run with fewer windows than this (and no error budget or alert) gets no long-run
@@ -129,8 +149,12 @@ def window_rates(sec: SoakSection) -> list[tuple[float, float | None, bool]]:
 
 def _alert_marks(ax: Any, sec: SoakSection) -> None:
     for a in sec.alerts:
-        ax.axvline(_t(sec, a["fired_at_epoch"]), color="#c0392b" if a.get("abort_on_fail") else "#e0a800",
-                   ls="--", lw=1.2)
+        ax.axvline(
+            _t(sec, a["fired_at_epoch"]),
+            color="#c0392b" if a.get("abort_on_fail") else "#e0a800",
+            ls="--",
+            lw=1.2,
+        )
 
 
 def _timeline(runs: Sequence[LoadedRun], sections: Sequence[SoakSection]) -> Chart:
@@ -141,15 +165,33 @@ def _timeline(runs: Sequence[LoadedRun], sections: Sequence[SoakSection]) -> Cha
         t = [_t(sec, r["window_start"]) for r in sec.windows]
         rates = window_rates(sec)
         rate = [float("nan") if v is None else v for _, v, _ in rates]
-        partial = [(x + sec.windows[0]["window_s"] / 2, v) for x, v, p in rates if p and v is not None]
-        trunc = [((r["began"] - r["ok"]) / r["began"] * 100.0) if r["began"] else None for r in sec.windows]
+        partial = [
+            (x + sec.windows[0]["window_s"] / 2, v) for x, v, p in rates if p and v is not None
+        ]
+        trunc = [
+            ((r["began"] - r["ok"]) / r["began"] * 100.0) if r["began"] else None
+            for r in sec.windows
+        ]
         itl = [r["itl_ms_p99"] for r in sec.windows]
         ax1.plot(t, rate, drawstyle="steps-post", color=c, label=f"{sec.label} ({sec.name})")
         if partial:  # partial windows: hollow marks, their rate over the part the run covered
-            ax1.plot([x for x, _ in partial], [v for _, v in partial], ls="none", marker="o",
-                     mfc="none", color=c)
-        ax2.plot(t, [v if v is not None else float("nan") for v in trunc], drawstyle="steps-post", color=c)
-        ax3.plot(t, [v if v is not None else float("nan") for v in itl], drawstyle="steps-post", color=c)
+            ax1.plot(
+                [x for x, _ in partial],
+                [v for _, v in partial],
+                ls="none",
+                marker="o",
+                mfc="none",
+                color=c,
+            )
+        ax2.plot(
+            t,
+            [v if v is not None else float("nan") for v in trunc],
+            drawstyle="steps-post",
+            color=c,
+        )
+        ax3.plot(
+            t, [v if v is not None else float("nan") for v in itl], drawstyle="steps-post", color=c
+        )
         for ax in (ax1, ax2, ax3):
             _alert_marks(ax, sec)
     ax1.set_ylabel("streams / s")
@@ -161,9 +203,11 @@ def _timeline(runs: Sequence[LoadedRun], sections: Sequence[SoakSection]) -> Cha
     ax1.legend(loc="upper right", fontsize=8)
     title = "Windows: throughput, truncation and ITL p99 per window"
     ax1.set_title(title)
-    caption = ("From windows.csv (streams counted in the window they ended in). The first and "
-               "last windows are partial (hollow marks): their rate is over the part of the "
-               "window the run covered. Dashed lines: burn-rate alerts (red: abortOnFail).")
+    caption = (
+        "From windows.csv (streams counted in the window they ended in). The first and "
+        "last windows are partial (hollow marks): their rate is over the part of the "
+        "window the run covered. Dashed lines: burn-rate alerts (red: abortOnFail)."
+    )
     return Chart("soak_timeline", title, caption, png_base64(fig), wide=True)
 
 
@@ -176,8 +220,12 @@ def _burn_down(sections: Sequence[SoakSection]) -> Chart | None:
     for sec in with_budget:
         assert sec.budget is not None
         down = burn_down(Budget.from_dict(sec.budget), sec.windows)
-        ax.plot([_t(sec, e) for e, _ in down], [float("nan") if v is None else v * 100.0 for _, v in down],
-                color=COLORS.get(sec.label, "#1f77b4"), label=f"{sec.label} ({sec.name})")
+        ax.plot(
+            [_t(sec, e) for e, _ in down],
+            [float("nan") if v is None else v * 100.0 for _, v in down],
+            color=COLORS.get(sec.label, "#1f77b4"),
+            label=f"{sec.label} ({sec.name})",
+        )
         _alert_marks(ax, sec)
     ax.axhline(0.0, color="#555", lw=1)
     ax.set_ylabel("budget left (%)")
@@ -187,20 +235,29 @@ def _burn_down(sections: Sequence[SoakSection]) -> Chart | None:
     b = with_budget[-1].budget or {}
     title = f"Error budget burn-down: {b.get('objective')} target {b.get('target')}"
     ax.set_title(title, fontsize=10)
-    return Chart("budget", title, "100 % minus the share of the budget spent so far; below 0: overspent. "
-                 "Dashed lines: alerts.", png_base64(fig))
+    return Chart(
+        "budget",
+        title,
+        "100 % minus the share of the budget spent so far; below 0: overspent. "
+        "Dashed lines: alerts.",
+        png_base64(fig),
+    )
 
 
 def _drift(runs: Sequence[LoadedRun], sections: Sequence[SoakSection]) -> Chart | None:
     by_label = {r.label: r for r in runs}
     series = []
     for sec in sections:
-        for name, (unit, t, y, counter) in collect_series(by_label[sec.label].path, sec.windows).items():
+        for name, (unit, t, y, counter) in collect_series(
+            by_label[sec.label].path, sec.windows
+        ).items():
             if not counter and len(t) >= 3 and _judged(sec, name):
                 series.append((sec, name, unit, t, y))
     if not series:
         return None
-    fig = Figure(figsize=(6.4, 1.0 + 1.6 * len(series)), layout="constrained")  # titles clear of the ticks above
+    fig = Figure(
+        figsize=(6.4, 1.0 + 1.6 * len(series)), layout="constrained"
+    )  # titles clear of the ticks above
     axes = fig.subplots(len(series), 1, squeeze=False)[:, 0]
     for ax, (sec, name, unit, t, y) in zip(axes, series, strict=True):
         t0 = t[0]
@@ -213,8 +270,12 @@ def _drift(runs: Sequence[LoadedRun], sections: Sequence[SoakSection]) -> Chart 
         ax.set_title(f"{sec.label}: {name} — {verdict}", fontsize=9)
         ax.grid(True, alpha=0.3)
     axes[-1].set_xlabel("seconds")
-    return Chart("drift", "Resources over time", "Each series with its Theil–Sen line (verdicts in the drift table).",
-                 png_base64(fig))
+    return Chart(
+        "drift",
+        "Resources over time",
+        "Each series with its Theil–Sen line (verdicts in the drift table).",
+        png_base64(fig),
+    )
 
 
 def soak_charts(runs: Sequence[LoadedRun], sections: Sequence[SoakSection]) -> tuple[Chart, ...]:
@@ -233,41 +294,93 @@ def _tables(sec: SoakSection) -> list[tuple[str, list[list[str]]]]:
     out: list[tuple[str, list[list[str]]]] = []
     if sec.budget is not None:
         spent = "—" if sec.spent is None else f"{sec.spent * 100:.1f} %"
-        rows = [["objective", "target", "budget spent", "alerts fired"],
-                [str(sec.budget.get("objective")), str(sec.budget.get("target")), spent, str(len(sec.alerts))]]
+        rows = [
+            ["objective", "target", "budget spent", "alerts fired"],
+            [
+                str(sec.budget.get("objective")),
+                str(sec.budget.get("target")),
+                spent,
+                str(len(sec.alerts)),
+            ],
+        ]
         out.append(("Error budget", rows))
         if sec.alerts:
-            out.append(("Alerts fired", [["alert", "fired at (UTC)", "burn long", "burn short", "factor", "abortOnFail"]] + [
-                [a["name"], a["fired_at"], _f(a["burn_long"]), _f(a["burn_short"]), _f(a["factor"], 1),
-                 "yes" if a.get("abort_on_fail") else "no"] for a in sec.alerts]))
+            out.append(
+                (
+                    "Alerts fired",
+                    [
+                        [
+                            "alert",
+                            "fired at (UTC)",
+                            "burn long",
+                            "burn short",
+                            "factor",
+                            "abortOnFail",
+                        ]
+                    ]
+                    + [
+                        [
+                            a["name"],
+                            a["fired_at"],
+                            _f(a["burn_long"]),
+                            _f(a["burn_short"]),
+                            _f(a["factor"], 1),
+                            "yes" if a.get("abort_on_fail") else "no",
+                        ]
+                        for a in sec.alerts
+                    ],
+                )
+            )
     judged = {name: d for name, d in sec.drift.items() if _judged(sec, name)}
     if judged:
-        out.append(("Drift and leaks", [["series", "verdict", "slope / h", "95 % CI / h", "growth", "points"]] + [
-            [name, d["verdict"], _f(d.get("slope_per_h"), 3),
-             "—" if d.get("ci_low_per_h") is None else f"[{_f(d['ci_low_per_h'], 3)}, {_f(d['ci_high_per_h'], 3)}]",
-             "—" if d.get("growth_pct") is None else f"{d['growth_pct']:.1f} %", str(d.get("points"))]
-            for name, d in judged.items()]))
+        out.append(
+            (
+                "Drift and leaks",
+                [["series", "verdict", "slope / h", "95 % CI / h", "growth", "points"]]
+                + [
+                    [
+                        name,
+                        d["verdict"],
+                        _f(d.get("slope_per_h"), 3),
+                        "—"
+                        if d.get("ci_low_per_h") is None
+                        else f"[{_f(d['ci_low_per_h'], 3)}, {_f(d['ci_high_per_h'], 3)}]",
+                        "—" if d.get("growth_pct") is None else f"{d['growth_pct']:.1f} %",
+                        str(d.get("points")),
+                    ]
+                    for name, d in judged.items()
+                ],
+            )
+        )
     return out
 
 
 def _too_short(sec: SoakSection) -> str:
     """One line for the series too short to judge ("" when none)."""
     names = [name for name in sec.drift if not _judged(sec, name)]
-    return (f"Drift not judged for {', '.join(names)}: too few points in this run."
-            if names else "")
+    return f"Drift not judged for {', '.join(names)}: too few points in this run." if names else ""
 
 
 def soak_html(sections: Sequence[SoakSection]) -> str:
     """The long-run tables as HTML (empty without sections)."""
     parts = []
     for sec in sections:
-        parts.append(f"<h3>{html.escape(sec.label)} ({html.escape(sec.name)}): {len(sec.windows)} windows</h3>")
+        parts.append(
+            f"<h3>{html.escape(sec.label)} ({html.escape(sec.name)}): {len(sec.windows)} windows</h3>"
+        )
         if sec.rebuilt:
-            parts.append(f'<p class="note">{len(sec.rebuilt)} window(s) rebuilt from streams.csv at finalize.</p>')
+            parts.append(
+                f'<p class="note">{len(sec.rebuilt)} window(s) rebuilt from streams.csv at finalize.</p>'
+            )
         for title, rows in _tables(sec):
             head = "".join(f"<th>{html.escape(c)}</th>" for c in rows[0])
-            body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows[1:])
-            parts.append(f"<h4>{html.escape(title)}</h4><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+            body = "".join(
+                "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>"
+                for r in rows[1:]
+            )
+            parts.append(
+                f"<h4>{html.escape(title)}</h4><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+            )
         if _too_short(sec):
             parts.append(f'<p class="note">{html.escape(_too_short(sec))}</p>')
     return "\n".join(parts)
@@ -279,7 +392,12 @@ def soak_markdown(sections: Sequence[SoakSection]) -> str:
     for sec in sections:
         out += [f"### Long run: {sec.label} ({sec.name}), {len(sec.windows)} windows", ""]
         for title, rows in _tables(sec):
-            out += [f"**{title}**", "", "| " + " | ".join(rows[0]) + " |", "|" + "|".join(" --- " for _ in rows[0]) + "|"]
+            out += [
+                f"**{title}**",
+                "",
+                "| " + " | ".join(rows[0]) + " |",
+                "|" + "|".join(" --- " for _ in rows[0]) + "|",
+            ]
             out += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows[1:]]
             out.append("")
         if _too_short(sec):

@@ -71,11 +71,20 @@ def _named(metric: str) -> str:
     return metric if label == metric else f"{label} ({metric})"
 
 
-_RUN_FIELDS = (("valid", "valid"), ("target", "target"), ("scenario", "scenario"),
-               ("users", "users"), ("protocol", "protocol"), ("start", "start (UTC)"),
-               ("duration_s", "duration"), ("requests", "requests"),
-               ("streams_began", "streams that began"), ("tokens", "tokens"),
-               ("generator", "load generator"), ("path", "results"))
+_RUN_FIELDS = (
+    ("valid", "valid"),
+    ("target", "target"),
+    ("scenario", "scenario"),
+    ("users", "users"),
+    ("protocol", "protocol"),
+    ("start", "start (UTC)"),
+    ("duration_s", "duration"),
+    ("requests", "requests"),
+    ("streams_began", "streams that began"),
+    ("tokens", "tokens"),
+    ("generator", "load generator"),
+    ("path", "results"),
+)
 
 
 def report_rows(report: Report) -> dict[str, list[list[str]]]:
@@ -84,36 +93,77 @@ def report_rows(report: Report) -> dict[str, list[list[str]]]:
     t: dict[str, list[list[str]]] = {}
     if two:
         t["verdicts"] = [["SLO", "threshold", "before", "after", "change", "verdict"]] + [
-            [v.metric, v.expression, _observed(v.metric, v.before), _observed(v.metric, v.after),
-             value_text(v.metric, v.delta, True), v.verdict]
+            [
+                v.metric,
+                v.expression,
+                _observed(v.metric, v.before),
+                _observed(v.metric, v.after),
+                value_text(v.metric, v.delta, True),
+                v.verdict,
+            ]
             for v in report.verdicts
         ]
         t["rates"] = [["rate", "before", "after", "change", "95 % CI of change", "judged"]] + [
-            [_named(r.metric), _rate_cell(r.before, r.before_counts),
-             _rate_cell(r.after, r.after_counts),
-             fmt(r.difference.delta if r.difference else None,
-                 _pct_digits(r.difference.delta if r.difference else None), True, True),
-             ci_text(r.difference, True), judged(r.difference)]
+            [
+                _named(r.metric),
+                _rate_cell(r.before, r.before_counts),
+                _rate_cell(r.after, r.after_counts),
+                fmt(
+                    r.difference.delta if r.difference else None,
+                    _pct_digits(r.difference.delta if r.difference else None),
+                    True,
+                    True,
+                ),
+                ci_text(r.difference, True),
+                judged(r.difference),
+            ]
             for r in report.rates
         ]
         t["throughput"] = [["", "before", "after", "change"]] + [
-            [_named(s.metric), value_text(s.metric, s.before), value_text(s.metric, s.after),
-             value_text(s.metric, s.delta, True)]
+            [
+                _named(s.metric),
+                value_text(s.metric, s.before),
+                value_text(s.metric, s.after),
+                value_text(s.metric, s.delta, True),
+            ]
             for s in report.throughput
         ]
-        lat = [["metric", "stat", "before (ms)", "after (ms)", "change (ms)", "95 % CI of change",
-                "judged"]]
+        lat = [
+            [
+                "metric",
+                "stat",
+                "before (ms)",
+                "after (ms)",
+                "change (ms)",
+                "95 % CI of change",
+                "judged",
+            ]
+        ]
         for lc in report.latency:
             if lc.after.count == 0 and (lc.before is None or lc.before.count == 0):
                 continue
             for i, d in enumerate(lc.differences):  # the metric's name on its first row only
-                lat.append([_named(lc.metric) if i == 0 else "", d.stat, fmt(d.before),
-                            fmt(d.after), fmt(d.delta, 1, True), ci_text(d), judged(d)])
+                lat.append(
+                    [
+                        _named(lc.metric) if i == 0 else "",
+                        d.stat,
+                        fmt(d.before),
+                        fmt(d.after),
+                        fmt(d.delta, 1, True),
+                        ci_text(d),
+                        judged(d),
+                    ]
+                )
             lat.append(["", "max (samples)", _max_n(lc.before), _max_n(lc.after), "", "", ""])
         t["latency"] = lat
         t["outcomes"] = [["outcome", "protocol", "before", "after", "meaning"]] + [
-            [o.outcome, _proto(o.protocol), fmt(o.before, 0), fmt(o.after, 0),
-             OUTCOME_MEANINGS.get(o.outcome, "")]
+            [
+                o.outcome,
+                _proto(o.protocol),
+                fmt(o.before, 0),
+                fmt(o.after, 0),
+                OUTCOME_MEANINGS.get(o.outcome, ""),
+            ]
             for o in _outcome_rows(report)
         ]
     else:
@@ -125,30 +175,46 @@ def report_rows(report: Report) -> dict[str, list[list[str]]]:
             [_named(r.metric), _rate_cell(r.after, r.after_counts)] for r in report.rates
         ]
         t["throughput"] = [["", "value"]] + [
-            [_named(s.metric), value_text(s.metric, s.after)] for s in report.throughput]
+            [_named(s.metric), value_text(s.metric, s.after)] for s in report.throughput
+        ]
         lat = [["metric (ms)", "p50", "p90", "p95", "p99", "max", "mean", "samples"]]
         for lc in report.latency:
             a = lc.after
             if a.count == 0:
                 continue
-            lat.append([_named(lc.metric), fmt(a.p50), fmt(a.p90), fmt(a.p95), fmt(a.p99),
-                        fmt(a.max), fmt(a.mean), fmt(a.count, 0)])
+            lat.append(
+                [
+                    _named(lc.metric),
+                    fmt(a.p50),
+                    fmt(a.p90),
+                    fmt(a.p95),
+                    fmt(a.p99),
+                    fmt(a.max),
+                    fmt(a.mean),
+                    fmt(a.count, 0),
+                ]
+            )
         t["latency"] = lat
         t["outcomes"] = [["outcome", "protocol", "requests", "meaning"]] + [
             [o.outcome, _proto(o.protocol), fmt(o.after, 0), OUTCOME_MEANINGS.get(o.outcome, "")]
             for o in _outcome_rows(report)
         ]
     t["runs"] = [["", *[run_title(r) for r in report.runs]]] + [
-        [label, *[_run_field(r, key) for r in report.runs]]
-        for key, label in _RUN_FIELDS
+        [label, *[_run_field(r, key) for r in report.runs]] for key, label in _RUN_FIELDS
     ]
-    t["failures"] = [["run", "outcome", "streams", "error text"]] + [
-        [run_title(g), g.outcome, fmt(e.count, 0), e.error]
-        for g in report.failures for e in g.errors
-    ] + [
-        [run_title(g), g.outcome, fmt(g.other, 0), "(other texts)"]
-        for g in report.failures if g.other
-    ]
+    t["failures"] = (
+        [["run", "outcome", "streams", "error text"]]
+        + [
+            [run_title(g), g.outcome, fmt(e.count, 0), e.error]
+            for g in report.failures
+            for e in g.errors
+        ]
+        + [
+            [run_title(g), g.outcome, fmt(g.other, 0), "(other texts)"]
+            for g in report.failures
+            if g.other
+        ]
+    )
     t["glossary"] = [["id", "name", "unit", "meaning"]] + [
         [g.metric, g.name, g.unit, g.meaning] for g in report.glossary
     ]
@@ -206,7 +272,11 @@ def _run_field(r: RunInfo, key: str) -> str:
         return protocol_text(r.protocol)
     v = getattr(r, key)
     if isinstance(v, (dict, list, tuple)):
-        return ", ".join(f"{k} {x}" for k, x in v.items()) if isinstance(v, dict) else ", ".join(map(str, v))
+        return (
+            ", ".join(f"{k} {x}" for k, x in v.items())
+            if isinstance(v, dict)
+            else ", ".join(map(str, v))
+        )
     return fmt(v, 0) if isinstance(v, int) and not isinstance(v, bool) else fmt(v)
 
 
@@ -220,8 +290,9 @@ def _failure_line(report: Report) -> str:
     """``Every request failed: 812 connect_error ("Connection refused").``, or ""."""
     if not _all_failed(report):
         return ""
-    groups = sorted((g for g in report.failures if g.label == report.after.label),
-                    key=lambda g: -g.count)
+    groups = sorted(
+        (g for g in report.failures if g.label == report.after.label), key=lambda g: -g.count
+    )
     if not groups:
         return f"Every one of its {report.after.requests:,} requests failed."
     top = groups[0]

@@ -45,8 +45,11 @@ def activity_timeline(run: LoadedRun, bucket_s: float = 1.0) -> pd.DataFrame:
     gap that ended with a chunk (closed gaps, at ``gaps.t``).
     """
     empty = pd.DataFrame(
-        {"t": pd.Series(dtype=float), "active": pd.Series(dtype=float),
-         "tokens_per_s": pd.Series(dtype=float)}
+        {
+            "t": pd.Series(dtype=float),
+            "active": pd.Series(dtype=float),
+            "tokens_per_s": pd.Series(dtype=float),
+        }
     )
     s = run.streams
     if s.empty or run.start_epoch is None:

@@ -35,16 +35,30 @@ def turns_json(runs: Sequence[LoadedRun]) -> list[dict[str, Any]]:
         for t in sorted({int(v) for v in turn[np.isfinite(turn)]}):
             mask = counted & (turn == t)
             values = ttft[mask]
-            out.append({"run": r.name, "turn": t, "streams": int(mask.sum()),
-                        "ttft_ms": LatencyStats.of(values[np.isfinite(values)]).as_dict()})
+            out.append(
+                {
+                    "run": r.name,
+                    "turn": t,
+                    "streams": int(mask.sum()),
+                    "ttft_ms": LatencyStats.of(values[np.isfinite(values)]).as_dict(),
+                }
+            )
     return out
 
 
 def turn_rows(table: Sequence[dict[str, Any]]) -> list[list[str]]:
     """:func:`turns_json`'s rows as text (a header first)."""
     rows = [["run", "turn", "streams", "TTFT p50 (ms)", "TTFT p99 (ms)"]]
-    rows += [[e["run"], str(e["turn"]), str(e["streams"]), fmt(e["ttft_ms"]["p50"]), fmt(e["ttft_ms"]["p99"])]
-             for e in table]
+    rows += [
+        [
+            e["run"],
+            str(e["turn"]),
+            str(e["streams"]),
+            fmt(e["ttft_ms"]["p50"]),
+            fmt(e["ttft_ms"]["p99"]),
+        ]
+        for e in table
+    ]
     return rows
 
 

@@ -25,14 +25,38 @@ from streamslo.stream.timing import (
 __all__ = ["ParsedStreams", "read_streams"]
 
 _FLOAT_COLUMNS = (
-    "started_at", "scheduled_at", "connect_ms", "ttft_ms", "e2e_ms", "max_gap_ms", "schedule_lag_ms",
-    "ttfo_ms", "ttftc_ms",
+    "started_at",
+    "scheduled_at",
+    "connect_ms",
+    "ttft_ms",
+    "e2e_ms",
+    "max_gap_ms",
+    "schedule_lag_ms",
+    "ttfo_ms",
+    "ttftc_ms",
 )
 _INT_COLUMNS = (
-    "status", "tokens", "expected_tokens", "usage_completion_tokens", "bytes", "usage_prompt_tokens", "turn",
-    "cached_tokens", "reasoning_tokens", "tool_tokens",
+    "status",
+    "tokens",
+    "expected_tokens",
+    "usage_completion_tokens",
+    "bytes",
+    "usage_prompt_tokens",
+    "turn",
+    "cached_tokens",
+    "reasoning_tokens",
+    "tool_tokens",
 )
-_TEXT_COLUMNS = ("error", "finish_reason", "user_class", "protocol", "outcome", "stream_id", "conversation_id", "scenario")
+_TEXT_COLUMNS = (
+    "error",
+    "finish_reason",
+    "user_class",
+    "protocol",
+    "outcome",
+    "stream_id",
+    "conversation_id",
+    "scenario",
+)
 #: How many skipped rows are remembered by number (all are counted).
 _KEEP_SKIPPED = 20
 
@@ -117,7 +141,9 @@ def _read(path: Path, header: list[str], skipped: list[int], *, typed: bool) -> 
         # One thread: skipped rows keep their numbers.
         read_options=pacsv.ReadOptions(use_threads=False),
         parse_options=pacsv.ParseOptions(newlines_in_values=True, invalid_row_handler=on_invalid),
-        convert_options=pacsv.ConvertOptions(column_types=types, strings_can_be_null=True, null_values=[""]),
+        convert_options=pacsv.ConvertOptions(
+            column_types=types, strings_can_be_null=True, null_values=[""]
+        ),
     )
 
 
@@ -125,7 +151,9 @@ def _typed(table: Any) -> Any:
     import pandas as pd
     import pyarrow as pa
 
-    streams = table.to_pandas(types_mapper={pa.string(): pd.StringDtype(), pa.int64(): pd.Int64Dtype()}.get)
+    streams = table.to_pandas(
+        types_mapper={pa.string(): pd.StringDtype(), pa.int64(): pd.Int64Dtype()}.get
+    )
     for col in _FLOAT_COLUMNS:
         if streams[col].dtype != "float64":
             streams[col] = pd.to_numeric(streams[col], errors="coerce").astype("float64")

@@ -42,7 +42,9 @@ def _from_le(typecode: str, data: Any, field: str) -> array[Any]:
         raise ValueError(f"{field}: expected bytes, got {type(data).__name__}")
     a = array(typecode)
     if len(data) % a.itemsize:
-        raise ValueError(f"{field}: {len(data)} bytes is not a whole number of {a.itemsize}-byte items")
+        raise ValueError(
+            f"{field}: {len(data)} bytes is not a whole number of {a.itemsize}-byte items"
+        )
     a.frombytes(bytes(data))
     if not _LITTLE:
         a.byteswap()
@@ -108,7 +110,9 @@ class GapColumns:
         code = np.repeat(np.arange(len(count), dtype=np.int32), count)
         ends = np.cumsum(count)
         # index: 1..count within each stream (position minus the stream's first position).
-        index = np.arange(1, len(code) + 1, dtype=np.int32) - np.repeat((ends - count).astype(np.int32), count)
+        index = np.arange(1, len(code) + 1, dtype=np.int32) - np.repeat(
+            (ends - count).astype(np.int32), count
+        )
         # Per stream first (small numbers), then per gap: as exact as adding to each gap.
         shift = np.frombuffer(self.base, dtype=np.float64) - run_start
         t = np.frombuffer(self.t, dtype=np.float64) + shift[code]
@@ -158,11 +162,15 @@ class GapColumns:
         g.gap_s = _from_le("d", data.get("gap_s"), "gap_s")
         g.t = _from_le("d", data.get("t"), "t")
         if not len(ids) == len(g.base) == len(g.count) == len(g.open):
-            raise ValueError(f"{len(ids)} stream ids but {len(g.base)} bases, {len(g.count)} counts, {len(g.open)} flags")
+            raise ValueError(
+                f"{len(ids)} stream ids but {len(g.base)} bases, {len(g.count)} counts, {len(g.open)} flags"
+            )
         if min(g.count, default=1) < 1:
             raise ValueError("count: a stream with gaps has at least one")
         if sum(g.count) != len(g.gap_s) or len(g.gap_s) != len(g.t):
-            raise ValueError(f"counts add up to {sum(g.count)} gaps, but {len(g.gap_s)} gaps and {len(g.t)} times came")
+            raise ValueError(
+                f"counts add up to {sum(g.count)} gaps, but {len(g.gap_s)} gaps and {len(g.t)} times came"
+            )
         return g
 
 
@@ -232,11 +240,17 @@ class RecordBatch:
         if not isinstance(data, Mapping):
             raise ValueError("expected a mapping")
         rows, n, gaps = data.get("rows"), data.get("n"), data.get("gaps")
-        if not isinstance(rows, (bytes, bytearray)) or not isinstance(n, int) or not isinstance(gaps, Mapping):
+        if (
+            not isinstance(rows, (bytes, bytearray))
+            or not isinstance(n, int)
+            or not isinstance(gaps, Mapping)
+        ):
             raise ValueError("expected rows (bytes), n (int) and gaps (a mapping)")
         lines = rows.count(b"\n")
         if lines != n or (rows and not rows.endswith(b"\n")):
-            raise ValueError(f"{n} rows announced, {lines} lines came (one whole line per row expected)")
+            raise ValueError(
+                f"{n} rows announced, {lines} lines came (one whole line per row expected)"
+            )
         try:
             rows.decode()  # a row that is not UTF-8 would make streams.csv unreadable
         except UnicodeDecodeError as exc:

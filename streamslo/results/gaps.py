@@ -38,7 +38,8 @@ MERGED_PREFIX = "merged-"
 def _data_files(folder: Path) -> list[Path]:
     # Hidden names are files being written (``.name.tmp``); pyarrow's own rule skips them too.
     return sorted(
-        p for p in folder.iterdir()
+        p
+        for p in folder.iterdir()
         if p.suffix == ".parquet" and not p.name.startswith((".", "_")) and p.is_file()
     )
 

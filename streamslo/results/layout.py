@@ -179,7 +179,11 @@ class Layout:
 
 def iso_utc(epoch: float) -> str:
     """Epoch seconds as ISO 8601 UTC with milliseconds (``2025-01-02T03:04:05.678Z``)."""
-    return dt.datetime.fromtimestamp(epoch, dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return (
+        dt.datetime.fromtimestamp(epoch, dt.UTC)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z")
+    )
 
 
 def _dumps(obj: Any) -> str:
@@ -312,12 +316,19 @@ def load_run(directory: str | os.PathLike[str]) -> RunData:
     run = read_json(layout.run_json) if layout.run_json.exists() else {}
     streams_file = layout.streams_csv
     if not streams_file.exists():
-        raise ResultsError(f"{streams_file}: no such file (is {path} a streamslo results directory?)")
+        raise ResultsError(
+            f"{streams_file}: no such file (is {path} a streamslo results directory?)"
+        )
     parsed = read_streams(streams_file)
     gaps = _load_gaps(layout.gaps_dir)
     return RunData(
-        path=path, run=cast(RunJson, run), streams=parsed.frame, gaps=gaps, skipped_rows=parsed.skipped,
-        skipped_at=parsed.skipped_at, duplicate_rows=parsed.duplicates,
+        path=path,
+        run=cast(RunJson, run),
+        streams=parsed.frame,
+        gaps=gaps,
+        skipped_rows=parsed.skipped,
+        skipped_at=parsed.skipped_at,
+        duplicate_rows=parsed.duplicates,
     )
 
 
@@ -341,7 +352,9 @@ def _load_gaps(gaps_path: Path) -> Any:
     try:
         table = gapfiles.read_table(gaps_path)
     except Exception as exc:  # pyarrow raises several unrelated types for a damaged file
-        raise ResultsError(f"{gaps_path}: cannot be read as parquet ({type(exc).__name__}: {exc})") from None
+        raise ResultsError(
+            f"{gaps_path}: cannot be read as parquet ({type(exc).__name__}: {exc})"
+        ) from None
     if table is None:
         return empty
     gaps = table.to_pandas()

@@ -36,12 +36,16 @@ def integrity_warnings(run: Mapping[str, Any], skipped_rows: int | None = None) 
 
     out = []
     if run and not is_complete(run):
-        out.append("INCOMPLETE RUN: run.json says complete: false (killed, or still running); "
-                   "finalize it with `streamslo finalize DIR`")
+        out.append(
+            "INCOMPLETE RUN: run.json says complete: false (killed, or still running); "
+            "finalize it with `streamslo finalize DIR`"
+        )
     if run.get("killed"):
         code = run.get("locust_exit_code")
         how = f" (locust exit code {code})" if code is not None else ""
-        out.append(f"KILLED RUN{how}: its figures cover what was written until {run.get('end') or 'its last record'}")
+        out.append(
+            f"KILLED RUN{how}: its figures cover what was written until {run.get('end') or 'its last record'}"
+        )
     lost = int(run.get("rows_unwritten") or 0)
     if run.get("write_errors") or lost:
         out.append(
@@ -71,7 +75,9 @@ def _relay_warnings(run: Mapping[str, Any]) -> list[str]:
         out.append(f"UNKNOWN WORKERS: {relay['error']}: whether a worker was lost is not known")
     rejected = relay.get("rejected_records")
     if rejected:
-        out.append(f"UNREADABLE BATCHES: {rejected} records sent by workers could not be read (see locust.log)")
+        out.append(
+            f"UNREADABLE BATCHES: {rejected} records sent by workers could not be read (see locust.log)"
+        )
     return out
 
 
@@ -80,9 +86,13 @@ def run_warnings(run: Mapping[str, Any]) -> list[str]:
     out = [f"INVALID RUN: {run.get('invalid_reason')}"] if not run.get("valid", True) else []
     dropped = run.get("dropped_iterations")
     if dropped:  # k6's dropped_iterations: the asked load was not sent (docs/scenarios.md)
-        by = ", ".join(f"{k} {v}" for k, v in (run.get("dropped_iterations_by_scenario") or {}).items())
-        out.append(f"DROPPED ITERATIONS: {dropped} arrivals found no free VU and were not sent ({by}): "
-                   "raise maxVUs (or --max-concurrency)")
+        by = ", ".join(
+            f"{k} {v}" for k, v in (run.get("dropped_iterations_by_scenario") or {}).items()
+        )
+        out.append(
+            f"DROPPED ITERATIONS: {dropped} arrivals found no free VU and were not sent ({by}): "
+            "raise maxVUs (or --max-concurrency)"
+        )
     return out + integrity_warnings(run)
 
 
@@ -91,22 +101,30 @@ def _replay_lines(summary: SummaryJson) -> list[str]:
     out = []
     lag = summary.get("schedule_lag_ms")
     if lag:
-        out.append(f"schedule lag  p50 {_ms(lag['p50'])} ms   p99 {_ms(lag['p99'])} ms   max {_ms(lag['max'])} ms"
-                   f"   ({lag['count']} scheduled streams)")
+        out.append(
+            f"schedule lag  p50 {_ms(lag['p50'])} ms   p99 {_ms(lag['p99'])} ms   max {_ms(lag['max'])} ms"
+            f"   ({lag['count']} scheduled streams)"
+        )
     cc = summary.get("client_cancelled")
     if cc:
         share = cc.get("fraction")
-        out.append(f"client hang-ups  {cc['count']} streams ({_rate(share)} of requests), in no rate")
+        out.append(
+            f"client hang-ups  {cc['count']} streams ({_rate(share)} of requests), in no rate"
+        )
     pc = summary.get("prefix_cache")
     if pc:
         hit, miss = pc["ttft_ms_hit"], pc["ttft_ms_miss"]
-        out.append(f"prefix cache  hit rate {_rate(pc['hit_rate'])} of prompt tokens   streams with a hit "
-                   f"{pc['streams_hit']}/{pc['streams']}   TTFT p50 hit {_ms(hit['p50'])} ms, miss {_ms(miss['p50'])} ms")
+        out.append(
+            f"prefix cache  hit rate {_rate(pc['hit_rate'])} of prompt tokens   streams with a hit "
+            f"{pc['streams_hit']}/{pc['streams']}   TTFT p50 hit {_ms(hit['p50'])} ms, miss {_ms(miss['p50'])} ms"
+        )
     freed = summary.get("server_freed")
     if freed:
         verdict = {True: "PASS", False: "FAIL", None: "n/a "}[freed.get("passed")]
-        detail = freed.get("reason") or (f"{freed.get('gauge')} back at {freed.get('baseline'):g} "
-                                         f"after {freed.get('waited_s'):g} s")
+        detail = freed.get("reason") or (
+            f"{freed.get('gauge')} back at {freed.get('baseline'):g} "
+            f"after {freed.get('waited_s'):g} s"
+        )
         out.append(f"  {verdict}  server freed hung-up streams: {detail}")
     return out
 
@@ -121,15 +139,30 @@ def format_summary(summary: SummaryJson, checks: Sequence[Any], run: RunJson) ->
     """A table of outcomes, rates, latencies and threshold verdicts."""
     lines = [f"!! {line}" for line in run_warnings(run)]
     lines += [f"hint: {line}" for line in summary.get("server_hints") or ()]
-    lines.append(f"requests {summary['requests']}   requests/s {_ms(summary.get('requests_per_s'))}   tokens/s {_ms(summary.get('tokens_per_s'))}")
+    lines.append(
+        f"requests {summary['requests']}   requests/s {_ms(summary.get('requests_per_s'))}   tokens/s {_ms(summary.get('tokens_per_s'))}"
+    )
     counts = summary["outcomes"]
-    lines.append("outcomes  " + "  ".join(f"{o}={counts.get(o, 0)}" for o in OUTCOMES if counts.get(o, 0)))
+    lines.append(
+        "outcomes  " + "  ".join(f"{o}={counts.get(o, 0)}" for o in OUTCOMES if counts.get(o, 0))
+    )
     lines.append(
         f"rates     truncation {_rate(summary['truncation_rate'])}   5xx {_rate(summary['http_5xx_rate'])}   "
         f"connect errors {_rate(_connect_error_rate(counts))}   errors {_rate(summary['error_rate'])}"
     )
-    lines.append(f"{'latency (ms)':<14}{'p50':>10}{'p90':>10}{'p95':>10}{'p99':>10}{'max':>10}{'count':>9}")
-    for name in ("ttft_ms", "ttfo_ms", "ttftc_ms", "itl_ms", "tpot_ms", "e2e_ms", "ttft_sched_ms", "e2e_sched_ms"):
+    lines.append(
+        f"{'latency (ms)':<14}{'p50':>10}{'p90':>10}{'p95':>10}{'p99':>10}{'max':>10}{'count':>9}"
+    )
+    for name in (
+        "ttft_ms",
+        "ttfo_ms",
+        "ttftc_ms",
+        "itl_ms",
+        "tpot_ms",
+        "e2e_ms",
+        "ttft_sched_ms",
+        "e2e_sched_ms",
+    ):
         st = cast("LatencySummary | None", summary.get(name))
         if not st:
             continue
@@ -144,7 +177,9 @@ def format_summary(summary: SummaryJson, checks: Sequence[Any], run: RunJson) ->
             for item in items[:3]:
                 lines.append(f"  {outcome:<18}{item['count']:>8,}  {_clip(str(item['error']))}")
     if summary.get("reasoning_tokens") or summary.get("tool_tokens"):
-        lines.append(f"tokens    reasoning {summary.get('reasoning_tokens', 0)}   tool calls {summary.get('tool_tokens', 0)}")
+        lines.append(
+            f"tokens    reasoning {summary.get('reasoning_tokens', 0)}   tool calls {summary.get('tool_tokens', 0)}"
+        )
     if checks:
         lines.append("thresholds")
         for c in checks:

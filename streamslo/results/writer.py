@@ -32,7 +32,15 @@ from streamslo.stream.timing import STREAM_COLUMNS, StreamRecord
 if TYPE_CHECKING:
     from streamslo.results.layout import Layout
 
-__all__ = ["PartialAppend", "ResultsWriter", "WriteFn", "append_lines", "ensure_streams_header", "new_tag", "warm_pyarrow"]
+__all__ = [
+    "PartialAppend",
+    "ResultsWriter",
+    "WriteFn",
+    "append_lines",
+    "ensure_streams_header",
+    "new_tag",
+    "warm_pyarrow",
+]
 
 log = logging.getLogger("streamslo.results.layout")
 
@@ -211,7 +219,10 @@ class ResultsWriter:
         self.tag = new_tag()
         ensure_streams_header(self.directory)
         self.layout.gaps_dir.mkdir(exist_ok=True)
-        create_json(self.layout.run_json, new_run_json({"start": iso_utc(run_start), "start_epoch": run_start}))
+        create_json(
+            self.layout.run_json,
+            new_run_json({"start": iso_utc(run_start), "start_epoch": run_start}),
+        )
         warm_pyarrow()
         self._offload = offload
         self._write = write
@@ -252,7 +263,11 @@ class ResultsWriter:
     @property
     def gaps_unwritten(self) -> int:
         """Gaps added but not yet on disk (queued, being written, or refused)."""
-        return len(self._batch.gaps) + sum(len(b) for b, _ in self._failed_gaps) + sum(len(b) for _, b, _ in self._pending)
+        return (
+            len(self._batch.gaps)
+            + sum(len(b) for b, _ in self._failed_gaps)
+            + sum(len(b) for _, b, _ in self._pending)
+        )
 
     # ---------------------------------------------------------------- flushing
     def flush(self, wait: bool = False) -> None:
@@ -320,8 +335,11 @@ class ResultsWriter:
         log.error(
             "streamslo: giving up on %d rows and %d gaps that could not be written to %s (%s); "
             "they are lost, and %s says so",
-            self._unwritten_rows, sum(len(b) for b, _ in self._failed_gaps), self.directory,
-            self.last_error, self.layout.writer_json(self.tag),
+            self._unwritten_rows,
+            sum(len(b) for b, _ in self._failed_gaps),
+            self.directory,
+            self.last_error,
+            self.layout.writer_json(self.tag),
         )
         self._status_dirty = True
 
@@ -356,7 +374,11 @@ class ResultsWriter:
             self._last_log = now
             log.warning(
                 "streamslo: cannot write %s to %s (%s); keeping them and retrying "
-                "(%d failed writes so far)", what, self.directory, self.last_error, self.write_errors,
+                "(%d failed writes so far)",
+                what,
+                self.directory,
+                self.last_error,
+                self.write_errors,
             )
 
     def status(self) -> dict[str, Any]:

@@ -191,8 +191,14 @@ class ServerEvidence:
             ``/metrics``; for another server, none).
     """
 
-    def __init__(self, host: str, out: Path, insecure: bool = False, interval: float = 2.0,
-                 metrics_url: str | None = None) -> None:
+    def __init__(
+        self,
+        host: str,
+        out: Path,
+        insecure: bool = False,
+        interval: float = 2.0,
+        metrics_url: str | None = None,
+    ) -> None:
         self.base = host.rstrip("/")
         self.layout = Layout(Path(out))
         self.dir = self.layout.server_dir
@@ -247,7 +253,9 @@ class ServerEvidence:
         except (OSError, ValueError) as exc:
             self._failed += 1
             if self._failed == 1:
-                log.warning("streamslo: cannot write %s (%s); skipping scrapes until it can", path, exc)
+                log.warning(
+                    "streamslo: cannot write %s (%s); skipping scrapes until it can", path, exc
+                )
 
     def _loop(self) -> None:
         # A scrape at once: the baseline every counter's increase over the run is taken from
@@ -272,7 +280,8 @@ class ServerEvidence:
             if raw is not None:
                 metrics, types = parse_prometheus_typed(raw.decode("utf-8", "replace"))
                 line: dict[str, Any] = {
-                    "t": t, "epoch": round(now, 3),
+                    "t": t,
+                    "epoch": round(now, 3),
                     "metrics": {k: json_value(v) for k, v in metrics.items()},
                 }
                 new = {k: v for k, v in types.items() if self._types.get(k) != v}
@@ -322,7 +331,10 @@ class ServerEvidence:
         self.scrape_once()
         if not self.bundled:
             return
-        for path, dest in (("/debug/stalls", self.layout.server_stalls), ("/debug/workers", self.layout.server_workers)):
+        for path, dest in (
+            ("/debug/stalls", self.layout.server_stalls),
+            ("/debug/workers", self.layout.server_workers),
+        ):
             raw = self._get(self.base + path)
             if raw:
                 try:

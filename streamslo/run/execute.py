@@ -49,8 +49,12 @@ class RunConfig(RunOptions):
     """``--header-file``, ``--header`` and ``--api-key-env`` resolved (validated at once)."""
 
     def __post_init__(self) -> None:
-        headers = resolve_headers(self.header, self.header_file, self.api_key_env,
-                                  anthropic=self.api == "anthropic-messages")
+        headers = resolve_headers(
+            self.header,
+            self.header_file,
+            self.api_key_env,
+            anthropic=self.api == "anthropic-messages",
+        )
         object.__setattr__(self, "headers", headers)
 
     def locust_environment(self) -> dict[str, str]:
@@ -112,9 +116,12 @@ def _scenario_run(values: dict[str, Any], cli: dict[str, Any]) -> dict[str, Any]
     if clash:
         raise BadInputError(
             f"{values.get('scenario')}: [scenarios.*] set the load; remove {', '.join(clash)} "
-            "(a [load] or command-line option), or move it into a scenario")
+            "(a [load] or command-line option), or move it into a scenario"
+        )
     scenarios = from_wire(values["scenarios"])
-    generators = values.get("expect_workers", 1) if values.get("master") else values.get("processes", 1)
+    generators = (
+        values.get("expect_workers", 1) if values.get("master") else values.get("processes", 1)
+    )
     out: dict[str, Any] = {"duration": max(sc.end for sc in scenarios), "users": max(1, generators)}
     if "drain" not in cli:
         out["drain"] = max(sc.graceful_stop for sc in scenarios)
@@ -136,7 +143,9 @@ def _trace_run(values: dict[str, Any], cli: dict[str, Any]) -> dict[str, Any]:
         raise BadInputError(f"--trace sets the arrivals; remove {', '.join(clash)}")
     info = describe_trace(values["trace"], values.get("trace_format", "auto"))
     span = info.span_s / values.get("trace_speed", 1.0)
-    generators = values.get("expect_workers", 1) if values.get("master") else values.get("processes", 1)
+    generators = (
+        values.get("expect_workers", 1) if values.get("master") else values.get("processes", 1)
+    )
     out: dict[str, Any] = {"users": max(1, generators)}
     if "duration" not in cli:
         out["duration"] = max(1.0, math.ceil(span + 1.0))
@@ -166,7 +175,11 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         if slo is None:
             from streamslo.errors import SLOFileError
 
-            raise SLOFileError(values["slo_source"], None, "no [thresholds] table: expected e.g. [thresholds] then itl_ms = [\"p(99)<200\"]")
+            raise SLOFileError(
+                values["slo_source"],
+                None,
+                'no [thresholds] table: expected e.g. [thresholds] then itl_ms = ["p(99)<200"]',
+            )
         budget = own_budget or budget
     if values.get("scenarios"):
         values.update(_scenario_run(values, cli))
@@ -177,7 +190,9 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     if not values.get("out"):
         raise BadInputError("--out DIR is required")
     if values.get("master") and values.get("processes", 1) > 1:
-        raise BadInputError("--master takes its load from workers: give --expect-workers, not --processes")
+        raise BadInputError(
+            "--master takes its load from workers: give --expect-workers, not --processes"
+        )
     window = values.get("window", 10.0)
     if not window > 0:
         raise BadInputError(f"--window must be longer than 0, not {window:g}")
@@ -186,7 +201,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         if a.short_s < window:
             raise BadInputError(
                 f"{source}: the alert {a.name}'s short window ({a.short_s:g} s) is shorter than "
-                f"--window ({window:g} s): lower --window, or lower [budget] time_scale")
+                f"--window ({window:g} s): lower --window, or lower [budget] time_scale"
+            )
     return RunConfig(**values, slo=slo, budget=budget)
 
 
@@ -204,9 +220,15 @@ def _describe_scenarios(wire: str) -> list[dict[str, Any]] | None:
     from streamslo.workload.scenarios import from_wire
 
     return [
-        {"name": sc.name, "executor": sc.executor, "start_s": sc.start_time, "duration_s": sc.duration,
-         "graceful_stop_s": sc.graceful_stop, "peak_vus": sc.peak_vus(),
-         "protocol": dict(sc.protocol) if sc.protocol is not None else None}
+        {
+            "name": sc.name,
+            "executor": sc.executor,
+            "start_s": sc.start_time,
+            "duration_s": sc.duration,
+            "graceful_stop_s": sc.graceful_stop,
+            "peak_vus": sc.peak_vus(),
+            "protocol": dict(sc.protocol) if sc.protocol is not None else None,
+        }
         for sc in from_wire(wire)
     ]
 
@@ -227,22 +249,47 @@ def _locust_command(cfg: RunConfig, locustfile: Path) -> list[str]:
         run_time += LOAD_START_SLACK_S
     spawn = cfg.spawn_rate if cfg.spawn_rate > 0 else float(cfg.users)
     # The open loop splits --request-rate over the generating processes: a master's workers.
-    forwarded = replace(cfg, processes=cfg.expect_workers, load_time=load_time) if cfg.master else replace(
-        cfg, load_time=load_time)
+    forwarded = (
+        replace(cfg, processes=cfg.expect_workers, load_time=load_time)
+        if cfg.master
+        else replace(cfg, load_time=load_time)
+    )
     # The web UI tab checks the run's SLO: its file, or the scenario holding the thresholds.
     if not cfg.slo_source and cfg.slo is not None and cfg.scenario:
         forwarded = replace(forwarded, slo_source=cfg.scenario)
     cmd = [
-        sys.executable, "-m", "locust", "-f", str(locustfile), "--headless",
-        "--host", cfg.host, "-u", str(cfg.users), "-r", f"{spawn:g}",
-        "--run-time", f"{max(1, round(run_time))}s", "--stop-timeout", str(math.ceil(cfg.drain)),
-        "--exit-code-on-error", "0", "--only-summary", "--loglevel", "WARNING",
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        str(locustfile),
+        "--headless",
+        "--host",
+        cfg.host,
+        "-u",
+        str(cfg.users),
+        "-r",
+        f"{spawn:g}",
+        "--run-time",
+        f"{max(1, round(run_time))}s",
+        "--stop-timeout",
+        str(math.ceil(cfg.drain)),
+        "--exit-code-on-error",
+        "0",
+        "--only-summary",
+        "--loglevel",
+        "WARNING",
         *locust_argv(forwarded),
     ]
     if cfg.master:
         cmd += [
-            "--master", "--expect-workers", str(cfg.expect_workers),
-            "--master-bind-host", cfg.master_bind_host, "--master-bind-port", str(cfg.master_bind_port),
+            "--master",
+            "--expect-workers",
+            str(cfg.expect_workers),
+            "--master-bind-host",
+            cfg.master_bind_host,
+            "--master-bind-port",
+            str(cfg.master_bind_port),
         ]
     elif cfg.processes > 1:
         # Locust's master binds every interface unless told otherwise; its forks are local.
@@ -252,8 +299,16 @@ def _locust_command(cfg: RunConfig, locustfile: Path) -> list[str]:
         from streamslo.server.bundled import free_port
 
         port = str(free_port())
-        cmd += ["--processes", str(cfg.processes), "--master-bind-host", "127.0.0.1",
-                "--master-bind-port", port, "--master-port", port]
+        cmd += [
+            "--processes",
+            str(cfg.processes),
+            "--master-bind-host",
+            "127.0.0.1",
+            "--master-bind-port",
+            port,
+            "--master-port",
+            port,
+        ]
     if cfg.generator_cpus:
         cmd = ["taskset", "-c", cfg.generator_cpus, *cmd]
     return [*cmd, *cfg.extra_locust_args]
@@ -302,7 +357,11 @@ def execute(cfg: RunConfig) -> int:
         raise
     evidence = ServerEvidence(cfg.host, out, insecure=cfg.insecure, metrics_url=cfg.metrics_url)
     server = evidence.probe()
-    if server is None and any(p["outcome"] != "ok" for p in preflight or ()) and not _answers(cfg, "/healthz"):
+    if (
+        server is None
+        and any(p["outcome"] != "ok" for p in preflight or ())
+        and not _answers(cfg, "/healthz")
+    ):
         # The preflight's stream went wrong and /healthz got no answer at all: a server busy
         # finishing that stream (a blocked event loop, a worker being replaced) may answer
         # in a moment. (A server without /healthz answers 404 at once: no wait for it.)
@@ -366,8 +425,12 @@ def execute(cfg: RunConfig) -> int:
     with open(layout.locust_log, "wb") as log:
         try:
             proc = subprocess.Popen(
-                _locust_command(cfg, locustfile), stdout=log, stderr=subprocess.STDOUT, env=env,
-                start_new_session=True, preexec_fn=_die_with_parent,
+                _locust_command(cfg, locustfile),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
             )
             evidence.start()
             aborted, alert_abort, overran = _watch(proc, cfg, watch)
@@ -375,8 +438,12 @@ def execute(cfg: RunConfig) -> int:
             # Ctrl-C, SIGTERM, SIGHUP: stop Locust as at the end of a run (streams in flight
             # get the drain), then finalize what was measured.
             interrupted = exc
-            print("streamslo run: interrupted; stopping the load (streams in flight get the drain) "
-                  "and keeping the results", file=sys.stderr, flush=True)
+            print(
+                "streamslo run: interrupted; stopping the load (streams in flight get the drain) "
+                "and keeping the results",
+                file=sys.stderr,
+                flush=True,
+            )
             if proc is not None:
                 _stop(proc, cfg.drain)
         except BaseException:
@@ -389,7 +456,13 @@ def execute(cfg: RunConfig) -> int:
             if watch.exporter is not None:
                 watch.exporter.stop()
     rc = proc.returncode if proc is not None else None
-    died = rc not in (0, None) and not aborted and alert_abort is None and interrupted is None and not overran
+    died = (
+        rc not in (0, None)
+        and not aborted
+        and alert_abort is None
+        and interrupted is None
+        and not overran
+    )
     tail = layout.locust_log.read_text(errors="replace")[-2000:] if died else ""
     if died and (rc == EXIT_BAD_INPUT or ("error:" in tail and "usage:" in tail)):
         raise BadInputError(f"locust rejected the options:\n{tail}")
@@ -425,20 +498,33 @@ def execute(cfg: RunConfig) -> int:
         print(format_summary(summary, list(aborted) + list(checks), data.run))
         for name, d in (summary.get("drift") or {}).items():
             if d.get("verdict") in ("leak", "shrinking", "restarts"):
-                slope = "" if d.get("slope_per_h") is None else f": {d['slope_per_h']:+.3g} {d['unit']}/h"
-                print(f"drift: {name} {d['verdict']}{slope} (start {d.get('start')}, end {d.get('end')})")
+                slope = (
+                    ""
+                    if d.get("slope_per_h") is None
+                    else f": {d['slope_per_h']:+.3g} {d['unit']}/h"
+                )
+                print(
+                    f"drift: {name} {d['verdict']}{slope} (start {d.get('start')}, end {d.get('end')})"
+                )
         for a in watch.alerts:
-            print(f"budget alert {a.name} fired at {a.fired_at}: burn rate {a.burn_long:g} (long), "
-                  f"{a.burn_short:g} (short) > {a.factor:g}{' (abortOnFail: the run stopped)' if a is alert_abort else ''}")
+            print(
+                f"budget alert {a.name} fired at {a.fired_at}: burn rate {a.burn_long:g} (long), "
+                f"{a.burn_short:g} (short) > {a.factor:g}{' (abortOnFail: the run stopped)' if a is alert_abort else ''}"
+            )
     if not cfg.quiet:
-        print(f"\nresults: {out}\nnext:    streamslo verify {out}    # the SLO verdicts (exit 0 / 99)\n"
-              f"         streamslo report {out}    # the HTML / Markdown report")
+        print(
+            f"\nresults: {out}\nnext:    streamslo verify {out}    # the SLO verdicts (exit 0 / 99)\n"
+            f"         streamslo report {out}    # the HTML / Markdown report"
+        )
     if interrupted is not None:
         raise interrupted
     if died:
-        print(f"streamslo run: the load generator (locust) {_exit_words(rc)} before the run's end; "
-              f"what it had written is finalized in {out} (run.json killed: true). "
-              f"See {layout.locust_log}:\n{tail}", file=sys.stderr)
+        print(
+            f"streamslo run: the load generator (locust) {_exit_words(rc)} before the run's end; "
+            f"what it had written is finalized in {out} (run.json killed: true). "
+            f"See {layout.locust_log}:\n{tail}",
+            file=sys.stderr,
+        )
         return EXIT_INTERNAL
     if server_freed is not None and server_freed.get("passed") is False:
         print(f"streamslo run: {server_freed['reason']}", file=sys.stderr)
@@ -446,7 +532,9 @@ def execute(cfg: RunConfig) -> int:
     if failed or alert_abort is not None:
         return EXIT_THRESHOLD
     if not data.valid and not cfg.allow_invalid:
-        print(f"streamslo run: the run is invalid: {data.run.get('invalid_reason')}", file=sys.stderr)
+        print(
+            f"streamslo run: the run is invalid: {data.run.get('invalid_reason')}", file=sys.stderr
+        )
         return EXIT_THRESHOLD
     return EXIT_OK
 
@@ -463,9 +551,13 @@ def prepare_out(out: Path) -> None:
 
     try:
         if out.exists() and not out.is_dir():
-            raise BadInputError(f"--out {out}: a file is there, not a directory (choose a new --out)")
+            raise BadInputError(
+                f"--out {out}: a file is there, not a directory (choose a new --out)"
+            )
         if out.exists() and any(out.iterdir()):
-            raise BadInputError(f"--out {out}: the results directory is not empty (choose a new --out)")
+            raise BadInputError(
+                f"--out {out}: the results directory is not empty (choose a new --out)"
+            )
         out.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=out):
             pass
@@ -474,8 +566,10 @@ def prepare_out(out: Path) -> None:
         if exc.errno == errno.ENOTDIR or (exc.errno == errno.EEXIST and not out.is_dir()):
             reason = "a parent of it is a file, not a directory"
         where = exc.filename if isinstance(exc.filename, str) and exc.filename != str(out) else None
-        raise BadInputError(f"--out {out}: cannot create or write the results directory: {reason}"
-                            + (f" ({where})" if where else "")) from None
+        raise BadInputError(
+            f"--out {out}: cannot create or write the results directory: {reason}"
+            + (f" ({where})" if where else "")
+        ) from None
 
 
 def _describe_workload(cfg: RunConfig) -> dict[str, Any]:
@@ -490,11 +584,16 @@ def _describe_workload(cfg: RunConfig) -> dict[str, Any]:
     from streamslo.workload.requests import Workload, resolve_system_prompt
 
     resolve_system_prompt(cfg.system_prompt)
-    envelope = WSEnvelope.from_options(cfg.ws_request_template, cfg.ws_chunk_path, cfg.ws_done_message)
+    envelope = WSEnvelope.from_options(
+        cfg.ws_request_template, cfg.ws_chunk_path, cfg.ws_done_message
+    )
     out = Workload(cfg).describe()
     if not envelope.plain:
-        out["ws_envelope"] = {"request_template": cfg.ws_request_template,
-                              "chunk_path": cfg.ws_chunk_path, "done_message": cfg.ws_done_message}
+        out["ws_envelope"] = {
+            "request_template": cfg.ws_request_template,
+            "chunk_path": cfg.ws_chunk_path,
+            "done_message": cfg.ws_done_message,
+        }
     return out
 
 
@@ -514,11 +613,20 @@ def _preflight(cfg: RunConfig) -> list[dict[str, Any]] | None:
     from streamslo.workload.requests import RequestOptions, resolve_system_prompt
 
     request = RequestOptions(
-        endpoint=cfg.endpoint, model=cfg.model, max_tokens=cfg.max_tokens, temperature=cfg.temperature,
-        seed=cfg.seed, ignore_eos=cfg.ignore_eos, include_usage=cfg.usage, done_marker=cfg.done_marker,
-        coalesced_chunks=cfg.coalesced_chunks, system_prompt=resolve_system_prompt(cfg.system_prompt),
+        endpoint=cfg.endpoint,
+        model=cfg.model,
+        max_tokens=cfg.max_tokens,
+        temperature=cfg.temperature,
+        seed=cfg.seed,
+        ignore_eos=cfg.ignore_eos,
+        include_usage=cfg.usage,
+        done_marker=cfg.done_marker,
+        coalesced_chunks=cfg.coalesced_chunks,
+        system_prompt=resolve_system_prompt(cfg.system_prompt),
     )
-    envelope = WSEnvelope.from_options(cfg.ws_request_template, cfg.ws_chunk_path, cfg.ws_done_message)
+    envelope = WSEnvelope.from_options(
+        cfg.ws_request_template, cfg.ws_chunk_path, cfg.ws_done_message
+    )
     used = {"sse", "ws"} if cfg.protocol == "mixed" else {cfg.protocol}
     if cfg.scenarios:
         from streamslo.workload.scenarios import from_wire
@@ -526,25 +634,45 @@ def _preflight(cfg: RunConfig) -> list[dict[str, Any]] | None:
         used = set()
         for sc in from_wire(cfg.scenarios):
             mix = dict(sc.protocol) if sc.protocol is not None else {cfg.protocol: 1.0}
-            used |= {"sse", "ws"} if "mixed" in mix else {p for p, w in mix.items() if w and p in ("sse", "ws")}
+            used |= (
+                {"sse", "ws"}
+                if "mixed" in mix
+                else {p for p, w in mix.items() if w and p in ("sse", "ws")}
+            )
     protocols = [p for p in ("sse", "ws") if p in used] or ["sse"]
     try:
         # A master without credentials of its own may have workers that bring theirs.
-        results = preflight(cfg.host, protocols, request, headers=cfg.headers.as_dict(), insecure=cfg.insecure,
-                            envelope=envelope, auth_fatal=not (cfg.master and not cfg.headers))
+        results = preflight(
+            cfg.host,
+            protocols,
+            request,
+            headers=cfg.headers.as_dict(),
+            insecure=cfg.insecure,
+            envelope=envelope,
+            auth_fatal=not (cfg.master and not cfg.headers),
+        )
     except PreflightFailed as exc:
         # The server's own words go to the terminal: mask any credential it echoed.
         hide = cfg.headers.redactor()
         d = replace(exc.diagnosis, cause=hide(exc.diagnosis.cause))
-        raise PreflightFailed(exc.protocol, exc.url, d,
-                              "nothing else was sent; --no-preflight skips this check") from None
+        raise PreflightFailed(
+            exc.protocol, exc.url, d, "nothing else was sent; --no-preflight skips this check"
+        ) from None
     out = []
     for r in results:
         if not cfg.quiet and r.diagnosis is not None:
             error = f" ({cfg.headers.redactor()(r.record.error)})" if r.record.error else ""
             print(f"streamslo run: {r.describe()}{error}; the run goes on", file=sys.stderr)
-        out.append({"protocol": r.protocol, "url": r.url, "outcome": r.record.outcome, "status": r.record.status,
-                    "error": cfg.headers.redactor()(r.record.error) or None, "seconds": round(r.seconds, 3)})
+        out.append(
+            {
+                "protocol": r.protocol,
+                "url": r.url,
+                "outcome": r.record.outcome,
+                "status": r.record.status,
+                "error": cfg.headers.redactor()(r.record.error) or None,
+                "seconds": round(r.seconds, 3),
+            }
+        )
     return out
 
 
@@ -605,12 +733,16 @@ def _new_watch(cfg: RunConfig, slo: Any, out: Path) -> Any:
         try:
             exporter.start()
         except OSError as exc:
-            raise BadInputError(f"--prometheus-port {cfg.prometheus_port}: cannot listen ({exc.strerror})") from None
+            raise BadInputError(
+                f"--prometheus-port {cfg.prometheus_port}: cannot listen ({exc.strerror})"
+            ) from None
     progress = Progress(mode, cfg.progress_interval)
     return RunWatch(out, slo, cfg.budget, cfg.warmup + cfg.duration, progress, exporter)
 
 
-def _watch(proc: subprocess.Popen[bytes], cfg: RunConfig, watch: Any) -> tuple[list[Any], Any, bool]:
+def _watch(
+    proc: subprocess.Popen[bytes], cfg: RunConfig, watch: Any
+) -> tuple[list[Any], Any, bool]:
     """Wait for Locust; stop it early when an abortOnFail threshold fails or an abortOnFail
     alert fires (read from the windows and the running totals, see :mod:`streamslo.run.watch`),
     or when it runs far past its end (a hung generator).
@@ -637,14 +769,20 @@ def _watch(proc: subprocess.Popen[bytes], cfg: RunConfig, watch: Any) -> tuple[l
             start = time.monotonic()
         elapsed = time.monotonic() - start
         if elapsed > limit:
-            print(f"streamslo run: locust still runs {elapsed:.0f}s after the start; stopping it", file=sys.stderr)
+            print(
+                f"streamslo run: locust still runs {elapsed:.0f}s after the start; stopping it",
+                file=sys.stderr,
+            )
             _stop(proc, 5.0)
             return [], None, True
         verdict = watch.poll(elapsed)
         if verdict:
             if verdict.alert is not None:
-                print(f"streamslo run: budget alert {verdict.alert.name} fired (abortOnFail); stopping the run",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"streamslo run: budget alert {verdict.alert.name} fired (abortOnFail); stopping the run",
+                    file=sys.stderr,
+                    flush=True,
+                )
             _stop(proc, cfg.drain)
             return list(verdict.failed), verdict.alert, False
     return [], None, False
@@ -654,10 +792,12 @@ def _waiting_words(cfg: RunConfig) -> str:
     """What a master says while no worker has started the load."""
     n = cfg.expect_workers
     locustfile = Path(__file__).resolve().parent / "loadgen" / "locustfile.py"
-    return (f"streamslo run: master waiting for {n} worker{'s' if n != 1 else ''} on "
-            f"{cfg.master_bind_host}:{cfg.master_bind_port}; the run starts when {'all' if n != 1 else 'it'} "
-            f"connected. Start {'each' if n != 1 else 'it'} with: locust -f {locustfile} --worker "
-            f"--master-host HOST --master-port {cfg.master_bind_port}")
+    return (
+        f"streamslo run: master waiting for {n} worker{'s' if n != 1 else ''} on "
+        f"{cfg.master_bind_host}:{cfg.master_bind_port}; the run starts when {'all' if n != 1 else 'it'} "
+        f"connected. Start {'each' if n != 1 else 'it'} with: locust -f {locustfile} --worker "
+        f"--master-host HOST --master-port {cfg.master_bind_port}"
+    )
 
 
 def _stop(proc: subprocess.Popen[bytes], drain: float) -> None:

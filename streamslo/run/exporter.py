@@ -46,7 +46,9 @@ class _Collector(Collector):
 
     def collect(self) -> Iterator[Any]:
         snap = self.snapshot
-        streams = CounterMetricFamily("streamslo_gen_streams", "Streams finished, by outcome", labels=["outcome"])
+        streams = CounterMetricFamily(
+            "streamslo_gen_streams", "Streams finished, by outcome", labels=["outcome"]
+        )
         counts, _ = counts_of(snap.totals)
         for o, n in counts.items():
             streams.add_metric([o], n)
@@ -54,15 +56,30 @@ class _Collector(Collector):
         total = merge_groups(snap.totals.values())
         for name, key in (("ttft", "ttft_ms"), ("itl", "itl_ms")):
             h = total.trends.get(key)
-            fam = HistogramMetricFamily(f"streamslo_gen_{name}_seconds", f"{name.upper()} of the streams (load generator's view)")
+            fam = HistogramMetricFamily(
+                f"streamslo_gen_{name}_seconds",
+                f"{name.upper()} of the streams (load generator's view)",
+            )
             n = h.count if h is not None else 0
-            buckets = [(f"{b:g}", h.count_le(b * 1000.0) if h is not None else 0) for b in BUCKETS_S]
+            buckets = [
+                (f"{b:g}", h.count_le(b * 1000.0) if h is not None else 0) for b in BUCKETS_S
+            ]
             fam.add_metric([], [*buckets, ("+Inf", n)], (h.sum / 1000.0) if h is not None else 0.0)
             yield fam
         last = snap.last_window or {}
         for name, col, scale, doc in (
-            ("active_streams", "active_streams", 1.0, "Streams open, time-averaged over the last window"),
-            ("cpu_percent", "gen_cpu_pct", 1.0, "CPU of the busiest generator process (100 = one core)"),
+            (
+                "active_streams",
+                "active_streams",
+                1.0,
+                "Streams open, time-averaged over the last window",
+            ),
+            (
+                "cpu_percent",
+                "gen_cpu_pct",
+                1.0,
+                "CPU of the busiest generator process (100 = one core)",
+            ),
             ("lag_p99_seconds", "gen_lag_ms_p99", 0.001, "Greenlet lag p99 over the last window"),
             ("rss_bytes", "gen_rss_mb", 2.0**20, "Memory of the generator processes"),
         ):
@@ -70,14 +87,18 @@ class _Collector(Collector):
             if v is not None:
                 yield GaugeMetricFamily(f"streamslo_gen_{name}", doc, value=float(v) * scale)
         if snap.burns:
-            burn = GaugeMetricFamily("streamslo_budget_burn_rate", "Error budget burn rate", labels=["alert", "span"])
+            burn = GaugeMetricFamily(
+                "streamslo_budget_burn_rate", "Error budget burn rate", labels=["alert", "span"]
+            )
             for alert, (bl, bs) in snap.burns.items():
                 if bl is not None:
                     burn.add_metric([alert, "long"], bl)
                 if bs is not None:
                     burn.add_metric([alert, "short"], bs)
             yield burn
-            yield CounterMetricFamily("streamslo_alerts_fired", "Burn-rate alerts fired", value=snap.alerts_fired)
+            yield CounterMetricFamily(
+                "streamslo_alerts_fired", "Burn-rate alerts fired", value=snap.alerts_fired
+            )
 
 
 class GeneratorExporter:

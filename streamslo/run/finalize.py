@@ -74,12 +74,18 @@ def judge_validity(directory: Path) -> dict[str, Any]:
         busy = float(p.get("cpu_busy_fraction") or 0.0)
         lag = p.get("lag_p99_ms")
         # A worker's figures came to the master: name the worker (Locust's id holds its host).
-        name = f"worker {p['worker']} (process {p.get('tag')})" if p.get("worker") else f"generator process {p.get('tag')}"
+        name = (
+            f"worker {p['worker']} (process {p.get('tag')})"
+            if p.get("worker")
+            else f"generator process {p.get('tag')}"
+        )
         if busy > BUSY_FRACTION_LIMIT:
             reasons.append(f"{name} was above 90% of a core for {busy:.0%} of the run (limit 10%)")
         if isinstance(lag, (int, float)) and lag > LAG_P99_LIMIT_MS:
             reasons.append(f"{name} greenlet lag p99 {lag:.1f} ms (limit 20 ms)")
-    peaks = [p["peak_cpu_percent"] for p in procs if isinstance(p.get("peak_cpu_percent"), (int, float))]
+    peaks = [
+        p["peak_cpu_percent"] for p in procs if isinstance(p.get("peak_cpu_percent"), (int, float))
+    ]
     lags = [p["lag_p99_ms"] for p in procs if isinstance(p.get("lag_p99_ms"), (int, float))]
     busy_fracs = [float(p.get("cpu_busy_fraction") or 0.0) for p in procs]
     return {
@@ -113,13 +119,24 @@ def writer_totals(directory: Path) -> dict[str, Any]:
         "write_errors": total("write_errors"),
         "rows_unwritten": total("rows_unwritten"),
         "gaps_unwritten": total("gaps_unwritten"),
-        "writers": {"processes": len(writers), "rows_written": total("rows_written"),
-                    "last_error": errors[-1] if errors else None},
+        "writers": {
+            "processes": len(writers),
+            "rows_written": total("rows_written"),
+            "last_error": errors[-1] if errors else None,
+        },
     }
 
 
 #: The ``relay.json`` totals that run.json keeps under ``relay``.
-_RELAY_TOTALS = ("workers", "batches", "records", "bytes", "duplicates", "rejected_records", "master_ingest_us_per_record")
+_RELAY_TOTALS = (
+    "workers",
+    "batches",
+    "records",
+    "bytes",
+    "duplicates",
+    "rejected_records",
+    "master_ingest_us_per_record",
+)
 
 
 def relay_totals(directory: Path) -> dict[str, Any]:
@@ -218,7 +235,11 @@ def last_record_epoch(data: RunData) -> float | None:
         ends = s["started_at"] + s["e2e_ms"].fillna(0.0) / 1000.0
         return float(ends.max())
     layout = Layout(data.path)
-    files = [layout.streams_csv, *layout.procs_dir.glob("*.json"), *layout.writers_dir.glob("*.json")]
+    files = [
+        layout.streams_csv,
+        *layout.procs_dir.glob("*.json"),
+        *layout.writers_dir.glob("*.json"),
+    ]
     if layout.gaps_dir.is_dir():
         files += list(layout.gaps_dir.glob("*.parquet"))
     times = [p.stat().st_mtime for p in files if p.exists()]
@@ -265,9 +286,18 @@ def finalize_killed(directory: Path, slo: Any = None) -> tuple[SummaryJson, list
     layout = Layout(Path(directory))
     data = load_run(layout.root)  # raises ResultsError for what is not a results directory
     if data.complete:
-        summary = (cast(SummaryJson, read_json(layout.summary_json)) if layout.summary_json.exists()
-                   else summarize(data))
-        return summary, thresholds.evaluate(slo or _recorded_slo(layout, data.run) or thresholds.DEFAULT_SLO, data), False
+        summary = (
+            cast(SummaryJson, read_json(layout.summary_json))
+            if layout.summary_json.exists()
+            else summarize(data)
+        )
+        return (
+            summary,
+            thresholds.evaluate(
+                slo or _recorded_slo(layout, data.run) or thresholds.DEFAULT_SLO, data
+            ),
+            False,
+        )
     run = data.run
     start = run.get("start_epoch")
     if not isinstance(start, (int, float)):

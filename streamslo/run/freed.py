@@ -57,7 +57,9 @@ class FreedCheck:
         scrape: reads ``url`` into ``{"name{labels}": value}`` (None when it cannot).
     """
 
-    def __init__(self, url: str, scrape: Callable[[str], dict[str, float] | None] = _scrape) -> None:
+    def __init__(
+        self, url: str, scrape: Callable[[str], dict[str, float] | None] = _scrape
+    ) -> None:
         self.url = url
         self._scrape = scrape
         self.baseline: tuple[str, float] | None = None
@@ -80,8 +82,12 @@ def check_freed(check: FreedCheck, bound_s: float, poll_s: float = 0.25) -> dict
     exports no in-flight gauge), the gauge, its baseline, its last value, and how long it took."""
     base = check.baseline
     if base is None:
-        return {"passed": None, "reason": f"no in-flight gauge at {check.url} "
-                f"(looked for {', '.join(IN_FLIGHT_GAUGES)})", "metrics_url": check.url}
+        return {
+            "passed": None,
+            "reason": f"no in-flight gauge at {check.url} "
+            f"(looked for {', '.join(IN_FLIGHT_GAUGES)})",
+            "metrics_url": check.url,
+        }
     gauge, baseline = base
     t0 = time.monotonic()
     last: float | None = None
@@ -96,10 +102,20 @@ def check_freed(check: FreedCheck, bound_s: float, poll_s: float = 0.25) -> dict
         time.sleep(poll_s)
     waited = round(time.monotonic() - t0, 3)
     passed = last is not None and last <= baseline
-    out: dict[str, Any] = {"passed": passed, "gauge": gauge, "baseline": baseline, "last": last,
-                           "waited_s": waited, "bound_s": bound_s, "metrics_url": check.url}
+    out: dict[str, Any] = {
+        "passed": passed,
+        "gauge": gauge,
+        "baseline": baseline,
+        "last": last,
+        "waited_s": waited,
+        "bound_s": bound_s,
+        "metrics_url": check.url,
+    }
     if not passed:
-        out["reason"] = (f"{gauge} stayed at {last:g} (baseline {baseline:g}) {bound_s:g} s after the run: "
-                         "the server did not free the streams its clients hung up on"
-                         if last is not None else f"{check.url} could not be read after the run")
+        out["reason"] = (
+            f"{gauge} stayed at {last:g} (baseline {baseline:g}) {bound_s:g} s after the run: "
+            "the server did not free the streams its clients hung up on"
+            if last is not None
+            else f"{check.url} could not be read after the run"
+        )
     return out

@@ -82,8 +82,10 @@ class PreflightResult:
     def describe(self) -> str:
         rec = self.record
         status = f"HTTP {rec.status}, " if rec.status else ""
-        return (f"preflight {self.protocol} {self.url}: {status}{rec.outcome}, {rec.tokens} tokens "
-                f"in {self.seconds:.2f} s")
+        return (
+            f"preflight {self.protocol} {self.url}: {status}{rec.outcome}, {rec.tokens} tokens "
+            f"in {self.seconds:.2f} s"
+        )
 
 
 class PreflightFailed(BadInputError):
@@ -94,7 +96,9 @@ class PreflightFailed(BadInputError):
         self.url = url
         self.diagnosis = diagnosis
         tail = f"\n  ({note})" if note else ""
-        super().__init__(f"preflight ({protocol}) {url}: {diagnosis.cause}\n  fix: {diagnosis.fix}{tail}")
+        super().__init__(
+            f"preflight ({protocol}) {url}: {diagnosis.cause}\n  fix: {diagnosis.fix}{tail}"
+        )
 
 
 def parse_target(url: str, headers: dict[str, str] | None = None, insecure: bool = False) -> Target:
@@ -107,13 +111,24 @@ def parse_target(url: str, headers: dict[str, str] | None = None, insecure: bool
         return Target.from_url(url, headers, insecure)
     except ValueError:
         scheme = url.split("://", 1)[0] if "://" in url else ""
-        cause = f"{scheme}:// is not HTTP" if scheme and scheme not in ("http", "https") else "no host in the URL"
-        raise PreflightFailed("url", url, Diagnosis(
-            f"not an http(s) URL ({cause})", "give --host as http://HOST:PORT or https://HOST[:PORT][/prefix]",
-        )) from None
+        cause = (
+            f"{scheme}:// is not HTTP"
+            if scheme and scheme not in ("http", "https")
+            else "no host in the URL"
+        )
+        raise PreflightFailed(
+            "url",
+            url,
+            Diagnosis(
+                f"not an http(s) URL ({cause})",
+                "give --host as http://HOST:PORT or https://HOST[:PORT][/prefix]",
+            ),
+        ) from None
 
 
-def list_models(target: Target, limits: ClientLimits = PREFLIGHT_LIMITS) -> tuple[int | None, list[str]]:
+def list_models(
+    target: Target, limits: ClientLimits = PREFLIGHT_LIMITS
+) -> tuple[int | None, list[str]]:
     """``GET /v1/models``: the status (None: no answer) and the model ids listed."""
     try:
         status, body = fetch(target, "/v1/models", timeout=limits.request_timeout, limits=limits)
@@ -126,7 +141,11 @@ def list_models(target: Target, limits: ClientLimits = PREFLIGHT_LIMITS) -> tupl
     except ValueError:
         return status, []
     data = listing.get("data") if isinstance(listing, dict) else None
-    ids = [str(m["id"]) for m in data if isinstance(m, dict) and "id" in m] if isinstance(data, list) else []
+    ids = (
+        [str(m["id"]) for m in data if isinstance(m, dict) and "id" in m]
+        if isinstance(data, list)
+        else []
+    )
     if not ids and first_model_id(listing):
         ids = [str(first_model_id(listing))]
     return status, ids
@@ -157,8 +176,13 @@ def one_stream(
         The finished record and its tracker.
     """
     env = envelope or WSEnvelope()
-    rec = StreamRecord(stream_id=f"preflight-{next(_seq)}", protocol=protocol, user_class="preflight",
-                       started_at=time.time(), t0=time.perf_counter())
+    rec = StreamRecord(
+        stream_id=f"preflight-{next(_seq)}",
+        protocol=protocol,
+        user_class="preflight",
+        started_at=time.time(),
+        t0=time.perf_counter(),
+    )
     expect = request.expectations()
     body = build_body(request, prompt)
     if protocol == "ws":
@@ -187,27 +211,49 @@ def _speaks_plain_http(target: Target) -> bool:
 def _connect_cause(target: Target, error: str) -> Diagnosis:
     low = error.lower()
     where = f"{target.host}:{target.port}"
-    if "gaierror" in low or "name or service not known" in low or "nodename nor servname" in low \
-            or "temporary failure in name resolution" in low:
-        return Diagnosis(f"cannot resolve the host {target.host!r} ({error})",
-                         "check the host name in --host (a typo?), or use its IP address")
-    if "wrong_version_number" in low or "record layer failure" in low or "packet length too long" in low \
-            or ("sslerror" in low and "http" in low):
-        return Diagnosis(f"TLS handshake failed ({error}): the server speaks plain HTTP",
-                         f"use http://{target.host_header}{target.prefix}")
+    if (
+        "gaierror" in low
+        or "name or service not known" in low
+        or "nodename nor servname" in low
+        or "temporary failure in name resolution" in low
+    ):
+        return Diagnosis(
+            f"cannot resolve the host {target.host!r} ({error})",
+            "check the host name in --host (a typo?), or use its IP address",
+        )
+    if (
+        "wrong_version_number" in low
+        or "record layer failure" in low
+        or "packet length too long" in low
+        or ("sslerror" in low and "http" in low)
+    ):
+        return Diagnosis(
+            f"TLS handshake failed ({error}): the server speaks plain HTTP",
+            f"use http://{target.host_header}{target.prefix}",
+        )
     if "certificate" in low:
-        return Diagnosis(f"the server's TLS certificate is not trusted ({error})",
-                         "install its CA, or pass --insecure to skip verification (test servers only)")
+        return Diagnosis(
+            f"the server's TLS certificate is not trusted ({error})",
+            "install its CA, or pass --insecure to skip verification (test servers only)",
+        )
     if "sslerror" in low or "ssl" in low:
-        return Diagnosis(f"TLS handshake failed ({error})", "check the scheme (http:// or https://) and the port")
+        return Diagnosis(
+            f"TLS handshake failed ({error})", "check the scheme (http:// or https://) and the port"
+        )
     if "refused" in low:
-        return Diagnosis(f"connection refused at {where} ({error}): nothing listens there",
-                         "start the server, or fix the port in --host")
+        return Diagnosis(
+            f"connection refused at {where} ({error}): nothing listens there",
+            "start the server, or fix the port in --host",
+        )
     if "timeout" in low or "timed out" in low:
-        return Diagnosis(f"no connection to {where} within {PREFLIGHT_LIMITS.connect_timeout:g} s ({error})",
-                         "check the host and port, and any firewall in between")
+        return Diagnosis(
+            f"no connection to {where} within {PREFLIGHT_LIMITS.connect_timeout:g} s ({error})",
+            "check the host and port, and any firewall in between",
+        )
     if "unreachable" in low:
-        return Diagnosis(f"{where} is unreachable ({error})", "check the host in --host and the network")
+        return Diagnosis(
+            f"{where} is unreachable ({error})", "check the host in --host and the network"
+        )
     return Diagnosis(f"cannot connect to {where} ({error})", "check --host")
 
 
@@ -232,29 +278,46 @@ def diagnose(
         return None
     if outcome == "connect_error" and rec.connect_s is None:
         found = _connect_cause(target, error)
-        if target.scheme == "https" and "refused" not in error.lower() and "resolve" not in found.cause \
-                and _speaks_plain_http(target):
-            return Diagnosis(f"TLS handshake failed ({error}): the server speaks plain HTTP",
-                             f"use http://{target.host_header}{target.prefix}")
+        if (
+            target.scheme == "https"
+            and "refused" not in error.lower()
+            and "resolve" not in found.cause
+            and _speaks_plain_http(target)
+        ):
+            return Diagnosis(
+                f"TLS handshake failed ({error}): the server speaks plain HTTP",
+                f"use http://{target.host_header}{target.prefix}",
+            )
         return found
     if outcome == "http_4xx" or (status is not None and 400 <= status < 500):
         low = error.lower()
         if status in (401, 403):
-            return Diagnosis(f"answered {error or f'HTTP {status}'}: the server wants credentials",
-                             "pass the key with --api-key-env VAR (the variable holding it) or --header 'Authorization: Bearer ...'")
+            return Diagnosis(
+                f"answered {error or f'HTTP {status}'}: the server wants credentials",
+                "pass the key with --api-key-env VAR (the variable holding it) or --header 'Authorization: Bearer ...'",
+            )
         if "model" in low and status in (400, 404, 422, None):
             listed = f"; the server lists: {', '.join(models[:10])}" if models else ""
-            return Diagnosis(f"answered {error}: unknown model {request.model!r}{listed}",
-                             "give --model with a name the server serves" + (f" (e.g. --model {models[0]})" if models else ""))
+            return Diagnosis(
+                f"answered {error}: unknown model {request.model!r}{listed}",
+                "give --model with a name the server serves"
+                + (f" (e.g. --model {models[0]})" if models else ""),
+            )
         if status == 404 or "404" in error:
             if protocol == "ws":
-                return Diagnosis(f"answered {error}: no WebSocket endpoint there",
-                                 "use --protocol sse, or check the URL prefix in --host")
-            return Diagnosis(f"answered {error}: wrong path",
-                             "check the URL prefix in --host (the base URL, without /v1/...) and --endpoint "
-                             "(chat: /v1/chat/completions, completions: /v1/completions)")
+                return Diagnosis(
+                    f"answered {error}: no WebSocket endpoint there",
+                    "use --protocol sse, or check the URL prefix in --host",
+                )
+            return Diagnosis(
+                f"answered {error}: wrong path",
+                "check the URL prefix in --host (the base URL, without /v1/...) and --endpoint "
+                "(chat: /v1/chat/completions, completions: /v1/completions)",
+            )
         if status == 405:
-            return Diagnosis(f"answered {error}: the path does not take POST", "check --host and --endpoint")
+            return Diagnosis(
+                f"answered {error}: the path does not take POST", "check --host and --endpoint"
+            )
         if status == 429:
             return Diagnosis(f"answered {error} (rate limited)", "the run goes on", fatal=False)
         hint = []
@@ -262,19 +325,33 @@ def diagnose(
             hint.append("--no-ignore-eos")
         if "stream_options" in low or "include_usage" in low or "usage" in low:
             hint.append("--no-usage")
-        fix = ("the server rejects a request option: " + " ".join(hint)) if hint else \
-            "the server rejects the request: check --endpoint, --model and the options it does not accept " \
+        fix = (
+            ("the server rejects a request option: " + " ".join(hint))
+            if hint
+            else "the server rejects the request: check --endpoint, --model and the options it does not accept "
             "(--no-ignore-eos, --no-usage); `streamslo check URL` shows what it accepts"
+        )
         return Diagnosis(f"answered {error or f'HTTP {status}'}", fix)
     if outcome == "malformed" and "is not an event stream" in error:
-        return Diagnosis(f"answered {error}: not a streaming endpoint",
-                         "point --host at an OpenAI-compatible server that streams (text/event-stream); "
-                         "check the path and --endpoint")
-    if outcome == "malformed" and "HTTPProtocolError" in error and target.scheme == "http" and rec.status is None:
-        return Diagnosis(f"the answer is not HTTP ({error})",
-                         f"if the server speaks TLS, use https://{target.host_header}{target.prefix}")
+        return Diagnosis(
+            f"answered {error}: not a streaming endpoint",
+            "point --host at an OpenAI-compatible server that streams (text/event-stream); "
+            "check the path and --endpoint",
+        )
+    if (
+        outcome == "malformed"
+        and "HTTPProtocolError" in error
+        and target.scheme == "http"
+        and rec.status is None
+    ):
+        return Diagnosis(
+            f"the answer is not HTTP ({error})",
+            f"if the server speaks TLS, use https://{target.host_header}{target.prefix}",
+        )
     # The server answered: whatever went wrong is what the run measures.
-    return Diagnosis(f"{outcome}" + (f" ({error})" if error else ""), "the run goes on", fatal=False)
+    return Diagnosis(
+        f"{outcome}" + (f" ({error})" if error else ""), "the run goes on", fatal=False
+    )
 
 
 def preflight(
@@ -313,11 +390,18 @@ def preflight(
         rec, _ = one_stream(target, protocol, request, envelope=envelope, limits=limits)
         seconds = time.perf_counter() - t
         diagnosis = diagnose(protocol, rec, target, request, models)
-        if diagnosis is not None and diagnosis.fatal and not models and rec.status in (400, 404, 422):
+        if (
+            diagnosis is not None
+            and diagnosis.fatal
+            and not models
+            and rec.status in (400, 404, 422)
+        ):
             _, models = list_models(target, limits)
             diagnosis = diagnose(protocol, rec, target, request, models)
         if diagnosis is not None and not auth_fatal and rec.status in (401, 403):
-            diagnosis = replace(diagnosis, fatal=False, fix="the workers must bring credentials (--header-file)")
+            diagnosis = replace(
+                diagnosis, fatal=False, fix="the workers must bring credentials (--header-file)"
+            )
         path = WS_PATH if protocol == "ws" else request.path
         url = f"{target.scheme}://{target.host_header}{target.prefix}{path}"
         if diagnosis is not None and diagnosis.fatal:

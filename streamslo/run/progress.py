@@ -58,9 +58,11 @@ def progress_line(st: ProgressState) -> str:
     itl = "—" if st.itl_p99_ms is None else f"{st.itl_p99_ms:.1f} ms"
     alerts = f"alerts {st.alerts}" + (f" (last: {st.last_alert})" if st.last_alert else "")
     refused = f" | connect errors {st.connect_errors:,}" if st.connect_errors else ""
-    return (f"{fmt_duration(st.elapsed_s)}/{fmt_duration(st.planned_s)} ETA {fmt_duration(eta)} | "
-            f"streams {streams}{open_}{refused} | last window: trunc {_pct(st.truncation_rate)} "
-            f"5xx {_pct(st.http_5xx_rate)} ITL p99 {itl} | {alerts}")
+    return (
+        f"{fmt_duration(st.elapsed_s)}/{fmt_duration(st.planned_s)} ETA {fmt_duration(eta)} | "
+        f"streams {streams}{open_}{refused} | last window: trunc {_pct(st.truncation_rate)} "
+        f"5xx {_pct(st.http_5xx_rate)} ITL p99 {itl} | {alerts}"
+    )
 
 
 class Progress:
@@ -73,7 +75,9 @@ class Progress:
         stream: where to write.
     """
 
-    def __init__(self, mode: str = "auto", interval: float = 30.0, stream: IO[str] | None = None) -> None:
+    def __init__(
+        self, mode: str = "auto", interval: float = 30.0, stream: IO[str] | None = None
+    ) -> None:
         self.stream = stream if stream is not None else sys.stderr
         if mode == "auto":
             mode = "live" if self.stream.isatty() else "plain"
@@ -96,7 +100,12 @@ class Progress:
                 from rich.console import Console
                 from rich.live import Live
 
-                self._live = Live(Text(line), console=Console(file=self.stream), auto_refresh=False, transient=False)
+                self._live = Live(
+                    Text(line),
+                    console=Console(file=self.stream),
+                    auto_refresh=False,
+                    transient=False,
+                )
                 self._live.start()
             self._live.update(Text(line), refresh=True)
             return
@@ -109,5 +118,9 @@ class Progress:
         if self._live is not None:
             self._live.stop()
             self._live = None
-        elif self.mode == "plain" and self._last is not None and self._last_plain != self._last.elapsed_s:
+        elif (
+            self.mode == "plain"
+            and self._last is not None
+            and self._last_plain != self._last.elapsed_s
+        ):
             print(f"streamslo: {progress_line(self._last)}", file=self.stream, flush=True)

@@ -29,7 +29,14 @@ import threading
 import time
 from types import FrameType, TracebackType
 
-__all__ = ["REPEAT_WINDOW_S", "STOP_SIGNALS", "Interrupted", "StopSignals", "exit_code_of", "kill_groups"]
+__all__ = [
+    "REPEAT_WINDOW_S",
+    "STOP_SIGNALS",
+    "Interrupted",
+    "StopSignals",
+    "exit_code_of",
+    "kill_groups",
+]
 
 STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 #: The same signal again within this many seconds is the same request (see the module docstring).
@@ -117,14 +124,22 @@ class StopSignals:
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         now = time.monotonic()
-        if self._last is not None and self._last[0] == signum and now - self._last[1] < REPEAT_WINDOW_S:
+        if (
+            self._last is not None
+            and self._last[0] == signum
+            and now - self._last[1] < REPEAT_WINDOW_S
+        ):
             return
         self._last = (signum, now)
         self.received.append(signum)
         if len(self.received) == 1:
             raise Interrupted(signum)
         if len(self.received) == 2:
-            print("streamslo: second stop signal: killing the child processes now", file=sys.stderr, flush=True)
+            print(
+                "streamslo: second stop signal: killing the child processes now",
+                file=sys.stderr,
+                flush=True,
+            )
             kill_groups(_descendants(self._before))
             return
         signal.signal(signum, signal.SIG_DFL)
@@ -161,7 +176,11 @@ class StopSignals:
         # Kill the groups even when their leaders are gone: a dead leader's workers may live on.
         kill_groups(left)
         if alive:
-            print(f"streamslo: killed {len(alive)} child process(es) that did not stop", file=sys.stderr, flush=True)
+            print(
+                f"streamslo: killed {len(alive)} child process(es) that did not stop",
+                file=sys.stderr,
+                flush=True,
+            )
         return [pid for pid, _ in left]
 
     def __exit__(

@@ -22,7 +22,9 @@ __all__ = ["finalize_extras"]
 log = logging.getLogger("streamslo.results.layout")
 
 
-def finalize_extras(directory: Path, run: dict[str, Any], data: RunData) -> tuple[dict[str, Any], dict[str, Any]]:
+def finalize_extras(
+    directory: Path, run: dict[str, Any], data: RunData
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """The long-run fields of a finalized run.
 
     Args:
@@ -63,8 +65,10 @@ def finalize_extras(directory: Path, run: dict[str, Any], data: RunData) -> tupl
                 run_up["alerts"] = [a.as_dict() for a in tracker.fired]
             consumed = tracker.consumed
             summary_up["budget"] = {
-                "objective": budget.objective, "target": budget.target,
-                "consumed": consumed, "remaining": None if consumed is None else 1.0 - consumed,
+                "objective": budget.objective,
+                "target": budget.target,
+                "consumed": consumed,
+                "remaining": None if consumed is None else 1.0 - consumed,
                 "alerts_fired": len(run_up.get("alerts", run.get("alerts")) or []),
             }
     summary_up["drift"] = analyse(layout.root, rows)

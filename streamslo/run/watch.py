@@ -52,8 +52,15 @@ class RunWatch:
         exporter: the Prometheus endpoint, or None.
     """
 
-    def __init__(self, out: Path, slo: SLO, budget: Budget | None, planned_s: float,
-                 progress: Progress | None = None, exporter: GeneratorExporter | None = None) -> None:
+    def __init__(
+        self,
+        out: Path,
+        slo: SLO,
+        budget: Budget | None,
+        planned_s: float,
+        progress: Progress | None = None,
+        exporter: GeneratorExporter | None = None,
+    ) -> None:
         self.layout = Layout(out)
         self.slo = slo
         self.tracker = BurnTracker(budget) if budget is not None else None
@@ -115,22 +122,30 @@ class RunWatch:
             refused = outcomes.get("connect_error", 0)
         alerts = self.alerts
         return ProgressState(
-            elapsed_s=elapsed_s, planned_s=self.planned_s, streams=streams,
-            active=row.get("active_streams"), truncation_rate=trunc, http_5xx_rate=fivexx,
-            itl_p99_ms=row.get("itl_ms_p99"), alerts=len(alerts),
-            last_alert=alerts[-1].name if alerts else None, connect_errors=refused,
+            elapsed_s=elapsed_s,
+            planned_s=self.planned_s,
+            streams=streams,
+            active=row.get("active_streams"),
+            truncation_rate=trunc,
+            http_5xx_rate=fivexx,
+            itl_p99_ms=row.get("itl_ms_p99"),
+            alerts=len(alerts),
+            last_alert=alerts[-1].name if alerts else None,
+            connect_errors=refused,
         )
 
     def _show(self, elapsed_s: float) -> None:
         if self.progress is not None:
             self.progress.update(self.state(elapsed_s))
         if self.exporter is not None:
-            self.exporter.update(ExporterSnapshot(
-                totals=self._live.totals if self._live is not None else {},
-                last_window=self._last_row,
-                burns=dict(self.tracker.burns) if self.tracker is not None else {},
-                alerts_fired=len(self.alerts),
-            ))
+            self.exporter.update(
+                ExporterSnapshot(
+                    totals=self._live.totals if self._live is not None else {},
+                    last_window=self._last_row,
+                    burns=dict(self.tracker.burns) if self.tracker is not None else {},
+                    alerts_fired=len(self.alerts),
+                )
+            )
 
     def finish(self, elapsed_s: float) -> None:
         """The run ended: read the last windows (alerts that fire on them are recorded, not
@@ -143,4 +158,3 @@ class RunWatch:
         self._show(elapsed_s)
         if self.progress is not None:
             self.progress.close()
-

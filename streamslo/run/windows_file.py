@@ -49,7 +49,7 @@ __all__ = [
     "write_live",
 ]
 
-_INT_COLUMNS = frozenset(WINDOW_COLUMNS[2:WINDOW_COLUMNS.index("tokens") + 1])
+_INT_COLUMNS = frozenset(WINDOW_COLUMNS[2 : WINDOW_COLUMNS.index("tokens") + 1])
 
 
 def _cell(v: Any) -> str:
@@ -164,14 +164,28 @@ class LiveState:
     rows_written: int
 
 
-def write_live(path: Path, *, now: float, window_s: float, totals: Mapping[Group, GroupAggregate],
-               last_window: Mapping[str, Any] | None, rows_written: int, late_parts: int) -> None:
+def write_live(
+    path: Path,
+    *,
+    now: float,
+    window_s: float,
+    totals: Mapping[Group, GroupAggregate],
+    last_window: Mapping[str, Any] | None,
+    rows_written: int,
+    late_parts: int,
+) -> None:
     """Rewrite ``live.json`` atomically."""
-    write_json(path, {
-        "updated_epoch": now, "window_s": window_s, "rows_written": rows_written,
-        "late_parts": late_parts, "last_window": dict(last_window) if last_window else None,
-        "totals": totals_to_wire(totals),
-    })
+    write_json(
+        path,
+        {
+            "updated_epoch": now,
+            "window_s": window_s,
+            "rows_written": rows_written,
+            "late_parts": late_parts,
+            "last_window": dict(last_window) if last_window else None,
+            "totals": totals_to_wire(totals),
+        },
+    )
 
 
 def read_live(path: Path) -> LiveState | None:
@@ -180,14 +194,21 @@ def read_live(path: Path) -> LiveState | None:
         return None
     try:
         doc = read_json(path)
-        return LiveState(float(doc["updated_epoch"]), float(doc["window_s"]), totals_from_wire(doc["totals"]),
-                         doc.get("last_window"), int(doc.get("rows_written", 0)))
+        return LiveState(
+            float(doc["updated_epoch"]),
+            float(doc["window_s"]),
+            totals_from_wire(doc["totals"]),
+            doc.get("last_window"),
+            int(doc.get("rows_written", 0)),
+        )
     except (ResultsError, KeyError, TypeError, ValueError):
         return None
 
 
 # ------------------------------------------------------------------------ finalize
-def aggregate_streams(streams: Any, gaps: Any, window_s: float) -> dict[int, dict[Group, GroupAggregate]]:
+def aggregate_streams(
+    streams: Any, gaps: Any, window_s: float
+) -> dict[int, dict[Group, GroupAggregate]]:
     """The groups of every window, from ``streams.csv`` and ``gaps.parquet`` frames (the same
     rule and populations as the live aggregation)."""
     import numpy as np
@@ -208,15 +229,32 @@ def aggregate_streams(streams: Any, gaps: Any, window_s: float) -> dict[int, dic
     def num(v: Any) -> float | None:
         return None if v is None else float(v)
 
-    cols = ("stream_id", "protocol", "user_class", "outcome", "status", "started_at", "scheduled_at",
-            "connect_ms", "ttft_ms", "e2e_ms", "tokens", "max_gap_ms")
+    cols = (
+        "stream_id",
+        "protocol",
+        "user_class",
+        "outcome",
+        "status",
+        "started_at",
+        "scheduled_at",
+        "connect_ms",
+        "ttft_ms",
+        "e2e_ms",
+        "tokens",
+        "max_gap_ms",
+    )
     frame = streams[list(cols)].astype(object).where(streams[list(cols)].notna(), None)
     for k, rec in zip(keys, frame.itertuples(index=False, name=None), strict=True):
         if math.isnan(k):
             continue
         sid, proto, cls, outcome, status, started, sched, conn, ttft, e2e, tokens, max_gap = rec
         st = num(status)
-        group: Group = (str(proto or ""), str(cls or ""), str(outcome or "cancelled"), "" if st is None else str(int(st)))
+        group: Group = (
+            str(proto or ""),
+            str(cls or ""),
+            str(outcome or "cancelled"),
+            "" if st is None else str(int(st)),
+        )
         agg = out.setdefault(int(k), {}).setdefault(group, GroupAggregate())
         agg.requests += 1
         ntok = int(num(tokens) or 0)
@@ -278,7 +316,9 @@ def reconcile(data: RunData) -> dict[str, Any]:
 
     w = _window_of(layout, data.run, live)
     s = data.streams
-    end = (s["started_at"].astype(float) + s["e2e_ms"].astype(float).fillna(0.0) / 1000.0).to_numpy(dtype=float)
+    end = (s["started_at"].astype(float) + s["e2e_ms"].astype(float).fillna(0.0) / 1000.0).to_numpy(
+        dtype=float
+    )
     keys = np.floor(end[~np.isnan(end)] / w).astype(np.int64)
     uniq, counts = np.unique(keys, return_counts=True)
     want = dict(zip(uniq.tolist(), counts.tolist(), strict=True))
@@ -286,14 +326,19 @@ def reconcile(data: RunData) -> dict[str, Any]:
     for r in live:
         if r.get("window_start") is not None:
             by_k.setdefault(round(r["window_start"] / w), []).append(r)
-    bad = sorted(k for k in set(by_k) | set(want)
-                 if len(by_k.get(k, [])) != 1 or (by_k[k][0].get("requests") or 0) != want.get(k, 0))
+    bad = sorted(
+        k
+        for k in set(by_k) | set(want)
+        if len(by_k.get(k, [])) != 1 or (by_k[k][0].get("requests") or 0) != want.get(k, 0)
+    )
     expected: dict[int, dict[Group, GroupAggregate]] = {}
     if bad:  # only the streams of those windows: a long run's finalize stays quick
         with np.errstate(invalid="ignore"):
             in_bad = np.isin(np.floor(end / w), np.asarray(bad, dtype=float))
         sub = s[in_bad]
-        expected = aggregate_streams(sub, data.gaps[data.gaps["stream_id"].isin(sub["stream_id"])], w)
+        expected = aggregate_streams(
+            sub, data.gaps[data.gaps["stream_id"].isin(sub["stream_id"])], w
+        )
     rebuilt: list[float] = []
     rows: dict[int, dict[str, Any]] = {}
     for k in sorted(set(by_k) | set(want)):
@@ -304,7 +349,13 @@ def reconcile(data: RunData) -> dict[str, Any]:
         row = row_from_groups(k, w, expected.get(k, {})).values
         rebuilt.append(row["window_start"])
         if have:  # the generator's own samples are only in the live row
-            for c in ("active_streams", "gen_cpu_pct", "gen_lag_ms_p99", "gen_rss_mb", "server_rss_mb"):
+            for c in (
+                "active_streams",
+                "gen_cpu_pct",
+                "gen_lag_ms_p99",
+                "gen_rss_mb",
+                "server_rss_mb",
+            ):
                 row[c] = next((h[c] for h in have if h.get(c) is not None), None)
         rows[k] = row
     if rebuilt:
@@ -314,5 +365,10 @@ def reconcile(data: RunData) -> dict[str, Any]:
             os.replace(tmp, layout.windows_csv)
         finally:
             tmp.unlink(missing_ok=True)
-    return {"window_s": w, "rows": len(rows), "rebuilt": len(rebuilt), "rebuilt_windows": rebuilt,
-            "requests": sum(int(r.get("requests") or 0) for r in rows.values())}
+    return {
+        "window_s": w,
+        "rows": len(rows),
+        "rebuilt": len(rebuilt),
+        "rebuilt_windows": rebuilt,
+        "requests": sum(int(r.get("requests") or 0) for r in rows.values()),
+    }

@@ -37,4 +37,5 @@ def resolve_scenario(value: str) -> str:
     hint = f"; did you mean {close[0]}?" if close else ""
     raise BadInputError(
         f"--scenario {value}: no such file, and no packaged scenario of that name "
-        f"(packaged: {', '.join(packaged())}){hint}")
+        f"(packaged: {', '.join(packaged())}){hint}"
+    )

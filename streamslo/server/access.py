@@ -91,15 +91,20 @@ class AccessGuard:
         metrics.REQUESTS.labels(route, str(err.status)).inc()
         body = json.dumps(err.body()).encode()
         # connection: close: the request's body, if any, is never read.
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                   (b"connection", b"close")]
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close"),
+        ]
         if err.status == 401:
             headers.append((b"www-authenticate", b"Bearer"))
         if scope["type"] == "http":
             await send({"type": "http.response.start", "status": err.status, "headers": headers})
             await send({"type": "http.response.body", "body": body})
         elif "websocket.http.response" in scope.get("extensions", {}):
-            await send({"type": "websocket.http.response.start", "status": err.status, "headers": headers})
+            await send(
+                {"type": "websocket.http.response.start", "status": err.status, "headers": headers}
+            )
             await send({"type": "websocket.http.response.body", "body": body})
         else:  # a server without the denial-response extension: refuse the handshake plainly
             await send({"type": "websocket.close", "code": 1008})

@@ -62,7 +62,11 @@ async def _api_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, APIError)
     _count(request, exc.status)
     retry = {"retry-after": "1"} if exc.status in (429, 503) else None
-    body = anthropic_error_body(exc.status, exc.message) if request.scope["path"] == "/v1/messages" else exc.body()
+    body = (
+        anthropic_error_body(exc.status, exc.message)
+        if request.scope["path"] == "/v1/messages"
+        else exc.body()
+    )
     return JSONResponse(body, status_code=exc.status, headers=_refusal_headers(request, retry))
 
 
@@ -71,9 +75,13 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     _count(request, exc.status_code)
     path = request.scope["path"]
     msg = {404: f"no route {path}", 405: f"method {request.method} not allowed on {path}"}.get(
-        exc.status_code, str(exc.detail))
-    return JSONResponse(error_body(exc.status_code, msg), status_code=exc.status_code,
-                        headers=_refusal_headers(request, exc.headers))
+        exc.status_code, str(exc.detail)
+    )
+    return JSONResponse(
+        error_body(exc.status_code, msg),
+        status_code=exc.status_code,
+        headers=_refusal_headers(request, exc.headers),
+    )
 
 
 async def _internal_error(request: Request, exc: Exception) -> Response:
@@ -88,8 +96,13 @@ async def _not_found(scope: Scope, receive: Receive, send: Send) -> None:
     if scope["type"] == "websocket":
         metrics.REQUESTS.labels("other", "404").inc()
         body = json.dumps(error_body(404, f"no WebSocket route {scope['path']}")).encode()
-        await send({"type": "websocket.http.response.start", "status": 404,
-                    "headers": [(b"content-type", b"application/json")]})
+        await send(
+            {
+                "type": "websocket.http.response.start",
+                "status": 404,
+                "headers": [(b"content-type", b"application/json")],
+            }
+        )
         await send({"type": "websocket.http.response.body", "body": body})
         return
     raise HTTPException(404)
@@ -131,8 +144,12 @@ def create_app(config: ServerConfig | None = None) -> Starlette:
         WebSocketRoute("/v1/ws", ws_endpoint),
     ]
     handlers = {APIError: _api_error, HTTPException: _http_error, Exception: _internal_error}
-    app = Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan,
-                    middleware=[Middleware(AccessGuard, api_key=key)])
+    app = Starlette(
+        routes=routes,
+        exception_handlers=handlers,
+        lifespan=lifespan,
+        middleware=[Middleware(AccessGuard, api_key=key)],
+    )
     # No 307 to the path without its slash: it builds the redirect from the Host header, and
     # a POST redirected is a POST lost for most clients.
     app.router.redirect_slashes = False

@@ -66,10 +66,22 @@ class BundledServer:
         self.url = f"http://127.0.0.1:{self.port}"
         self.serve_args = tuple(serve_args)
         self.log = Path(log)
-        cmd = [sys.executable, "-m", "streamslo", "serve", *self.serve_args, "--host", "127.0.0.1", "--port", str(self.port)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "streamslo",
+            "serve",
+            *self.serve_args,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+        ]
         self.cmd = ["taskset", "-c", cpus, *cmd] if cpus else cmd
         with open(self.log, "wb") as out:
-            self.process = subprocess.Popen(self.cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            self.process = subprocess.Popen(
+                self.cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
 
     @property
     def mode(self) -> str:
@@ -85,7 +97,9 @@ class BundledServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise ServerStartError(f"{' '.join(self.cmd)} exited with {self.process.returncode}:\n{log_tail(self.log)}")
+                raise ServerStartError(
+                    f"{' '.join(self.cmd)} exited with {self.process.returncode}:\n{log_tail(self.log)}"
+                )
             try:
                 with urllib.request.urlopen(self.url + "/healthz", timeout=2) as r:
                     if r.status == 200:
@@ -94,7 +108,9 @@ class BundledServer:
                 pass
             time.sleep(0.2)
         self.stop()
-        raise ServerStartError(f"{self.url}/healthz did not answer within {timeout:g}s:\n{log_tail(self.log)}")
+        raise ServerStartError(
+            f"{self.url}/healthz did not answer within {timeout:g}s:\n{log_tail(self.log)}"
+        )
 
     def stop(self, timeout: float = 40.0) -> None:
         """SIGTERM the server (it drains), SIGKILL its whole process group after ``timeout``.
@@ -117,7 +133,9 @@ class BundledServer:
     def __enter__(self) -> BundledServer:
         return self
 
-    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop()
 
 

@@ -149,7 +149,9 @@ class ServerConfig:
     """Free-form notes shown by /healthz (never read by the server)."""
 
     @classmethod
-    def build(cls, mode: str = "fixed", faults: tuple[str, ...] | list[str] = (), **kw: Any) -> ServerConfig:
+    def build(
+        cls, mode: str = "fixed", faults: tuple[str, ...] | list[str] = (), **kw: Any
+    ) -> ServerConfig:
         """Validate and normalise settings: naive mode switches on every fault.
 
         Raises:
@@ -180,9 +182,15 @@ class ServerConfig:
             raise ValueError("--max-connections must be >= 1")
         if cfg.reasoning_tokens < 0 or cfg.tool_call_tokens < 0:
             raise ValueError("--reasoning-tokens and --tool-call-tokens must be >= 0")
-        if cfg.prefix_block_tokens < 1 or cfg.prefix_cache_blocks < 0 or cfg.prefill_us_per_token < 0:
-            raise ValueError("--prefix-block-tokens must be >= 1, --prefix-cache-blocks and "
-                             "--prefill-us-per-token >= 0")
+        if (
+            cfg.prefix_block_tokens < 1
+            or cfg.prefix_cache_blocks < 0
+            or cfg.prefill_us_per_token < 0
+        ):
+            raise ValueError(
+                "--prefix-block-tokens must be >= 1, --prefix-cache-blocks and "
+                "--prefill-us-per-token >= 0"
+            )
         return cfg
 
     def has(self, fault: str) -> bool:
@@ -199,7 +207,9 @@ class ServerConfig:
             return None
         key = os.environ.get(self.api_key_env, "")
         if not key:
-            raise ValueError(f"--api-key-env: environment variable {self.api_key_env} is unset or empty")
+            raise ValueError(
+                f"--api-key-env: environment variable {self.api_key_env} is unset or empty"
+            )
         return key
 
     @property

@@ -14,7 +14,14 @@ from streamslo.errors import ServerExtraMissing
 __all__ = ["SERVER_MODULES", "missing_server_modules", "require_server_extra"]
 
 #: Import names of the ``server`` extra's packages (``pyproject.toml``).
-SERVER_MODULES = ("torch", "starlette", "uvicorn", "gunicorn", "uvicorn_worker", "prometheus_client")
+SERVER_MODULES = (
+    "torch",
+    "starlette",
+    "uvicorn",
+    "gunicorn",
+    "uvicorn_worker",
+    "prometheus_client",
+)
 
 
 def missing_server_modules() -> list[str]:
@@ -40,4 +47,5 @@ def require_server_extra(what: str = "the bundled server") -> None:
     if missing:
         raise ServerExtraMissing(
             f"{what} needs the 'server' extra ({', '.join(missing)} not installed): "
-            "pip install 'streamslo[server]'")
+            "pip install 'streamslo[server]'"
+        )

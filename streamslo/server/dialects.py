@@ -33,14 +33,24 @@ __all__ = [
 #: Request kinds of the event dialects (``ParsedRequest.kind``).
 DIALECT_KINDS = ("responses", "messages")
 
-_ANTHROPIC_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-                    404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error",
-                    500: "api_error", 503: "overloaded_error"}
+_ANTHROPIC_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    503: "overloaded_error",
+}
 
 
 def anthropic_error_body(status: int, message: str) -> dict[str, Any]:
     """Anthropic's error object: ``{"type": "error", "error": {"type", "message"}}``."""
-    return {"type": "error", "error": {"type": _ANTHROPIC_TYPES.get(status, "api_error"), "message": message}}
+    return {
+        "type": "error",
+        "error": {"type": _ANTHROPIC_TYPES.get(status, "api_error"), "message": message},
+    }
 
 
 def _bad(msg: str) -> APIError:
@@ -75,8 +85,13 @@ def _int(body: dict[str, Any], key: str) -> int | None:
     return v
 
 
-def parse_dialect_request(raw: bytes | str, kind: str, default_max_tokens: int, rng: random.Random,
-                          max_tokens_limit: int = MAX_TOKENS_LIMIT) -> ParsedRequest:
+def parse_dialect_request(
+    raw: bytes | str,
+    kind: str,
+    default_max_tokens: int,
+    rng: random.Random,
+    max_tokens_limit: int = MAX_TOKENS_LIMIT,
+) -> ParsedRequest:
     """Validate a Responses (``kind="responses"``) or Messages (``kind="messages"``) body.
 
     Responses: ``input`` (a string, or message items whose ``content`` is a string or parts with
@@ -106,7 +121,9 @@ def parse_dialect_request(raw: bytes | str, kind: str, default_max_tokens: int, 
             for i, item in enumerate(items):
                 if not isinstance(item, dict):
                     raise _bad(f"'input[{i}]' must be an object")
-                parts.append(_text_of(item.get("content", item.get("output")), f"input[{i}].content"))
+                parts.append(
+                    _text_of(item.get("content", item.get("output")), f"input[{i}].content")
+                )
         else:
             raise _bad("'input' is required: a string or a non-empty array")
         max_tokens = _int(body, "max_output_tokens")
@@ -130,8 +147,11 @@ def parse_dialect_request(raw: bytes | str, kind: str, default_max_tokens: int, 
         name = "max_tokens"
     prompt = "\n".join(parts)
     if len(prompt) > MAX_PROMPT_CHARS:
-        raise APIError(400, f"prompt is {len(prompt)} characters; the limit is {MAX_PROMPT_CHARS}",
-                       "context_length_exceeded")
+        raise APIError(
+            400,
+            f"prompt is {len(prompt)} characters; the limit is {MAX_PROMPT_CHARS}",
+            "context_length_exceeded",
+        )
     if not 1 <= max_tokens <= max_tokens_limit:
         raise _bad(f"'{name}' must be between 1 and {max_tokens_limit}, got {max_tokens}")
     model = body.get("model", MODEL_ID)
@@ -142,7 +162,11 @@ def parse_dialect_request(raw: bytes | str, kind: str, default_max_tokens: int, 
     temperature = body.get("temperature", 1.0)
     if temperature is None:
         temperature = 1.0
-    if isinstance(temperature, bool) or not isinstance(temperature, int | float) or not 0 <= temperature <= 2:
+    if (
+        isinstance(temperature, bool)
+        or not isinstance(temperature, int | float)
+        or not 0 <= temperature <= 2
+    ):
         raise _bad("'temperature' must be a number between 0 and 2")
     for key in ("ignore_eos", "stream"):
         if key in body and body[key] is not None and not isinstance(body[key], bool):
@@ -172,8 +196,14 @@ class ResponsesChunks(ChunkFactory):
     framed = True
     done = b""
 
-    def __init__(self, req: ParsedRequest, prompt_tokens: int, reasoning: int = 0, tool: int = 0,
-                 cached_tokens: int = 0) -> None:
+    def __init__(
+        self,
+        req: ParsedRequest,
+        prompt_tokens: int,
+        reasoning: int = 0,
+        tool: int = 0,
+        cached_tokens: int = 0,
+    ) -> None:
         super().__init__(req, prompt_tokens, cached_tokens)
         self.id = f"resp_{random.getrandbits(64):016x}"
         self._left = reasoning
@@ -200,13 +230,23 @@ class ResponsesChunks(ChunkFactory):
         return _event(name, obj)
 
     def _response(self, status: str, **extra: Any) -> dict[str, Any]:
-        return {"id": self.id, "object": "response", "created_at": self.created, "status": status,
-                "model": self.req.model, "output": [], "usage": None, "error": None,
-                "incomplete_details": None, **extra}
+        return {
+            "id": self.id,
+            "object": "response",
+            "created_at": self.created,
+            "status": status,
+            "model": self.req.model,
+            "output": [],
+            "usage": None,
+            "error": None,
+            "incomplete_details": None,
+            **extra,
+        }
 
     def role(self) -> str | None:
-        return (self._ev("response.created", response=self._response("in_progress"))
-                + self._ev("response.in_progress", response=self._response("in_progress")))
+        return self._ev("response.created", response=self._response("in_progress")) + self._ev(
+            "response.in_progress", response=self._response("in_progress")
+        )
 
     def _out_index(self) -> int:
         return 1 if self._reasoning else 0
@@ -218,40 +258,87 @@ class ResponsesChunks(ChunkFactory):
         self._phase = "message"
         i = self._out_index()
         self._delta_head = self._delta_head.replace("OUT", str(i))
-        out += self._ev("response.output_item.added", output_index=i, item={
-            "id": self._msg_id, "type": "message", "status": "in_progress", "role": "assistant", "content": []})
-        out += self._ev("response.content_part.added", item_id=self._msg_id, output_index=i, content_index=0,
-                        part={"type": "output_text", "text": "", "annotations": []})
+        out += self._ev(
+            "response.output_item.added",
+            output_index=i,
+            item={
+                "id": self._msg_id,
+                "type": "message",
+                "status": "in_progress",
+                "role": "assistant",
+                "content": [],
+            },
+        )
+        out += self._ev(
+            "response.content_part.added",
+            item_id=self._msg_id,
+            output_index=i,
+            content_index=0,
+            part={"type": "output_text", "text": "", "annotations": []},
+        )
         return out
 
     def _close_reasoning(self) -> str:
         text = "".join(self._thoughts)
-        return (self._ev("response.reasoning_text.done", item_id=self._rs_id, output_index=0, content_index=0, text=text)
-                + self._ev("response.output_item.done", output_index=0, item=self._reasoning_item()))
+        return self._ev(
+            "response.reasoning_text.done",
+            item_id=self._rs_id,
+            output_index=0,
+            content_index=0,
+            text=text,
+        ) + self._ev("response.output_item.done", output_index=0, item=self._reasoning_item())
 
     def _reasoning_item(self) -> dict[str, Any]:
-        return {"id": self._rs_id, "type": "reasoning", "summary": [],
-                "content": [{"type": "reasoning_text", "text": "".join(self._thoughts)}]}
+        return {
+            "id": self._rs_id,
+            "type": "reasoning",
+            "summary": [],
+            "content": [{"type": "reasoning_text", "text": "".join(self._thoughts)}],
+        }
 
     def _message_item(self) -> dict[str, Any]:
-        return {"id": self._msg_id, "type": "message", "status": "completed", "role": "assistant",
-                "content": [{"type": "output_text", "text": "".join(self._texts), "annotations": []}]}
+        return {
+            "id": self._msg_id,
+            "type": "message",
+            "status": "completed",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "".join(self._texts), "annotations": []}],
+        }
 
     def _close_message(self) -> str:
         i = self._out_index()
         text = "".join(self._texts)
-        return (self._ev("response.output_text.done", item_id=self._msg_id, output_index=i, content_index=0,
-                         text=text, logprobs=[])
-                + self._ev("response.content_part.done", item_id=self._msg_id, output_index=i, content_index=0,
-                           part={"type": "output_text", "text": text, "annotations": []})
-                + self._ev("response.output_item.done", output_index=i, item=self._message_item()))
+        return (
+            self._ev(
+                "response.output_text.done",
+                item_id=self._msg_id,
+                output_index=i,
+                content_index=0,
+                text=text,
+                logprobs=[],
+            )
+            + self._ev(
+                "response.content_part.done",
+                item_id=self._msg_id,
+                output_index=i,
+                content_index=0,
+                part={"type": "output_text", "text": text, "annotations": []},
+            )
+            + self._ev("response.output_item.done", output_index=i, item=self._message_item())
+        )
 
     def _fc_index(self) -> int:
         return (1 if self._reasoning else 0) + (1 if self._texts else 0)
 
     def _fc_item(self, status: str) -> dict[str, Any]:
-        return {"id": self._fc_id, "type": "function_call", "status": status, "call_id": f"call_{self._fc_id[-8:]}",
-                "name": "lookup", "arguments": "".join(self._args)}
+        return {
+            "id": self._fc_id,
+            "type": "function_call",
+            "status": status,
+            "call_id": f"call_{self._fc_id[-8:]}",
+            "name": "lookup",
+            "arguments": "".join(self._args),
+        }
 
     def _tool(self, text: str) -> str:
         out = ""
@@ -261,10 +348,18 @@ class ResponsesChunks(ChunkFactory):
             elif self._phase == "message":
                 out += self._close_message()
             self._phase = "tool"
-            out += self._ev("response.output_item.added", output_index=self._fc_index(), item=self._fc_item("in_progress"))
+            out += self._ev(
+                "response.output_item.added",
+                output_index=self._fc_index(),
+                item=self._fc_item("in_progress"),
+            )
         self._args.append(text)
-        return out + self._ev("response.function_call_arguments.delta", item_id=self._fc_id,
-                              output_index=self._fc_index(), delta=text)
+        return out + self._ev(
+            "response.function_call_arguments.delta",
+            item_id=self._fc_id,
+            output_index=self._fc_index(),
+            delta=text,
+        )
 
     def token(self, text: str) -> str:
         if self._tool_from is not None:
@@ -277,12 +372,20 @@ class ResponsesChunks(ChunkFactory):
             out = ""
             if not self._phase:
                 self._phase = "reasoning"
-                out = self._ev("response.output_item.added", output_index=0, item={
-                    "id": self._rs_id, "type": "reasoning", "summary": [], "content": []})
+                out = self._ev(
+                    "response.output_item.added",
+                    output_index=0,
+                    item={"id": self._rs_id, "type": "reasoning", "summary": [], "content": []},
+                )
             self._reasoning += 1
             self._thoughts.append(text)
-            return out + self._ev("response.reasoning_text.delta", item_id=self._rs_id, output_index=0,
-                                  content_index=0, delta=text)
+            return out + self._ev(
+                "response.reasoning_text.delta",
+                item_id=self._rs_id,
+                output_index=0,
+                content_index=0,
+                delta=text,
+            )
         out = self._open_message() if self._phase != "message" else ""
         self._texts.append(text)
         seq = self._seq
@@ -298,9 +401,13 @@ class ResponsesChunks(ChunkFactory):
         return items
 
     def _usage_obj(self, n: int) -> dict[str, Any]:
-        return {"input_tokens": self.prompt_tokens, "input_tokens_details": {"cached_tokens": self.cached_tokens},
-                "output_tokens": n, "output_tokens_details": {"reasoning_tokens": self._reasoning},
-                "total_tokens": self.prompt_tokens + n}
+        return {
+            "input_tokens": self.prompt_tokens,
+            "input_tokens_details": {"cached_tokens": self.cached_tokens},
+            "output_tokens": n,
+            "output_tokens_details": {"reasoning_tokens": self._reasoning},
+            "total_tokens": self.prompt_tokens + n,
+        }
 
     def finish(self, reason: str, completion_tokens: int) -> str:
         out = ""
@@ -310,16 +417,28 @@ class ResponsesChunks(ChunkFactory):
             out += self._close_message()
         elif self._phase == "tool":
             i = self._fc_index()
-            out += self._ev("response.function_call_arguments.done", item_id=self._fc_id, output_index=i,
-                            arguments="".join(self._args))
-            out += self._ev("response.output_item.done", output_index=i, item=self._fc_item("completed"))
+            out += self._ev(
+                "response.function_call_arguments.done",
+                item_id=self._fc_id,
+                output_index=i,
+                arguments="".join(self._args),
+            )
+            out += self._ev(
+                "response.output_item.done", output_index=i, item=self._fc_item("completed")
+            )
         usage = self._usage_obj(completion_tokens)
         if reason == "length":
-            final = self._response("incomplete", output=self._output(), usage=usage,
-                                   incomplete_details={"reason": "max_output_tokens"})
+            final = self._response(
+                "incomplete",
+                output=self._output(),
+                usage=usage,
+                incomplete_details={"reason": "max_output_tokens"},
+            )
             return out + self._ev("response.incomplete", response=final)
-        return out + self._ev("response.completed", response=self._response("completed", output=self._output(),
-                                                                             usage=usage))
+        return out + self._ev(
+            "response.completed",
+            response=self._response("completed", output=self._output(), usage=usage),
+        )
 
     def error(self, message: str) -> str:
         return self._ev("error", code="server_error", message=message, param=None)
@@ -329,8 +448,12 @@ class ResponsesChunks(ChunkFactory):
         self._phase = "message"
         status = "incomplete" if reason == "length" else "completed"
         details = {"reason": "max_output_tokens"} if reason == "length" else None
-        return self._response(status, output=[self._message_item()], usage=self._usage_obj(completion_tokens),
-                              incomplete_details=details)
+        return self._response(
+            status,
+            output=[self._message_item()],
+            usage=self._usage_obj(completion_tokens),
+            incomplete_details=details,
+        )
 
 
 class MessagesChunks(ChunkFactory):
@@ -340,8 +463,14 @@ class MessagesChunks(ChunkFactory):
     framed = True
     done = b""
 
-    def __init__(self, req: ParsedRequest, prompt_tokens: int, reasoning: int = 0, tool: int = 0,
-                 cached_tokens: int = 0) -> None:
+    def __init__(
+        self,
+        req: ParsedRequest,
+        prompt_tokens: int,
+        reasoning: int = 0,
+        tool: int = 0,
+        cached_tokens: int = 0,
+    ) -> None:
         super().__init__(req, prompt_tokens, cached_tokens)
         self.id = f"msg_{random.getrandbits(64):016x}"
         self._left = reasoning
@@ -353,25 +482,44 @@ class MessagesChunks(ChunkFactory):
         self._text_head = ""
 
     def role(self) -> str | None:
-        message: dict[str, Any] = {"id": self.id, "type": "message", "role": "assistant", "content": [], "model": self.req.model,
-                   "stop_reason": None, "stop_sequence": None,
-                   "usage": {"input_tokens": self.prompt_tokens, "output_tokens": 0}}
-        return _event("message_start", {"type": "message_start", "message": message}) + _event("ping", {"type": "ping"})
+        message: dict[str, Any] = {
+            "id": self.id,
+            "type": "message",
+            "role": "assistant",
+            "content": [],
+            "model": self.req.model,
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": self.prompt_tokens, "output_tokens": 0},
+        }
+        return _event("message_start", {"type": "message_start", "message": message}) + _event(
+            "ping", {"type": "ping"}
+        )
 
     def _block(self, block: dict[str, Any]) -> str:
         out = self._stop_block()
         self._index += 1
-        return out + _event("content_block_start", {"type": "content_block_start", "index": self._index,
-                                                    "content_block": block})
+        return out + _event(
+            "content_block_start",
+            {"type": "content_block_start", "index": self._index, "content_block": block},
+        )
 
     def _stop_block(self) -> str:
         if self._index < 0:
             return ""
         out = ""
         if self._phase == "thinking":
-            out = _event("content_block_delta", {"type": "content_block_delta", "index": self._index,
-                                                 "delta": {"type": "signature_delta", "signature": "c3RyZWFtc2xv"}})
-        return out + _event("content_block_stop", {"type": "content_block_stop", "index": self._index})
+            out = _event(
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": self._index,
+                    "delta": {"type": "signature_delta", "signature": "c3RyZWFtc2xv"},
+                },
+            )
+        return out + _event(
+            "content_block_stop", {"type": "content_block_stop", "index": self._index}
+        )
 
     def token(self, text: str) -> str:
         t = json.dumps(text)
@@ -381,47 +529,80 @@ class MessagesChunks(ChunkFactory):
             if i >= self._tool_from:
                 out = ""
                 if self._phase != "tool":
-                    out = self._block({"type": "tool_use", "id": f"toolu_{self.id[-12:]}", "name": "lookup",
-                                       "input": {}})
+                    out = self._block(
+                        {
+                            "type": "tool_use",
+                            "id": f"toolu_{self.id[-12:]}",
+                            "name": "lookup",
+                            "input": {},
+                        }
+                    )
                     self._phase = "tool"
-                return (f'{out}event: content_block_delta\ndata: {{"type":"content_block_delta","index":{self._index},'
-                        f'"delta":{{"type":"input_json_delta","partial_json":{t}}}}}\n\n')
+                return (
+                    f'{out}event: content_block_delta\ndata: {{"type":"content_block_delta","index":{self._index},'
+                    f'"delta":{{"type":"input_json_delta","partial_json":{t}}}}}\n\n'
+                )
         if self._left:
             self._left -= 1
             out = ""
             if self._phase != "thinking":
                 out = self._block({"type": "thinking", "thinking": ""})
                 self._phase = "thinking"
-            return (f'{out}event: content_block_delta\ndata: {{"type":"content_block_delta","index":{self._index},'
-                    f'"delta":{{"type":"thinking_delta","thinking":{t}}}}}\n\n')
+            return (
+                f'{out}event: content_block_delta\ndata: {{"type":"content_block_delta","index":{self._index},'
+                f'"delta":{{"type":"thinking_delta","thinking":{t}}}}}\n\n'
+            )
         out = ""
         if self._phase != "text":
             out = self._block({"type": "text", "text": ""})
             self._phase = "text"
-            self._text_head = ('event: content_block_delta\ndata: {"type":"content_block_delta",'
-                               f'"index":{self._index},"delta":{{"type":"text_delta","text":')
+            self._text_head = (
+                'event: content_block_delta\ndata: {"type":"content_block_delta",'
+                f'"index":{self._index},"delta":{{"type":"text_delta","text":'
+            )
         self._texts.append(text)
         return f"{out}{self._text_head}{t}}}}}\n\n"
 
     def finish(self, reason: str, completion_tokens: int) -> str:
-        stop = "max_tokens" if reason == "length" else ("tool_use" if self._phase == "tool" else "end_turn")
+        stop = (
+            "max_tokens"
+            if reason == "length"
+            else ("tool_use" if self._phase == "tool" else "end_turn")
+        )
         out = self._stop_block()
-        out += _event("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
-                                        "usage": {"output_tokens": completion_tokens}})
+        out += _event(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": stop, "stop_sequence": None},
+                "usage": {"output_tokens": completion_tokens},
+            },
+        )
         return out + _event("message_stop", {"type": "message_stop"})
 
     def error(self, message: str) -> str:
         return _event("error", anthropic_error_body(500, message))
 
     def complete(self, text: str, reason: str, completion_tokens: int) -> dict[str, Any]:
-        return {"id": self.id, "type": "message", "role": "assistant", "model": self.req.model,
-                "content": [{"type": "text", "text": text}],
-                "stop_reason": "max_tokens" if reason == "length" else "end_turn", "stop_sequence": None,
-                "usage": {"input_tokens": self.prompt_tokens, "output_tokens": completion_tokens}}
+        return {
+            "id": self.id,
+            "type": "message",
+            "role": "assistant",
+            "model": self.req.model,
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": "max_tokens" if reason == "length" else "end_turn",
+            "stop_sequence": None,
+            "usage": {"input_tokens": self.prompt_tokens, "output_tokens": completion_tokens},
+        }
 
 
-def chunk_factory(req: ParsedRequest, prompt_tokens: int, reasoning: int = 0, tool: int = 0,
-                  cached_tokens: int = 0) -> ChunkFactory:
+def chunk_factory(
+    req: ParsedRequest,
+    prompt_tokens: int,
+    reasoning: int = 0,
+    tool: int = 0,
+    cached_tokens: int = 0,
+) -> ChunkFactory:
     """The chunk factory of a request's dialect (``reasoning``, ``tool``: ``--reasoning-tokens``,
     ``--tool-call-tokens``; ``cached_tokens``: prompt tokens the prefix cache served)."""
     if req.kind == "responses":

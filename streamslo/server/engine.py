@@ -387,8 +387,12 @@ class BatchEngine(Producer):
                 r += 1
         self._ready = r
 
-    def _emit_batch(self, entries: list[_Active], logits: torch.Tensor,
-                    out: list[tuple[TokenStream, StreamItem]]) -> None:
+    def _emit_batch(
+        self,
+        entries: list[_Active],
+        logits: torch.Tensor,
+        out: list[tuple[TokenStream, StreamItem]],
+    ) -> None:
         reqs = [e.stream.req for e in entries]
         dev = logits.device
         toks = sample(
@@ -405,7 +409,9 @@ class BatchEngine(Producer):
             if sync:
                 self._device_sync()
             if self.cfg.has("silent-cancel") and now - s.started > self.cfg.cancel_after_s:
-                log.warning("GenerationCancelledError: Generation stopped due to resource contention")
+                log.warning(
+                    "GenerationCancelledError: Generation stopped due to resource contention"
+                )
                 self._finish(e, "stop", out)
                 continue
             if t == EOS_ID and not s.req.ignore_eos:

@@ -52,7 +52,13 @@ from streamslo.server import metrics, runtime
 from streamslo.server.config import ServerConfig
 from streamslo.server.protocol import APIError, error_body
 
-__all__ = ["LINGER_BYTES", "LINGER_S", "GuardedH11Protocol", "GuardedWSProtocol", "over_capacity_app"]
+__all__ = [
+    "LINGER_BYTES",
+    "LINGER_S",
+    "GuardedH11Protocol",
+    "GuardedWSProtocol",
+    "over_capacity_app",
+]
 
 #: Longest a refused client may go on sending its body after the answer (nginx's lingering_timeout).
 LINGER_S = 5.0
@@ -81,19 +87,31 @@ def _phrase(status: int) -> str:
 
 async def over_capacity_app(scope: Scope, receive: Receive, send: Send) -> None:
     """The app every request on a connection past the cap gets: 503 (WebSocket: 1013)."""
-    err = APIError(503, "the server holds its maximum of open connections (--max-connections); "
-                        "retry later")
+    err = APIError(
+        503, "the server holds its maximum of open connections (--max-connections); retry later"
+    )
     if scope["type"] == "http":
         body = json.dumps(err.body()).encode()
-        await send({"type": "http.response.start", "status": 503, "headers": [
-            (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-            (b"retry-after", b"1"), (b"connection", b"close")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 503,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"retry-after", b"1"),
+                    (b"connection", b"close"),
+                ],
+            }
+        )
         await send({"type": "http.response.body", "body": body})
     elif scope["type"] == "websocket":
         await receive()  # websocket.connect
         await send({"type": "websocket.accept"})
         await send({"type": "websocket.send", "text": json.dumps(err.body())})
-        await send({"type": "websocket.close", "code": err.ws_close_code, "reason": "over capacity"})
+        await send(
+            {"type": "websocket.close", "code": err.ws_close_code, "reason": "over capacity"}
+        )
 
 
 class _LingeringTransport(asyncio.Transport):
@@ -108,8 +126,12 @@ class _LingeringTransport(asyncio.Transport):
 
     def close(self) -> None:
         proto = self._protocol
-        if (proto.lingering or self.real.is_closing() or not self.real.can_write_eof()
-                or proto.conn.their_state is not h11.SEND_BODY):
+        if (
+            proto.lingering
+            or self.real.is_closing()
+            or not self.real.can_write_eof()
+            or proto.conn.their_state is not h11.SEND_BODY
+        ):
             self.real.close()
             return
         proto.lingering = True
@@ -199,7 +221,9 @@ class GuardedH11Protocol(H11Protocol):
     # -- the head timeout --------------------------------------------------------------------
     def _arm_head_timer(self) -> None:
         if self._head_timer is None:
-            self._head_timer = self.loop.call_later(self.limits.header_timeout_s, self._head_timeout)
+            self._head_timer = self.loop.call_later(
+                self.limits.header_timeout_s, self._head_timeout
+            )
 
     def _disarm_head_timer(self) -> None:
         if self._head_timer is not None:
@@ -212,8 +236,9 @@ class GuardedH11Protocol(H11Protocol):
             return
         if self.conn.trailing_data[0]:  # part of a head arrived, and no more in time
             metrics.CONNECTIONS_REFUSED.labels("head_timeout").inc()
-            self._refuse(408, f"the request head did not arrive within "
-                              f"{self.limits.header_timeout_s:g} s")
+            self._refuse(
+                408, f"the request head did not arrive within {self.limits.header_timeout_s:g} s"
+            )
         else:  # nothing was sent: close quietly, as the keep-alive timer does
             self.transport.close()
 
@@ -251,8 +276,10 @@ class GuardedH11Protocol(H11Protocol):
         """Answer ``status`` with the error body outside h11 (its state may be broken) and close."""
         self._disarm_head_timer()
         body = _json(status, message)
-        head = (f"HTTP/1.1 {status} {_phrase(status)}\r\ncontent-type: application/json\r\n"
-                f"content-length: {len(body)}\r\nconnection: close\r\n\r\n")
+        head = (
+            f"HTTP/1.1 {status} {_phrase(status)}\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+        )
         metrics.REQUESTS.labels("other", str(status)).inc()
         if not self.transport.is_closing():
             self.transport.write(head.encode() + body)
@@ -265,8 +292,14 @@ class _JSONRejections(ServerProtocol):
     def reject(self, status: http.HTTPStatus | int, text: str) -> Response:
         code = int(status)
         body = _json(code, text.strip() or _phrase(code))
-        headers = Headers([("Date", email.utils.formatdate(usegmt=True)), ("Connection", "close"),
-                           ("Content-Length", str(len(body))), ("Content-Type", "application/json")])
+        headers = Headers(
+            [
+                ("Date", email.utils.formatdate(usegmt=True)),
+                ("Connection", "close"),
+                ("Content-Length", str(len(body))),
+                ("Content-Type", "application/json"),
+            ]
+        )
         return Response(code, _phrase(code), headers, body)
 
 

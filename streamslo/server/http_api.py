@@ -73,7 +73,9 @@ async def read_body(request: Request) -> bytes:
                     raise APIError(413, f"body exceeds the {limit}-byte limit")
                 chunks.append(chunk)
     except TimeoutError:
-        raise APIError(408, f"the request body did not arrive within {cfg.body_timeout_s:g} s") from None
+        raise APIError(
+            408, f"the request body did not arrive within {cfg.body_timeout_s:g} s"
+        ) from None
     except ClientDisconnect:
         # Routine: the client left. 499 (nginx's "client closed request") is only counted;
         # nobody is there to read it.
@@ -85,8 +87,9 @@ async def read_body(request: Request) -> bytes:
 async def _generate(request: Request, kind: str, endpoint: str, default_stream: bool) -> Response:
     rt = _rt(request)
     raw = await read_body(request)
-    req = parse_request(raw, kind, rt.cfg.default_max_tokens, default_stream, rt.rng,
-                        rt.cfg.max_tokens_limit)
+    req = parse_request(
+        raw, kind, rt.cfg.default_max_tokens, default_stream, rt.rng, rt.cfg.max_tokens_limit
+    )
     stream, chunks = rt.open(req)
     metrics.REQUESTS.labels(endpoint, "200").inc()
     if not req.stream:
@@ -97,7 +100,9 @@ async def _generate(request: Request, kind: str, endpoint: str, default_stream: 
 async def _generate_dialect(request: Request, kind: str, endpoint: str) -> Response:
     rt = _rt(request)
     raw = await read_body(request)
-    req = parse_dialect_request(raw, kind, rt.cfg.default_max_tokens, rt.rng, rt.cfg.max_tokens_limit)
+    req = parse_dialect_request(
+        raw, kind, rt.cfg.default_max_tokens, rt.rng, rt.cfg.max_tokens_limit
+    )
     stream, chunks = rt.open(req)
     metrics.REQUESTS.labels(endpoint, "200").inc()
     if not req.stream:
@@ -141,17 +146,31 @@ async def readyz(request: Request) -> Response:
     full = rt.gen is None or rt.gen.full
     if rt.draining or full:
         reason = "draining" if rt.draining else "at capacity"
-        return JSONResponse({"status": reason, **error_body(503, f"not ready: {reason}")},
-                            status_code=503, headers={"retry-after": "1"})
+        return JSONResponse(
+            {"status": reason, **error_body(503, f"not ready: {reason}")},
+            status_code=503,
+            headers={"retry-after": "1"},
+        )
     return JSONResponse({"status": "ready"})
 
 
 async def models(request: Request) -> Response:
     """The OpenAI model list: the one model."""
     rt = _rt(request)
-    return JSONResponse({"object": "list", "data": [
-        {"id": MODEL_ID, "object": "model", "created": int(rt.started_at), "owned_by": "streamslo",
-         "max_model_len": rt.model.cfg.block_size}]})
+    return JSONResponse(
+        {
+            "object": "list",
+            "data": [
+                {
+                    "id": MODEL_ID,
+                    "object": "model",
+                    "created": int(rt.started_at),
+                    "owned_by": "streamslo",
+                    "max_model_len": rt.model.cfg.block_size,
+                }
+            ],
+        }
+    )
 
 
 async def openapi_json(request: Request) -> Response:
@@ -173,11 +192,15 @@ async def debug_workers(request: Request) -> Response:
     """This worker and the Gunicorn master's count of worker exits/aborts."""
     rt = _rt(request)
     state: dict[str, Any] = workerstate.read(rt.cfg.state_file)
-    return JSONResponse({
-        "pid": os.getpid(), "ppid": os.getppid(), "server": rt.cfg.server,
-        "uptime_s": round(time.time() - rt.started_at, 3),
-        "worker_restarts_total": int(state.get("restarts", 0)),
-        "worker_clean_exits_total": int(state.get("exits", 0)),
-        "worker_aborts_total": int(state.get("aborts", 0)),
-        "events": state.get("events", []),
-    })
+    return JSONResponse(
+        {
+            "pid": os.getpid(),
+            "ppid": os.getppid(),
+            "server": rt.cfg.server,
+            "uptime_s": round(time.time() - rt.started_at, 3),
+            "worker_restarts_total": int(state.get("restarts", 0)),
+            "worker_clean_exits_total": int(state.get("exits", 0)),
+            "worker_aborts_total": int(state.get("aborts", 0)),
+            "events": state.get("events", []),
+        }
+    )

@@ -43,24 +43,28 @@ REQUESTS_RUNNING = Gauge(
     "Streams admitted and not yet released (vLLM's num_requests_running): a stream whose client "
     "left must leave this gauge",
 )
-PREFIX_CACHE_QUERIES = Counter("streamslo_prefix_cache_queries", "Prompt tokens looked up in the prefix cache")
-PREFIX_CACHE_HITS = Counter("streamslo_prefix_cache_hits", "Prompt tokens served from the prefix cache")
-TOKENS = Counter("streamslo_tokens", "Content tokens written to clients")
-OUTCOMES = Counter(
-    "streamslo_stream_outcomes", "How streams ended (server's view)", ["outcome"]
+PREFIX_CACHE_QUERIES = Counter(
+    "streamslo_prefix_cache_queries", "Prompt tokens looked up in the prefix cache"
 )
+PREFIX_CACHE_HITS = Counter(
+    "streamslo_prefix_cache_hits", "Prompt tokens served from the prefix cache"
+)
+TOKENS = Counter("streamslo_tokens", "Content tokens written to clients")
+OUTCOMES = Counter("streamslo_stream_outcomes", "How streams ended (server's view)", ["outcome"])
 REQUESTS = Counter("streamslo_requests", "Requests by endpoint and status", ["endpoint", "status"])
 CONNECTIONS_REFUSED = Counter(
     "streamslo_connections_refused",
     "Connections refused before the app saw a request, by reason "
-    "(over_capacity, head_timeout, bad_http)", ["reason"],
+    "(over_capacity, head_timeout, bad_http)",
+    ["reason"],
 )
 HTTP_5XX = Counter("streamslo_http_5xx", "5xx responses by endpoint", ["endpoint"])
 REQUEST_LATENCY = Histogram(
     "streamslo_request_seconds", "Request start to last byte", ["endpoint"], buckets=_LAT
 )
 LOOP_LAG = Histogram(
-    "streamslo_event_loop_lag_seconds", "Heartbeat lateness of the event loop",
+    "streamslo_event_loop_lag_seconds",
+    "Heartbeat lateness of the event loop",
     buckets=(0.001, 0.005, 0.01, 0.02, 0.04, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
 LOOP_STALLS = Counter("streamslo_loop_stalls", "Event-loop stalls (> 40 ms) by cause", ["cause"])
@@ -69,11 +73,13 @@ WRITE_BACKLOG = Gauge(
     "Bytes generated but not yet accepted by the transport (buffers plus blocked writes)",
 )
 ENGINE_STEP = Histogram(
-    "streamslo_engine_step_seconds", "Compute time of one decode step",
+    "streamslo_engine_step_seconds",
+    "Compute time of one decode step",
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28),
 )
 ENGINE_BATCH = Histogram(
-    "streamslo_engine_batch_size", "Streams decoded per step",
+    "streamslo_engine_batch_size",
+    "Streams decoded per step",
     buckets=(0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512),
 )
 
@@ -87,11 +93,13 @@ class RestartCollector(Collector):
     def collect(self) -> Iterator[CounterMetricFamily]:
         state = workerstate.read(self.path)
         yield CounterMetricFamily(
-            "streamslo_worker_restarts", "Gunicorn workers that died mid-service (timeout kill, crash)",
+            "streamslo_worker_restarts",
+            "Gunicorn workers that died mid-service (timeout kill, crash)",
             value=state.get("restarts", 0),
         )
         yield CounterMetricFamily(
-            "streamslo_worker_aborts", "Gunicorn workers killed by the master's --timeout (SIGABRT)",
+            "streamslo_worker_aborts",
+            "Gunicorn workers killed by the master's --timeout (SIGABRT)",
             value=state.get("aborts", 0),
         )
 

@@ -135,11 +135,20 @@ class LoopGenerator(Producer):
             if stream.cancelled:
                 return
             if cfg.has("silent-cancel") and time.monotonic() - stream.started > cfg.cancel_after_s:
-                log.warning("GenerationCancelledError: Generation stopped due to resource contention")
+                log.warning(
+                    "GenerationCancelledError: Generation stopped due to resource contention"
+                )
                 stream.push(("end", "stop"))
                 return
-            t = int(sample(logits, torch.tensor([req.temperature]), one * req.seed, one * step,
-                           torch.tensor([req.ignore_eos]))[0])
+            t = int(
+                sample(
+                    logits,
+                    torch.tensor([req.temperature]),
+                    one * req.seed,
+                    one * step,
+                    torch.tensor([req.ignore_eos]),
+                )[0]
+            )
             if t == EOS_ID and not req.ignore_eos:
                 stream.push(("end", "stop"))
                 return

@@ -18,19 +18,28 @@ __all__ = ["build_schema"]
 _ERROR = {
     "type": "object",
     "required": ["error"],
-    "properties": {"error": {
-        "type": "object",
-        "required": ["message", "type", "code"],
-        "properties": {"message": {"type": "string"}, "type": {"type": "string"},
-                       "code": {"type": "integer"}},
-    }},
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["message", "type", "code"],
+            "properties": {
+                "message": {"type": "string"},
+                "type": {"type": "string"},
+                "code": {"type": "integer"},
+            },
+        }
+    },
 }
 
 
 def _errors(*codes: int) -> dict[str, Any]:
-    return {str(c): {"description": "refused; the error body says why",
-                     "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
-            for c in codes}
+    return {
+        str(c): {
+            "description": "refused; the error body says why",
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+        }
+        for c in codes
+    }
 
 
 def _common(cfg: ServerConfig) -> dict[str, Any]:
@@ -43,60 +52,108 @@ def _common(cfg: ServerConfig) -> dict[str, Any]:
         "ignore_eos": {"type": ["boolean", "null"]},
         "stream": {"type": ["boolean", "null"]},
         "n": {"type": ["integer", "null"], "enum": [1, None]},
-        "stream_options": {"type": ["object", "null"],
-                           "properties": {"include_usage": {"type": "boolean"}}},
+        "stream_options": {
+            "type": ["object", "null"],
+            "properties": {"include_usage": {"type": "boolean"}},
+        },
     }
 
 
 def _generate_op(summary: str, body_ref: str, default_stream: bool) -> dict[str, Any]:
     streaming = "streams" if default_stream else "answers one JSON object"
-    return {"post": {
-        "summary": summary,
-        "description": f"Without 'stream' it {streaming}.",
-        "requestBody": {"required": True, "content": {"application/json": {
-            "schema": {"$ref": body_ref}}}},
-        "responses": {
-            "200": {"description": "an event stream (stream: true) or the whole completion",
-                    "content": {"text/event-stream": {"schema": {"type": "string"}},
-                                "application/json": {"schema": {"type": "object"}}}},
-            **_errors(400, 401, 408, 413, 415, 429, 503),
-        },
-    }}
+    return {
+        "post": {
+            "summary": summary,
+            "description": f"Without 'stream' it {streaming}.",
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": {"$ref": body_ref}}},
+            },
+            "responses": {
+                "200": {
+                    "description": "an event stream (stream: true) or the whole completion",
+                    "content": {
+                        "text/event-stream": {"schema": {"type": "string"}},
+                        "application/json": {"schema": {"type": "object"}},
+                    },
+                },
+                **_errors(400, 401, 408, 413, 415, 429, 503),
+            },
+        }
+    }
 
 
 def _get_op(summary: str, *codes: int) -> dict[str, Any]:
-    return {"get": {"summary": summary, "responses": {
-        "200": {"description": "OK", "content": {"application/json": {"schema": {"type": "object"}}}},
-        **_errors(*codes)}}}
+    return {
+        "get": {
+            "summary": summary,
+            "responses": {
+                "200": {
+                    "description": "OK",
+                    "content": {"application/json": {"schema": {"type": "object"}}},
+                },
+                **_errors(*codes),
+            },
+        }
+    }
 
 
 def build_schema(cfg: ServerConfig) -> dict[str, Any]:
     """The OpenAPI document for a server running ``cfg``."""
     prompt = {"type": "string", "maxLength": MAX_PROMPT_CHARS}
-    content_part = {"type": "object", "properties": {"type": {"type": "string"}, "text": {"type": "string"}}}
-    message = {
-        "type": "object", "required": ["role"],
-        "properties": {"role": {"type": "string"},
-                       "content": {"anyOf": [prompt, {"type": "array", "items": content_part},
-                                             {"type": "null"}]}},
+    content_part = {
+        "type": "object",
+        "properties": {"type": {"type": "string"}, "text": {"type": "string"}},
     }
-    chat = {"type": "object", "required": ["messages"], "properties": {
-        "messages": {"type": "array", "minItems": 1, "maxItems": 64, "items": message},
-        "max_completion_tokens": {"type": ["integer", "null"], "minimum": 1,
-                                  "maximum": cfg.max_tokens_limit},
-        **_common(cfg)}}
-    completion = {"type": "object", "required": ["prompt"], "properties": {
-        "prompt": {"anyOf": [prompt, {"type": "array", "items": prompt, "minItems": 1, "maxItems": 1}]},
-        **_common(cfg)}}
+    message = {
+        "type": "object",
+        "required": ["role"],
+        "properties": {
+            "role": {"type": "string"},
+            "content": {
+                "anyOf": [prompt, {"type": "array", "items": content_part}, {"type": "null"}]
+            },
+        },
+    }
+    chat = {
+        "type": "object",
+        "required": ["messages"],
+        "properties": {
+            "messages": {"type": "array", "minItems": 1, "maxItems": 64, "items": message},
+            "max_completion_tokens": {
+                "type": ["integer", "null"],
+                "minimum": 1,
+                "maximum": cfg.max_tokens_limit,
+            },
+            **_common(cfg),
+        },
+    }
+    completion = {
+        "type": "object",
+        "required": ["prompt"],
+        "properties": {
+            "prompt": {
+                "anyOf": [prompt, {"type": "array", "items": prompt, "minItems": 1, "maxItems": 1}]
+            },
+            **_common(cfg),
+        },
+    }
     text = {"200": {"description": "OK", "content": {"text/plain": {"schema": {"type": "string"}}}}}
     return {
         "openapi": "3.1.0",
         "info": {"title": "streamslo bundled target server", "version": __version__},
         "paths": {
-            "/v1/chat/completions": _generate_op("chat completion", "#/components/schemas/Chat", False),
-            "/v1/completions": _generate_op("text completion", "#/components/schemas/Completion", False),
-            "/v1/stream": _generate_op("the first incident's endpoint (completion chunks)",
-                                       "#/components/schemas/Completion", True),
+            "/v1/chat/completions": _generate_op(
+                "chat completion", "#/components/schemas/Chat", False
+            ),
+            "/v1/completions": _generate_op(
+                "text completion", "#/components/schemas/Completion", False
+            ),
+            "/v1/stream": _generate_op(
+                "the first incident's endpoint (completion chunks)",
+                "#/components/schemas/Completion",
+                True,
+            ),
             "/v1/models": _get_op("the one model", 401),
             "/healthz": _get_op("liveness, mode, faults, pid"),
             "/readyz": _get_op("200 when accepting streams", 503),

@@ -40,7 +40,7 @@ class PrefixCache:
         keys: list[int] = []
         parent = 0
         for i in range(0, len(ids) - len(ids) % b, b):
-            parent = hash((parent, tuple(ids[i:i + b])))
+            parent = hash((parent, tuple(ids[i : i + b])))
             keys.append(parent)
         cached = 0
         for key in keys:

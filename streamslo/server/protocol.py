@@ -46,7 +46,9 @@ _ids = itertools.count(1)
 
 def error_body(status: int, message: str, type_: str | None = None) -> dict[str, Any]:
     """The error object: ``{"error": {"message", "type", "code"}}``."""
-    return {"error": {"message": message, "type": type_ or _TYPES.get(status, "error"), "code": status}}
+    return {
+        "error": {"message": message, "type": type_ or _TYPES.get(status, "error"), "code": status}
+    }
 
 
 class APIError(Exception):
@@ -121,9 +123,14 @@ def _chat_prompt(messages: Any) -> str:
     return "\n".join(parts)
 
 
-def parse_request(raw: bytes | str, kind: str | None, default_max_tokens: int,
-                  default_stream: bool, rng: random.Random,
-                  max_tokens_limit: int = MAX_TOKENS_LIMIT) -> ParsedRequest:
+def parse_request(
+    raw: bytes | str,
+    kind: str | None,
+    default_max_tokens: int,
+    default_stream: bool,
+    rng: random.Random,
+    max_tokens_limit: int = MAX_TOKENS_LIMIT,
+) -> ParsedRequest:
     """Validate a JSON body.
 
     Args:
@@ -158,8 +165,11 @@ def parse_request(raw: bytes | str, kind: str | None, default_max_tokens: int,
             raise _bad("'prompt' is required and must be a string")
         prompt = p
     if len(prompt) > MAX_PROMPT_CHARS:
-        raise APIError(400, f"prompt is {len(prompt)} characters; the limit is {MAX_PROMPT_CHARS}",
-                       "context_length_exceeded")
+        raise APIError(
+            400,
+            f"prompt is {len(prompt)} characters; the limit is {MAX_PROMPT_CHARS}",
+            "context_length_exceeded",
+        )
     model = body.get("model", MODEL_ID)
     if model is None:
         model = MODEL_ID
@@ -176,7 +186,11 @@ def parse_request(raw: bytes | str, kind: str | None, default_max_tokens: int,
     temperature = body.get("temperature", 1.0)
     if temperature is None:
         temperature = 1.0
-    if isinstance(temperature, bool) or not isinstance(temperature, int | float) or not 0 <= temperature <= 2:
+    if (
+        isinstance(temperature, bool)
+        or not isinstance(temperature, int | float)
+        or not 0 <= temperature <= 2
+    ):
         raise _bad("'temperature' must be a number between 0 and 2")
     seed = _int(body, "seed", None)
     if seed is None:
@@ -185,7 +199,9 @@ def parse_request(raw: bytes | str, kind: str | None, default_max_tokens: int,
         if key in body and body[key] is not None and not isinstance(body[key], bool):
             raise _bad(f"'{key}' must be a boolean")
     opts = body.get("stream_options")
-    if opts is not None and (not isinstance(opts, dict) or not isinstance(opts.get("include_usage", False), bool)):
+    if opts is not None and (
+        not isinstance(opts, dict) or not isinstance(opts.get("include_usage", False), bool)
+    ):
         raise _bad("'stream_options' must be an object with a boolean 'include_usage'")
     stream = body.get("stream")
     return ParsedRequest(
@@ -220,8 +236,14 @@ class ChunkFactory:
     done = b"data: [DONE]\n\n"
     """What ends an SSE stream after the last chunk (the event dialects: nothing more)."""
 
-    def __init__(self, req: ParsedRequest, prompt_tokens: int, cached_tokens: int = 0, reasoning: int = 0,
-                 tool: int = 0) -> None:
+    def __init__(
+        self,
+        req: ParsedRequest,
+        prompt_tokens: int,
+        cached_tokens: int = 0,
+        reasoning: int = 0,
+        tool: int = 0,
+    ) -> None:
         self.req = req
         self.cached_tokens = cached_tokens
         """Prompt tokens served from the prefix cache (``usage.prompt_tokens_details``)."""
@@ -277,9 +299,12 @@ class ChunkFactory:
         return json.dumps(error_body(500, message, "server_error"))
 
     def _usage(self, completion: int) -> dict[str, Any]:
-        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": completion,
-                "total_tokens": self.prompt_tokens + completion,
-                "prompt_tokens_details": {"cached_tokens": self.cached_tokens}}
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": completion,
+            "total_tokens": self.prompt_tokens + completion,
+            "prompt_tokens_details": {"cached_tokens": self.cached_tokens},
+        }
 
     def finish(self, reason: str, completion_tokens: int) -> str:
         """The last chunk: empty delta/text, ``finish_reason``, and usage when asked."""
@@ -290,8 +315,13 @@ class ChunkFactory:
             choice["delta"] = {}
         else:
             choice.update(text="", logprobs=None)
-        chunk: dict[str, Any] = {"id": self.id, "object": self.object, "created": self.created,
-                                 "model": self.req.model, "choices": [choice]}
+        chunk: dict[str, Any] = {
+            "id": self.id,
+            "object": self.object,
+            "created": self.created,
+            "model": self.req.model,
+            "choices": [choice],
+        }
         if self.req.include_usage:
             chunk["usage"] = self._usage(completion_tokens)
         return json.dumps(chunk, separators=(",", ":"))
@@ -299,11 +329,20 @@ class ChunkFactory:
     def complete(self, text: str, reason: str, completion_tokens: int) -> dict[str, Any]:
         """The whole non-streaming response (``stream: false``)."""
         if self.chat:
-            choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": text},
-                                      "finish_reason": reason}
+            choice: dict[str, Any] = {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "finish_reason": reason,
+            }
             obj = "chat.completion"
         else:
             choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": reason}
             obj = "text_completion"
-        return {"id": self.id, "object": obj, "created": self.created, "model": self.req.model,
-                "choices": [choice], "usage": self._usage(completion_tokens)}
+        return {
+            "id": self.id,
+            "object": obj,
+            "created": self.created,
+            "model": self.req.model,
+            "choices": [choice],
+            "usage": self._usage(completion_tokens),
+        }

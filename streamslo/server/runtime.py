@@ -99,14 +99,30 @@ class Runtime:
         self.watchdog.start()
         self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
         _CURRENT.append(self)
-        log.info("streamslo target ready: mode=%s faults=%s device=%s pid=%d",
-                 cfg.mode, ",".join(cfg.faults) or "-", self.device, os.getpid())
+        log.info(
+            "streamslo target ready: mode=%s faults=%s device=%s pid=%d",
+            cfg.mode,
+            ",".join(cfg.faults) or "-",
+            self.device,
+            os.getpid(),
+        )
 
     def _start_trainer(self) -> None:
         # Fixed mode isolates inference: the trainer gets one thread at the lowest priority.
         nice = "19" if self.cfg.mode == "fixed" else "0"
-        cmd = [sys.executable, "-m", "streamslo.server.trainer", "--parent-pid", str(os.getpid()),
-               "--threads", "1", "--nice", nice, "--device", self.device.type]
+        cmd = [
+            sys.executable,
+            "-m",
+            "streamslo.server.trainer",
+            "--parent-pid",
+            str(os.getpid()),
+            "--threads",
+            "1",
+            "--nice",
+            nice,
+            "--device",
+            self.device.type,
+        ]
         self.trainer = subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
         log.info("training-contention: trainer pid %d (nice %s)", self.trainer.pid, nice)
 
@@ -163,12 +179,19 @@ class Runtime:
             raise APIError(429, f"server is at capacity: {exc}", "rate_limit_error") from None
         self.streams.add(stream)
         stream.on_close.append(lambda: self.streams.discard(stream))
-        return stream, chunk_factory(req, len(ids), self.cfg.reasoning_tokens, self.cfg.tool_call_tokens,
-                                     cached_tokens=cached)
+        return stream, chunk_factory(
+            req,
+            len(ids),
+            self.cfg.reasoning_tokens,
+            self.cfg.tool_call_tokens,
+            cached_tokens=cached,
+        )
 
     def backlog_bytes(self) -> float:
         """Bytes generated but not yet accepted by the transport, over all streams."""
-        return float(sum(max(0, s.produced - s.consumed) * s.chunk_bytes for s in list(self.streams)))
+        return float(
+            sum(max(0, s.produced - s.consumed) * s.chunk_bytes for s in list(self.streams))
+        )
 
     async def _sweep(self) -> None:
         """Abort streams whose single write has been blocked past ``write_timeout_s``."""
@@ -179,8 +202,10 @@ class Runtime:
             now = time.perf_counter()
             for s in list(self.streams):
                 if s.write_started and now - s.write_started > self.cfg.write_timeout_s:
-                    log.warning("write blocked %.1f s: aborting a slow reader's stream",
-                                now - s.write_started)
+                    log.warning(
+                        "write blocked %.1f s: aborting a slow reader's stream",
+                        now - s.write_started,
+                    )
                     s.timed_out = True
                     if s.writer_task is not None:
                         s.writer_task.cancel()
@@ -189,7 +214,15 @@ class Runtime:
         """The ``/healthz`` body."""
         from streamslo import __version__
 
-        return {"status": "draining" if self.draining else "ok", "server": "streamslo-target",
-                "mode": self.cfg.mode, "faults": list(self.cfg.faults), "pid": os.getpid(),
-                "version": __version__, "device": str(self.device), "server_kind": self.cfg.server,
-                "active_streams": len(self.streams), "token_interval_ms": self.cfg.token_interval_ms}
+        return {
+            "status": "draining" if self.draining else "ok",
+            "server": "streamslo-target",
+            "mode": self.cfg.mode,
+            "faults": list(self.cfg.faults),
+            "pid": os.getpid(),
+            "version": __version__,
+            "device": str(self.device),
+            "server_kind": self.cfg.server,
+            "active_streams": len(self.streams),
+            "token_interval_ms": self.cfg.token_interval_ms,
+        }

@@ -89,8 +89,9 @@ class DrainingUvicornWorker(UvicornWorker):  # type: ignore[misc]  # uvicorn-wor
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.server_config = ServerConfig.from_env()
         # Read by UvicornWorker.__init__ (an instance attribute shadows the class default).
-        self.CONFIG_KWARGS = {k: v for k, v in uvicorn_kwargs(self.server_config).items()
-                              if k != "lifespan"}
+        self.CONFIG_KWARGS = {
+            k: v for k, v in uvicorn_kwargs(self.server_config).items() if k != "lifespan"
+        }
         super().__init__(*args, **kwargs)
 
     async def _serve(self) -> None:

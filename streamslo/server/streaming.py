@@ -36,8 +36,12 @@ def write_timed_out(stream: TokenStream) -> bool:
     return True
 
 
-async def pump(stream: TokenStream, chunks: ChunkFactory, emit: Callable[[str], Awaitable[None]],
-               transport: str) -> str:
+async def pump(
+    stream: TokenStream,
+    chunks: ChunkFactory,
+    emit: Callable[[str], Awaitable[None]],
+    transport: str,
+) -> str:
     """Write a stream's chunks until it ends; returns the server-side outcome.
 
     Outcomes: ``length``/``stop`` (finished), ``error`` (error chunk sent), ``cancelled`` (the
@@ -106,7 +110,9 @@ class SSEStreamResponse(Response):
         try:
             outcome = await pump(self.stream, self.chunks, emit, "sse")
             if outcome != "cancelled":
-                await send({"type": "http.response.body", "body": self.chunks.done, "more_body": False})
+                await send(
+                    {"type": "http.response.body", "body": self.chunks.done, "more_body": False}
+                )
         except asyncio.CancelledError:
             if not write_timed_out(self.stream):
                 raise

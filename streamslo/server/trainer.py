@@ -20,13 +20,21 @@ __all__ = ["main"]
 def main(argv: list[str] | None = None) -> int:
     """Train until the parent exits."""
     p = argparse.ArgumentParser(prog="python -m streamslo.server.trainer")
-    p.add_argument("--parent-pid", type=int, default=None,
-                   help="exit when this process is no longer the parent (default: the parent now)")
+    p.add_argument(
+        "--parent-pid",
+        type=int,
+        default=None,
+        help="exit when this process is no longer the parent (default: the parent now)",
+    )
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--nice", type=int, default=0)
     p.add_argument("--device", default="cpu")
-    p.add_argument("--duty", type=float, default=0.6,
-                   help="fraction of wall time spent in training steps (the rest: data loading)")
+    p.add_argument(
+        "--duty",
+        type=float,
+        default=0.6,
+        help="fraction of wall time spent in training steps (the rest: data loading)",
+    )
     args = p.parse_args(argv)
     parent = os.getppid() if args.parent_pid is None else args.parent_pid
     if os.getppid() != parent:

@@ -44,7 +44,9 @@ KNOWN_CAUSES: dict[str, str] = {
 class LoopWatchdog:
     """Detects and attributes event-loop stalls. Start with :meth:`start` on the loop."""
 
-    def __init__(self, interval: float = 0.01, threshold: float = 0.04, poll: float = 0.005) -> None:
+    def __init__(
+        self, interval: float = 0.01, threshold: float = 0.04, poll: float = 0.005
+    ) -> None:
         self.interval = interval
         self.threshold = threshold
         self.poll = poll
@@ -110,10 +112,15 @@ class LoopWatchdog:
         self.total_blocked_s += lag
         metrics.LOOP_STALLS.labels(cause).inc()
         top = samples[0][-15:] if samples else []
-        self.recent.append({"at": time.time(), "ms": round(lag * 1000, 1), "cause": cause,
-                            "frames": top})
-        log.warning("event loop stalled %.0f ms (cause %s); top frames: %s",
-                    lag * 1000, cause, " <- ".join(reversed(top[-5:])))
+        self.recent.append(
+            {"at": time.time(), "ms": round(lag * 1000, 1), "cause": cause, "frames": top}
+        )
+        log.warning(
+            "event loop stalled %.0f ms (cause %s); top frames: %s",
+            lag * 1000,
+            cause,
+            " <- ".join(reversed(top[-5:])),
+        )
 
     def _sampler(self) -> None:
         while not self._stop.wait(self.poll):
@@ -126,14 +133,20 @@ class LoopWatchdog:
             frame = sys._current_frames().get(self._loop_tid)
             if frame is None:
                 continue
-            stack = [f"{fs.filename.rsplit('/', 1)[-1]}:{fs.lineno} {fs.name}"
-                     for fs in traceback.extract_stack(frame, limit=40)]
+            stack = [
+                f"{fs.filename.rsplit('/', 1)[-1]}:{fs.lineno} {fs.name}"
+                for fs in traceback.extract_stack(frame, limit=40)
+            ]
             del frame
             with self._lock:
                 self._samples.append(stack)
 
     def snapshot(self) -> dict[str, Any]:
         """What ``/debug/stalls`` serves."""
-        return {"stalls": sum(self.counts.values()), "by_cause": dict(self.counts),
-                "blocked_s": round(self.total_blocked_s, 3), "threshold_ms": self.threshold * 1000,
-                "recent": list(self.recent)}
+        return {
+            "stalls": sum(self.counts.values()),
+            "by_cause": dict(self.counts),
+            "blocked_s": round(self.total_blocked_s, 3),
+            "threshold_ms": self.threshold * 1000,
+            "recent": list(self.recent),
+        }

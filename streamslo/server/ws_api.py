@@ -81,8 +81,13 @@ class _ReadAhead:
                     self.current.client_gone()
                 self._push(None)
                 return
-            frame: str | bytes = msg["text"] if msg.get("text") is not None else msg.get("bytes") or b""
-            if len(self._frames) >= MAX_QUEUED_REQUESTS or self._bytes + len(frame) > self.max_bytes:
+            frame: str | bytes = (
+                msg["text"] if msg.get("text") is not None else msg.get("bytes") or b""
+            )
+            if (
+                len(self._frames) >= MAX_QUEUED_REQUESTS
+                or self._bytes + len(frame) > self.max_bytes
+            ):
                 self.overflow = True
                 self._stop_current()
                 self._wake.set()
@@ -97,9 +102,12 @@ class _ReadAhead:
         """
         while True:
             if self.overflow:
-                raise APIError(400, f"more than {MAX_QUEUED_REQUESTS} requests (or "
-                                    f"{self.max_bytes} bytes) queued on one connection; "
-                                    "send the next request after [DONE]")
+                raise APIError(
+                    400,
+                    f"more than {MAX_QUEUED_REQUESTS} requests (or "
+                    f"{self.max_bytes} bytes) queued on one connection; "
+                    "send the next request after [DONE]",
+                )
             if self._frames:
                 frame = self._frames.popleft()
                 self._bytes -= len(frame) if frame is not None else 0
@@ -125,8 +133,9 @@ async def ws_endpoint(ws: WebSocket) -> None:
                     return
                 if not isinstance(frame, str):
                     raise APIError(400, "binary frames are not supported; send JSON text")
-                req = parse_request(frame, None, rt.cfg.default_max_tokens, True, rt.rng,
-                                    rt.cfg.max_tokens_limit)
+                req = parse_request(
+                    frame, None, rt.cfg.default_max_tokens, True, rt.rng, rt.cfg.max_tokens_limit
+                )
                 stream, chunks = rt.open(req)
             except APIError as err:
                 await _refuse(ws, err)

@@ -181,18 +181,20 @@ def parse_expression(text: str) -> tuple[str, float | None, str, float]:
         try:
             pct = float(arg)
         except ValueError:
-            raise ValueError(f"bad percentile {arg!r} in {text!r}: expected a number in [0, 100]") from None
+            raise ValueError(
+                f"bad percentile {arg!r} in {text!r}: expected a number in [0, 100]"
+            ) from None
         if not (_NUM_RE.fullmatch(arg) and 0.0 <= pct <= 100.0):
             raise ValueError(f"bad percentile {arg!r} in {text!r}: expected a number in [0, 100]")
     elif agg not in _ALL_AGGREGATIONS or arg is not None:
-        shown = text[m.start("agg"):m.end()].strip()
+        shown = text[m.start("agg") : m.end()].strip()
         pm = re.fullmatch(r"p(\d+(?:\.\d+)?)", agg)
         hint = f" (did you mean p({pm.group(1)})?)" if pm else ""
         raise ValueError(
             f"unknown aggregation {shown!r}{hint} in {text!r}; "
             f"expected one of {', '.join(_ALL_AGGREGATIONS)}"
         )
-    rest = text[m.end():]
+    rest = text[m.end() :]
     o = _OP_RE.match(rest)
     if o is None or o.group("op") not in OPERATORS:
         shown = o.group("op") if o is not None else (rest.strip()[:1] or "nothing")
@@ -200,7 +202,7 @@ def parse_expression(text: str) -> tuple[str, float | None, str, float]:
             f"bad operator {shown!r} in {text!r}; expected one of {' '.join(OPERATORS)}"
         )
     op = o.group("op")
-    num = rest[o.end():].strip()
+    num = rest[o.end() :].strip()
     if not _NUM_RE.fullmatch(num):
         raise ValueError(f"bad value {num!r} in {text!r}: expected a number after {op!r}")
     value = float(num)
@@ -281,7 +283,11 @@ def parse_thresholds_table(
     if not isinstance(table, Mapping):
         raise SLOFileError(source, None, "[thresholds] must be a table of metric = [expressions]")
     if not table:
-        raise SLOFileError(source, _table_line(text or "", "thresholds"), "[thresholds] is empty: expected at least one threshold, e.g. itl_ms = [\"p(99)<200\"]")
+        raise SLOFileError(
+            source,
+            _table_line(text or "", "thresholds"),
+            '[thresholds] is empty: expected at least one threshold, e.g. itl_ms = ["p(99)<200"]',
+        )
     out: list[Threshold] = []
     for key, items in table.items():
         line = _line_of(text, key)
@@ -298,7 +304,9 @@ def parse_thresholds_table(
             )
         if isinstance(items, (str, Mapping)) or not isinstance(items, Sequence):
             raise SLOFileError(
-                source, line, f"{key}: expected a list of thresholds, e.g. {key} = [\"p(99)<200\"], got {items!r}"
+                source,
+                line,
+                f'{key}: expected a list of thresholds, e.g. {key} = ["p(99)<200"], got {items!r}',
             )
         if not items:
             raise SLOFileError(source, line, f"{key}: the list of thresholds is empty")
@@ -321,31 +329,40 @@ def _parse_item(
         unknown = [k for k in item if k not in _TABLE_KEYS]
         if unknown:
             raise SLOFileError(
-                source, _line_of(text, key, unknown[0]),
+                source,
+                _line_of(text, key, unknown[0]),
                 f"{key}: unknown key {unknown[0]!r} in a threshold table; expected {', '.join(_TABLE_KEYS)}",
             )
         expr = item.get("threshold")
         if not isinstance(expr, str):
             raise SLOFileError(
-                source, _line_of(text, key, "threshold"),
-                f"{key}: a threshold table needs threshold = \"...\" (a string), e.g. {{ threshold = \"p(99)<200\", abortOnFail = true }}",
+                source,
+                _line_of(text, key, "threshold"),
+                f'{key}: a threshold table needs threshold = "..." (a string), e.g. {{ threshold = "p(99)<200", abortOnFail = true }}',
             )
         abort_v = item.get("abortOnFail", False)
         if not isinstance(abort_v, bool):
-            raise SLOFileError(source, _line_of(text, key, "abortOnFail"), f"{key}: abortOnFail must be true or false, got {abort_v!r}")
+            raise SLOFileError(
+                source,
+                _line_of(text, key, "abortOnFail"),
+                f"{key}: abortOnFail must be true or false, got {abort_v!r}",
+            )
         abort = abort_v
         if "delayAbortEval" in item:
             try:
                 delay = _delay_seconds(item["delayAbortEval"])
             except ValueError as exc:
-                raise SLOFileError(source, _line_of(text, key, "delayAbortEval"), f"{key}: {exc}") from None
+                raise SLOFileError(
+                    source, _line_of(text, key, "delayAbortEval"), f"{key}: {exc}"
+                ) from None
     elif isinstance(item, str):
         expr = item
     else:
         raise SLOFileError(
-            source, _line_of(text, key),
-            f"{key}: expected a threshold string such as \"p(99)<200\" or a table "
-            f"{{ threshold = \"...\", abortOnFail = true }}, got {item!r}",
+            source,
+            _line_of(text, key),
+            f'{key}: expected a threshold string such as "p(99)<200" or a table '
+            f'{{ threshold = "...", abortOnFail = true }}, got {item!r}',
         )
     line = _line_of(text, key, expr)
     try:
@@ -356,9 +373,11 @@ def _parse_item(
         allowed = ", ".join("p(N)" if a == "p" else a for a in AGGREGATIONS[kind])
         shown = "p(N)" if agg == "p" else agg
         raise SLOFileError(
-            source, line, f"{key}: aggregation {shown!r} does not apply to the {kind} metric {metric!r}; expected {allowed}"
+            source,
+            line,
+            f"{key}: aggregation {shown!r} does not apply to the {kind} metric {metric!r}; expected {allowed}",
         )
-    value_text = expr.strip()[expr.strip().rfind(op) + len(op):].strip()
+    value_text = expr.strip()[expr.strip().rfind(op) + len(op) :].strip()
     label = f"p({_fmt_pct(pct)})" if pct is not None else agg
     return Threshold(
         metric=metric,
@@ -404,12 +423,15 @@ def parse_slo(text: str, path: str = "<string>") -> SLO:
     unknown = [k for k in doc if k not in ("thresholds", "budget")]
     if unknown:
         raise SLOFileError(
-            path, _line_of(text, unknown[0]) or _table_line(text, unknown[0]),
+            path,
+            _line_of(text, unknown[0]) or _table_line(text, unknown[0]),
             f"unknown top-level key {unknown[0]!r}: an SLO file holds a [thresholds] table (and an optional [budget])",
         )
     if "thresholds" not in doc:
         raise SLOFileError(
-            path, None, "no [thresholds] table: expected e.g. [thresholds] then itl_ms = [\"p(99)<200\"]"
+            path,
+            None,
+            'no [thresholds] table: expected e.g. [thresholds] then itl_ms = ["p(99)<200"]',
         )
     return parse_thresholds_table(doc["thresholds"], source=path, text=text)
 
@@ -439,7 +461,9 @@ def load_slo(path: str | Path) -> SLO:
     except IsADirectoryError:
         raise SLOFileError(name, None, "is a directory, expected an SLO file (TOML)") from None
     except UnicodeDecodeError as exc:
-        raise SLOFileError(name, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        raise SLOFileError(
+            name, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})"
+        ) from None
     except OSError as exc:
         raise SLOFileError(name, None, f"cannot be read ({exc.strerror or exc})") from None
     return parse_slo(text, name)

@@ -92,18 +92,35 @@ class Budget:
 
     def as_dict(self) -> dict[str, Any]:
         """``run.json``'s ``budget`` (what a replay needs)."""
-        return {"objective": self.objective, "target": self.target, "time_scale": self.time_scale,
-                "source": self.source, "alerts": [asdict(a) for a in self.alerts]}
+        return {
+            "objective": self.objective,
+            "target": self.target,
+            "time_scale": self.time_scale,
+            "source": self.source,
+            "alerts": [asdict(a) for a in self.alerts],
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Budget:
         """From :meth:`as_dict`. Raises ValueError for anything else."""
         try:
-            alerts = tuple(BurnAlert(float(a["long_s"]), float(a["short_s"]), float(a["factor"]),
-                                     bool(a.get("abort_on_fail", False)), str(a.get("name", "")))
-                           for a in data["alerts"])
-            return cls(str(data["objective"]), float(data["target"]), alerts,
-                       float(data.get("time_scale", 1.0)), str(data.get("source", "<budget>")))
+            alerts = tuple(
+                BurnAlert(
+                    float(a["long_s"]),
+                    float(a["short_s"]),
+                    float(a["factor"]),
+                    bool(a.get("abort_on_fail", False)),
+                    str(a.get("name", "")),
+                )
+                for a in data["alerts"]
+            )
+            return cls(
+                str(data["objective"]),
+                float(data["target"]),
+                alerts,
+                float(data.get("time_scale", 1.0)),
+                str(data.get("source", "<budget>")),
+            )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"not a budget: {exc}") from None
 
@@ -137,7 +154,9 @@ def budget_line(text: str | None, key: str | None = None, needle: str | None = N
     head = next((i for i, ln in enumerate(lines) if re.match(r"^\s*\[\s*budget\s*\]", ln)), None)
     if head is None:
         return None
-    end = next((i for i in range(head + 1, len(lines)) if re.match(r"^\s*\[", lines[i])), len(lines))
+    end = next(
+        (i for i in range(head + 1, len(lines)) if re.match(r"^\s*\[", lines[i])), len(lines)
+    )
     if key is None and needle is None:
         return head + 1
     start = head
@@ -178,13 +197,23 @@ def parse_budget(table: Any, source: str = "<budget>", text: str | None = None) 
         raise SLOFileError(source, budget_line(text), "[budget] must be a table")
     unknown = [k for k in table if k not in _BUDGET_KEYS]
     if unknown:
-        raise SLOFileError(source, budget_line(text, unknown[0]),
-                           f"[budget]: unknown key {unknown[0]!r}; expected {', '.join(_BUDGET_KEYS)}")
+        raise SLOFileError(
+            source,
+            budget_line(text, unknown[0]),
+            f"[budget]: unknown key {unknown[0]!r}; expected {', '.join(_BUDGET_KEYS)}",
+        )
     objective = table.get("objective")
     rates = [m for m in RATE_METRICS if m not in LIVE_UNSUPPORTED]
-    if not isinstance(objective, str) or metric_kind(objective) != "rate" or objective in LIVE_UNSUPPORTED:
-        raise SLOFileError(source, budget_line(text, "objective"),
-                           f"[budget] objective must be a rate metric ({', '.join(rates)}), got {objective!r}")
+    if (
+        not isinstance(objective, str)
+        or metric_kind(objective) != "rate"
+        or objective in LIVE_UNSUPPORTED
+    ):
+        raise SLOFileError(
+            source,
+            budget_line(text, "objective"),
+            f"[budget] objective must be a rate metric ({', '.join(rates)}), got {objective!r}",
+        )
     try:
         target = _number(table.get("target"), "target")
         if not 0.0 < target < 1.0:
@@ -197,11 +226,17 @@ def parse_budget(table: Any, source: str = "<budget>", text: str | None = None) 
         raise SLOFileError(source, budget_line(text, key), f"[budget] {exc}") from None
     raw = table.get("alerts")
     if raw is None:
-        alerts = tuple(BurnAlert(a.long_s / scale, a.short_s / scale, a.factor, name=a.name) for a in DEFAULT_ALERTS)
+        alerts = tuple(
+            BurnAlert(a.long_s / scale, a.short_s / scale, a.factor, name=a.name)
+            for a in DEFAULT_ALERTS
+        )
         return Budget(objective, target, alerts, scale, source)
     if isinstance(raw, (str, Mapping)) or not isinstance(raw, Sequence) or not raw:
-        raise SLOFileError(source, budget_line(text, "alerts"),
-                           "[budget] alerts must be a list of { long, short, factor, abortOnFail } tables")
+        raise SLOFileError(
+            source,
+            budget_line(text, "alerts"),
+            "[budget] alerts must be a list of { long, short, factor, abortOnFail } tables",
+        )
     out = []
     for i, item in enumerate(raw):
         out.append(_parse_alert(i, item, scale, source, text))
@@ -211,11 +246,17 @@ def parse_budget(table: Any, source: str = "<budget>", text: str | None = None) 
 def _parse_alert(i: int, item: Any, scale: float, source: str, text: str | None) -> BurnAlert:
     where = f"[budget] alerts[{i}]"
     if not isinstance(item, Mapping):
-        raise SLOFileError(source, budget_line(text, "alerts"), f"{where}: expected a table {{ long, short, factor }}, got {item!r}")
+        raise SLOFileError(
+            source,
+            budget_line(text, "alerts"),
+            f"{where}: expected a table {{ long, short, factor }}, got {item!r}",
+        )
     line = budget_line(text, "alerts", _alert_needle(item))
     unknown = [k for k in item if k not in _ALERT_KEYS]
     if unknown:
-        raise SLOFileError(source, line, f"{where}: unknown key {unknown[0]!r}; expected {', '.join(_ALERT_KEYS)}")
+        raise SLOFileError(
+            source, line, f"{where}: unknown key {unknown[0]!r}; expected {', '.join(_ALERT_KEYS)}"
+        )
     try:
         for key in ("long", "short", "factor"):
             if key not in item:
@@ -225,7 +266,9 @@ def _parse_alert(i: int, item: Any, scale: float, source: str, text: str | None)
         if factor <= 0:
             raise ValueError(f"factor must be above 0, got {factor!r}")
         if short_s >= long_s:
-            raise ValueError(f"the short window ({item['short']}) must be shorter than the long one ({item['long']})")
+            raise ValueError(
+                f"the short window ({item['short']}) must be shorter than the long one ({item['long']})"
+            )
         abort = item.get("abortOnFail", False)
         if not isinstance(abort, bool):
             raise ValueError(f"abortOnFail must be true or false, got {abort!r}")
@@ -265,7 +308,11 @@ def read_slo_file(path: str | Path) -> tuple[Any, Budget | None]:
         raise
     is_scenario = any(k in doc for k in ("load", "scenarios"))
     if is_scenario:
-        slo = thresholds.parse_thresholds_table(doc["thresholds"], source=name, text=text) if "thresholds" in doc else None
+        slo = (
+            thresholds.parse_thresholds_table(doc["thresholds"], source=name, text=text)
+            if "thresholds" in doc
+            else None
+        )
     else:
         slo = thresholds.parse_slo(text, name)
     budget = parse_budget(doc["budget"], name, text) if "budget" in doc else None
@@ -326,8 +373,17 @@ class BurnTracker:
             self.burns[a.name] = (bl, bs)
             firing = bl is not None and bs is not None and bl > a.factor and bs > a.factor
             if firing and not self._firing.get(i):
-                f = FiredAlert(a.name, iso_utc(end), end, round(bl or 0.0, 4), round(bs or 0.0, 4),
-                               a.long_s, a.short_s, a.factor, a.abort_on_fail)
+                f = FiredAlert(
+                    a.name,
+                    iso_utc(end),
+                    end,
+                    round(bl or 0.0, 4),
+                    round(bs or 0.0, 4),
+                    a.long_s,
+                    a.short_s,
+                    a.factor,
+                    a.abort_on_fail,
+                )
                 self.fired.append(f)
                 new.append(f)
             self._firing[i] = firing
@@ -342,19 +398,25 @@ def replay(budget: Budget, rows: Iterable[Mapping[str, Any]]) -> list[FiredAlert
     return tracker.fired
 
 
-def burn_down(budget: Budget, rows: Iterable[Mapping[str, Any]]) -> list[tuple[float, float | None]]:
+def burn_down(
+    budget: Budget, rows: Iterable[Mapping[str, Any]]
+) -> list[tuple[float, float | None]]:
     """(window end, budget remaining: 1 − consumed) after each window, for the report's chart."""
     tracker = BurnTracker(budget)
     out = []
     for r in rows:
         tracker.add(r)
         c = tracker.consumed
-        out.append((float(r["window_start"]) + float(r["window_s"]), None if c is None else 1.0 - c))
+        out.append(
+            (float(r["window_start"]) + float(r["window_s"]), None if c is None else 1.0 - c)
+        )
     return out
 
 
 def describe(budget: Budget) -> str:
     """One line: ``truncation_rate target 0.999; alerts 1h/5m×14.4 (abort), ...``."""
-    parts = [f"{a.name} ({format_duration(a.long_s)}/{format_duration(a.short_s)}{', abort' if a.abort_on_fail else ''})"
-             for a in budget.alerts]
+    parts = [
+        f"{a.name} ({format_duration(a.long_s)}/{format_duration(a.short_s)}{', abort' if a.abort_on_fail else ''})"
+        for a in budget.alerts
+    ]
     return f"{budget.objective} target {budget.target:g}; alerts {', '.join(parts)}"

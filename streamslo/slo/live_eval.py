@@ -37,7 +37,9 @@ __all__ = [
 LIVE_UNSUPPORTED = frozenset({"goodput_fraction", "goodput_per_s"})
 
 
-def select_groups(groups: Mapping[Group, GroupAggregate], selector: Iterable[tuple[str, str]]) -> dict[Group, GroupAggregate]:
+def select_groups(
+    groups: Mapping[Group, GroupAggregate], selector: Iterable[tuple[str, str]]
+) -> dict[Group, GroupAggregate]:
     """The groups matching every ``key: value`` of a threshold selector."""
     sel = [(GROUP_KEYS.index(k), str(v)) for k, v in selector]
     return {g: a for g, a in groups.items() if all(g[i] == v for i, v in sel)}
@@ -76,12 +78,18 @@ def _fmt(v: float) -> str:
 
 
 _COMPARE = {
-    "<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
-    ">=": lambda a, b: a >= b, "==": lambda a, b: a == b, "!=": lambda a, b: a != b,
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+    "==": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
 }
 
 
-def evaluate_live(th: Threshold, groups: Mapping[Group, GroupAggregate], elapsed_s: float) -> CheckResult | None:
+def evaluate_live(
+    th: Threshold, groups: Mapping[Group, GroupAggregate], elapsed_s: float
+) -> CheckResult | None:
     """Check one threshold on running totals.
 
     Args:
@@ -127,7 +135,9 @@ def evaluate_live(th: Threshold, groups: Mapping[Group, GroupAggregate], elapsed
     elif kind == "counter":
         total = merge_groups(sub.values())
         outcomes, began_n = counts_of(sub)
-        value = {"requests": total.requests, "tokens": total.tokens, "streams_began": began_n}[th.metric]
+        value = {"requests": total.requests, "tokens": total.tokens, "streams_began": began_n}[
+            th.metric
+        ]
         samples = total.requests
         if th.aggregation == "count":
             observed, basis = float(value), f"{samples} requests"
@@ -137,7 +147,11 @@ def evaluate_live(th: Threshold, groups: Mapping[Group, GroupAggregate], elapsed
     else:  # gauge: requests_per_s, tokens_per_s
         total = merge_groups(sub.values())
         outcomes, _ = counts_of(sub)
-        value = total.tokens if th.metric == "tokens_per_s" else total.requests - sum(outcomes.get(o, 0) for o in EXCLUDED_OUTCOMES)
+        value = (
+            total.tokens
+            if th.metric == "tokens_per_s"
+            else total.requests - sum(outcomes.get(o, 0) for o in EXCLUDED_OUTCOMES)
+        )
         samples = total.requests
         observed = value / elapsed_s if elapsed_s > 0 else None
         unit, basis = "/s", f"{value} over {elapsed_s:.0f} s"
@@ -149,7 +163,9 @@ def evaluate_live(th: Threshold, groups: Mapping[Group, GroupAggregate], elapsed
     return CheckResult(th, observed, passed, samples, numerator, message)
 
 
-def live_abort_check(slo: SLO, groups: Mapping[Group, GroupAggregate], elapsed_s: float) -> list[CheckResult]:
+def live_abort_check(
+    slo: SLO, groups: Mapping[Group, GroupAggregate], elapsed_s: float
+) -> list[CheckResult]:
     """The ``abortOnFail`` thresholds that fail now (after their ``delayAbortEval``), from the
     running totals. No data aborts nothing (as :func:`streamslo.slo.thresholds.abort_check`)."""
     failed = []

@@ -153,7 +153,9 @@ def evaluate_threshold(
     elif kind == "trend":
         values = metrics.trend_samples(sub, th.metric)
         samples, unit = int(values.size), " ms"
-        streams = len(metrics.latency_pool(sub.streams))  # began, not cancelled: the samples' streams
+        streams = len(
+            metrics.latency_pool(sub.streams)
+        )  # began, not cancelled: the samples' streams
         if th.aggregation == "count":
             observed, unit = float(values.size), ""
         elif values.size == 0:
@@ -185,14 +187,25 @@ def evaluate_threshold(
         samples = len(sub.streams)
         observed = metrics.gauge_value(sub, th.metric)
         unit = "/s"
-        basis = f"{samples} requests" if observed is not None else "no run duration or no goodput bounds"
+        basis = (
+            f"{samples} requests"
+            if observed is not None
+            else "no run duration or no goodput bounds"
+        )
     else:  # parse_* never builds such a threshold; a hand-built one gets a clear error
         raise ValueError(f"unknown metric {th.metric!r}; known metrics: {_known_metrics()}")
     label = f"{th.metric_key} {th.expression.split(th.op, 1)[0]}"
     if observed is None:
         if th.selector and len(sub.streams) == 0:
             basis = _no_match(dict(th.selector), len(data.streams))
-        return CheckResult(th, None, False, samples, numerator, f"{label}: no data ({basis}); threshold {th.expression} cannot hold")
+        return CheckResult(
+            th,
+            None,
+            False,
+            samples,
+            numerator,
+            f"{label}: no data ({basis}); threshold {th.expression} cannot hold",
+        )
     passed = bool(_COMPARE[th.op](observed, th.value))
     verdict = "ok" if passed else "FAILED"
     message = f"{label} = {_fmt(observed)}{unit} ({basis}); threshold {th.expression}: {verdict}"
@@ -204,7 +217,9 @@ def _no_match(selector: dict[str, str], total: int) -> str:
     if set(selector) == {"protocol"}:
         what = f"no {selector['protocol']} streams in this run"
     else:
-        what = "no streams with " + ", ".join(f"{k}={v}" for k, v in selector.items()) + " in this run"
+        what = (
+            "no streams with " + ", ".join(f"{k}={v}" for k, v in selector.items()) + " in this run"
+        )
     return f"{what}: the selector matched none of its {total} streams"
 
 
@@ -237,9 +252,7 @@ def abort_check(slo: SLO, data: Any, elapsed_s: float) -> list[CheckResult]:
     Returns:
         The failed results; empty when the run may go on.
     """
-    due = [
-        th for th in slo.thresholds if th.abort_on_fail and elapsed_s >= th.delay_abort_eval_s
-    ]
+    due = [th for th in slo.thresholds if th.abort_on_fail and elapsed_s >= th.delay_abort_eval_s]
     failed: list[CheckResult] = []
     for th in due:
         res = evaluate_threshold(th, data, duration_s=elapsed_s if elapsed_s > 0 else None)

@@ -151,7 +151,11 @@ class ChunkedReader(BodyReader):
             if st is ChunkState.DONE:
                 self.trailing = data[pos:]
                 break
-            cap = MAX_TRAILER_BYTES - self._trailer_bytes if st is ChunkState.TRAILER else MAX_CHUNK_LINE_BYTES
+            cap = (
+                MAX_TRAILER_BYTES - self._trailer_bytes
+                if st is ChunkState.TRAILER
+                else MAX_CHUNK_LINE_BYTES
+            )
             nl = data.find(b"\n", pos)
             if nl < 0:
                 if len(line_buf) + n - pos > cap:

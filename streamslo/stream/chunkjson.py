@@ -231,7 +231,9 @@ def error_status(error: Any, default: int) -> int:
         value = None
     elif isinstance(code, int):
         value = code
-    elif (isinstance(code, float) and math.isfinite(code) and code.is_integer()) or (isinstance(code, str) and 1 <= len(code) <= 3 and code.isascii() and code.isdigit()):
+    elif (isinstance(code, float) and math.isfinite(code) and code.is_integer()) or (
+        isinstance(code, str) and 1 <= len(code) <= 3 and code.isascii() and code.isdigit()
+    ):
         value = int(code)
     if value is not None and 400 <= value <= 599:
         return value

@@ -56,7 +56,12 @@ __all__ = [
 ]
 
 #: Every ``--api`` name, in the documented order.
-APIS: tuple[str, ...] = ("openai-chat", "openai-completions", "openai-responses", "anthropic-messages")
+APIS: tuple[str, ...] = (
+    "openai-chat",
+    "openai-completions",
+    "openai-responses",
+    "anthropic-messages",
+)
 #: The dialects whose streams are typed events (a tracker of this module reads them).
 EVENT_APIS: frozenset[str] = frozenset({"openai-responses", "anthropic-messages"})
 #: Each dialect's path (``--path`` replaces it).
@@ -132,8 +137,14 @@ class EventTracker(StreamTracker):
         self.progress_t = self._tok_t
 
     def on_eof(self, t: float, body_complete: bool) -> None:
-        if self.rec.outcome is None and not (not self._expect.done_marker and body_complete and self.began):
-            what = f"body ended before {self.TERMINAL}" if body_complete else "connection closed mid-body"
+        if self.rec.outcome is None and not (
+            not self._expect.done_marker and body_complete and self.began
+        ):
+            what = (
+                f"body ended before {self.TERMINAL}"
+                if body_complete
+                else "connection closed mid-body"
+            )
             self._finish(t, Outcome.TRUNCATED, what)
             return
         super().on_eof(t, body_complete)
@@ -161,7 +172,11 @@ class EventTracker(StreamTracker):
             self._after_done_malformed(f"data after {self.TERMINAL}")
             return
         if data.strip() == _DONE:
-            self._finish(t, Outcome.MALFORMED, f"[DONE] before {self.TERMINAL} ({self.DIALECT} ends with {self.TERMINAL})")
+            self._finish(
+                t,
+                Outcome.MALFORMED,
+                f"[DONE] before {self.TERMINAL} ({self.DIALECT} ends with {self.TERMINAL})",
+            )
             return
         try:
             obj = loads_chunk(data)
@@ -231,7 +246,11 @@ class EventTracker(StreamTracker):
         """Prompt tokens the server served from its cache: Responses'
         ``input_tokens_details.cached_tokens``, Anthropic's ``cache_read_input_tokens``."""
         details = usage.get("input_tokens_details")
-        cached = details.get("cached_tokens") if isinstance(details, dict) else usage.get("cache_read_input_tokens")
+        cached = (
+            details.get("cached_tokens")
+            if isinstance(details, dict)
+            else usage.get("cache_read_input_tokens")
+        )
         if isinstance(cached, int) and not isinstance(cached, bool):
             self.rec.cached_tokens = cached
 
@@ -287,14 +306,24 @@ class EventTracker(StreamTracker):
             self._finish(t, Outcome.SILENT_TRUNCATION, f"stop reason {reason!r} after {n} tokens")
             return
         if forced and usage is not None and ex.max_tokens is not None and usage < ex.max_tokens:
-            self._finish(t, Outcome.SILENT_TRUNCATION, f"usage output tokens {usage} below max_tokens {ex.max_tokens}")
+            self._finish(
+                t,
+                Outcome.SILENT_TRUNCATION,
+                f"usage output tokens {usage} below max_tokens {ex.max_tokens}",
+            )
             return
         if not ex.coalesced_chunks:
             if usage is not None and n < usage:
-                self._finish(t, Outcome.SILENT_TRUNCATION, f"{n} token deltas arrived of {usage} the server counted")
+                self._finish(
+                    t,
+                    Outcome.SILENT_TRUNCATION,
+                    f"{n} token deltas arrived of {usage} the server counted",
+                )
                 return
             if usage is None and forced and ex.max_tokens is not None and n < ex.max_tokens:
-                self._finish(t, Outcome.SILENT_TRUNCATION, f"{n} token deltas of max_tokens {ex.max_tokens}")
+                self._finish(
+                    t, Outcome.SILENT_TRUNCATION, f"{n} token deltas of max_tokens {ex.max_tokens}"
+                )
                 return
         self._finish(t, Outcome.OK)
 
@@ -344,7 +373,9 @@ class ResponsesTracker(EventTracker):
         if kind == "response.failed":
             response = obj.get("response")
             error = response.get("error") if isinstance(response, dict) else None
-            message = error_message(error) if error is not None else "response.failed without an error"
+            message = (
+                error_message(error) if error is not None else "response.failed without an error"
+            )
             self._dialect_error(t, error, f"response.failed: {message}")
             return
         if kind == "error":
@@ -387,7 +418,9 @@ class AnthropicTracker(EventTracker):
             return
         if kind == "message_delta":
             delta = obj.get("delta")
-            if isinstance(delta, dict) and not self._reason(t, delta.get("stop_reason"), "stop_reason"):
+            if isinstance(delta, dict) and not self._reason(
+                t, delta.get("stop_reason"), "stop_reason"
+            ):
                 return
             self._usage(obj.get("usage"), "input_tokens", "output_tokens", t)
             return

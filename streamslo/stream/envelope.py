@@ -56,7 +56,9 @@ class WSEnvelope:
         return self.request_template is None and not self.chunk_path and self.done_message == _DONE
 
     @classmethod
-    def from_options(cls, template_file: str | None, chunk_path: str | None, done_message: str) -> WSEnvelope:
+    def from_options(
+        cls, template_file: str | None, chunk_path: str | None, done_message: str
+    ) -> WSEnvelope:
         """Build from the run options.
 
         Raises:
@@ -73,9 +75,13 @@ class WSEnvelope:
             try:
                 json.loads(template)
             except ValueError as exc:
-                raise BadInputError(f"{path}: the WebSocket request template is not JSON ({exc})") from None
+                raise BadInputError(
+                    f"{path}: the WebSocket request template is not JSON ({exc})"
+                ) from None
             if template.count(f'"{PLACEHOLDER}"') != 1:
-                raise BadInputError(f'{path}: the template must hold the string "{PLACEHOLDER}" exactly once')
+                raise BadInputError(
+                    f'{path}: the template must hold the string "{PLACEHOLDER}" exactly once'
+                )
         keys = tuple(k for k in (chunk_path or "").split(".") if k)
         return cls(template, keys, done_message or _DONE)
 
@@ -85,8 +91,13 @@ class WSEnvelope:
             return body
         return self.request_template.replace(f'"{PLACEHOLDER}"', body.decode()).encode()
 
-    def tracker(self, record: StreamRecord, expect: StreamExpectations,
-                max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES, collect_text: bool = False) -> StreamTracker:
+    def tracker(
+        self,
+        record: StreamRecord,
+        expect: StreamExpectations,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        collect_text: bool = False,
+    ) -> StreamTracker:
         """A tracker for one request: the plain one, or one that unwraps this envelope."""
         if self.plain:
             return StreamTracker(record, expect, max_event_bytes, collect_text)
@@ -133,8 +144,14 @@ class EnvelopeTracker(StreamTracker):
 
     __slots__ = ("_envelope",)
 
-    def __init__(self, envelope: WSEnvelope, record: StreamRecord, expect: StreamExpectations,
-                 max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES, collect_text: bool = False) -> None:
+    def __init__(
+        self,
+        envelope: WSEnvelope,
+        record: StreamRecord,
+        expect: StreamExpectations,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        collect_text: bool = False,
+    ) -> None:
         super().__init__(record, expect, max_event_bytes, collect_text)
         self._envelope = envelope
 

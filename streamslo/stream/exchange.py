@@ -56,7 +56,11 @@ class Reading:
     """
 
     def __init__(
-        self, tracker: StreamTracker, stall_timeout: float, request_timeout: float, idle_close_retry: bool
+        self,
+        tracker: StreamTracker,
+        stall_timeout: float,
+        request_timeout: float,
+        idle_close_retry: bool,
     ) -> None:
         self.tracker = tracker
         if tracker.stall_timeout is None:
@@ -220,7 +224,9 @@ class HTTPExchange(Reading):
             if self.got_bytes:
                 self.tracker.on_protocol_error(t, "the connection closed inside the response head")
             else:
-                self.tracker.on_transport_error(t, ConnectionResetError("closed before any response"))
+                self.tracker.on_transport_error(
+                    t, ConnectionResetError("closed before any response")
+                )
             self.state = ExchangeState.CLOSED
             return
         self._body_eof(t)

@@ -85,7 +85,12 @@ class ResponseHead:
 
 
 def build_request(
-    method: str, host: str, path: str, body: bytes, headers: dict[str, str], keep_alive: bool = False
+    method: str,
+    host: str,
+    path: str,
+    body: bytes,
+    headers: dict[str, str],
+    keep_alive: bool = False,
 ) -> bytes:
     """Serialise an HTTP/1.1 request (``Connection: close`` unless ``keep_alive``).
 

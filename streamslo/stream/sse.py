@@ -133,7 +133,9 @@ class SSEDecoder:
                 if b"\n" not in chunk and b"\r" not in chunk:
                     # Still no line end: append (amortised O(len(chunk))), no rescan.
                     if len(pend) + len(chunk) > self._max_line:
-                        raise SSEProtocolError(f"an SSE line grew past {self._max_line} bytes without ending")
+                        raise SSEProtocolError(
+                            f"an SSE line grew past {self._max_line} bytes without ending"
+                        )
                     pend += chunk
                     return events
                 pend += chunk
@@ -162,12 +164,20 @@ class SSEDecoder:
                             # (one comparison in the common case, nothing since the last event).
                             if len(block) >= self._fast_cap or self._event_bytes:
                                 if len(block) > self._max_line:
-                                    raise SSEProtocolError(f"an SSE line grew past {self._max_line} bytes")
+                                    raise SSEProtocolError(
+                                        f"an SSE line grew past {self._max_line} bytes"
+                                    )
                                 if self._event_bytes + len(block) + 1 > self._max_event:
-                                    raise SSEProtocolError(f"an SSE event grew past {self._max_event} bytes")
+                                    raise SSEProtocolError(
+                                        f"an SSE event grew past {self._max_event} bytes"
+                                    )
                             value = block[6:] if block[5:6] == b" " else block[5:]
                             self._event_bytes = 0
-                            events.append(SSEEvent(value.decode("utf-8", "replace"), "message", self._last_id, None))
+                            events.append(
+                                SSEEvent(
+                                    value.decode("utf-8", "replace"), "message", self._last_id, None
+                                )
+                            )
                         else:
                             for line in block.split(b"\n"):
                                 self._line(line, events)
@@ -199,7 +209,9 @@ class SSEDecoder:
                         break
             if rest:
                 if len(rest) > self._max_line:
-                    raise SSEProtocolError(f"an SSE line grew past {self._max_line} bytes without ending")
+                    raise SSEProtocolError(
+                        f"an SSE line grew past {self._max_line} bytes without ending"
+                    )
                 pend += rest
         except SSEProtocolError as exc:
             exc.events = events  # completed before the error: the caller handles them first

@@ -183,8 +183,11 @@ class StreamRecord:
             "conversation_id": self.conversation_id,
             "turn": self.turn,
             "scenario": self.scenario,
-            "schedule_lag_ms": (None if self.scheduled_at is None
-                                else round((self.started_at - self.scheduled_at) * 1000.0, 3)),
+            "schedule_lag_ms": (
+                None
+                if self.scheduled_at is None
+                else round((self.started_at - self.scheduled_at) * 1000.0, 3)
+            ),
             "cached_tokens": self.cached_tokens,
             "ttfo_ms": _ms(self.ttfo_s),
             "reasoning_tokens": self.reasoning_tokens,

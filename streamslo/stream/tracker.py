@@ -238,7 +238,11 @@ class StreamTracker:
             self.progress_t = t + self._first_token_grace()
             ctype = (content_type or "").split(";", 1)[0].strip().lower()
             if ctype != "text/event-stream":
-                self._finish(t, Outcome.MALFORMED, f"2xx body is not an event stream ({ctype or 'no content type'})")
+                self._finish(
+                    t,
+                    Outcome.MALFORMED,
+                    f"2xx body is not an event stream ({ctype or 'no content type'})",
+                )
         elif status < 200 or status >= 600:
             self._finish(t, Outcome.MALFORMED, f"unexpected HTTP status {status}")
 
@@ -307,7 +311,9 @@ class StreamTracker:
             decoded = payload.decode("utf-8")
         except UnicodeDecodeError as exc:
             rec.bytes += len(payload)
-            self._finish(t, Outcome.MALFORMED, f"invalid UTF-8 in a text message at byte {exc.start}")
+            self._finish(
+                t, Outcome.MALFORMED, f"invalid UTF-8 in a text message at byte {exc.start}"
+            )
             return
         rec.bytes += len(decoded)  # (on_ws_text inlined: this runs per message)
         if rec.outcome is None:
@@ -398,7 +404,9 @@ class StreamTracker:
             what = "response head" if rec.protocol == "sse" else "handshake answer"
             return f"no {what} for {stall_timeout:g}s waiting for headers"
         if self._last_token_t is None:
-            bound = self.first_token_timeout if self.first_token_timeout is not None else stall_timeout
+            bound = (
+                self.first_token_timeout if self.first_token_timeout is not None else stall_timeout
+            )
             text = f"no first token for {bound:g}s after the stream began"
         else:
             text = f"no token for {stall_timeout:g}s after {rec.tokens} tokens"
@@ -586,14 +594,20 @@ class StreamTracker:
         ex = self._expect
         mt = ex.max_tokens
         if mt is not None and rec.tokens > mt:
-            self._finish(t, Outcome.MALFORMED, f"more token positions ({rec.tokens}) than max_tokens ({mt})")
+            self._finish(
+                t, Outcome.MALFORMED, f"more token positions ({rec.tokens}) than max_tokens ({mt})"
+            )
             return
         if ex.cancel_after_tokens is not None and rec.tokens >= ex.cancel_after_tokens:
-            self._finish(t, Outcome.CLIENT_CANCELLED, f"the client hung up after {rec.tokens} tokens")
+            self._finish(
+                t, Outcome.CLIENT_CANCELLED, f"the client hung up after {rec.tokens} tokens"
+            )
             return
         if ex.cancel_after_s is not None and t - rec.t0 >= ex.cancel_after_s:
             # The hang-up time passed while this read was on its way: the client is gone.
-            self._finish(t, Outcome.CLIENT_CANCELLED, f"the client hung up after {ex.cancel_after_s:g}s")
+            self._finish(
+                t, Outcome.CLIENT_CANCELLED, f"the client hung up after {ex.cancel_after_s:g}s"
+            )
 
     def _terminal(self, t: float) -> None:
         """The terminal marker arrived: check the counts (docs/outcomes.md)."""
@@ -622,7 +636,9 @@ class StreamTracker:
             self._finish(t, Outcome.MALFORMED, "[DONE] with no finish_reason on the choice")
             return
         if ex.max_tokens is not None and n > ex.max_tokens:
-            self._finish(t, Outcome.MALFORMED, f"{n} token positions for max_tokens {ex.max_tokens}")
+            self._finish(
+                t, Outcome.MALFORMED, f"{n} token positions for max_tokens {ex.max_tokens}"
+            )
             return
         if usage is not None and n > usage:
             self._finish(t, Outcome.MALFORMED, f"{n} token positions but usage says {usage} tokens")

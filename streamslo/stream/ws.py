@@ -43,7 +43,11 @@ class WSHandshake(HTTPExchange):
     """
 
     def __init__(
-        self, proto: ClientProtocol, tracker: StreamTracker, stall_timeout: float, request_timeout: float
+        self,
+        proto: ClientProtocol,
+        tracker: StreamTracker,
+        stall_timeout: float,
+        request_timeout: float,
     ) -> None:
         super().__init__(tracker, stall_timeout, request_timeout)
         self.proto = proto
@@ -53,14 +57,18 @@ class WSHandshake(HTTPExchange):
     def _on_head(self, t: float, head: ResponseHead) -> None:
         self.state = ExchangeState.CLOSED
         if head.status != 101:
-            self.tracker.on_protocol_error(t, f"WebSocket handshake answered {head.status}, not 101")
+            self.tracker.on_protocol_error(
+                t, f"WebSocket handshake answered {head.status}, not 101"
+            )
             return
         proto = self.proto
         proto.receive_data(head.raw + self.reader.trailing_data)
         events = proto.events_received()
         exc = proto.handshake_exc
         if exc is not None:
-            self.tracker.on_protocol_error(t, f"WebSocket handshake: {type(exc).__name__}: {exc}"[:300])
+            self.tracker.on_protocol_error(
+                t, f"WebSocket handshake: {type(exc).__name__}: {exc}"[:300]
+            )
             return
         self.accepted = True
         self.early_frames = [e for e in events if isinstance(e, Frame)]
@@ -147,7 +155,8 @@ class WSReader(Reading):
                 tracker.pings += 1  # a keep-alive: no progress (docs/outcomes.md)
                 if self._controls > MAX_CONTROL_FRAMES:
                     tracker.on_protocol_error(
-                        t, f"more than {MAX_CONTROL_FRAMES} WebSocket control frames without a message"
+                        t,
+                        f"more than {MAX_CONTROL_FRAMES} WebSocket control frames without a message",
                     )
                     self.state = ExchangeState.CLOSED
                     return

@@ -87,7 +87,9 @@ class Target:
             raise ValueError(f"not an http(s) URL: {url!r}")
         port = parts.port or (443 if parts.scheme == "https" else 80)
         ctx = make_ssl_context(insecure) if parts.scheme == "https" else None
-        return cls(parts.scheme, parts.hostname, port, parts.path.rstrip("/"), dict(headers or {}), ctx)
+        return cls(
+            parts.scheme, parts.hostname, port, parts.path.rstrip("/"), dict(headers or {}), ctx
+        )
 
     @property
     def host_header(self) -> str:
@@ -110,7 +112,9 @@ def make_ssl_context(insecure: bool = False) -> ssl.SSLContext:
 
 def connect(target: Target, limits: ClientLimits) -> socket.socket:
     """A TCP (and TLS) connection to ``target``, with no timeout left on it."""
-    sock = socket.socket(socket.AF_INET6 if ":" in target.host else socket.AF_INET, socket.SOCK_STREAM)
+    sock = socket.socket(
+        socket.AF_INET6 if ":" in target.host else socket.AF_INET, socket.SOCK_STREAM
+    )
     try:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if limits.rcvbuf:

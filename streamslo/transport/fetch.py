@@ -41,7 +41,9 @@ def fetch(
         OSError: the connection failed.
     """
     base = limits or ClientLimits()
-    lim = replace(base, connect_timeout=min(base.connect_timeout, timeout), read_pause=0.0, rcvbuf=None)
+    lim = replace(
+        base, connect_timeout=min(base.connect_timeout, timeout), read_pause=0.0, rcvbuf=None
+    )
     deadline = now() + timeout
     sock = connect(target, lim)
     watch = WATCHDOG.watch(sock, deadline, timeout)

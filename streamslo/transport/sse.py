@@ -63,7 +63,12 @@ class SSEConnection:
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
         headers.update(self.target.headers)
         request = build_request(
-            "POST", self.target.host_header, self.target.prefix + path, body, headers, keep_alive=self.keep_alive
+            "POST",
+            self.target.host_header,
+            self.target.prefix + path,
+            body,
+            headers,
+            keep_alive=self.keep_alive,
         )
         reusable = False
 
@@ -83,7 +88,9 @@ class SSEConnection:
             if not reusable:
                 self.close()
 
-    def _exchange(self, request: bytes, tracker: StreamTracker, deadline: float, reused: bool) -> bool:
+    def _exchange(
+        self, request: bytes, tracker: StreamTracker, deadline: float, reused: bool
+    ) -> bool:
         """One request on the current (or a new) connection; True if it may be reused."""
         limits = self.limits
         if self._sock is None:
@@ -102,7 +109,11 @@ class SSEConnection:
                     raise _IdleClosed from None
                 raise
             ex = SSEExchange(
-                tracker, limits.stall_timeout, limits.request_timeout, self.keep_alive, idle_close_retry=reused
+                tracker,
+                limits.stall_timeout,
+                limits.request_timeout,
+                self.keep_alive,
+                idle_close_retry=reused,
             )
             pump(sock, ex, limits, watch, deadline)
             if ex.idle_closed:

@@ -86,7 +86,9 @@ class WSConnection:
         self._sock = connect(self.target, limits)
         tracker.on_connected(now())
         self._watch = WATCHDOG.watch(self._sock, deadline, limits.stall_timeout)
-        proto = ClientProtocol(parse_uri(self.target.ws_url(self.path)), max_size=limits.max_event_bytes)
+        proto = ClientProtocol(
+            parse_uri(self.target.ws_url(self.path)), max_size=limits.max_event_bytes
+        )
         self._proto = proto
         request = proto.connect()
         for k, v in self.target.headers.items():
@@ -150,7 +152,9 @@ class WSConnection:
             WATCHDOG.unwatch(self._watch)
             self._watch = None
 
-    def _send_and_read(self, body: bytes, tracker: StreamTracker, deadline: float, reused: bool) -> bool:
+    def _send_and_read(
+        self, body: bytes, tracker: StreamTracker, deadline: float, reused: bool
+    ) -> bool:
         """Send the request frame and read its answer; True if the connection may be reused."""
         proto, sock, watch = self._proto, self._sock, self._watch
         assert proto is not None and sock is not None and watch is not None
@@ -162,7 +166,9 @@ class WSConnection:
                 raise
             raise _IdleClosed from None
         limits = self.limits
-        reader = WSReader(proto, tracker, limits.stall_timeout, limits.request_timeout, idle_close_retry=reused)
+        reader = WSReader(
+            proto, tracker, limits.stall_timeout, limits.request_timeout, idle_close_retry=reused
+        )
         t = now()
         reader.frames(t, list(self._early))
         self._early = []

@@ -39,18 +39,38 @@ EXIT_FOR_PYTEST = {0: 0, 1: 99, 2: 130, 3: 1, 4: 2, 5: 1}
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``verify``'s arguments to its sub-parser."""
     parser.add_argument("run_dir", nargs="?", metavar="DIR", help="the results directory of a run")
-    parser.add_argument("--slo", metavar="FILE", help="SLO file (TOML, k6 thresholds); default: the incidents' SLO")
-    parser.add_argument("--allow-invalid", action="store_true",
-                        help="check a run whose load generator was saturated (run.json valid: false)")
-    parser.add_argument("--allow-incomplete", action="store_true",
-                        help="check a run that was not finalized (run.json complete: false)")
-    parser.add_argument("--junit-xml", metavar="FILE", help="also write a JUnit XML report (for CI)")
-    parser.add_argument("-q", "--quiet", action="store_true",
-                        help="print only the failed verdicts and the last line (-v: pytest's own output too)")
+    parser.add_argument(
+        "--slo", metavar="FILE", help="SLO file (TOML, k6 thresholds); default: the incidents' SLO"
+    )
+    parser.add_argument(
+        "--allow-invalid",
+        action="store_true",
+        help="check a run whose load generator was saturated (run.json valid: false)",
+    )
+    parser.add_argument(
+        "--allow-incomplete",
+        action="store_true",
+        help="check a run that was not finalized (run.json complete: false)",
+    )
+    parser.add_argument(
+        "--junit-xml", metavar="FILE", help="also write a JUnit XML report (for CI)"
+    )
+    parser.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="print only the failed verdicts and the last line (-v: pytest's own output too)",
+    )
 
 
-def pytest_args(run_dir: Path, slo: str | None, allow_invalid: bool, junit_xml: str | None,
-                quiet: bool = False, allow_incomplete: bool = False) -> list[str]:
+def pytest_args(
+    run_dir: Path,
+    slo: str | None,
+    allow_invalid: bool,
+    junit_xml: str | None,
+    quiet: bool = False,
+    allow_incomplete: bool = False,
+) -> list[str]:
     """The ``pytest.main`` arguments of one verification.
 
     Args:
@@ -68,17 +88,23 @@ def pytest_args(run_dir: Path, slo: str | None, allow_invalid: bool, junit_xml: 
     args = [
         str(checks / "test_run.py"),
         str(checks / "test_thresholds.py"),
-        "-c", os.devnull,
-        "--rootdir", str(checks),
-        "--confcutdir", str(checks),
-        "-p", "no:cacheprovider",
+        "-c",
+        os.devnull,
+        "--rootdir",
+        str(checks),
+        "--confcutdir",
+        str(checks),
+        "-p",
+        "no:cacheprovider",
         "--assert=plain",  # the checks use pytest.fail; nothing to rewrite
-        "-o", "console_output_style=classic",
+        "-o",
+        "console_output_style=classic",
         "-q" if quiet else "-v",
         "-rfEs",
         "--no-header",
         "--tb=short",
-        "--streamslo-run-dir", str(run_dir),
+        "--streamslo-run-dir",
+        str(run_dir),
     ]
     if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
         args += ["-p", "streamslo.verify.plugin"]
@@ -110,11 +136,17 @@ class _Collector:
             return
         name = report.nodeid.split("::")[-1]
         if report.skipped:
-            reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+            reason = (
+                report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+            )
             self.skipped.append(f"{name}: {reason.removeprefix('Skipped: ')}")
             return
         crash = getattr(report.longrepr, "reprcrash", None)
-        message = crash.message if crash is not None else (report.longreprtext.strip().splitlines() or [""])[-1]
+        message = (
+            crash.message
+            if crash is not None
+            else (report.longreprtext.strip().splitlines() or [""])[-1]
+        )
         self.failed.append(f"{name}: {message.removeprefix('Failed: ')}")
 
     def pytest_sessionfinish(self, session: Any) -> None:
@@ -130,13 +162,17 @@ def _data_notes(data: Any) -> list[str]:
     """What the reader of the verdicts must know about the directory itself."""
     notes = []
     if not data.complete:
-        notes.append(f"{data.path} is NOT finalized (run.json complete: false); "
-                     f"`streamslo finalize {data.path}` finalizes it")
+        notes.append(
+            f"{data.path} is NOT finalized (run.json complete: false); "
+            f"`streamslo finalize {data.path}` finalizes it"
+        )
     if data.killed:
         notes.append(f"{data.path}: the run was killed; its figures end at its last record")
     if data.skipped_rows:
         at = ", ".join(map(str, data.skipped_at))
-        notes.append(f"{data.path}/streams.csv: {data.skipped_rows} damaged rows skipped (records {at})")
+        notes.append(
+            f"{data.path}/streams.csv: {data.skipped_rows} damaged rows skipped (records {at})"
+        )
     if data.duplicate_rows:
         notes.append(f"{data.path}/streams.csv: {data.duplicate_rows} repeated rows counted once")
     return notes
@@ -179,7 +215,13 @@ def _check_slo_only(path: str) -> int:
     slo = load_slo(path)  # SLOFileError -> exit 2 with file:line (streamslo.cli)
     print(f"{path}: OK, {len(slo)} threshold{'s' if len(slo) != 1 else ''}")
     for th in slo.thresholds:
-        flags = " (abortOnFail" + (f", delayAbortEval {th.delay_abort_eval_s:g}s" if th.delay_abort_eval_s else "") + ")" if th.abort_on_fail else ""
+        flags = (
+            " (abortOnFail"
+            + (f", delayAbortEval {th.delay_abort_eval_s:g}s" if th.delay_abort_eval_s else "")
+            + ")"
+            if th.abort_on_fail
+            else ""
+        )
         print(f"  {th.where}: {th.name}{flags}")
     return 0
 
@@ -213,13 +255,22 @@ def main(args: argparse.Namespace) -> int:
         raise ResultsError(f"{run_dir}: not a results directory (no such folder)")
     layout = Layout(run_dir)
     if not layout.streams_csv.is_file():
-        raise ResultsError(f"{layout.streams_csv}: no such file (is {run_dir} a streamslo results directory?)")
+        raise ResultsError(
+            f"{layout.streams_csv}: no such file (is {run_dir} a streamslo results directory?)"
+        )
     collector = _Collector()
     verbose = bool(getattr(args, "verbose", False))
     code, output = _run_pytest(
-        pytest_args(run_dir, args.slo, args.allow_invalid, args.junit_xml, args.quiet and not verbose,
-                    allow_incomplete=args.allow_incomplete),
-        collector, show=verbose,
+        pytest_args(
+            run_dir,
+            args.slo,
+            args.allow_invalid,
+            args.junit_xml,
+            args.quiet and not verbose,
+            allow_incomplete=args.allow_incomplete,
+        ),
+        collector,
+        show=verbose,
     )
     verdict = EXIT_FOR_PYTEST.get(code, 1)
     if verdict not in (0, 99) and not verbose:

@@ -88,7 +88,9 @@ def start_server(config: LoadConfig, log_dir: Path) -> BundledServer:
     Raises:
         ServerStartError: the server exited or did not answer in time (the message holds its log).
     """
-    server = BundledServer(["--mode", config.mode, *config.server_args], log_dir / f"server-{config.mode}.log")
+    server = BundledServer(
+        ["--mode", config.mode, *config.server_args], log_dir / f"server-{config.mode}.log"
+    )
     return server.wait_ready(config.startup_timeout_s)
 
 
@@ -126,20 +128,42 @@ def streamslo_run(
     cfg = streamslo_load_config
     out = tmp_path_factory.mktemp("streamslo-run")
     log = out.parent / f"{out.name}.log"
-    cmd = [sys.executable, "-m", "streamslo", "run", "--host", streamslo_server.url,
-           "--users", str(cfg.users), "--duration", f"{cfg.duration_s:g}",
-           "--protocol", cfg.protocol, "--max-tokens", str(cfg.max_tokens),
-           "--out", str(out), *cfg.run_args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "streamslo",
+        "run",
+        "--host",
+        streamslo_server.url,
+        "--users",
+        str(cfg.users),
+        "--duration",
+        f"{cfg.duration_s:g}",
+        "--protocol",
+        cfg.protocol,
+        "--max-tokens",
+        str(cfg.max_tokens),
+        "--out",
+        str(out),
+        *cfg.run_args,
+    ]
     with log.open("wb") as fh:
         try:
-            proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT,
-                                  timeout=cfg.duration_s + cfg.run_timeout_s, check=False)
+            proc = subprocess.run(
+                cmd,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                timeout=cfg.duration_s + cfg.run_timeout_s,
+                check=False,
+            )
         except subprocess.TimeoutExpired:
             pytest.fail(f"streamslo: the load run did not finish:\n{_tail(log)}", pytrace=False)
     # 99: the run's own thresholds failed; the results are still there to check.
     if proc.returncode not in (EXIT_OK, EXIT_THRESHOLD):
-        pytest.fail(f"streamslo: {' '.join(cmd)} exited with {proc.returncode}:\n{_tail(log)}",
-                    pytrace=False)
+        pytest.fail(
+            f"streamslo: {' '.join(cmd)} exited with {proc.returncode}:\n{_tail(log)}",
+            pytrace=False,
+        )
     try:
         return load_run(out)
     except ResultsError as exc:
@@ -153,5 +177,7 @@ def streamslo_probe_url(pytestconfig: pytest.Config) -> str:
 
     url = get_state(pytestconfig).settings.probe_url
     if not url:
-        pytest.skip("no endpoint to probe: pass --streamslo-probe-url URL (or set STREAMSLO_PROBE_URL)")
+        pytest.skip(
+            "no endpoint to probe: pass --streamslo-probe-url URL (or set STREAMSLO_PROBE_URL)"
+        )
     return url

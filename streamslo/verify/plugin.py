@@ -68,11 +68,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     for opt in OPTIONS:
         text = f"{opt.help} [env {opt.env}, ini {opt.ini}]"
         if opt.is_bool:
-            group.addoption(opt.flag, action="store_true", default=None, dest=f"streamslo_{opt.name}", help=text)
+            group.addoption(
+                opt.flag, action="store_true", default=None, dest=f"streamslo_{opt.name}", help=text
+            )
             parser.addini(opt.ini, f"{opt.help} (true/false)", type="string", default="")
         else:
-            metavar = "URL" if opt.name == "probe_url" else ("DIR" if opt.name == "run_dir" else "FILE")
-            group.addoption(opt.flag, action="store", default=None, dest=f"streamslo_{opt.name}", metavar=metavar, help=text)
+            metavar = (
+                "URL" if opt.name == "probe_url" else ("DIR" if opt.name == "run_dir" else "FILE")
+            )
+            group.addoption(
+                opt.flag,
+                action="store",
+                default=None,
+                dest=f"streamslo_{opt.name}",
+                metavar=metavar,
+                help=text,
+            )
             parser.addini(opt.ini, opt.help, type="string", default="")
 
 
@@ -99,7 +110,9 @@ def pytest_configure(config: pytest.Config) -> None:
         try:
             state.slo = load_slo(settings.slo)
         except SLOFileError as exc:
-            raise pytest.UsageError(f"streamslo: bad SLO file ({settings.source_of('slo')}): {exc}") from None
+            raise pytest.UsageError(
+                f"streamslo: bad SLO file ({settings.source_of('slo')}): {exc}"
+            ) from None
     if settings.run_dir is not None:
         from streamslo.errors import ResultsError
         from streamslo.results.layout import load_run
@@ -107,7 +120,9 @@ def pytest_configure(config: pytest.Config) -> None:
         try:
             state.data = load_run(settings.run_dir)
         except ResultsError as exc:
-            raise pytest.UsageError(f"streamslo: bad results directory ({settings.source_of('run_dir')}): {exc}") from None
+            raise pytest.UsageError(
+                f"streamslo: bad results directory ({settings.source_of('run_dir')}): {exc}"
+            ) from None
 
 
 def pytest_report_header(config: pytest.Config) -> list[str] | None:
@@ -158,8 +173,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         data.path,
         state.results,
         source=state.session_slo().source,
-        extra={"valid": data.valid, "complete": data.complete, "streams": len(data.streams),
-               "skipped_rows": data.skipped_rows},
+        extra={
+            "valid": data.valid,
+            "complete": data.complete,
+            "streams": len(data.streams),
+            "skipped_rows": data.skipped_rows,
+        },
     )
 
 
@@ -193,7 +212,9 @@ def streamslo_results(pytestconfig: pytest.Config) -> Any:
 
 
 @pytest.fixture
-def streamslo_check(request: pytest.FixtureRequest, streamslo_slo: Any) -> Callable[[Any], list[Any]]:
+def streamslo_check(
+    request: pytest.FixtureRequest, streamslo_slo: Any
+) -> Callable[[Any], list[Any]]:
     """A function that asserts a run meets this test's SLO.
 
     Call it with a :class:`streamslo.results.layout.RunData` (e.g. ``streamslo_run``); it fails the
@@ -238,4 +259,3 @@ def streamslo_check(request: pytest.FixtureRequest, streamslo_slo: Any) -> Calla
         return results
 
     return check
-

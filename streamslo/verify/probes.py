@@ -61,14 +61,20 @@ class ProbeRequest:
     def options(self, model: str) -> RequestOptions:
         """The shared request options (:mod:`streamslo.workload.requests`) for this probe."""
         return RequestOptions(
-            endpoint=self.endpoint, model=model, max_tokens=self.max_tokens,
-            ignore_eos=self.ignore_eos, include_usage=self.include_usage, api=self.api,
+            endpoint=self.endpoint,
+            model=model,
+            max_tokens=self.max_tokens,
+            ignore_eos=self.ignore_eos,
+            include_usage=self.include_usage,
+            api=self.api,
         )
 
     @property
     def path(self) -> str:
         if self.endpoint not in ENDPOINT_PATHS:
-            raise ValueError(f"unknown endpoint {self.endpoint!r}; expected {', '.join(ENDPOINT_PATHS)}")
+            raise ValueError(
+                f"unknown endpoint {self.endpoint!r}; expected {', '.join(ENDPOINT_PATHS)}"
+            )
         return API_PATHS[self.api] if self.api else ENDPOINT_PATHS[self.endpoint]
 
     def tracker(self, rec: StreamRecord) -> StreamTracker:
@@ -93,13 +99,19 @@ async def _model(client: Any, base_url: str, req: ProbeRequest) -> str:
     import httpx
 
     try:
-        async with client.stream("GET", base_url.rstrip("/") + "/v1/models", headers=dict(req.headers)) as resp:
+        async with client.stream(
+            "GET", base_url.rstrip("/") + "/v1/models", headers=dict(req.headers)
+        ) as resp:
             body = bytearray()
             async for part in resp.aiter_raw():
                 body += part
                 if len(body) > _MODELS_MAX_BYTES:
                     return "default"
-            model = first_model_id(loads_chunk(body.decode("utf-8", "replace"))) if resp.status_code == 200 else None
+            model = (
+                first_model_id(loads_chunk(body.decode("utf-8", "replace")))
+                if resp.status_code == 200
+                else None
+            )
         if model is not None:
             return model
     except (httpx.HTTPError, ValueError):
@@ -149,7 +161,10 @@ async def probe_sse(base_url: str, req: ProbeRequest | None = None) -> StreamRec
         try:
             async with asyncio.timeout(req.request_timeout_s):
                 async with client.stream(
-                    "POST", url, json=request_body(req, model), headers=dict(req.headers),
+                    "POST",
+                    url,
+                    json=request_body(req, model),
+                    headers=dict(req.headers),
                     extensions={"trace": trace},
                 ) as resp:
                     t = time.perf_counter()
@@ -234,9 +249,9 @@ async def _read_sse(resp: Any, tracker: StreamTracker) -> None:
 def _ws_url(base_url: str) -> str:
     base = base_url.rstrip("/")
     if base.startswith("https://"):
-        return "wss://" + base[len("https://"):] + "/v1/ws"
+        return "wss://" + base[len("https://") :] + "/v1/ws"
     if base.startswith("http://"):
-        return "ws://" + base[len("http://"):] + "/v1/ws"
+        return "ws://" + base[len("http://") :] + "/v1/ws"
     return base + "/v1/ws"
 
 
@@ -263,8 +278,11 @@ async def probe_ws(base_url: str, req: ProbeRequest | None = None) -> StreamReco
     try:
         async with asyncio.timeout(req.request_timeout_s):
             async with connect(
-                _ws_url(base_url), open_timeout=req.stall_timeout_s, ping_interval=None,
-                additional_headers=dict(req.headers), max_size=caps.DEFAULT_MAX_EVENT_BYTES,
+                _ws_url(base_url),
+                open_timeout=req.stall_timeout_s,
+                ping_interval=None,
+                additional_headers=dict(req.headers),
+                max_size=caps.DEFAULT_MAX_EVENT_BYTES,
                 # The stream ends at its [DONE]; closing then waits only briefly for the
                 # server's close (a server flooding frames must not hold the probe).
                 close_timeout=caps.AFTER_DONE_WAIT_S,
@@ -293,7 +311,9 @@ async def probe_ws(base_url: str, req: ProbeRequest | None = None) -> StreamReco
         tracker.on_http_error(time.perf_counter(), exc.response.status_code, body)
     except ConnectionClosed as exc:
         rcvd = exc.rcvd
-        tracker.on_ws_close(time.perf_counter(), rcvd.code if rcvd else None, rcvd.reason if rcvd else "")
+        tracker.on_ws_close(
+            time.perf_counter(), rcvd.code if rcvd else None, rcvd.reason if rcvd else ""
+        )
     except (InvalidHandshake, OSError) as exc:
         t = time.perf_counter()
         if rec.status is None:
@@ -320,8 +340,9 @@ async def health_check(
     Raises:
         ValueError: an unknown protocol.
     """
-    req = ProbeRequest(max_tokens=max_tokens, request_timeout_s=timeout_s,
-                       stall_timeout_s=min(10.0, timeout_s))
+    req = ProbeRequest(
+        max_tokens=max_tokens, request_timeout_s=timeout_s, stall_timeout_s=min(10.0, timeout_s)
+    )
     if protocol == "sse":
         return await probe_sse(base_url, req)
     if protocol == "ws":
@@ -332,8 +353,11 @@ async def health_check(
 def describe(rec: StreamRecord) -> str:
     """One line about a probed stream: outcome, tokens, timings, error."""
     row = rec.row()
-    parts = [f"{rec.protocol} probe {rec.stream_id}: {rec.outcome}",
-             f"status {rec.status}", f"{row['tokens']} tokens"]
+    parts = [
+        f"{rec.protocol} probe {rec.stream_id}: {rec.outcome}",
+        f"status {rec.status}",
+        f"{row['tokens']} tokens",
+    ]
     if rec.expected_tokens is not None:
         parts[-1] += f" of {rec.expected_tokens}"
     if rec.finish_reason is not None:

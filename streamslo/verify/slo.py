@@ -66,15 +66,18 @@ class Option:
 OPTIONS: tuple[Option, ...] = (
     Option(
         "run_dir",
-        "results directory of a streamslo run to check (streamslo run --out DIR)", is_path=True,
+        "results directory of a streamslo run to check (streamslo run --out DIR)",
+        is_path=True,
     ),
     Option(
         "slo",
-        "SLO file (TOML, k6 threshold syntax); default: the incidents' SLO", is_path=True,
+        "SLO file (TOML, k6 threshold syntax); default: the incidents' SLO",
+        is_path=True,
     ),
     Option(
         "allow_invalid",
-        "accept a run whose load generator was saturated (run.json valid: false)", is_bool=True,
+        "accept a run whose load generator was saturated (run.json valid: false)",
+        is_bool=True,
     ),
     Option(
         "allow_incomplete",
@@ -251,5 +254,7 @@ def parse_marker(
         if value is not None and not isinstance(value, bool):
             raise ValueError(f"{label}: {name} must be True or False, got {value!r}")
     return MarkerOverride(
-        slo=slo, allow_invalid=kwargs.get("allow_invalid"), allow_incomplete=kwargs.get("allow_incomplete")
+        slo=slo,
+        allow_invalid=kwargs.get("allow_invalid"),
+        allow_incomplete=kwargs.get("allow_incomplete"),
     )

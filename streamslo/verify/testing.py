@@ -36,14 +36,33 @@ def stream_row(stream_id: str, **fields: Any) -> dict[str, Any]:
     from streamslo.stream.timing import STREAM_COLUMNS
 
     row: dict[str, Any] = {
-        "stream_id": stream_id, "protocol": "sse", "user_class": "SSEUser",
-        "started_at": 1_700_000_000.0, "scheduled_at": None, "status": 200, "outcome": "ok",
-        "connect_ms": 1.0, "ttft_ms": 50.0, "e2e_ms": 500.0, "tokens": 10,
-        "expected_tokens": 10, "usage_completion_tokens": 10, "finish_reason": "length",
-        "max_gap_ms": None, "bytes": 1000, "error": "",
-        "usage_prompt_tokens": None, "conversation_id": None, "turn": None, "scenario": None,
-        "schedule_lag_ms": None, "cached_tokens": None,
-        "ttfo_ms": 50.0, "reasoning_tokens": 0, "tool_tokens": 0, "ttftc_ms": None,
+        "stream_id": stream_id,
+        "protocol": "sse",
+        "user_class": "SSEUser",
+        "started_at": 1_700_000_000.0,
+        "scheduled_at": None,
+        "status": 200,
+        "outcome": "ok",
+        "connect_ms": 1.0,
+        "ttft_ms": 50.0,
+        "e2e_ms": 500.0,
+        "tokens": 10,
+        "expected_tokens": 10,
+        "usage_completion_tokens": 10,
+        "finish_reason": "length",
+        "max_gap_ms": None,
+        "bytes": 1000,
+        "error": "",
+        "usage_prompt_tokens": None,
+        "conversation_id": None,
+        "turn": None,
+        "scenario": None,
+        "schedule_lag_ms": None,
+        "cached_tokens": None,
+        "ttfo_ms": 50.0,
+        "reasoning_tokens": 0,
+        "tool_tokens": 0,
+        "ttftc_ms": None,
     }
     unknown = sorted(set(fields) - set(STREAM_COLUMNS))
     if unknown:
@@ -91,12 +110,24 @@ def write_run(
     pd.DataFrame(rows, columns=list(STREAM_COLUMNS)).to_csv(layout.streams_csv, index=False)
     outcome = {str(r["stream_id"]): r.get("outcome") for r in rows}
     recs = [
-        {"stream_id": sid, "index": i + 1, "gap_ms": float(v), "t": float(i),
-         "open": i == len(vals) - 1 and outcome.get(sid) in _FAILED_OPEN}
-        for sid, vals in gaps.items() for i, v in enumerate(vals)
+        {
+            "stream_id": sid,
+            "index": i + 1,
+            "gap_ms": float(v),
+            "t": float(i),
+            "open": i == len(vals) - 1 and outcome.get(sid) in _FAILED_OPEN,
+        }
+        for sid, vals in gaps.items()
+        for i, v in enumerate(vals)
     ]
     frame = pd.DataFrame(recs, columns=["stream_id", "index", "gap_ms", "t", "open"]).astype(
-        {"stream_id": "string", "index": "int32", "gap_ms": "float64", "t": "float64", "open": "bool"}
+        {
+            "stream_id": "string",
+            "index": "int32",
+            "gap_ms": "float64",
+            "t": "float64",
+            "open": "bool",
+        }
     )
     frame.to_parquet(layout.gaps_dir, index=False)
     layout.run_json.write_text(json.dumps(dict(run) if run is not None else {"valid": True}))

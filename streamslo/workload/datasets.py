@@ -43,7 +43,9 @@ DATASET_FORMATS = ("auto", "sharegpt", "jsonl", "hf")
 #: Data files of a Hugging Face dataset folder, by suffix.
 _HF_SUFFIXES = (".parquet", ".arrow", ".jsonl", ".json")
 #: JSON files of a dataset folder that hold metadata, not rows.
-_HF_METADATA = frozenset({"dataset_info.json", "state.json", "dataset_dict.json", "dataset_infos.json"})
+_HF_METADATA = frozenset(
+    {"dataset_info.json", "state.json", "dataset_dict.json", "dataset_infos.json"}
+)
 _USER_ROLES = frozenset({"human", "user"})
 _REPLY_ROLES = frozenset({"gpt", "assistant", "chatgpt", "bard", "bing", "model"})
 _PROMPT_KEYS = ("prompt", "text", "question", "instruction")
@@ -76,8 +78,13 @@ class DatasetInfo:
     entries: int
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "path": self.path, "format": self.format,
-                "sha256": self.sha256, "entries": self.entries}
+        return {
+            "name": self.name,
+            "path": self.path,
+            "format": self.format,
+            "sha256": self.sha256,
+            "entries": self.entries,
+        }
 
 
 @dataclass(frozen=True)
@@ -200,12 +207,17 @@ def _arrow_rows(path: Path) -> Iterator[tuple[str, Any]]:
 
 def _hf_files(folder: Path) -> list[Path]:
     files = sorted(
-        p for p in folder.rglob("*")
-        if p.is_file() and p.suffix in _HF_SUFFIXES and p.name not in _HF_METADATA
+        p
+        for p in folder.rglob("*")
+        if p.is_file()
+        and p.suffix in _HF_SUFFIXES
+        and p.name not in _HF_METADATA
         and not any(part.startswith(".") for part in p.relative_to(folder).parts)
     )
     if not files:
-        raise BadInputError(f"{folder}: no data files (.parquet, .arrow, .jsonl) in the dataset folder")
+        raise BadInputError(
+            f"{folder}: no data files (.parquet, .arrow, .jsonl) in the dataset folder"
+        )
     return files
 
 
@@ -248,7 +260,9 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def load_dataset(path: str | Path, fmt: str = "auto", measure: Callable[[str], int] = word_count) -> Dataset:
+def load_dataset(
+    path: str | Path, fmt: str = "auto", measure: Callable[[str], int] = word_count
+) -> Dataset:
     """Read a dataset.
 
     Args:
@@ -262,7 +276,9 @@ def load_dataset(path: str | Path, fmt: str = "auto", measure: Callable[[str], i
     """
     p = Path(path)
     if fmt not in DATASET_FORMATS:
-        raise BadInputError(f"--dataset-format must be one of {', '.join(DATASET_FORMATS)}, not {fmt!r}")
+        raise BadInputError(
+            f"--dataset-format must be one of {', '.join(DATASET_FORMATS)}, not {fmt!r}"
+        )
     if not p.exists():
         raise BadInputError(f"{p}: no such dataset file or folder")
     kind = detect_format(p) if fmt == "auto" else fmt

@@ -112,8 +112,7 @@ class PrefixGroups:
         if groups < 1:
             raise ValueError(f"--prefix-groups must be at least 1, not {groups}")
         self.texts = [
-            measure.make(length.sample(_rng("group-length", seed, g)),
-                         _rng("group", seed, g))
+            measure.make(length.sample(_rng("group-length", seed, g)), _rng("group", seed, g))
             for g in range(groups)
         ]
         self._rng = _rng("group-pick", seed)

@@ -17,10 +17,41 @@ from streamslo.errors import BadInputError
 __all__ = ["WORDS", "TextMeasure"]
 
 #: The words synthetic prompts are made of (seeded choices).
-WORDS = ("explain", "quantum", "entanglement", "stream", "token", "latency", "server", "client",
-         "batch", "queue", "socket", "buffer", "kernel", "worker", "timeout", "event", "loop",
-         "model", "layer", "cache", "attention", "prompt", "answer", "question", "history",
-         "science", "river", "mountain", "engine", "signal", "vector", "matrix", "gradient")
+WORDS = (
+    "explain",
+    "quantum",
+    "entanglement",
+    "stream",
+    "token",
+    "latency",
+    "server",
+    "client",
+    "batch",
+    "queue",
+    "socket",
+    "buffer",
+    "kernel",
+    "worker",
+    "timeout",
+    "event",
+    "loop",
+    "model",
+    "layer",
+    "cache",
+    "attention",
+    "prompt",
+    "answer",
+    "question",
+    "history",
+    "science",
+    "river",
+    "mountain",
+    "engine",
+    "signal",
+    "vector",
+    "matrix",
+    "gradient",
+)
 
 
 def _load_tokenizer(path: str | Path) -> Any:
@@ -31,7 +62,9 @@ def _load_tokenizer(path: str | Path) -> Any:
     try:
         from tokenizers import Tokenizer
     except ImportError:
-        raise BadInputError("--tokenizer needs the 'tokenizers' package: pip install 'streamslo[workloads]'") from None
+        raise BadInputError(
+            "--tokenizer needs the 'tokenizers' package: pip install 'streamslo[workloads]'"
+        ) from None
     try:
         return Tokenizer.from_file(str(file))
     except Exception as exc:  # the Rust side raises plain Exception for a bad file

@@ -140,7 +140,10 @@ def build_body(
         if opts.system_prompt:
             messages.append({"role": "system", "content": opts.system_prompt})
         for user, assistant in history:
-            messages += [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]
+            messages += [
+                {"role": "user", "content": user},
+                {"role": "assistant", "content": assistant},
+            ]
         messages.append({"role": "user", "content": prompt})
         body["messages"] = messages
     else:
@@ -341,7 +344,10 @@ class Workload:
             rng = random.Random(opts.seed)
             entries = [
                 Conversation(
-                    tuple(self.measure.make(opts.prompt_tokens.sample(rng), rng) for _ in range(opts.turns)),
+                    tuple(
+                        self.measure.make(opts.prompt_tokens.sample(rng), rng)
+                        for _ in range(opts.turns)
+                    ),
                     (None,) * opts.turns,
                 )
                 for _ in range(SYNTHETIC_POOL)
@@ -352,7 +358,9 @@ class Workload:
         self.prefixes: PrefixGroups | None = None
         """``--prefix-groups``: the shared prefixes, one put before each conversation's first turn."""
         if opts.prefix_groups > 0:
-            self.prefixes = PrefixGroups(opts.prefix_groups, opts.prefix_tokens, self.measure, opts.seed)
+            self.prefixes = PrefixGroups(
+                opts.prefix_groups, opts.prefix_tokens, self.measure, opts.seed
+            )
 
     def _max_tokens(self, hint: int | None) -> int:
         out = self.opts.output_tokens
@@ -398,14 +406,21 @@ class Workload:
         if self.source == "prompt_file":
             out["prompt_file"] = o.prompt_file
         if self.prefixes is not None:
-            out["prefix_groups"] = {"groups": o.prefix_groups, "prefix_tokens": o.prefix_tokens.as_dict()}
+            out["prefix_groups"] = {
+                "groups": o.prefix_groups,
+                "prefix_tokens": o.prefix_tokens.as_dict(),
+            }
         if o.trace:
             from streamslo.workload.trace import describe_trace
 
             out["source"] = "trace"
-            out["trace"] = {**describe_trace(o.trace, o.trace_format).as_dict(), "speed": o.trace_speed,
-                            "late": o.trace_late, "max_lag_s": o.trace_max_lag,
-                            "block_tokens": o.trace_block_tokens}
+            out["trace"] = {
+                **describe_trace(o.trace, o.trace_format).as_dict(),
+                "speed": o.trace_speed,
+                "late": o.trace_late,
+                "max_lag_s": o.trace_max_lag,
+                "block_tokens": o.trace_block_tokens,
+            }
         if o.cancel_rate > 0:
             out["cancel"] = {"rate": o.cancel_rate, "after": o.cancel_after}
         return out

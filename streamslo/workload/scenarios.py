@@ -39,9 +39,23 @@ __all__ = [
 ]
 
 #: k6's executors this tool runs, and ``trace`` (a timed trace replay, ``docs/workloads.md``).
-EXECUTORS = ("constant-vus", "ramping-vus", "constant-arrival-rate", "ramping-arrival-rate", "trace")
+EXECUTORS = (
+    "constant-vus",
+    "ramping-vus",
+    "constant-arrival-rate",
+    "ramping-arrival-rate",
+    "trace",
+)
 
-_COMMON = ("executor", "startTime", "gracefulStop", "protocol", "slowReaders", "promptTokens", "outputTokens")
+_COMMON = (
+    "executor",
+    "startTime",
+    "gracefulStop",
+    "protocol",
+    "slowReaders",
+    "promptTokens",
+    "outputTokens",
+)
 #: Keys each executor accepts besides the common ones (k6's names).
 _KEYS: Mapping[str, tuple[str, ...]] = {
     "constant-vus": ("vus", "duration"),
@@ -120,7 +134,9 @@ class Scenario:
         prev = float(self.vus)
         for st in self.stages:
             if t < st.duration:
-                return round(prev + (st.target - prev) * (t / st.duration if st.duration > 0 else 1.0))
+                return round(
+                    prev + (st.target - prev) * (t / st.duration if st.duration > 0 else 1.0)
+                )
             t -= st.duration
             prev = float(st.target)
         return round(prev)
@@ -207,21 +223,29 @@ class _Table:
         raw = self.table.get(key)
         if raw is None:
             if default is None:
-                raise self.fail(None, f"{key} is required (a duration such as \"30s\")")
+                raise self.fail(None, f'{key} is required (a duration such as "30s")')
             return default
         try:
             return parse_duration(raw)
         except ValueError as exc:
             raise self.fail(key, str(exc)) from None
 
-    def number(self, key: str, default: float | None = None, *, whole: bool = False, minimum: float = 0.0) -> float:
+    def number(
+        self, key: str, default: float | None = None, *, whole: bool = False, minimum: float = 0.0
+    ) -> float:
         raw = self.table.get(key)
         if raw is None:
             if default is None:
                 raise self.fail(None, f"{key} is required")
             return default
-        if isinstance(raw, bool) or not isinstance(raw, (int, float)) or (whole and not float(raw).is_integer()):
-            raise self.fail(key, f"expected {'a whole number' if whole else 'a number'}, got {raw!r}")
+        if (
+            isinstance(raw, bool)
+            or not isinstance(raw, (int, float))
+            or (whole and not float(raw).is_integer())
+        ):
+            raise self.fail(
+                key, f"expected {'a whole number' if whole else 'a number'}, got {raw!r}"
+            )
         if raw < minimum:
             raise self.fail(key, f"must be at least {minimum:g}, got {raw!r}")
         return float(raw)
@@ -229,20 +253,32 @@ class _Table:
     def stages(self, whole: bool) -> list[tuple[float, float]]:
         raw = self.table.get("stages")
         if raw is None:
-            raise self.fail(None, "stages is required, e.g. stages = [{ duration = \"30s\", target = 10 }]")
+            raise self.fail(
+                None, 'stages is required, e.g. stages = [{ duration = "30s", target = 10 }]'
+            )
         if not isinstance(raw, list) or not raw:
             raise self.fail("stages", "expected a non-empty list of { duration, target } tables")
         out = []
         for i, st in enumerate(raw, 1):
             if not isinstance(st, dict) or set(st) != {"duration", "target"}:
-                raise self.fail("stages", f"stage {i}: expected {{ duration = \"30s\", target = N }}, got {st!r}")
+                raise self.fail(
+                    "stages", f'stage {i}: expected {{ duration = "30s", target = N }}, got {st!r}'
+                )
             try:
                 d = parse_duration(st["duration"])
             except ValueError as exc:
                 raise self.fail("stages", f"stage {i}: {exc}") from None
             tgt = st["target"]
-            if isinstance(tgt, bool) or not isinstance(tgt, (int, float)) or tgt < 0 or (whole and not float(tgt).is_integer()):
-                raise self.fail("stages", f"stage {i}: target must be a {'whole ' if whole else ''}number >= 0, got {tgt!r}")
+            if (
+                isinstance(tgt, bool)
+                or not isinstance(tgt, (int, float))
+                or tgt < 0
+                or (whole and not float(tgt).is_integer())
+            ):
+                raise self.fail(
+                    "stages",
+                    f"stage {i}: target must be a {'whole ' if whole else ''}number >= 0, got {tgt!r}",
+                )
             out.append((d, float(tgt)))
         return out
 
@@ -252,16 +288,27 @@ class _Table:
             return None
         if isinstance(raw, str):
             if raw not in _PROTOCOLS:
-                raise self.fail("protocol", f"expected \"sse\", \"ws\" or a mix such as {{ sse = 0.8, ws = 0.2 }}, got {raw!r}")
+                raise self.fail(
+                    "protocol",
+                    f'expected "sse", "ws" or a mix such as {{ sse = 0.8, ws = 0.2 }}, got {raw!r}',
+                )
             return ((raw, 1.0),)
         if not isinstance(raw, dict) or not raw:
-            raise self.fail("protocol", f"expected \"sse\", \"ws\" or a mix such as {{ sse = 0.8, ws = 0.2 }}, got {raw!r}")
+            raise self.fail(
+                "protocol",
+                f'expected "sse", "ws" or a mix such as {{ sse = 0.8, ws = 0.2 }}, got {raw!r}',
+            )
         bad = [k for k in raw if k not in _PROTOCOLS]
         if bad:
             raise self.fail("protocol", f"unknown protocol {bad[0]!r} in the mix (use sse and ws)")
         shares = list(raw.values())
-        if any(isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 for v in shares) or sum(shares) <= 0:
-            raise self.fail("protocol", f"the mix's shares must be numbers >= 0, not all 0: {raw!r}")
+        if (
+            any(isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 for v in shares)
+            or sum(shares) <= 0
+        ):
+            raise self.fail(
+                "protocol", f"the mix's shares must be numbers >= 0, not all 0: {raw!r}"
+            )
         total = float(sum(shares))
         return tuple((k, float(v) / total) for k, v in raw.items() if v > 0)
 
@@ -290,10 +337,14 @@ def _parse_one(t: _Table) -> Scenario:
                 hint = f" (it belongs to {', '.join(elsewhere)})"
             else:
                 close = difflib.get_close_matches(key, allowed, n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(allowed)})"
+                hint = (
+                    f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(allowed)})"
+                )
             raise t.fail(key, f"{key!r} does not apply to {executor}{hint}")
     slow = table.get("slowReaders")
-    if slow is not None and (isinstance(slow, bool) or not isinstance(slow, (int, float)) or not 0 <= slow <= 1):
+    if slow is not None and (
+        isinstance(slow, bool) or not isinstance(slow, (int, float)) or not 0 <= slow <= 1
+    ):
         raise t.fail("slowReaders", f"expected a share between 0 and 1, got {slow!r}")
     common: dict[str, Any] = {
         "name": name,
@@ -307,14 +358,21 @@ def _parse_one(t: _Table) -> Scenario:
         "line": t.line,
     }
     if executor == "constant-vus":
-        return Scenario(**common, vus=int(t.number("vus", 1, whole=True, minimum=1)), duration=t.duration("duration"))
+        return Scenario(
+            **common,
+            vus=int(t.number("vus", 1, whole=True, minimum=1)),
+            duration=t.duration("duration"),
+        )
     if executor == "trace":
         return _parse_trace(t, common)
     if executor == "ramping-vus":
         stages = tuple(Stage(d, int(tgt)) for d, tgt in t.stages(whole=True))
         return Scenario(
-            **common, vus=int(t.number("startVUs", 1, whole=True)), stages=stages,
-            duration=sum(st.duration for st in stages), graceful_ramp_down=t.duration("gracefulRampDown", 30.0),
+            **common,
+            vus=int(t.number("startVUs", 1, whole=True)),
+            stages=stages,
+            duration=sum(st.duration for st in stages),
+            graceful_ramp_down=t.duration("gracefulRampDown", 30.0),
         )
     unit = t.duration("timeUnit", 1.0)
     if unit <= 0:
@@ -322,7 +380,9 @@ def _parse_one(t: _Table) -> Scenario:
     pre = int(t.number("preAllocatedVUs", whole=True))
     max_vus = int(t.number("maxVUs", pre, whole=True))
     if max_vus < max(1, pre):
-        raise t.fail("maxVUs", f"must be at least preAllocatedVUs ({pre}) and at least 1, got {max_vus}")
+        raise t.fail(
+            "maxVUs", f"must be at least preAllocatedVUs ({pre}) and at least 1, got {max_vus}"
+        )
     pool: dict[str, Any] = {"time_unit": unit, "pre_allocated_vus": pre, "max_vus": max_vus}
     if executor == "constant-arrival-rate":
         rate = t.number("rate")
@@ -331,7 +391,10 @@ def _parse_one(t: _Table) -> Scenario:
         return Scenario(**common, **pool, rate=rate / unit, duration=t.duration("duration"))
     rate_stages = tuple((d, tgt / unit) for d, tgt in t.stages(whole=False))
     return Scenario(
-        **common, **pool, rate=t.number("startRate", 0.0) / unit, rate_stages=rate_stages,
+        **common,
+        **pool,
+        rate=t.number("startRate", 0.0) / unit,
+        rate_stages=rate_stages,
         duration=sum(d for d, _ in rate_stages),
     )
 
@@ -358,9 +421,15 @@ def _parse_trace(t: _Table, common: dict[str, Any]) -> Scenario:
     except BadInputError as exc:
         raise t.fail("trace", str(exc)) from None
     return Scenario(
-        **common, trace=path, trace_format=fmt, trace_speed=speed, trace_late=late,
-        trace_max_lag=t.duration("maxLag", 0.05), trace_block_tokens=int(t.number("blockTokens", 512, whole=True, minimum=1)),
-        max_vus=int(t.number("maxVUs", 0, whole=True)), duration=info.span_s / speed,
+        **common,
+        trace=path,
+        trace_format=fmt,
+        trace_speed=speed,
+        trace_late=late,
+        trace_max_lag=t.duration("maxLag", 0.05),
+        trace_block_tokens=int(t.number("blockTokens", 512, whole=True, minimum=1)),
+        max_vus=int(t.number("maxVUs", 0, whole=True)),
+        duration=info.span_s / speed,
     )
 
 
@@ -376,13 +445,21 @@ def parse_scenarios(table: object, source: str, text: str = "") -> tuple[Scenari
         ScenarioFileError: anything wrong; the message names the file and the line.
     """
     if not isinstance(table, dict) or not table:
-        raise ScenarioFileError(source, None, "[scenarios] needs at least one [scenarios.NAME] table")
+        raise ScenarioFileError(
+            source, None, "[scenarios] needs at least one [scenarios.NAME] table"
+        )
     out = []
     for name, sub in table.items():
         if not _NAME_RE.match(name):
-            raise ScenarioFileError(source, _header_line(text, name), f"bad scenario name {name!r} (use letters, digits, _ . -)")
+            raise ScenarioFileError(
+                source,
+                _header_line(text, name),
+                f"bad scenario name {name!r} (use letters, digits, _ . -)",
+            )
         if not isinstance(sub, dict):
-            raise ScenarioFileError(source, None, f"scenarios.{name} must be a table ([scenarios.{name}])")
+            raise ScenarioFileError(
+                source, None, f"scenarios.{name} must be a table ([scenarios.{name}])"
+            )
         out.append(_parse_one(_Table(name, sub, source, text)))
     return tuple(out)
 

@@ -86,9 +86,16 @@ class TraceInfo:
         return Path(self.path).name
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "path": self.path, "format": self.format, "sha256": self.sha256,
-                "requests": self.requests, "skipped": self.skipped, "span_s": round(self.span_s, 6),
-                "distinct_blocks": self.blocks}
+        return {
+            "name": self.name,
+            "path": self.path,
+            "format": self.format,
+            "sha256": self.sha256,
+            "requests": self.requests,
+            "skipped": self.skipped,
+            "span_s": round(self.span_s, 6),
+            "distinct_blocks": self.blocks,
+        }
 
 
 def _first_line(path: Path) -> str:
@@ -109,7 +116,9 @@ def detect_format(path: str | Path, fmt: str = "auto") -> str:
         BadInputError: an unknown format, or a first line that fits none.
     """
     if fmt not in TRACE_FORMATS:
-        raise BadInputError(f"--trace-format must be one of {', '.join(TRACE_FORMATS)}, not {fmt!r}")
+        raise BadInputError(
+            f"--trace-format must be one of {', '.join(TRACE_FORMATS)}, not {fmt!r}"
+        )
     if fmt != "auto":
         return fmt
     p = Path(path)
@@ -196,8 +205,14 @@ def _rows(path: Path, fmt: str) -> Iterator[tuple[str, dict[str, Any]]]:
             for row in reader:
                 if not any((v or "").strip() for v in row.values() if isinstance(v, str)):
                     continue
-                yield f"{path}:{reader.line_num}", {k.strip(): (v.strip() if isinstance(v, str) else v)
-                                                    for k, v in row.items() if k is not None}
+                yield (
+                    f"{path}:{reader.line_num}",
+                    {
+                        k.strip(): (v.strip() if isinstance(v, str) else v)
+                        for k, v in row.items()
+                        if k is not None
+                    },
+                )
 
 
 def _parse(path: Path, fmt: str) -> Iterator[TraceRequest | None]:
@@ -268,4 +283,3 @@ def describe_trace(path: str | Path, fmt: str = "auto") -> TraceInfo:
     if requests == 0:
         raise BadInputError(f"{p}: the trace holds no request to replay")
     return TraceInfo(str(p), kind, digest.hexdigest(), requests, skipped, last, len(blocks))
-

@@ -42,6 +42,8 @@ def run_bench(script: str, out: Path, *args: str, timeout: float = 240) -> dict[
     in the assertion message when it failed)."""
     cmd = [sys.executable, str(BENCH / f"{script}.py"), *args, "--json", str(out)]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout)
-    assert proc.returncode == 0 and out.exists(), f"{script} exit {proc.returncode}:\n{proc.stderr[-3000:]}"
+    assert proc.returncode == 0 and out.exists(), (
+        f"{script} exit {proc.returncode}:\n{proc.stderr[-3000:]}"
+    )
     data: dict[str, Any] = json.loads(out.read_text())
     return data

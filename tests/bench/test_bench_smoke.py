@@ -22,11 +22,15 @@ pytestmark = pytest.mark.load
 RESULTS = BENCH / "results"
 
 
-@pytest.mark.parametrize("name", ["stream_users", "accuracy", "burst", "memory", "scaleout", "relay", "replay"])
+@pytest.mark.parametrize(
+    "name", ["stream_users", "accuracy", "burst", "memory", "scaleout", "relay", "replay"]
+)
 def test_committed_results_render(name: str) -> None:
     """The JSON of bench/results (what RESULTS.md shows) still renders with today's code."""
     data = json.loads((RESULTS / f"{name}.json").read_text(encoding="utf-8"))
-    assert data.get("command", f"python bench/bench_{name}.py").startswith(f"python bench/bench_{name}.py")
+    assert data.get("command", f"python bench/bench_{name}.py").startswith(
+        f"python bench/bench_{name}.py"
+    )
     _rendered(f"bench_{name}", data)
 
 
@@ -38,8 +42,18 @@ def _rendered(module: str, data: dict[str, Any]) -> str:
 
 @bench_run
 def test_stream_users(tmp_path: Path) -> None:
-    data = run_bench("bench_stream_users", tmp_path / "su.json", "--levels", "6", "--seconds", "4",
-                     "--warmup", "0", "--clients", "streamslo per-stream,asyncio raw")
+    data = run_bench(
+        "bench_stream_users",
+        tmp_path / "su.json",
+        "--levels",
+        "6",
+        "--seconds",
+        "4",
+        "--warmup",
+        "0",
+        "--clients",
+        "streamslo per-stream,asyncio raw",
+    )
     cells = {c["client"]: c for c in data["cells"]}
     assert set(cells) == {"streamslo per-stream", "asyncio raw"}
     for c in cells.values():
@@ -50,8 +64,24 @@ def test_stream_users(tmp_path: Path) -> None:
 
 @bench_run
 def test_accuracy(tmp_path: Path) -> None:
-    data = run_bench("bench_accuracy", tmp_path / "acc.json", "--levels", "4", "--protocols", "sse,ws",
-                     "--seconds", "4", "--warmup", "0", "--period-ms", "10", "--ttft-ms", "30", "--nice", "0")
+    data = run_bench(
+        "bench_accuracy",
+        tmp_path / "acc.json",
+        "--levels",
+        "4",
+        "--protocols",
+        "sse,ws",
+        "--seconds",
+        "4",
+        "--warmup",
+        "0",
+        "--period-ms",
+        "10",
+        "--ttft-ms",
+        "30",
+        "--nice",
+        "0",
+    )
     for c in data["cells"]:
         assert c["streams"] > 0 and c["itl_vs_writes"]["n"] > 0, c
         # The error is the generator's, not the schedule's: a few ms at most on an idle-ish core.
@@ -61,8 +91,19 @@ def test_accuracy(tmp_path: Path) -> None:
 
 @bench_run
 def test_burst(tmp_path: Path) -> None:
-    data = run_bench("bench_burst", tmp_path / "burst.json", "--streams", "6", "--tokens", "6",
-                     "--protocols", "sse", "--seconds", "6", "--overhead")
+    data = run_bench(
+        "bench_burst",
+        tmp_path / "burst.json",
+        "--streams",
+        "6",
+        "--tokens",
+        "6",
+        "--protocols",
+        "sse",
+        "--seconds",
+        "6",
+        "--overhead",
+    )
     pair = data["pairs"][0]
     assert pair["independent"]["ok"] == 6 and pair["suite"]["ok"] == 6, pair
     ov = data["overhead"]
@@ -72,8 +113,20 @@ def test_burst(tmp_path: Path) -> None:
 
 @bench_run
 def test_memory(tmp_path: Path) -> None:
-    data = run_bench("bench_memory", tmp_path / "mem.json", "--levels", "2,8", "--server-levels", "1,4",
-                     "--protocols", "sse", "--seconds", "7", "--period-ms", "50")
+    data = run_bench(
+        "bench_memory",
+        tmp_path / "mem.json",
+        "--levels",
+        "2,8",
+        "--server-levels",
+        "1,4",
+        "--protocols",
+        "sse",
+        "--seconds",
+        "7",
+        "--period-ms",
+        "50",
+    )
     assert [c["streams_open"] for c in data["generator"]] == [2, 8]
     assert [c["streams_open"] for c in data["server"]] == [1, 4]
     assert all(c["rss_bytes"] for c in data["generator"] + data["server"])
@@ -82,8 +135,18 @@ def test_memory(tmp_path: Path) -> None:
 
 @bench_run
 def test_scaleout(tmp_path: Path) -> None:
-    data = run_bench("bench_scaleout", tmp_path / "so.json", "--levels", "6", "--processes", "1,2",
-                     "--seconds", "4", "--warmup", "0")
+    data = run_bench(
+        "bench_scaleout",
+        tmp_path / "so.json",
+        "--levels",
+        "6",
+        "--processes",
+        "1,2",
+        "--seconds",
+        "4",
+        "--warmup",
+        "0",
+    )
     for c in data["cells"]:
         assert "error" not in c, c
         assert c["records"] > 0 and c["lateness_p99_ms"] is not None, c
@@ -96,8 +159,17 @@ def test_scaleout(tmp_path: Path) -> None:
 
 
 def test_relay(tmp_path: Path) -> None:
-    data = run_bench("bench_relay", tmp_path / "relay.json", "--records", "40", "--batch", "20",
-                     "--repeats", "1", "--skip-locust")
+    data = run_bench(
+        "bench_relay",
+        tmp_path / "relay.json",
+        "--records",
+        "40",
+        "--batch",
+        "20",
+        "--repeats",
+        "1",
+        "--skip-locust",
+    )
     assert data["encodings"][0]["encoding"].startswith("csv rows")
     _rendered("bench_relay", data)
 
@@ -106,10 +178,21 @@ def test_run_all_rewrites_only_marked_sections(tmp_path: Path) -> None:
     run_all = bench_module("run_all")
     results = tmp_path / "results"
     results.mkdir()
-    run_bench("bench_relay", results / "relay.json", "--records", "20", "--batch", "10", "--repeats", "1",
-              "--skip-locust")
+    run_bench(
+        "bench_relay",
+        results / "relay.json",
+        "--records",
+        "20",
+        "--batch",
+        "10",
+        "--repeats",
+        "1",
+        "--skip-locust",
+    )
     md = tmp_path / "RESULTS.md"
-    md.write_text("# R\n\nhand text\n\n<!-- bench:relay -->\nold table\n<!-- /bench:relay -->\n\nafter\n")
+    md.write_text(
+        "# R\n\nhand text\n\n<!-- bench:relay -->\nold table\n<!-- /bench:relay -->\n\nafter\n"
+    )
     assert run_all.main(["--render-only", "--results", str(results), "--md", str(md)]) == 0
     text = md.read_text()
     assert "old table" not in text and "hand text" in text and text.rstrip().endswith("after")
@@ -117,5 +200,7 @@ def test_run_all_rewrites_only_marked_sections(tmp_path: Path) -> None:
     # A bench with JSON but no markers gets a new section at the end; one without JSON none.
     (results / "memory.json").write_text('{"command": "x", "generator": [], "server": []}')
     run_all.main(["--render-only", "--results", str(results), "--md", str(md)])
-    assert "<!-- bench:memory -->" in md.read_text() and "<!-- bench:burst -->" not in md.read_text()
+    assert (
+        "<!-- bench:memory -->" in md.read_text() and "<!-- bench:burst -->" not in md.read_text()
+    )
     assert (BENCH / "run_all.py").exists()

@@ -26,8 +26,19 @@ TOKENS = 64
 @pytest.mark.parametrize("protocol", ["sse", "ws"])
 def test_suite_itl_agrees_with_an_independent_client(protocol: str, tmp_path: Path) -> None:
     burst = bench_module("bench_burst")
-    data = run_bench("bench_burst", tmp_path / "burst.json", "--streams", str(STREAMS), "--tokens", str(TOKENS),
-                     "--protocols", protocol, "--seconds", "15", timeout=420)
+    data = run_bench(
+        "bench_burst",
+        tmp_path / "burst.json",
+        "--streams",
+        str(STREAMS),
+        "--tokens",
+        str(TOKENS),
+        "--protocols",
+        protocol,
+        "--seconds",
+        "15",
+        timeout=420,
+    )
     pair = data["pairs"][0]
     ind, suite = pair["independent"], pair["suite"]
     assert ind["ok"] == STREAMS and suite["ok"] == STREAMS, pair
@@ -35,5 +46,7 @@ def test_suite_itl_agrees_with_an_independent_client(protocol: str, tmp_path: Pa
     assert suite["start_spread_ms"] < 1000, pair
     for key in ("itl_p50_ms", "itl_p99_ms"):
         ok, ratio = burst.agree(pair, key)
-        assert ok, (f"{protocol} {key}: suite {suite[key]:.1f} ms vs independent {ind[key]:.1f} ms "
-                    f"(ratio {ratio}); tolerance {burst.AGREE_RATIO}x + {burst.AGREE_SLACK_MS} ms")
+        assert ok, (
+            f"{protocol} {key}: suite {suite[key]:.1f} ms vs independent {ind[key]:.1f} ms "
+            f"(ratio {ratio}); tolerance {burst.AGREE_RATIO}x + {burst.AGREE_SLACK_MS} ms"
+        )

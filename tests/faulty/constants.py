@@ -45,7 +45,9 @@ STALL_S = 3.0
 HOLD_MAX_S = 30.0
 #: ``endless`` streams this long (7.5x the request timeout), one chunk every interval.
 ENDLESS_S = 30.0
-ENDLESS_INTERVAL_S = 0.7  # under the stall timeout; n - 1 tokens outlast the request timeout (n >= 8)
+ENDLESS_INTERVAL_S = (
+    0.7  # under the stall timeout; n - 1 tokens outlast the request timeout (n >= 8)
+)
 #: ``keepalive_*``: one keep-alive (comment, ping, chunk without a token) this often.
 KEEPALIVE_INTERVAL_S = 0.2
 #: ``timed``: first token this long after the request is read, then one every TIMED_ITL_S.

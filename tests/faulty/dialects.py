@@ -59,8 +59,16 @@ def responses_events(
     output tokens the response reports (default ``n``)."""
     seq = iter(range(1_000_000))
     rid = "resp_faulty"
-    base = {"id": rid, "object": "response", "created_at": 1700000000, "model": "faulty",
-            "output": [], "usage": None, "error": None, "incomplete_details": None}
+    base = {
+        "id": rid,
+        "object": "response",
+        "created_at": 1700000000,
+        "model": "faulty",
+        "output": [],
+        "usage": None,
+        "error": None,
+        "incomplete_details": None,
+    }
     head: list[Event] = [
         ("response.created", {"response": {**base, "status": "in_progress"}}),
         ("response.in_progress", {"response": {**base, "status": "in_progress"}}),
@@ -68,43 +76,138 @@ def responses_events(
     deltas: list[Event] = []
     answer = n - reasoning - tool
     if reasoning:
-        head.append(("response.output_item.added", {"output_index": 0, "item": {
-            "id": "rs_1", "type": "reasoning", "summary": [], "content": []}}))
-        deltas += [("response.reasoning_text.delta", {"item_id": "rs_1", "output_index": 0,
-                                                      "content_index": 0, "delta": token_text(i)})
-                   for i in range(reasoning)]
-    deltas.append(("response.output_item.added", {"output_index": 1, "item": {
-        "id": "msg_1", "type": "message", "status": "in_progress", "role": "assistant", "content": []}}))
-    deltas.append(("response.content_part.added", {"item_id": "msg_1", "output_index": 1, "content_index": 0,
-                                                   "part": {"type": "output_text", "text": "", "annotations": []}}))
-    deltas += [("response.output_text.delta", {"item_id": "msg_1", "output_index": 1, "content_index": 0,
-                                               "delta": token_text(reasoning + i), "logprobs": []})
-               for i in range(answer)]
+        head.append(
+            (
+                "response.output_item.added",
+                {
+                    "output_index": 0,
+                    "item": {"id": "rs_1", "type": "reasoning", "summary": [], "content": []},
+                },
+            )
+        )
+        deltas += [
+            (
+                "response.reasoning_text.delta",
+                {"item_id": "rs_1", "output_index": 0, "content_index": 0, "delta": token_text(i)},
+            )
+            for i in range(reasoning)
+        ]
+    deltas.append(
+        (
+            "response.output_item.added",
+            {
+                "output_index": 1,
+                "item": {
+                    "id": "msg_1",
+                    "type": "message",
+                    "status": "in_progress",
+                    "role": "assistant",
+                    "content": [],
+                },
+            },
+        )
+    )
+    deltas.append(
+        (
+            "response.content_part.added",
+            {
+                "item_id": "msg_1",
+                "output_index": 1,
+                "content_index": 0,
+                "part": {"type": "output_text", "text": "", "annotations": []},
+            },
+        )
+    )
+    deltas += [
+        (
+            "response.output_text.delta",
+            {
+                "item_id": "msg_1",
+                "output_index": 1,
+                "content_index": 0,
+                "delta": token_text(reasoning + i),
+                "logprobs": [],
+            },
+        )
+        for i in range(answer)
+    ]
     if tool:
-        deltas.append(("response.output_item.added", {"output_index": 2, "item": {
-            "id": "fc_1", "type": "function_call", "call_id": "call_1", "name": "lookup", "arguments": ""}}))
-        deltas += [("response.function_call_arguments.delta", {"item_id": "fc_1", "output_index": 2,
-                                                               "delta": token_text(reasoning + answer + i)})
-                   for i in range(tool)]
+        deltas.append(
+            (
+                "response.output_item.added",
+                {
+                    "output_index": 2,
+                    "item": {
+                        "id": "fc_1",
+                        "type": "function_call",
+                        "call_id": "call_1",
+                        "name": "lookup",
+                        "arguments": "",
+                    },
+                },
+            )
+        )
+        deltas += [
+            (
+                "response.function_call_arguments.delta",
+                {"item_id": "fc_1", "output_index": 2, "delta": token_text(reasoning + answer + i)},
+            )
+            for i in range(tool)
+        ]
     out = usage if usage is not None else n
     tail: list[Event] = [
-        ("response.output_text.done", {"item_id": "msg_1", "output_index": 1, "content_index": 0, "text": "…"}),
-        ("response.output_item.done", {"output_index": 1, "item": {"id": "msg_1", "type": "message"}}),
+        (
+            "response.output_text.done",
+            {"item_id": "msg_1", "output_index": 1, "content_index": 0, "text": "…"},
+        ),
+        (
+            "response.output_item.done",
+            {"output_index": 1, "item": {"id": "msg_1", "type": "message"}},
+        ),
     ]
-    final = {**base, "usage": {"input_tokens": 3, "input_tokens_details": {"cached_tokens": 0},
-                               "output_tokens": out, "output_tokens_details": {"reasoning_tokens": reasoning},
-                               "total_tokens": 3 + out}}
+    final = {
+        **base,
+        "usage": {
+            "input_tokens": 3,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": out,
+            "output_tokens_details": {"reasoning_tokens": reasoning},
+            "total_tokens": 3 + out,
+        },
+    }
     if end == "completed":
         tail.append(("response.completed", {"response": {**final, "status": "completed"}}))
     elif end == "incomplete":
-        tail.append(("response.incomplete", {"response": {**final, "status": "incomplete",
-                                                          "incomplete_details": {"reason": reason}}}))
+        tail.append(
+            (
+                "response.incomplete",
+                {
+                    "response": {
+                        **final,
+                        "status": "incomplete",
+                        "incomplete_details": {"reason": reason},
+                    }
+                },
+            )
+        )
     elif end == "failed":
-        tail.append(("response.failed", {"response": {**base, "status": "failed",
-                                                      "error": {"code": "server_error", "message": error or "failed"}}}))
+        tail.append(
+            (
+                "response.failed",
+                {
+                    "response": {
+                        **base,
+                        "status": "failed",
+                        "error": {"code": "server_error", "message": error or "failed"},
+                    }
+                },
+            )
+        )
     events = head + deltas
-    return ([(k, {"type": k, **v, "sequence_number": next(seq)}) for k, v in events],
-            [(k, {"type": k, **v, "sequence_number": next(seq)}) for k, v in tail])
+    return (
+        [(k, {"type": k, **v, "sequence_number": next(seq)}) for k, v in events],
+        [(k, {"type": k, **v, "sequence_number": next(seq)}) for k, v in tail],
+    )
 
 
 def anthropic_events(
@@ -117,9 +220,22 @@ def anthropic_events(
 ) -> tuple[list[Event], list[Event]]:
     """An Anthropic Messages stream: (events up to the last delta, the events after it)."""
     head: list[Event] = [
-        ("message_start", {"type": "message_start", "message": {
-            "id": "msg_faulty", "type": "message", "role": "assistant", "content": [], "model": "faulty",
-            "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 3, "output_tokens": 1}}}),
+        (
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    "id": "msg_faulty",
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [],
+                    "model": "faulty",
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": {"input_tokens": 3, "output_tokens": 1},
+                },
+            },
+        ),
     ]
     deltas: list[Event] = []
     index = 0
@@ -127,15 +243,36 @@ def anthropic_events(
 
     def block(kind: dict[str, Any], field: str, delta_type: str, first: int, count: int) -> None:
         nonlocal index
-        deltas.append(("content_block_start", {"type": "content_block_start", "index": index, "content_block": kind}))
+        deltas.append(
+            (
+                "content_block_start",
+                {"type": "content_block_start", "index": index, "content_block": kind},
+            )
+        )
         if index == 0:
             deltas.append(("ping", {"type": "ping"}))
-        deltas.extend(("content_block_delta", {"type": "content_block_delta", "index": index,
-                                               "delta": {"type": delta_type, field: token_text(first + i)}})
-                      for i in range(count))
+        deltas.extend(
+            (
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": index,
+                    "delta": {"type": delta_type, field: token_text(first + i)},
+                },
+            )
+            for i in range(count)
+        )
         if delta_type == "thinking_delta":
-            deltas.append(("content_block_delta", {"type": "content_block_delta", "index": index,
-                                                   "delta": {"type": "signature_delta", "signature": "c2ln"}}))
+            deltas.append(
+                (
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "signature_delta", "signature": "c2ln"},
+                    },
+                )
+            )
         deltas.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
         index += 1
 
@@ -143,12 +280,23 @@ def anthropic_events(
         block({"type": "thinking", "thinking": ""}, "thinking", "thinking_delta", 0, reasoning)
     block({"type": "text", "text": ""}, "text", "text_delta", reasoning, answer)
     if tool:
-        block({"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {}}, "partial_json",
-              "input_json_delta", reasoning + answer, tool)
+        block(
+            {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {}},
+            "partial_json",
+            "input_json_delta",
+            reasoning + answer,
+            tool,
+        )
     out = usage if usage is not None else n
     tail: list[Event] = [
-        ("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": None},
-                           "usage": {"output_tokens": out}}),
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+                "usage": {"output_tokens": out},
+            },
+        ),
         ("message_stop", {"type": "message_stop"}),
     ]
     return head + deltas, tail
@@ -183,7 +331,9 @@ class DialectStream:
                 kw["reason"] = "content_filter"
             return responses_events(self.n, **kw)
         kw.pop("error", None)
-        kw["stop_reason"] = {"length": "max_tokens", "natural": "end_turn", "filter": "refusal"}[stop]
+        kw["stop_reason"] = {"length": "max_tokens", "natural": "end_turn", "filter": "refusal"}[
+            stop
+        ]
         return anthropic_events(self.n, **kw)
 
     async def send(self, events: list[Event]) -> None:
@@ -308,11 +458,24 @@ async def _error_midway(s: DialectStream) -> None:
     await s.out.begin()
     await s.send(head[: len(head) // 2])
     if s.dialect == "openai-responses":
-        await s.event("error", {"type": "error", "code": "server_error", "message": "faulty: engine died",
-                                "param": None, "sequence_number": 999})
+        await s.event(
+            "error",
+            {
+                "type": "error",
+                "code": "server_error",
+                "message": "faulty: engine died",
+                "param": None,
+                "sequence_number": 999,
+            },
+        )
     else:
-        await s.event("error", {"type": "error", "error": {"type": "overloaded_error",
-                                                           "message": "faulty: engine died"}})
+        await s.event(
+            "error",
+            {
+                "type": "error",
+                "error": {"type": "overloaded_error", "message": "faulty: engine died"},
+            },
+        )
     await s.out.finish()
 
 
@@ -326,7 +489,9 @@ async def _failed(s: DialectStream) -> None:
         _, tail = s.events(end="failed", error="faulty: response failed")
         await s.send(tail[-1:])
     else:
-        await s.event("error", {"type": "error", "error": {"type": "api_error", "message": "faulty: failed"}})
+        await s.event(
+            "error", {"type": "error", "error": {"type": "api_error", "message": "faulty: failed"}}
+        )
     await s.out.finish()
 
 
@@ -341,7 +506,10 @@ async def _keepalive(s: DialectStream) -> None:
     stop = loop.time() + STALL_S
     while loop.time() < stop and not s.out.closed:
         if s.dialect == "openai-responses":
-            await s.event("response.in_progress", {"type": "response.in_progress", "response": {"status": "in_progress"}})
+            await s.event(
+                "response.in_progress",
+                {"type": "response.in_progress", "response": {"status": "in_progress"}},
+            )
         else:
             await s.event("ping", {"type": "ping"})
         await s.out.body(b": keep-alive\n\n")
@@ -359,11 +527,25 @@ async def _empty_deltas(s: DialectStream) -> None:
     stop = loop.time() + STALL_S
     while loop.time() < stop and not s.out.closed:
         if s.dialect == "openai-responses":
-            await s.event("response.output_text.delta", {"type": "response.output_text.delta", "item_id": "msg_1",
-                                                         "output_index": 1, "content_index": 0, "delta": ""})
+            await s.event(
+                "response.output_text.delta",
+                {
+                    "type": "response.output_text.delta",
+                    "item_id": "msg_1",
+                    "output_index": 1,
+                    "content_index": 0,
+                    "delta": "",
+                },
+            )
         else:
-            await s.event("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                                  "delta": {"type": "text_delta", "text": ""}})
+            await s.event(
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "text_delta", "text": ""},
+                },
+            )
         await asyncio.sleep(0.2)
     await s.out.drop()
 

@@ -41,7 +41,6 @@ def token_text(i: int) -> str:
     return f" t{i}"
 
 
-
 # --- requests and chunks -----------------------------------------------------------------
 
 
@@ -165,7 +164,6 @@ class Chunks:
             "choices": [choice],
             "usage": self.usage(n),
         }
-
 
 
 # --- the output of one request: SSE and WebSocket share one interface ----------------------
@@ -384,8 +382,6 @@ class SseOut(Out):
         await send_json(self.conn, 200, obj, keep_alive=self.keep_alive)
 
 
-
-
 class WsOut(Out):
     """One request's frames on a WebSocket connection."""
 
@@ -456,5 +452,3 @@ class WsOut(Out):
             sent += len(block)
             await self.sleep(ENDLESS_LINE_INTERVAL_S)
         await self.drop()
-
-

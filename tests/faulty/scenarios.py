@@ -9,8 +9,14 @@ from tests.faulty.catalogue import SCENARIOS
 
 # The families register themselves on import, in this order (``ok`` first: it is the first
 # model of ``/v1/models``).
-for _family in ("scenarios_ok", "scenarios_broken", "scenarios_waits", "scenarios_hostile_heads", "scenarios_hostile",
-                "scenarios_real"):
+for _family in (
+    "scenarios_ok",
+    "scenarios_broken",
+    "scenarios_waits",
+    "scenarios_hostile_heads",
+    "scenarios_hostile",
+    "scenarios_real",
+):
     importlib.import_module(f"tests.faulty.{_family}")
 
 from tests.faulty.scenarios_hostile import HOSTILE  # noqa: E402
@@ -22,8 +28,17 @@ __all__ = ["EXPECTED", "HOSTILE", "MIXES", "SCENARIOS", "UNSETTLED", "WS_HANDSHA
 MIXES: dict[str, tuple[str, ...]] = {
     "mix_hostile": ("ok", *HOSTILE),
     # /v1/responses and /v1/messages (tests/faulty/dialects.py): each dialect's faults in turn.
-    "mix_dialect": ("ok", "cut", "no_terminal", "error_midway", "filtered", "keepalive", "empty_deltas",
-                    "usage_more", "ok_reasoning"),
+    "mix_dialect": (
+        "ok",
+        "cut",
+        "no_terminal",
+        "error_midway",
+        "filtered",
+        "keepalive",
+        "empty_deltas",
+        "usage_more",
+        "ok_reasoning",
+    ),
 }
 
 #: Scenarios that, on WebSocket, act on the handshake when selected by the path prefix.
@@ -50,4 +65,3 @@ UNSETTLED: dict[tuple[str, str], str] = {
     ),
     ("reset_immediately", "ws (by model)"): "As close_immediately by model.",
 }
-

@@ -378,5 +378,3 @@ async def _ws_binary_frame(out: Out, req: Request) -> None:
     await out.binary(dumps(out.chunks.piece(token_text(k))).encode())
     await send_tokens(out, k + 1, n, finish="length", usage=req.usage_if_asked(n))
     await out.done()
-
-

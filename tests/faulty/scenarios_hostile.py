@@ -54,7 +54,9 @@ async def _negative_chunk(out: Out, req: Request) -> None:
         await out.conn.send(b"-6\r\nabcdef\r\n")
     elif isinstance(out, WsOut):
         out.ws.raw_mode = True
-        await out.conn.send(_ws_raw_header(0x81, b"\x7f" + struct.pack("!Q", (1 << 63) + 6)) + b"abcdef")
+        await out.conn.send(
+            _ws_raw_header(0x81, b"\x7f" + struct.pack("!Q", (1 << 63) + 6)) + b"abcdef"
+        )
     await out.hold()
 
 
@@ -149,12 +151,14 @@ async def _deep_json(out: Out, req: Request) -> None:
     "code_infinity",
     ("malformed", "malformed"),
     summary="An error object whose code is the bare word Infinity (not JSON).",
-    sse="200 headers, then 'data: {\"error\": {\"message\": \"x\", \"type\": \"server_error\", \"code\": Infinity}}', [DONE].",
+    sse='200 headers, then \'data: {"error": {"message": "x", "type": "server_error", "code": Infinity}}\', [DONE].',
     ws="The same text frame, then close 1011.",
 )
 async def _code_infinity(out: Out, req: Request) -> None:
     await out.begin()
-    await out.data('{"error": {"message": "faulty: infinite", "type": "server_error", "code": Infinity}}')
+    await out.data(
+        '{"error": {"message": "faulty: infinite", "type": "server_error", "code": Infinity}}'
+    )
     await out.after_error(500)
 
 
@@ -174,7 +178,9 @@ async def _retry_digits(out: Out, req: Request) -> None:
     retry = b"retry: " + b"9" * GIANT_STATUS_DIGITS + b"\n"
     for i in range(n):
         last = i == n - 1
-        piece = out.chunks.piece(token_text(i), "length" if last else None, req.usage_if_asked(n) if last else None)
+        piece = out.chunks.piece(
+            token_text(i), "length" if last else None, req.usage_if_asked(n) if last else None
+        )
         await out.body(retry + b"data: " + dumps(piece).encode() + b"\n\n")
     await out.done()
     await out.finish()
@@ -202,10 +208,14 @@ async def _line_flood(out: Out, req: Request) -> None:
 async def _endless_event(out: Out, req: Request) -> None:
     first = WsConn.frame_header(0x1, 2, fin=False) + b'["'
     frag = WsConn.frame_header(0x0, 1024, fin=False) + b"x" * 1024
-    await _flood_after_tokens(out, req, sse=(b"data: " + b"x" * 1000 + b"\n") * 64, ws=frag * 32, ws_first=first)
+    await _flood_after_tokens(
+        out, req, sse=(b"data: " + b"x" * 1000 + b"\n") * 64, ws=frag * 32, ws_first=first
+    )
 
 
-async def _flood_after_tokens(out: Out, req: Request, *, sse: bytes, ws: bytes, ws_first: bytes = b"") -> None:
+async def _flood_after_tokens(
+    out: Out, req: Request, *, sse: bytes, ws: bytes, ws_first: bytes = b""
+) -> None:
     """k content chunks, then ``sse`` (as HTTP chunks) or ``ws`` (raw bytes, after
     ``ws_first``) repeated up to FLOOD_BYTES as fast as the client reads, then FIN."""
     await out.begin()

@@ -38,7 +38,11 @@ _WS_HEADERS = b"upgrade: websocket\r\nconnection: Upgrade\r\nsec-websocket-accep
 HEAD_FAULTS: dict[str, tuple[bytes, bytes]] = {
     "giant_status": (
         b"HTTP/1.1 " + b"2" * GIANT_STATUS_DIGITS + b" OK\r\n" + _SSE_HEADERS + b"\r\n",
-        b"HTTP/1.1 " + b"1" * GIANT_STATUS_DIGITS + b" Switching Protocols\r\n" + _WS_HEADERS + b"\r\n",
+        b"HTTP/1.1 "
+        + b"1" * GIANT_STATUS_DIGITS
+        + b" Switching Protocols\r\n"
+        + _WS_HEADERS
+        + b"\r\n",
     ),
     "garbage_head": (
         b"\x16\x03\x01\x00\x02\x02\x28\xff\xfegarbage\x00\r\n\r\n",
@@ -50,11 +54,17 @@ HEAD_FAULTS: dict[str, tuple[bytes, bytes]] = {
     ),
     "content_length_conflict": (
         b"HTTP/1.1 200 OK\r\n" + _SSE_HEADERS + b"content-length: 50\r\ncontent-length: 70\r\n\r\n",
-        b"HTTP/1.1 101 Switching Protocols\r\n" + _WS_HEADERS + b"content-length: 0\r\ncontent-length: 9\r\n\r\n",
+        b"HTTP/1.1 101 Switching Protocols\r\n"
+        + _WS_HEADERS
+        + b"content-length: 0\r\ncontent-length: 9\r\n\r\n",
     ),
     "te_and_cl": (
-        b"HTTP/1.1 200 OK\r\n" + _SSE_HEADERS + b"transfer-encoding: chunked\r\ncontent-length: 10\r\n\r\n",
-        b"HTTP/1.1 101 Switching Protocols\r\n" + _WS_HEADERS + b"transfer-encoding: chunked\r\ncontent-length: 0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\n"
+        + _SSE_HEADERS
+        + b"transfer-encoding: chunked\r\ncontent-length: 10\r\n\r\n",
+        b"HTTP/1.1 101 Switching Protocols\r\n"
+        + _WS_HEADERS
+        + b"transfer-encoding: chunked\r\ncontent-length: 0\r\n\r\n",
     ),
     "header_obs_fold": (
         b"HTTP/1.1 200 OK\r\n" + _SSE_HEADERS + b"x-folded: a\r\n  b\r\n\r\n",
@@ -65,8 +75,14 @@ HEAD_FAULTS: dict[str, tuple[bytes, bytes]] = {
         b"HTTP/1.1 101 Switching Protocols\r\n" + _WS_HEADERS + b"x-nul: a\x00b\r\n\r\n",
     ),
     "interim_flood": (
-        b"HTTP/1.1 100 Continue\r\n\r\n" * INTERIM_HEADS + b"HTTP/1.1 200 OK\r\n" + _SSE_HEADERS + b"\r\n",
-        b"HTTP/1.1 100 Continue\r\n\r\n" * INTERIM_HEADS + b"HTTP/1.1 101 Switching Protocols\r\n" + _WS_HEADERS + b"\r\n",
+        b"HTTP/1.1 100 Continue\r\n\r\n" * INTERIM_HEADS
+        + b"HTTP/1.1 200 OK\r\n"
+        + _SSE_HEADERS
+        + b"\r\n",
+        b"HTTP/1.1 100 Continue\r\n\r\n" * INTERIM_HEADS
+        + b"HTTP/1.1 101 Switching Protocols\r\n"
+        + _WS_HEADERS
+        + b"\r\n",
     ),
     "ws_bad_accept": (
         b"HTTP/1.1 101 Switching Protocols\r\n" + _WS_HEADERS + b"\r\n",
@@ -103,7 +119,10 @@ def _answer_handshake(name: str) -> HandshakeFn:
 
 _HEAD_SUMMARIES = {
     "giant_status": ("malformed", f"A status code of {GIANT_STATUS_DIGITS} digits."),
-    "garbage_head": ("malformed", "Binary garbage (a TLS record, NUL, 0xFF) instead of a response."),
+    "garbage_head": (
+        "malformed",
+        "Binary garbage (a TLS record, NUL, 0xFF) instead of a response.",
+    ),
     "content_length_negative": ("malformed", "Content-Length: -5."),
     "content_length_conflict": ("malformed", "Two different Content-Length headers."),
     "te_and_cl": ("malformed", "Transfer-Encoding: chunked and Content-Length together."),
@@ -140,7 +159,14 @@ async def drip(conn: Conn, data: bytes) -> None:
 
 
 async def _drip_head_handshake(conn: Conn) -> None:
-    await drip(conn, b"HTTP/1.1 101 Switching Protocols\r\n" + _WS_HEADERS + b"x-pad: " + b"p" * 400 + b"\r\n\r\n")
+    await drip(
+        conn,
+        b"HTTP/1.1 101 Switching Protocols\r\n"
+        + _WS_HEADERS
+        + b"x-pad: "
+        + b"p" * 400
+        + b"\r\n\r\n",
+    )
 
 
 @register(
@@ -154,7 +180,9 @@ async def _drip_head_handshake(conn: Conn) -> None:
 async def _head_drip(out: Out, req: Request) -> None:
     if isinstance(out, SseOut):
         out.ended = True
-        await drip(out.conn, b"HTTP/1.1 200 OK\r\n" + _SSE_HEADERS + b"x-pad: " + b"p" * 400 + b"\r\n\r\n")
+        await drip(
+            out.conn, b"HTTP/1.1 200 OK\r\n" + _SSE_HEADERS + b"x-pad: " + b"p" * 400 + b"\r\n\r\n"
+        )
     else:
         await full_stream(out, req)
 
@@ -225,7 +253,10 @@ async def _error_body_flood(out: Out, req: Request) -> None:
 
 async def _error_drip_conn(conn: Conn) -> None:
     body = dumps(error_body(503, "faulty: overloaded, dripping")).encode()
-    head = b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(body)
+    head = (
+        b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n"
+        % len(body)
+    )
     await conn.send(head)
     await drip(conn, body)
 

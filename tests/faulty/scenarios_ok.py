@@ -238,8 +238,6 @@ async def _timed(out: Out, req: Request) -> None:
     await out.finish()
 
 
-
-
 @register(
     "bare_errors",
     ("ok", "ok"),

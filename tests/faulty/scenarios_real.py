@@ -64,9 +64,13 @@ async def _keep_alive(out: Out, req: Request, kind: str) -> None:
         else:
             cycle = tick % 3
             if cycle == 0:
-                await out.chunk(ch.piece("", delta={}) if req.chat else {**ch.piece(""), "choices": []})
+                await out.chunk(
+                    ch.piece("", delta={}) if req.chat else {**ch.piece(""), "choices": []}
+                )
             elif cycle == 1:
-                await out.chunk(ch.usage_only(0) if not req.chat else ch.piece("", delta={"role": "assistant"}))
+                await out.chunk(
+                    ch.usage_only(0) if not req.chat else ch.piece("", delta={"role": "assistant"})
+                )
             else:
                 await out.data("")  # an empty event / an empty text message
         await out.sleep(KEEPALIVE_INTERVAL_S)
@@ -125,7 +129,10 @@ VLLM_ERROR: dict[str, Any] = {
     "param": None,
     "code": 500,
 }
-TGI_ERROR: dict[str, Any] = {"error": "faulty-tgi: request failed during generation", "error_type": "generation"}
+TGI_ERROR: dict[str, Any] = {
+    "error": "faulty-tgi: request failed during generation",
+    "error_type": "generation",
+}
 SSE_ERROR_TEXT = "faulty-sse: upstream overloaded"
 
 
@@ -207,7 +214,10 @@ async def _error_before_vllm(out: Out, req: Request) -> None:
     ws="The object (with code 422) as a frame before any content, then close 1008.",
 )
 async def _error_before_tgi(out: Out, req: Request) -> None:
-    obj = {"error": "faulty-tgi: Input validation error: max_new_tokens too large", "error_type": "validation"}
+    obj = {
+        "error": "faulty-tgi: Input validation error: max_new_tokens too large",
+        "error_type": "validation",
+    }
     if isinstance(out, WsOut):
         obj["code"] = 422
     await _error_before(out, 422, obj)

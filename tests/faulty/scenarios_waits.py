@@ -149,8 +149,7 @@ for _status, _message in (
         f"http_{_status}",
         _status,
         _message,
-        f"An error frame (code {_status}) before any content, then close "
-        f"{ws_close_code(_status)}.",
+        f"An error frame (code {_status}) before any content, then close {ws_close_code(_status)}.",
     )
 
 register(

@@ -159,7 +159,9 @@ def _split_scenario(path: str) -> tuple[str | None, str]:
 #: Scenarios (selected by the path) whose answer to a body that is not JSON has no body.
 BARE_ERRORS = frozenset({"bare_errors"})
 
-_MIX_CYCLES: dict[str, Iterator[str]] = {name: itertools.cycle(names) for name, names in MIXES.items()}
+_MIX_CYCLES: dict[str, Iterator[str]] = {
+    name: itertools.cycle(names) for name, names in MIXES.items()
+}
 
 
 async def _handle_http(conn: Conn, http: HttpRequest) -> bool:
@@ -206,7 +208,9 @@ async def _handle_http(conn: Conn, http: HttpRequest) -> bool:
     return keep and not conn.closed
 
 
-async def _handle_dialect(conn: Conn, http: HttpRequest, dialect: str, forced: str | None, keep: bool) -> bool:
+async def _handle_dialect(
+    conn: Conn, http: HttpRequest, dialect: str, forced: str | None, keep: bool
+) -> bool:
     """``POST /v1/responses`` or ``/v1/messages``: the scenario of :mod:`tests.faulty.dialects`."""
     try:
         body = json.loads(http.body or b"{}")
@@ -239,9 +243,7 @@ async def _handle_ws(conn: Conn, http: HttpRequest, forced: str | None) -> None:
         or "websocket" not in http.headers.get("upgrade", "").lower()
         or not key
     ):
-        await send_json(
-            conn, 426, error_body(426, "WebSocket upgrade required"), keep_alive=False
-        )
+        await send_json(conn, 426, error_body(426, "WebSocket upgrade required"), keep_alive=False)
         await conn.fin()
         return
     accept = base64.b64encode(hashlib.sha1((key + WS_GUID).encode()).digest()).decode()
@@ -366,4 +368,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
-

@@ -246,7 +246,11 @@ class Judge:
             else:
                 delta = choice.get("delta") or {}
                 role = "role" in delta
-                fields = [delta[k] for k in ("content", "reasoning_content") if isinstance(delta.get(k), str)]
+                fields = [
+                    delta[k]
+                    for k in ("content", "reasoning_content")
+                    if isinstance(delta.get(k), str)
+                ]
             if any(fields):
                 self.content += 1
             elif role:
@@ -264,7 +268,9 @@ class Judge:
     def verdict(self) -> str:
         if not self.done:
             return "truncated"
-        server_count = self.usage if self.usage is not None else (self.n if self.finish == "length" else None)
+        server_count = (
+            self.usage if self.usage is not None else (self.n if self.finish == "length" else None)
+        )
         if self.empty_finish and server_count is not None and self.content < server_count:
             self.content += 1
         if self.finish is None:
@@ -768,7 +774,9 @@ def test_hostile_heads_are_sent_as_promised(faulty_server: FaultyServer) -> None
     from tests.faulty.scenarios_hostile_heads import HEAD_FAULTS
 
     for name, (sse_head, _ws_head) in HEAD_FAULTS.items():
-        raw = raw_post(faulty_server.port, f"/s/{name}/v1/chat/completions", _body(None), timeout=0.5)
+        raw = raw_post(
+            faulty_server.port, f"/s/{name}/v1/chat/completions", _body(None), timeout=0.5
+        )
         assert raw.data == sse_head, name
 
 
@@ -782,7 +790,9 @@ def test_hostile_body_bytes(faulty_server: FaultyServer) -> None:
     assert b"data: " + b"[" * 100_000 + b"]" * 100_000 in raw.data
     raw = raw_post(port, "/s/code_infinity/v1/chat/completions", _body(None), timeout=2.0)
     assert b'"code": Infinity' in raw.body
-    raw = raw_post(port, "/s/flood_after_done/v1/chat/completions", _body(None), timeout=5.0, max_bytes=1 << 20)
+    raw = raw_post(
+        port, "/s/flood_after_done/v1/chat/completions", _body(None), timeout=5.0, max_bytes=1 << 20
+    )
     assert b"data: [DONE]" in raw.body and raw.body.endswith(b"x" * 1000)
 
 

@@ -54,6 +54,7 @@ ERROR_TYPES = {
     503: "service_unavailable",
 }
 
+
 def ws_close_code(status: int) -> int:
     """The WebSocket close code that twins an HTTP error status (the wire protocol)."""
     if status == 413:
@@ -70,10 +71,7 @@ def dumps(obj: Any) -> str:
 
 
 def error_body(status: int, message: str) -> dict[str, Any]:
-    return {
-        "error": {"message": message, "type": ERROR_TYPES.get(status, "error"), "code": status}
-    }
-
+    return {"error": {"message": message, "type": ERROR_TYPES.get(status, "error"), "code": status}}
 
 
 # --- the connection ----------------------------------------------------------------------
@@ -218,7 +216,6 @@ async def send_json(
     await conn.send(response_head(status, headers) + body)
 
 
-
 class WsConn:
     """A server-side RFC 6455 connection over :class:`Conn`, framed by hand."""
 
@@ -320,5 +317,3 @@ class WsConn:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.peer_closed.wait(), WS_CLOSE_WAIT_S)
         await self.conn.fin()
-
-

@@ -21,7 +21,9 @@ class FixedServer:
 
 
 @contextmanager
-def fixed_status_server(status: int, body: bytes, content_type: str = "application/json") -> Iterator[FixedServer]:
+def fixed_status_server(
+    status: int, body: bytes, content_type: str = "application/json"
+) -> Iterator[FixedServer]:
     seen: list[str] = []
 
     class Handler(BaseHTTPRequestHandler):

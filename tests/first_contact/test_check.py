@@ -35,16 +35,31 @@ def item(report: CheckReport, name: str) -> tuple[str, str, tuple[str, ...]]:
 
 def test_the_bundled_server_passes_every_check(bundled: Server, tmp_path: Path) -> None:
     out = tmp_path / "check.json"
-    r = subprocess.run([sys.executable, "-m", "streamslo", "check", bundled.url, "--json", str(out)],
-                       capture_output=True, text=True, timeout=120, cwd=ROOT)
+    r = subprocess.run(
+        [sys.executable, "-m", "streamslo", "check", bundled.url, "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     doc = json.loads(out.read_text())
     assert doc["passed"] is True and doc["run_flags"] == []
     names = {c["name"]: c["status"] for c in doc["checks"]}
     assert set(names.values()) == {"pass"}, names
-    for name in ("/v1/models", "SSE /v1/chat/completions", "SSE /v1/completions", "WebSocket /v1/ws",
-                 "terminal marker [DONE]", "ignore_eos honoured", "max_tokens honoured", "usage",
-                 "bad request → 4xx with an error body", "/metrics", "keep-alive reuse"):
+    for name in (
+        "/v1/models",
+        "SSE /v1/chat/completions",
+        "SSE /v1/completions",
+        "WebSocket /v1/ws",
+        "terminal marker [DONE]",
+        "ignore_eos honoured",
+        "max_tokens honoured",
+        "usage",
+        "bad request → 4xx with an error body",
+        "/metrics",
+        "keep-alive reuse",
+    ):
         assert name in names
     assert "11 passed, 0 warnings, 0 failed" in r.stdout
 
@@ -92,15 +107,33 @@ def test_errors_without_a_body_are_named(faulty_server) -> None:
 def test_an_unreachable_server_exits_2(tmp_path: Path) -> None:
     with pytest.raises(PreflightFailed, match="connection refused"):
         run_checks(f"http://127.0.0.1:{unused_port()}")
-    r = subprocess.run([sys.executable, "-m", "streamslo", "check", "ftp://x"], capture_output=True,
-                       text=True, timeout=60, cwd=ROOT)
+    r = subprocess.run(
+        [sys.executable, "-m", "streamslo", "check", "ftp://x"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert r.returncode == 2 and "not an http(s) URL" in r.stderr
 
 
 def test_an_unwritable_json_path_exits_2(faulty_server, tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    r = subprocess.run([sys.executable, "-m", "streamslo", "check", f"{faulty_server.base_url}/s/ok",
-                        "--json", str(blocker / "check.json")], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "streamslo",
+            "check",
+            f"{faulty_server.base_url}/s/ok",
+            "--json",
+            str(blocker / "check.json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert r.returncode == 2, r.stderr
     assert str(blocker / "check.json") in r.stderr and "Traceback" not in r.stderr

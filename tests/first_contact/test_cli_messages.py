@@ -19,8 +19,13 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def streamslo(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "streamslo", *args], capture_output=True, text=True,
-                          timeout=60, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "streamslo", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
 
 
 def test_a_typo_in_an_option_gets_a_suggestion_and_a_short_usage() -> None:
@@ -42,7 +47,9 @@ def test_a_negative_duration_says_what_is_wrong() -> None:
 def test_a_missing_required_option_is_named_and_shown_as_required() -> None:
     r = streamslo("run", "--host", "http://x")
     assert r.returncode == 2 and "required: --out" in r.stderr
-    assert "--out DIR [--scenario" in streamslo("run", "--help").stdout.replace("\n", " ").replace("  ", " ")
+    assert "--out DIR [--scenario" in streamslo("run", "--help").stdout.replace("\n", " ").replace(
+        "  ", " "
+    )
 
 
 def test_verbose_is_accepted_after_the_sub_command(tmp_path: Path) -> None:
@@ -74,8 +81,12 @@ def test_serve_logs_its_url_and_mode(tmp_path: Path) -> None:
     port = free_port()
     log = tmp_path / "serve.log"
     with open(log, "wb") as f:
-        proc = subprocess.Popen([sys.executable, "-m", "streamslo", "serve", "--mode", "naive", "--port", str(port)],
-                                stdout=f, stderr=subprocess.STDOUT, cwd=REPO)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "streamslo", "serve", "--mode", "naive", "--port", str(port)],
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
+        )
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and "serving http://" not in log.read_text():
@@ -92,4 +103,8 @@ def test_a_typo_in_a_command_or_a_choice_gets_a_suggestion() -> None:
     r = streamslo("runn")
     assert r.returncode == 2 and "did you mean run?" in r.stderr
     r = streamslo("run", "--out", "/tmp/x", "--protocol", "wss")
-    assert r.returncode == 2 and "--protocol: invalid choice: 'wss'" in r.stderr and "did you mean ws?" in r.stderr
+    assert (
+        r.returncode == 2
+        and "--protocol: invalid choice: 'wss'" in r.stderr
+        and "did you mean ws?" in r.stderr
+    )

@@ -18,16 +18,27 @@ def _served_names() -> set[str]:
     exporter = GeneratorExporter(free_port())
     exporter.start()
     try:
-        exporter.update(ExporterSnapshot(
-            last_window={"active_streams": 3, "gen_cpu_pct": 50.0, "gen_lag_ms_p99": 2.0, "gen_rss_mb": 100.0},
-            burns={"fast": (1.0, 2.0)}, alerts_fired=1))
+        exporter.update(
+            ExporterSnapshot(
+                last_window={
+                    "active_streams": 3,
+                    "gen_cpu_pct": 50.0,
+                    "gen_lag_ms_p99": 2.0,
+                    "gen_rss_mb": 100.0,
+                },
+                burns={"fast": (1.0, 2.0)},
+                alerts_fired=1,
+            )
+        )
         with urllib.request.urlopen(f"http://127.0.0.1:{exporter.port}/metrics", timeout=5) as r:
             text = r.read().decode()
     finally:
         exporter.stop()
     names: set[str] = set()
     for name, kind in re.findall(r"^# TYPE (\S+) (\S+)$", text, re.M):
-        names |= {f"{name}_bucket", f"{name}_sum", f"{name}_count"} if kind == "histogram" else {name}
+        names |= (
+            {f"{name}_bucket", f"{name}_sum", f"{name}_count"} if kind == "histogram" else {name}
+        )
     return names
 
 

@@ -19,8 +19,22 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def run(host: str, out: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], float]:
-    cmd = [sys.executable, "-m", "streamslo", "run", "--host", host, "--out", str(out),
-           "--users", "2", "--duration", "3", "--quiet", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "streamslo",
+        "run",
+        "--host",
+        host,
+        "--out",
+        str(out),
+        "--users",
+        "2",
+        "--duration",
+        "3",
+        "--quiet",
+        *args,
+    ]
     t = time.monotonic()
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=REPO)
     return r, time.monotonic() - t
@@ -104,28 +118,46 @@ def test_a_2xx_body_that_is_not_a_stream(faulty_server) -> None:
 
 def test_a_misbehaving_server_is_not_a_wrong_target(faulty_server) -> None:
     """A stream cut short is what the run measures: a note, no exit."""
-    results = preflight(faulty_server.base_url, ["sse", "ws"], RequestOptions(model="truncated_close"))
+    results = preflight(
+        faulty_server.base_url, ["sse", "ws"], RequestOptions(model="truncated_close")
+    )
     assert [r.record.outcome for r in results] == ["truncated", "truncated"]
     assert all(r.diagnosis is not None and not r.diagnosis.fatal for r in results)
 
 
 def test_a_healthy_target_passes_on_both_protocols(faulty_server) -> None:
     results = preflight(faulty_server.base_url, ["sse", "ws"], RequestOptions())
-    assert [(r.protocol, r.record.outcome, r.record.tokens) for r in results] == [("sse", "ok", 4), ("ws", "ok", 4)]
+    assert [(r.protocol, r.record.outcome, r.record.tokens) for r in results] == [
+        ("sse", "ok", 4),
+        ("ws", "ok", 4),
+    ]
     assert all(r.diagnosis is None for r in results)
 
 
 def test_no_preflight_skips_it(tmp_path: Path) -> None:
     """With --no-preflight a refused port runs the load (and fails its thresholds), as before."""
-    r, _ = run(f"http://127.0.0.1:{unused_port()}", tmp_path / "out", "--no-preflight", "--duration", "1",
-               "--allow-invalid")
+    r, _ = run(
+        f"http://127.0.0.1:{unused_port()}",
+        tmp_path / "out",
+        "--no-preflight",
+        "--duration",
+        "1",
+        "--allow-invalid",
+    )
     assert r.returncode == 99, r.stderr
     assert (tmp_path / "out" / "streams.csv").exists()
 
 
 def test_a_master_checks_the_target_before_waiting_for_workers(tmp_path: Path) -> None:
-    r, took = run(f"http://127.0.0.1:{unused_port()}", tmp_path / "out", "--master", "--expect-workers", "2",
-                  "--master-bind-port", str(unused_port()))
+    r, took = run(
+        f"http://127.0.0.1:{unused_port()}",
+        tmp_path / "out",
+        "--master",
+        "--expect-workers",
+        "2",
+        "--master-bind-port",
+        str(unused_port()),
+    )
     assert r.returncode == 2, r.stderr
     assert took < 10 and "connection refused" in r.stderr
     assert "waiting for" not in r.stderr
@@ -137,10 +169,28 @@ def test_a_key_the_server_echoes_is_masked(tmp_path: Path) -> None:
     key = "sk-live-0123456789abcdef"
     body = b'{"error": {"message": "Invalid key sk-live-0123456789abcdef"}}'
     with fixed_status_server(401, body) as srv:
-        cmd = [sys.executable, "-m", "streamslo", "run", "--host", srv.url, "--out", str(tmp_path / "o"),
-               "--model", "m", "--api-key-env", "FIRST_KEY"]
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=REPO,
-                           env={**os.environ, "FIRST_KEY": key})
+        cmd = [
+            sys.executable,
+            "-m",
+            "streamslo",
+            "run",
+            "--host",
+            srv.url,
+            "--out",
+            str(tmp_path / "o"),
+            "--model",
+            "m",
+            "--api-key-env",
+            "FIRST_KEY",
+        ]
+        r = subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=REPO,
+            env={**os.environ, "FIRST_KEY": key},
+        )
     assert r.returncode == 2
     assert key not in r.stderr and "Invalid key ***" in r.stderr
 
@@ -154,13 +204,18 @@ def test_preflight_requests_are_marked_and_auth_can_be_a_note() -> None:
         assert srv.posts == 1
 
 
-@pytest.mark.parametrize(("case", "cause"), [
-    ("dns", "cannot resolve the host 'no-such-host.invalid'"),
-    ("404", "HTTP 404: no route /api/v1/chat/completions: wrong path"),
-    ("model", "unknown model 'gpt-typo'; the server lists: ok,"),
-    ("not-a-stream", "not a streaming endpoint"),
-])
-def test_each_wrong_target_exits_2_from_the_command_line(faulty_server, tmp_path: Path, case: str, cause: str) -> None:
+@pytest.mark.parametrize(
+    ("case", "cause"),
+    [
+        ("dns", "cannot resolve the host 'no-such-host.invalid'"),
+        ("404", "HTTP 404: no route /api/v1/chat/completions: wrong path"),
+        ("model", "unknown model 'gpt-typo'; the server lists: ok,"),
+        ("not-a-stream", "not a streaming endpoint"),
+    ],
+)
+def test_each_wrong_target_exits_2_from_the_command_line(
+    faulty_server, tmp_path: Path, case: str, cause: str
+) -> None:
     base = faulty_server.base_url
     host, extra = {
         "dns": ("http://no-such-host.invalid:8000", []),

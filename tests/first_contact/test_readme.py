@@ -60,7 +60,9 @@ def test_the_scenario_example_is_a_valid_scenario(tmp_path: Path) -> None:
     assert values["scenarios"] and slo is not None
 
 
-@pytest.mark.parametrize("words", [c for c in commands() if c[0].endswith("streamslo")], ids=lambda c: " ".join(c[:3]))
+@pytest.mark.parametrize(
+    "words", [c for c in commands() if c[0].endswith("streamslo")], ids=lambda c: " ".join(c[:3])
+)
 def test_every_streamslo_command_is_accepted_as_written(words: list[str]) -> None:
     argv = words[1:]
     parser = build_parser(argv[0])
@@ -82,12 +84,50 @@ def test_the_slo_example_holds_on_a_healthy_sse_only_run(faulty_server, tmp_path
     slo.write_text(text)
     out = tmp_path / "run"
     run = subprocess.run(
-        [sys.executable, "-m", "streamslo", "run", "--host", faulty_server.base_url, "--users", "2",
-         "--duration", "2", "--protocol", "sse", "--max-tokens", "8", "--out", str(out), "--slo", str(slo),
-         "--allow-invalid", "--quiet"], capture_output=True, text=True, timeout=90, cwd=REPO)
+        [
+            sys.executable,
+            "-m",
+            "streamslo",
+            "run",
+            "--host",
+            faulty_server.base_url,
+            "--users",
+            "2",
+            "--duration",
+            "2",
+            "--protocol",
+            "sse",
+            "--max-tokens",
+            "8",
+            "--out",
+            str(out),
+            "--slo",
+            str(slo),
+            "--allow-invalid",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        cwd=REPO,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
-    verify = subprocess.run([sys.executable, "-m", "streamslo", "verify", str(out), "--slo", str(slo),
-                             "--allow-invalid"], capture_output=True, text=True, timeout=90, cwd=REPO)
+    verify = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "streamslo",
+            "verify",
+            str(out),
+            "--slo",
+            str(slo),
+            "--allow-invalid",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        cwd=REPO,
+    )
     assert verify.returncode == 0, verify.stdout
     assert "FAIL" not in verify.stdout and verify.stdout.count("PASS") == 5
 
@@ -96,10 +136,43 @@ def test_a_selector_that_matches_nothing_says_so(faulty_server, tmp_path: Path) 
     slo = tmp_path / "ws.toml"
     slo.write_text('[thresholds]\n"ttft_ms{protocol:ws}" = ["p(95)<2000"]\n')
     out = tmp_path / "run"
-    subprocess.run([sys.executable, "-m", "streamslo", "run", "--host", faulty_server.base_url, "--users", "1",
-                    "--duration", "1", "--out", str(out), "--allow-invalid", "--quiet"],
-                   capture_output=True, text=True, timeout=90, cwd=REPO)
-    verify = subprocess.run([sys.executable, "-m", "streamslo", "verify", str(out), "--slo", str(slo),
-                             "--allow-invalid"], capture_output=True, text=True, timeout=90, cwd=REPO)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "streamslo",
+            "run",
+            "--host",
+            faulty_server.base_url,
+            "--users",
+            "1",
+            "--duration",
+            "1",
+            "--out",
+            str(out),
+            "--allow-invalid",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        cwd=REPO,
+    )
+    verify = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "streamslo",
+            "verify",
+            str(out),
+            "--slo",
+            str(slo),
+            "--allow-invalid",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        cwd=REPO,
+    )
     assert verify.returncode == 99
     assert "no ws streams in this run" in verify.stdout

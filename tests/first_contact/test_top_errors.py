@@ -13,8 +13,18 @@ from streamslo.verify.testing import stream_row, write_run
 def test_top_errors_ranks_texts_per_outcome_and_keeps_five(tmp_path: Path) -> None:
     rows = [stream_row("ok1")]
     for i in range(7):  # seven texts, the i-th seen i + 1 times
-        rows += [stream_row(f"c{i}-{k}", outcome="connect_error", status=None, ttft_ms=None, e2e_ms=None,
-                            tokens=0, error=f"refused #{i}") for k in range(i + 1)]
+        rows += [
+            stream_row(
+                f"c{i}-{k}",
+                outcome="connect_error",
+                status=None,
+                ttft_ms=None,
+                e2e_ms=None,
+                tokens=0,
+                error=f"refused #{i}",
+            )
+            for k in range(i + 1)
+        ]
     rows += [stream_row("t1", outcome="truncated", error="connection closed mid-body")]
     rows += [stream_row("x1", outcome="cancelled", error="stopped by the load test")]
     data = load_run(write_run(tmp_path / "run", rows))
@@ -27,12 +37,28 @@ def test_top_errors_ranks_texts_per_outcome_and_keeps_five(tmp_path: Path) -> No
     assert top_errors(data, limit=1)["connect_error"] == [{"error": "refused #6", "count": 7}]
 
 
-def test_the_instant_failure_cause_needs_nearly_every_request_to_fail_before_a_byte(tmp_path: Path) -> None:
-    refused = [stream_row(f"c{k}", outcome="connect_error", status=None, ttft_ms=None, e2e_ms=None, tokens=0,
-                          error="ConnectionRefusedError: [Errno 111] Connection refused") for k in range(95)]
+def test_the_instant_failure_cause_needs_nearly_every_request_to_fail_before_a_byte(
+    tmp_path: Path,
+) -> None:
+    refused = [
+        stream_row(
+            f"c{k}",
+            outcome="connect_error",
+            status=None,
+            ttft_ms=None,
+            e2e_ms=None,
+            tokens=0,
+            error="ConnectionRefusedError: [Errno 111] Connection refused",
+        )
+        for k in range(95)
+    ]
     ok = [stream_row(f"o{k}") for k in range(5)]
     cause = instant_failure_cause(load_run(write_run(tmp_path / "a", refused + ok)))
-    assert cause == ("95 of 100 requests failed before any byte: ConnectionRefusedError: [Errno 111] "
-                     "Connection refused — the load generator was busy failing and retrying, not slow")
+    assert cause == (
+        "95 of 100 requests failed before any byte: ConnectionRefusedError: [Errno 111] "
+        "Connection refused — the load generator was busy failing and retrying, not slow"
+    )
     more_ok = [stream_row(f"p{k}") for k in range(20)]
-    assert instant_failure_cause(load_run(write_run(tmp_path / "b", refused + ok + more_ok))) is None
+    assert (
+        instant_failure_cause(load_run(write_run(tmp_path / "b", refused + ok + more_ok))) is None
+    )

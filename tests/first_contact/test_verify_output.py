@@ -14,17 +14,44 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def run_dir(faulty_server, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("verify") / "run"
-    r = subprocess.run([sys.executable, "-m", "streamslo", "run", "--host", faulty_server.base_url,
-                        "--model", "truncated_close", "--users", "2", "--duration", "1", "--max-tokens", "6",
-                        "--out", str(out), "--quiet", "--allow-invalid"], capture_output=True, text=True,
-                       timeout=90, cwd=REPO)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "streamslo",
+            "run",
+            "--host",
+            faulty_server.base_url,
+            "--model",
+            "truncated_close",
+            "--users",
+            "2",
+            "--duration",
+            "1",
+            "--max-tokens",
+            "6",
+            "--out",
+            str(out),
+            "--quiet",
+            "--allow-invalid",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        cwd=REPO,
+    )
     assert r.returncode == 99, r.stderr
     return out
 
 
 def verify(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "streamslo", "verify", *args, "--allow-invalid"],
-                          capture_output=True, text=True, timeout=90, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "streamslo", "verify", *args, "--allow-invalid"],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        cwd=REPO,
+    )
 
 
 def test_verify_prints_only_the_verdicts(run_dir: Path) -> None:

@@ -18,7 +18,13 @@ from streamslo.loadgen.locustfile import (
     WebSocketStreamUser,
 )
 
-__all__ = ["OpenLoopStreamUser", "SSEStreamUser", "SlowSSEStreamUser", "SlowWebSocketStreamUser", "WebSocketStreamUser"]
+__all__ = [
+    "OpenLoopStreamUser",
+    "SSEStreamUser",
+    "SlowSSEStreamUser",
+    "SlowWebSocketStreamUser",
+    "WebSocketStreamUser",
+]
 
 
 def _burn() -> None:

@@ -12,8 +12,21 @@ REPO = Path(__file__).resolve().parents[2]
 LOCUSTFILE = REPO / "locustfiles" / "streaming_locustfile.py"
 
 
-def streamslo_run(host: str, out: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "streamslo", "run", "--host", host, "--out", str(out), "--allow-invalid", *args]
+def streamslo_run(
+    host: str, out: Path, *args: str, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "streamslo",
+        "run",
+        "--host",
+        host,
+        "--out",
+        str(out),
+        "--allow-invalid",
+        *args,
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=REPO)
 
 

@@ -27,7 +27,9 @@ def test_pacer_spaces_attempts_while_failing_and_stops_on_an_answer():
     assert pacer.slot() == 0.0  # the server answers: no wait
     pacer.record(_rec("connect_error", None))
     waits = [pacer.slot() for _ in range(500)]  # 500 users at once
-    assert waits[0] == 0.0 and waits[1] == pytest.approx(0.02) and waits[-1] == pytest.approx(499 / 50)
+    assert (
+        waits[0] == 0.0 and waits[1] == pytest.approx(0.02) and waits[-1] == pytest.approx(499 / 50)
+    )
     pacer.record(_rec("truncated", 200))  # any answer ends the pacing
     assert pacer.slot() == 0.0
 
@@ -43,15 +45,26 @@ def test_user_backoff_doubles_to_its_cap_and_resets():
     assert slept[-1] == pytest.approx(0.1)
 
 
-
 @pytest.mark.load
 def test_dead_port_is_paced_and_fails_the_default_slo(tmp_path):
     """200 users against a closed port: attempts per second stay under 100 after the first
     wave (each user's first attempt), and the default SLO fails on connect_error_rate."""
     out = tmp_path / "run"
     r = streamslo_run(
-        f"http://127.0.0.1:{unused_port()}", out, "--model", "m", "--users", "200", "--duration", "6",
-        "--protocol", "mixed", "--max-tokens", "8", "--drain", "2",
+        f"http://127.0.0.1:{unused_port()}",
+        out,
+        "--model",
+        "m",
+        "--users",
+        "200",
+        "--duration",
+        "6",
+        "--protocol",
+        "mixed",
+        "--max-tokens",
+        "8",
+        "--drain",
+        "2",
     )
     assert r.returncode == 99, r.stdout + r.stderr
     s = streams(out)
@@ -75,9 +88,24 @@ def test_kept_alive_streams_end_stalled_not_cancelled(faulty_server, tmp_path, s
     without tokens end ``stalled`` within the stall timeout + 1 s; none is ``cancelled``."""
     out = tmp_path / "run"
     r = streamslo_run(
-        faulty_server.url(scenario), out, "--model", scenario, "--users", "6", "--duration", "3",
-        "--protocol", "mixed", "--max-tokens", "8", "--stall-timeout", "1.5", "--drain", "4",
-        "--request-timeout", "300",
+        faulty_server.url(scenario),
+        out,
+        "--model",
+        scenario,
+        "--users",
+        "6",
+        "--duration",
+        "3",
+        "--protocol",
+        "mixed",
+        "--max-tokens",
+        "8",
+        "--stall-timeout",
+        "1.5",
+        "--drain",
+        "4",
+        "--request-timeout",
+        "300",
     )
     assert r.returncode == 99, r.stdout + r.stderr
     s = streams(out)
@@ -95,8 +123,18 @@ def test_duration_is_the_length_of_the_load(faulty_server, tmp_path):
     starts within 0.5 s of the end."""
     out = tmp_path / "run"
     r = streamslo_run(
-        faulty_server.base_url, out, "--users", "4", "--duration", "5", "--model", "timed",
-        "--max-tokens", "2", "--drain", "5",
+        faulty_server.base_url,
+        out,
+        "--users",
+        "4",
+        "--duration",
+        "5",
+        "--model",
+        "timed",
+        "--max-tokens",
+        "2",
+        "--drain",
+        "5",
     )
     assert r.returncode in (0, 99), r.stdout + r.stderr
     s = streams(out)
@@ -135,10 +173,30 @@ def test_a_server_killed_mid_run_fails_the_default_slo(tmp_path):
 
     out = tmp_path / "run"
     with start_faulty_server(quiet=True) as server:
-        cmd = [sys.executable, "-m", "streamslo", "run", "--host", server.base_url, "--out", str(out),
-               "--allow-invalid", "--model", "ok", "--users", "50", "--duration", "8", "--max-tokens", "4",
-               "--drain", "2"]
-        run = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        cmd = [
+            sys.executable,
+            "-m",
+            "streamslo",
+            "run",
+            "--host",
+            server.base_url,
+            "--out",
+            str(out),
+            "--allow-invalid",
+            "--model",
+            "ok",
+            "--users",
+            "50",
+            "--duration",
+            "8",
+            "--max-tokens",
+            "4",
+            "--drain",
+            "2",
+        ]
+        run = subprocess.Popen(
+            cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
         time.sleep(5)
         server.process.kill()
         killed_at = time.time()

@@ -87,7 +87,9 @@ def test_helm_values_run_the_suite_on_locusts_chart(helm):
     loadtest, master, worker = helm["loadtest"], helm["master"], helm["worker"]
     # The locustfile comes from a ConfigMap; no example lib.
     assert loadtest["locust_locustfile_configmap"] and loadtest["locust_lib_configmap"] == ""
-    assert loadtest["headless"] is False  # the chart would add --headless, which `run` does not take
+    assert (
+        loadtest["headless"] is False
+    )  # the chart would add --headless, which `run` does not take
     # The chart runs `<command> --master <args>`: the shell script must be a valid `streamslo run`.
     sh, dash_c, script, name = master["command"]
     assert (sh, dash_c, name) == ("sh", "-c", "streamslo-master")
@@ -95,7 +97,9 @@ def test_helm_values_run_the_suite_on_locusts_chart(helm):
     argv = [a for a in shlex.split(run_line) if a != "$@"]
     argv[2:2] = ["--master", *master["args"]]
     cfg = _run_config(argv)
-    assert cfg.master and cfg.expect_workers == worker["replicas"] == 2 and cfg.master_bind_host == "*"
+    assert (
+        cfg.master and cfg.expect_workers == worker["replicas"] == 2 and cfg.master_bind_host == "*"
+    )
     assert "sleep infinity" in script  # the pod stays up for `kubectl cp`
     # The results go to the master's volume, and the pod is ready when workers can connect.
     (mount,) = master["extraVolumeMounts"]
@@ -107,6 +111,12 @@ def test_helm_values_run_the_suite_on_locusts_chart(helm):
 
 def test_the_docs_say_how_to_collect_the_results():
     text = (REPO / "docs" / "distributed.md").read_text()
-    for needle in ("deploy/docker-compose.yml", "deploy/helm-values.yaml", "kubectl cp", "--expect-workers",
-                   "kubectl create configmap", "lost_workers"):
+    for needle in (
+        "deploy/docker-compose.yml",
+        "deploy/helm-values.yaml",
+        "kubectl cp",
+        "--expect-workers",
+        "kubectl create configmap",
+        "lost_workers",
+    ):
         assert needle in text, needle

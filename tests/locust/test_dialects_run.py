@@ -26,20 +26,47 @@ INTERVAL_MS = 20
 
 @pytest.fixture(scope="module")
 def reasoning_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    s = start_server(["--mode", "fixed", "--token-interval-ms", str(INTERVAL_MS), "--reasoning-tokens", str(REASONING)],
-                     tmp_path_factory.mktemp("reasoning"))
+    s = start_server(
+        [
+            "--mode",
+            "fixed",
+            "--token-interval-ms",
+            str(INTERVAL_MS),
+            "--reasoning-tokens",
+            str(REASONING),
+        ],
+        tmp_path_factory.mktemp("reasoning"),
+    )
     yield s
     s.stop()
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_a_run_per_dialect_is_ok_with_ttfo(reasoning_server: Server, tmp_path: Path, api: str) -> None:
+def test_a_run_per_dialect_is_ok_with_ttfo(
+    reasoning_server: Server, tmp_path: Path, api: str
+) -> None:
     slo = tmp_path / "slo.toml"
-    slo.write_text('[thresholds]\nttfo_ms = ["p(50)<30000"]\n"itl_ms{token:answer}" = ["p(99)<10000"]\n'
-                   'truncation_rate = ["rate<0.001"]\n')
+    slo.write_text(
+        '[thresholds]\nttfo_ms = ["p(50)<30000"]\n"itl_ms{token:answer}" = ["p(99)<10000"]\n'
+        'truncation_rate = ["rate<0.001"]\n'
+    )
     out = tmp_path / "run"
-    r = streamslo_run(reasoning_server.url, str(out), "--api", api, "--users", "8", "--duration", "6",
-                      "--max-tokens", "12", "--drain", "10", "--slo", str(slo))
+    r = streamslo_run(
+        reasoning_server.url,
+        str(out),
+        "--api",
+        api,
+        "--users",
+        "8",
+        "--duration",
+        "6",
+        "--max-tokens",
+        "12",
+        "--drain",
+        "10",
+        "--slo",
+        str(slo),
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     s = streams(out)
     assert list(s.columns) == list(STREAM_COLUMNS)
@@ -51,7 +78,9 @@ def test_a_run_per_dialect_is_ok_with_ttfo(reasoning_server: Server, tmp_path: P
     lead = (s["ttfo_ms"] - s["ttft_ms"]).to_numpy()
     first = g[g["index"] <= REASONING].groupby("stream_id")["gap_ms"].sum()
     assert np.allclose(lead, first.reindex(s["stream_id"]).to_numpy(), atol=0.01)
-    assert np.median(lead) > REASONING * INTERVAL_MS / 4  # paced by the server (a loose bound: shared CPUs)
+    assert (
+        np.median(lead) > REASONING * INTERVAL_MS / 4
+    )  # paced by the server (a loose bound: shared CPUs)
     run = json.loads((out / "run.json").read_text())
     assert run["api"] == api and run["schema_version"] == 5
     summary = json.loads((out / "summary.json").read_text())
@@ -64,7 +93,10 @@ def test_a_run_per_dialect_is_ok_with_ttfo(reasoning_server: Server, tmp_path: P
     # The answer's gaps are the last 12 - REASONING - 1 of each stream.
     from streamslo.figures.metrics import answer_gaps
 
-    kept = answer_gaps(s.assign(stream_id=s["stream_id"].astype(str)), g.assign(stream_id=g["stream_id"].astype(str)))
+    kept = answer_gaps(
+        s.assign(stream_id=s["stream_id"].astype(str)),
+        g.assign(stream_id=g["stream_id"].astype(str)),
+    )
     assert len(kept) == (12 - REASONING - 1) * len(s)
     assert set(kept["index"]) == set(range(REASONING + 1, 12))
 
@@ -72,10 +104,27 @@ def test_a_run_per_dialect_is_ok_with_ttfo(reasoning_server: Server, tmp_path: P
 @pytest.mark.parametrize("api", APIS)
 def test_the_faulty_dialect_mix_through_a_run(faulty_server, tmp_path: Path, api: str) -> None:
     out = tmp_path / "run"
-    r = streamslo_run(f"{faulty_server.base_url}/s/mix_dialect", str(out), "--api", api, "--users", "9",
-                      "--duration", "6", "--max-tokens", "8", "--stall-timeout", "1", "--request-timeout", "4",
-                      # The mix's first answer may be one of its faults: the preflight would stop the run.
-                      "--drain", "6", "--no-preflight", timeout=150)
+    r = streamslo_run(
+        f"{faulty_server.base_url}/s/mix_dialect",
+        str(out),
+        "--api",
+        api,
+        "--users",
+        "9",
+        "--duration",
+        "6",
+        "--max-tokens",
+        "8",
+        "--stall-timeout",
+        "1",
+        "--request-timeout",
+        "4",
+        # The mix's first answer may be one of its faults: the preflight would stop the run.
+        "--drain",
+        "6",
+        "--no-preflight",
+        timeout=150,
+    )
     assert r.returncode == 99, r.stdout + r.stderr  # the default SLO fails: that is the point
     s = streams(out)
     expected = {DIALECT_EXPECTED[(name, api)] for name in MIXES["mix_dialect"]}

@@ -54,7 +54,9 @@ class Host:
 
     def files(self) -> list[str]:
         """Every file and folder written under this host's directories."""
-        return sorted(str(p.relative_to(self.root)) for d in (self.cwd, self.tmp) for p in d.rglob("*"))
+        return sorted(
+            str(p.relative_to(self.root)) for d in (self.cwd, self.tmp) for p in d.rglob("*")
+        )
 
 
 @dataclass
@@ -65,7 +67,10 @@ class Worker:
 
     def sent(self) -> tuple[str | None, int]:
         """(its tag, how many streams it had sent) from its debug log."""
-        found = re.findall(r"worker (\S+) sent batch \d+: \d+ records \((\d+) in all\)", self.log.read_text(errors="replace"))
+        found = re.findall(
+            r"worker (\S+) sent batch \d+: \d+ records \((\d+) in all\)",
+            self.log.read_text(errors="replace"),
+        )
         return (found[-1][0], int(found[-1][1])) if found else (None, 0)
 
 
@@ -75,9 +80,22 @@ def start_worker(tmp_path: Path, name: str, port: int, locustfile: Path = LOCUST
     log = tmp_path / f"{name}.log"  # outside the host's folders: the test reads it
     with open(log, "wb") as fh:
         proc = subprocess.Popen(
-            [*LOCUST, "-f", str(locustfile), "--worker", "--master-host", "127.0.0.1", "--master-port", str(port),
-             "--loglevel", "DEBUG"],
-            cwd=host.cwd, env=host.env(), stdout=subprocess.DEVNULL, stderr=fh,
+            [
+                *LOCUST,
+                "-f",
+                str(locustfile),
+                "--worker",
+                "--master-host",
+                "127.0.0.1",
+                "--master-port",
+                str(port),
+                "--loglevel",
+                "DEBUG",
+            ],
+            cwd=host.cwd,
+            env=host.env(),
+            stdout=subprocess.DEVNULL,
+            stderr=fh,
         )
     return Worker(host, log, proc)
 
@@ -97,17 +115,49 @@ def test_master_and_bare_workers(faulty_server, tmp_path):
     out = tmp_path / "run"
     locust = [*LOCUST, "-f", str(LOCUSTFILE)]
     workers = [
-        subprocess.Popen([*locust, "--worker", "--master-host", "127.0.0.1", "--master-port", port],
-                         cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.Popen(
+            [*locust, "--worker", "--master-host", "127.0.0.1", "--master-port", port],
+            cwd=REPO,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         for _ in range(2)
     ]
     try:
         master = subprocess.run(
-            [*locust, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", port,
-             "--expect-workers", "2", "--headless", "-u", "6", "-r", "6", "-t", "5s",
-             "--host", faulty_server.base_url, "--model", "timed", "--max-tokens", "4",
-             "--protocol", "mixed", "--results-dir", str(out), "--stop-timeout", "3"],
-            cwd=REPO, capture_output=True, text=True, timeout=90,
+            [
+                *locust,
+                "--master",
+                "--master-bind-host",
+                "127.0.0.1",
+                "--master-bind-port",
+                port,
+                "--expect-workers",
+                "2",
+                "--headless",
+                "-u",
+                "6",
+                "-r",
+                "6",
+                "-t",
+                "5s",
+                "--host",
+                faulty_server.base_url,
+                "--model",
+                "timed",
+                "--max-tokens",
+                "4",
+                "--protocol",
+                "mixed",
+                "--results-dir",
+                str(out),
+                "--stop-timeout",
+                "3",
+            ],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=90,
         )
         assert master.returncode == 0, master.stderr[-2000:]
     finally:
@@ -126,7 +176,9 @@ def test_master_and_bare_workers(faulty_server, tmp_path):
     assert summary["requests"] == len(s)
 
 
-def test_workers_on_other_hosts_write_nothing_and_every_stream_reaches_the_master(faulty_server, tmp_path):
+def test_workers_on_other_hosts_write_nothing_and_every_stream_reaches_the_master(
+    faulty_server, tmp_path
+):
     """Two workers, one of them saturated; the master counts with Locust's own statistics."""
     port = unused_port()
     master = Host(tmp_path / "master")
@@ -134,11 +186,43 @@ def test_workers_on_other_hosts_write_nothing_and_every_stream_reaches_the_maste
     busy = start_worker(tmp_path, "w2", port, BUSY_LOCUSTFILE)
     try:
         r = subprocess.run(
-            [*LOCUST, "-f", str(LOCUSTFILE), "--master", "--master-bind-host", "127.0.0.1",
-             "--master-bind-port", str(port), "--expect-workers", "2", "--headless", "-u", "8", "-r", "8",
-             "-t", "6s", "--stop-timeout", "5", "--host", faulty_server.base_url, "--model", "timed",
-             "--max-tokens", "10", "--protocol", "mixed", "--results-dir", "run", "--json"],
-            cwd=master.cwd, env=master.env(), capture_output=True, text=True, timeout=120,
+            [
+                *LOCUST,
+                "-f",
+                str(LOCUSTFILE),
+                "--master",
+                "--master-bind-host",
+                "127.0.0.1",
+                "--master-bind-port",
+                str(port),
+                "--expect-workers",
+                "2",
+                "--headless",
+                "-u",
+                "8",
+                "-r",
+                "8",
+                "-t",
+                "6s",
+                "--stop-timeout",
+                "5",
+                "--host",
+                faulty_server.base_url,
+                "--model",
+                "timed",
+                "--max-tokens",
+                "10",
+                "--protocol",
+                "mixed",
+                "--results-dir",
+                "run",
+                "--json",
+            ],
+            cwd=master.cwd,
+            env=master.env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         (tmp_path / "master.log").write_text(r.stderr + r.stdout)
         assert r.returncode == 0, r.stderr[-3000:]
@@ -167,7 +251,11 @@ def test_workers_on_other_hosts_write_nothing_and_every_stream_reaches_the_maste
     # invalid, by name.
     assert run["generator"]["processes"] == 2
     assert run["valid"] is False
-    busy_worker = next(w for w in json.loads((out / "relay.json").read_text())["per_worker"] if w["tag"] == busy.sent()[0])
+    busy_worker = next(
+        w
+        for w in json.loads((out / "relay.json").read_text())["per_worker"]
+        if w["tag"] == busy.sent()[0]
+    )
     assert f"worker {busy_worker['worker']} (process {busy.sent()[0]})" in run["invalid_reason"]
 
 
@@ -183,10 +271,40 @@ def test_a_worker_killed_mid_run(faulty_server, tmp_path):
     master = Host(tmp_path / "master")
     keep, kill = start_worker(tmp_path, "w1", port), start_worker(tmp_path, "w2", port)
     out = master.cwd / "run"
-    cmd = [sys.executable, "-m", "streamslo", "run", "--host", faulty_server.base_url, "--out", "run",
-           "--allow-invalid", "--model", "timed", "--users", "8", "--duration", "10", "--max-tokens", "20",
-           "--drain", "3", "--master", "--expect-workers", "2", "--master-bind-port", str(port)]
-    run_proc = subprocess.Popen(cmd, cwd=master.cwd, env=master.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "streamslo",
+        "run",
+        "--host",
+        faulty_server.base_url,
+        "--out",
+        "run",
+        "--allow-invalid",
+        "--model",
+        "timed",
+        "--users",
+        "8",
+        "--duration",
+        "10",
+        "--max-tokens",
+        "20",
+        "--drain",
+        "3",
+        "--master",
+        "--expect-workers",
+        "2",
+        "--master-bind-port",
+        str(port),
+    ]
+    run_proc = subprocess.Popen(
+        cmd,
+        cwd=master.cwd,
+        env=master.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 45
         while time.monotonic() < deadline:  # both workers have streams at the master: kill one
@@ -211,7 +329,10 @@ def test_a_worker_killed_mid_run(faulty_server, tmp_path):
     assert run["complete"] is True
     lost = run["lost_workers"]
     assert [w["tag"] for w in lost] == [killed_tag]
-    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", lost[0]["at"]) and lost[0]["last_seen"] <= lost[0]["at"]
+    assert (
+        re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", lost[0]["at"])
+        and lost[0]["last_seen"] <= lost[0]["at"]
+    )
     assert isinstance(lost[0]["streams_in_flight"], int) and 0 <= lost[0]["streams_in_flight"] <= 8
     s = streams(out)
     assert s["stream_id"].is_unique
@@ -220,14 +341,25 @@ def test_a_worker_killed_mid_run(faulty_server, tmp_path):
     assert len(mine) >= sent_before_kill > 0
     assert len(mine) == lost[0]["records"]
     assert set(gaps(out)["stream_id"]) >= set(mine.loc[mine["tokens"] > 1, "stream_id"])
-    survivor = next(w for w in json.loads((out / "relay.json").read_text())["per_worker"] if w["tag"] == keep.sent()[0])
+    survivor = next(
+        w
+        for w in json.loads((out / "relay.json").read_text())["per_worker"]
+        if w["tag"] == keep.sent()[0]
+    )
     assert survivor["final"] is True
     assert f"LOST WORKER {lost[0]['worker']}" in stdout  # the summary table says so
     assert keep.host.files() == [] and kill.host.files() == []
-    report = subprocess.run([sys.executable, "-m", "streamslo", "report", "run", "--out", "report.html"],
-                            cwd=master.cwd, capture_output=True, text=True, timeout=120)
+    report = subprocess.run(
+        [sys.executable, "-m", "streamslo", "report", "run", "--out", "report.html"],
+        cwd=master.cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert report.returncode == 0, report.stderr
-    assert f"LOST WORKER {lost[0]['worker']}" in (master.cwd / "report.md").read_text()  # the report's banner
+    assert (
+        f"LOST WORKER {lost[0]['worker']}" in (master.cwd / "report.md").read_text()
+    )  # the report's banner
 
 
 def test_the_web_ui_tab_merges_every_worker(faulty_server, tmp_path):
@@ -236,11 +368,43 @@ def test_the_web_ui_tab_merges_every_worker(faulty_server, tmp_path):
     master = Host(tmp_path / "master")
     workers = [start_worker(tmp_path, "w1", port), start_worker(tmp_path, "w2", port)]
     ui = subprocess.Popen(
-        [*LOCUST, "-f", str(LOCUSTFILE), "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-         "--expect-workers", "2", "--autostart", "-u", "4", "-r", "4", "--run-time", "60s", "--web-host", "127.0.0.1",
-         "--web-port", str(web), "--host", faulty_server.base_url, "--model", "timed", "--max-tokens", "8",
-         "--results-dir", "run", "--stop-timeout", "3"],
-        cwd=master.cwd, env=master.env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            *LOCUST,
+            "-f",
+            str(LOCUSTFILE),
+            "--master",
+            "--master-bind-host",
+            "127.0.0.1",
+            "--master-bind-port",
+            str(port),
+            "--expect-workers",
+            "2",
+            "--autostart",
+            "-u",
+            "4",
+            "-r",
+            "4",
+            "--run-time",
+            "60s",
+            "--web-host",
+            "127.0.0.1",
+            "--web-port",
+            str(web),
+            "--host",
+            faulty_server.base_url,
+            "--model",
+            "timed",
+            "--max-tokens",
+            "8",
+            "--results-dir",
+            "run",
+            "--stop-timeout",
+            "3",
+        ],
+        cwd=master.cwd,
+        env=master.env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     base = f"http://127.0.0.1:{web}"
 
@@ -261,7 +425,9 @@ def test_the_web_ui_tab_merges_every_worker(faulty_server, tmp_path):
             time.sleep(0.5)
         else:
             pytest.fail("the web UI never showed both workers' streams")
-        urllib.request.urlopen(urllib.request.Request(base + "/stop", method="POST"), timeout=10).close()
+        urllib.request.urlopen(
+            urllib.request.Request(base + "/stop", method="POST"), timeout=10
+        ).close()
         # Once stopped, the tab's count converges on the rows the master wrote for both workers.
         deadline, seen = time.monotonic() + 30, (-1, -1)
         while time.monotonic() < deadline:

@@ -15,8 +15,20 @@ pytestmark = pytest.mark.load
 def test_open_loop_rate_and_scheduled_latency(faulty_server, tmp_path):
     out = tmp_path / "run"
     r = streamslo_run(
-        faulty_server.base_url, out, "--model", "timed", "--request-rate", "10", "--duration", "5",
-        "--max-tokens", "4", "--drain", "3", "--seed", "3",
+        faulty_server.base_url,
+        out,
+        "--model",
+        "timed",
+        "--request-rate",
+        "10",
+        "--duration",
+        "5",
+        "--max-tokens",
+        "4",
+        "--drain",
+        "3",
+        "--seed",
+        "3",
     )
     assert r.returncode == 0, r.stdout + r.stderr
     s = streams(out)
@@ -40,8 +52,20 @@ def test_open_loop_max_concurrency_drops_instead_of_bursting(faulty_server, tmp_
     # find the cap reached: they are dropped and counted (k6's dropped_iterations), and the
     # ones sent go at their scheduled time (no waiting, then a catch-up burst).
     r = streamslo_run(
-        faulty_server.base_url, out, "--model", "timed", "--request-rate", "20", "--max-concurrency", "2",
-        "--duration", "4", "--max-tokens", "8", "--drain", "3",
+        faulty_server.base_url,
+        out,
+        "--model",
+        "timed",
+        "--request-rate",
+        "20",
+        "--max-concurrency",
+        "2",
+        "--duration",
+        "4",
+        "--max-tokens",
+        "8",
+        "--drain",
+        "3",
     )
     assert r.returncode in (0, 99), r.stderr
     s = streams(out)
@@ -60,8 +84,18 @@ def test_open_loop_max_concurrency_drops_instead_of_bursting(faulty_server, tmp_
 def test_stages_shape_follows_targets(faulty_server, tmp_path):
     out = tmp_path / "run"
     r = streamslo_run(
-        faulty_server.base_url, out, "--model", "timed", "--stages", "2s:2,3s:6", "--duration", "5",
-        "--max-tokens", "4", "--drain", "3",
+        faulty_server.base_url,
+        out,
+        "--model",
+        "timed",
+        "--stages",
+        "2s:2,3s:6",
+        "--duration",
+        "5",
+        "--max-tokens",
+        "4",
+        "--drain",
+        "3",
     )
     assert r.returncode == 0, r.stdout + r.stderr
     s = streams(out)
@@ -74,8 +108,20 @@ def test_stages_shape_follows_targets(faulty_server, tmp_path):
 def test_slow_readers_are_labelled_and_measured(faulty_server, tmp_path):
     out = tmp_path / "run"
     r = streamslo_run(
-        faulty_server.base_url, out, "--model", "ok", "--users", "4", "--slow-readers", "0.5",
-        "--duration", "3", "--max-tokens", "64", "--drain", "10",
+        faulty_server.base_url,
+        out,
+        "--model",
+        "ok",
+        "--users",
+        "4",
+        "--slow-readers",
+        "0.5",
+        "--duration",
+        "3",
+        "--max-tokens",
+        "64",
+        "--drain",
+        "10",
     )
     assert r.returncode == 0, r.stdout + r.stderr
     s = streams(out)
@@ -92,7 +138,15 @@ def test_scenario_with_abort_on_fail_stops_early(faulty_server, tmp_path):
         '[thresholds]\ntruncation_rate = [{ threshold = "rate<0.01", abortOnFail = true, delayAbortEval = "2s" }]\n'
     )
     out = tmp_path / "run"
-    r = streamslo_run(faulty_server.base_url, out, "--scenario", str(scenario), "--model", "truncated_close", timeout=60)
+    r = streamslo_run(
+        faulty_server.base_url,
+        out,
+        "--scenario",
+        str(scenario),
+        "--model",
+        "truncated_close",
+        timeout=60,
+    )
     assert r.returncode == 99
     run = json.loads((out / "run.json").read_text())
     assert run["aborted"] and run["aborted"][0]["metric"] == "truncation_rate"
@@ -112,20 +166,49 @@ def test_soak_runs_a_scenario(faulty_server, tmp_path):
     )
     out = tmp_path / "soak"
     r = subprocess.run(
-        [sys.executable, "-m", "streamslo", "soak", "--scenario", str(scenario), "--host", faulty_server.base_url, "--out", str(out), "--allow-invalid"],
-        capture_output=True, text=True, timeout=90, cwd=REPO,
+        [
+            sys.executable,
+            "-m",
+            "streamslo",
+            "soak",
+            "--scenario",
+            str(scenario),
+            "--host",
+            faulty_server.base_url,
+            "--out",
+            str(out),
+            "--allow-invalid",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        cwd=REPO,
     )
     assert r.returncode == 0, r.stdout + r.stderr
     s = streams(out)
     assert len(s) > 5 and set(s["outcome"]) == {"ok"}
-    assert np.isclose(np.median(json.loads((out / "summary.json").read_text())["itl_ms"]["p50"]), 50, atol=10)
+    assert np.isclose(
+        np.median(json.loads((out / "summary.json").read_text())["itl_ms"]["p50"]), 50, atol=10
+    )
 
 
 def test_spike_shape(faulty_server, tmp_path):
     out = tmp_path / "run"
     r = streamslo_run(
-        faulty_server.base_url, out, "--model", "timed", "--shape", "spike", "--users", "10",
-        "--duration", "8", "--max-tokens", "4", "--drain", "3",
+        faulty_server.base_url,
+        out,
+        "--model",
+        "timed",
+        "--shape",
+        "spike",
+        "--users",
+        "10",
+        "--duration",
+        "8",
+        "--max-tokens",
+        "4",
+        "--drain",
+        "3",
     )
     assert r.returncode == 0, r.stdout + r.stderr
     s = streams(out)

@@ -34,7 +34,13 @@ print(calls, len(sys.modules))
 
 
 def _realpaths_at_stop(mode: str) -> tuple[int, int]:
-    out = subprocess.run([sys.executable, "-c", _PROBE, mode], capture_output=True, text=True, check=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", _PROBE, mode],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
     calls, modules = out.stdout.split()
     return int(calls), int(modules)
 
@@ -46,4 +52,6 @@ def test_cold_inspect_stack_walks_every_module() -> None:
 
 def test_prewarm_leaves_inspect_stack_no_module_walk() -> None:
     calls, modules = _realpaths_at_stop("warm")
-    assert calls <= 20, f"inspect.stack() after prewarm still did {calls} realpath calls ({modules} modules)"
+    assert calls <= 20, (
+        f"inspect.stack() after prewarm still did {calls} realpath calls ({modules} modules)"
+    )

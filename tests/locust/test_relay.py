@@ -28,8 +28,13 @@ RUN_START = 1_700_000_000.0
 def _records(n: int = 6) -> list[Any]:
     out = []
     for i in range(n):
-        rec = record(i, gaps=i % 4, error="cut, \"quoted\"\nnext line" if i == 3 else "",
-                     outcome="truncated" if i == 3 else "ok", started_at=RUN_START + 1 + i)
+        rec = record(
+            i,
+            gaps=i % 4,
+            error='cut, "quoted"\nnext line' if i == 3 else "",
+            outcome="truncated" if i == 3 else "ok",
+            started_at=RUN_START + 1 + i,
+        )
         rec.open_gap = i == 3
         out.append(rec)
     return out
@@ -54,12 +59,23 @@ def test_a_batch_survives_msgpack_and_writes_what_a_local_writer_writes(tmp_path
     assert Layout(remote).streams_csv.read_bytes() == Layout(local).streams_csv.read_bytes()
     a, b = load_run(local), load_run(remote)
     key = ["stream_id", "index"]
-    pd.testing.assert_frame_equal(a.gaps.sort_values(key, ignore_index=True), b.gaps.sort_values(key, ignore_index=True))
+    pd.testing.assert_frame_equal(
+        a.gaps.sort_values(key, ignore_index=True), b.gaps.sort_values(key, ignore_index=True)
+    )
     assert len(b.gaps) == sum(i % 4 for i in range(6))
-    assert b.gaps.loc[b.gaps["open"], "stream_id"].tolist() == ["s-3"]  # only a failed stream's last gap
-    assert b.gaps.groupby("stream_id")["index"].apply(list).to_dict() == {"s-1": [1], "s-2": [1, 2], "s-3": [1, 2, 3], "s-5": [1]}
+    assert b.gaps.loc[b.gaps["open"], "stream_id"].tolist() == [
+        "s-3"
+    ]  # only a failed stream's last gap
+    assert b.gaps.groupby("stream_id")["index"].apply(list).to_dict() == {
+        "s-1": [1],
+        "s-2": [1, 2],
+        "s-3": [1, 2, 3],
+        "s-5": [1],
+    }
     # A multi-line error is one line (one row, one line: the writer counts rows by newlines).
-    assert b.streams.loc[b.streams["stream_id"] == "s-3", "error"].item() == "cut, \"quoted\" next line"
+    assert (
+        b.streams.loc[b.streams["stream_id"] == "s-3", "error"].item() == 'cut, "quoted" next line'
+    )
     assert Layout(remote).streams_csv.read_bytes().count(b"\n") == 7
     assert w.streams_written == m.streams_written == 6 and w.rows_unwritten == m.rows_unwritten == 0
 
@@ -119,7 +135,9 @@ class _Master:
             self.senders[client_id].on_ack(msg=_Msg("master", _wire(data)))
 
 
-def _pair(tmp_path, resend_after: float = 3600.0) -> tuple[RelaySender, RelayReceiver, _Master, ResultsWriter]:
+def _pair(
+    tmp_path, resend_after: float = 3600.0
+) -> tuple[RelaySender, RelayReceiver, _Master, ResultsWriter]:
     master = _Master()
     receiver = RelayReceiver(master)
     writer = ResultsWriter(tmp_path, run_start=RUN_START, flush_interval=3600)
@@ -129,8 +147,13 @@ def _pair(tmp_path, resend_after: float = 3600.0) -> tuple[RelaySender, RelayRec
         assert msg_type == RECORDS
         receiver.on_records(msg=_Msg("host-a_1", _wire(data)))
 
-    sender = RelaySender(send, "123-abcdef", figures=lambda: {"cpu_busy_fraction": 0.0, "lag_p99_ms": 1.0},
-                         in_flight=lambda: 2, resend_after=resend_after)
+    sender = RelaySender(
+        send,
+        "123-abcdef",
+        figures=lambda: {"cpu_busy_fraction": 0.0, "lag_p99_ms": 1.0},
+        in_flight=lambda: 2,
+        resend_after=resend_after,
+    )
     master.senders["host-a_1"] = sender
     return sender, receiver, master, writer
 
@@ -162,7 +185,9 @@ def test_a_batch_sent_again_is_written_once(tmp_path):
     assert procs["worker"] == "host-a_1" and procs["lag_p99_ms"] == 1.0
 
 
-def test_a_lost_batch_sent_again_after_the_final_one_is_written_and_the_worker_stays_final(tmp_path):
+def test_a_lost_batch_sent_again_after_the_final_one_is_written_and_the_worker_stays_final(
+    tmp_path,
+):
     master = _Master()
     receiver = RelayReceiver(master)
     writer = ResultsWriter(tmp_path, run_start=RUN_START, flush_interval=3600)
@@ -195,9 +220,17 @@ def test_a_lost_batch_sent_again_after_the_final_one_is_written_and_the_worker_s
     older, newer = RecordBatch(), RecordBatch()
     older.add(recs[0])
     newer.add(recs[1])
-    late.on_records(msg=_Msg("w", {"seq": 2, "batch": newer.to_wire(), "final": True, "in_flight": 0}))
-    late.on_records(msg=_Msg("w", {"seq": 1, "batch": older.to_wire(), "final": False, "in_flight": 5}))
-    assert late.workers["w"].final is True and late.workers["w"].in_flight == 0 and late.workers["w"].records == 2
+    late.on_records(
+        msg=_Msg("w", {"seq": 2, "batch": newer.to_wire(), "final": True, "in_flight": 0})
+    )
+    late.on_records(
+        msg=_Msg("w", {"seq": 1, "batch": older.to_wire(), "final": False, "in_flight": 5})
+    )
+    assert (
+        late.workers["w"].final is True
+        and late.workers["w"].in_flight == 0
+        and late.workers["w"].records == 2
+    )
 
 
 def test_a_batch_that_cannot_be_read_is_counted_not_written(tmp_path):
@@ -207,7 +240,9 @@ def test_a_batch_that_cannot_be_read_is_counted_not_written(tmp_path):
         bad.add(rec)
     wire = bad.to_wire()
     wire["gaps"]["t"] = b""
-    receiver.on_records(msg=_Msg("host-a_1", {"seq": 1, "tag": "123-abcdef", "batch": wire, "final": False}))
+    receiver.on_records(
+        msg=_Msg("host-a_1", {"seq": 1, "tag": "123-abcdef", "batch": wire, "final": False})
+    )
     writer.flush(wait=True)
     receiver.save()
     assert load_run(tmp_path).streams.empty
@@ -226,15 +261,24 @@ def test_finalize_names_lost_workers_and_saturated_ones(tmp_path):
     for rec in _records(4):
         sender.add(rec)
     sender.flush()
-    receiver.workers["host-a_1"].lost_at = RUN_START + 30  # as poll() marks a worker Locust saw missing
+    receiver.workers["host-a_1"].lost_at = (
+        RUN_START + 30
+    )  # as poll() marks a worker Locust saw missing
     receiver.save()
     writer.flush(wait=True)
     summary, checks = finalize(tmp_path, {"start_epoch": RUN_START})
     run = json.loads(Layout(tmp_path).run_json.read_text())
-    assert run["lost_workers"] == [{
-        "worker": "host-a_1", "host": sender.host, "tag": "123-abcdef", "at": "2023-11-14T22:13:50.000Z",
-        "last_seen": run["lost_workers"][0]["last_seen"], "streams_in_flight": 2, "records": 4,
-    }]
+    assert run["lost_workers"] == [
+        {
+            "worker": "host-a_1",
+            "host": sender.host,
+            "tag": "123-abcdef",
+            "at": "2023-11-14T22:13:50.000Z",
+            "last_seen": run["lost_workers"][0]["last_seen"],
+            "streams_in_flight": 2,
+            "records": 4,
+        }
+    ]
     assert run["relay"]["records"] == 4 == summary["requests"]
     assert run["valid"] is False
     assert run["invalid_reason"] == (

@@ -19,8 +19,22 @@ pytestmark = pytest.mark.load
 def timed_run(faulty_server, tmp_path_factory):
     out = tmp_path_factory.mktemp("timed") / "run"
     r = streamslo_run(
-        faulty_server.base_url, out, "--model", "timed", "--users", "12", "--duration", "5",
-        "--protocol", "mixed", "--max-tokens", "8", "--drain", "5", "--stall-timeout", "2",
+        faulty_server.base_url,
+        out,
+        "--model",
+        "timed",
+        "--users",
+        "12",
+        "--duration",
+        "5",
+        "--protocol",
+        "mixed",
+        "--max-tokens",
+        "8",
+        "--drain",
+        "5",
+        "--stall-timeout",
+        "2",
     )
     assert r.returncode == 0, r.stdout + r.stderr
     return out, r
@@ -38,7 +52,17 @@ def test_results_directory_layout(timed_run):
     assert set(s.loc[s.protocol == "ws", "status"]) == {101}
     assert set(s.loc[s.protocol == "sse", "status"]) == {200}
     run = json.loads((out / "run.json").read_text())
-    for key in ("tool_version", "start", "end", "target", "users", "protocol_mix", "stall_timeout", "locust_version", "valid"):
+    for key in (
+        "tool_version",
+        "start",
+        "end",
+        "target",
+        "users",
+        "protocol_mix",
+        "stall_timeout",
+        "locust_version",
+        "valid",
+    ):
         assert key in run, key
     assert run["users"] == 12
     assert "requests" in r.stdout and "itl_ms" in r.stdout  # the summary table
@@ -70,13 +94,31 @@ def test_summary_agrees_with_streams_csv(timed_run):
     assert summary["itl_ms"]["p99"] == pytest.approx(float(np.percentile(itl, 99)))
     assert summary["itl_ms"]["count"] == len(itl)
     slo = json.loads((out / "slo.json").read_text())
-    assert {t["metric"] for t in slo["thresholds"]} == {"truncation_rate", "http_5xx_rate", "connect_error_rate", "itl_ms"}
+    assert {t["metric"] for t in slo["thresholds"]} == {
+        "truncation_rate",
+        "http_5xx_rate",
+        "connect_error_rate",
+        "itl_ms",
+    }
     assert all(t["passed"] for t in slo["thresholds"])
 
 
 def test_truncated_run_fails_with_99(faulty_server, tmp_path):
     out = tmp_path / "run"
-    r = streamslo_run(faulty_server.base_url, out, "--model", "truncated_close", "--users", "4", "--duration", "2", "--max-tokens", "6", "--drain", "3")
+    r = streamslo_run(
+        faulty_server.base_url,
+        out,
+        "--model",
+        "truncated_close",
+        "--users",
+        "4",
+        "--duration",
+        "2",
+        "--max-tokens",
+        "6",
+        "--drain",
+        "3",
+    )
     assert r.returncode == 99, r.stdout + r.stderr
     s = streams(out)
     assert len(s) > 0 and set(s["outcome"]) == {"truncated"}
@@ -88,7 +130,20 @@ def test_truncated_run_fails_with_99(faulty_server, tmp_path):
 def test_streams_in_flight_after_drain_are_cancelled(faulty_server, tmp_path):
     out = tmp_path / "run"
     # 'timed' streams of 60 tokens take ~3.3 s; the run stops after 2 s with a 1 s drain.
-    r = streamslo_run(faulty_server.base_url, out, "--model", "timed", "--users", "4", "--duration", "2", "--max-tokens", "60", "--drain", "1")
+    r = streamslo_run(
+        faulty_server.base_url,
+        out,
+        "--model",
+        "timed",
+        "--users",
+        "4",
+        "--duration",
+        "2",
+        "--max-tokens",
+        "60",
+        "--drain",
+        "1",
+    )
     s = streams(out)
     assert (s["outcome"] == "cancelled").sum() == 4, s["outcome"].value_counts()
     summary = json.loads((out / "summary.json").read_text())
@@ -98,7 +153,22 @@ def test_streams_in_flight_after_drain_are_cancelled(faulty_server, tmp_path):
 
 def test_two_processes_write_every_stream_once(faulty_server, tmp_path):
     out = tmp_path / "run"
-    r = streamslo_run(faulty_server.base_url, out, "--model", "timed", "--users", "8", "--duration", "4", "--max-tokens", "4", "--processes", "2", "--drain", "5")
+    r = streamslo_run(
+        faulty_server.base_url,
+        out,
+        "--model",
+        "timed",
+        "--users",
+        "8",
+        "--duration",
+        "4",
+        "--max-tokens",
+        "4",
+        "--processes",
+        "2",
+        "--drain",
+        "5",
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     s = streams(out)
     assert s["stream_id"].is_unique
@@ -109,7 +179,9 @@ def test_two_processes_write_every_stream_once(faulty_server, tmp_path):
     assert len(g) == 3 * len(s)
     run = json.loads((out / "run.json").read_text())
     assert run["generator"]["processes"] == 2
-    assert run["relay"]["workers"] == 2 and run["relay"]["records"] == len(s)  # the master wrote them
+    assert run["relay"]["workers"] == 2 and run["relay"]["records"] == len(
+        s
+    )  # the master wrote them
 
 
 def test_bad_input_exits_2(tmp_path):
@@ -123,8 +195,19 @@ def test_unreachable_server_is_connect_error(tmp_path):
 
     out = tmp_path / "run"
     # --no-preflight: the preflight would stop this run before any load (tests/first_contact)
-    r = streamslo_run(f"http://127.0.0.1:{unused_port()}", out, "--model", "x", "--users", "2", "--duration", "1",
-                      "--drain", "1", "--no-preflight")
+    r = streamslo_run(
+        f"http://127.0.0.1:{unused_port()}",
+        out,
+        "--model",
+        "x",
+        "--users",
+        "2",
+        "--duration",
+        "1",
+        "--drain",
+        "1",
+        "--no-preflight",
+    )
     assert r.returncode == 99
     s = streams(out)
     assert len(s) > 0 and set(s["outcome"]) == {"connect_error"}
@@ -140,9 +223,31 @@ def test_ctrl_c_keeps_and_finalizes_the_results(faulty_server, tmp_path):
 
     out = tmp_path / "run"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamslo", "run", "--host", faulty_server.base_url, "--out", str(out),
-         "--model", "timed", "--users", "3", "--duration", "60", "--max-tokens", "4", "--drain", "2", "--allow-invalid"],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "streamslo",
+            "run",
+            "--host",
+            faulty_server.base_url,
+            "--out",
+            str(out),
+            "--model",
+            "timed",
+            "--users",
+            "3",
+            "--duration",
+            "60",
+            "--max-tokens",
+            "4",
+            "--drain",
+            "2",
+            "--allow-invalid",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     time.sleep(6)
     proc.send_signal(signal.SIGINT)

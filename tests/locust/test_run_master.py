@@ -20,15 +20,45 @@ def test_run_as_master_of_bare_workers(faulty_server, tmp_path):
     out = tmp_path / "run"
     workers = [
         subprocess.Popen(
-            [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--worker", "--master-host", "127.0.0.1", "--master-port", port],
-            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                sys.executable,
+                "-m",
+                "locust",
+                "-f",
+                str(LOCUSTFILE),
+                "--worker",
+                "--master-host",
+                "127.0.0.1",
+                "--master-port",
+                port,
+            ],
+            cwd=REPO,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         for _ in range(2)
     ]
     try:
         r = streamslo_run(
-            faulty_server.base_url, out, "--model", "timed", "--users", "6", "--duration", "5", "--max-tokens", "4",
-            "--protocol", "mixed", "--drain", "3", "--master", "--expect-workers", "2", "--master-bind-port", port,
+            faulty_server.base_url,
+            out,
+            "--model",
+            "timed",
+            "--users",
+            "6",
+            "--duration",
+            "5",
+            "--max-tokens",
+            "4",
+            "--protocol",
+            "mixed",
+            "--drain",
+            "3",
+            "--master",
+            "--expect-workers",
+            "2",
+            "--master-bind-port",
+            port,
             timeout=120,
         )
         assert r.returncode == 0, r.stdout + r.stderr

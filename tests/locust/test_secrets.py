@@ -75,17 +75,27 @@ class _Handler(BaseHTTPRequestHandler):
         req = json.loads(self.rfile.read(int(self.headers.get("content-length", "0"))))
         self.server.seen.append(dict(self.headers))
         if next(self.server.count) % 2:
-            got = " / ".join(self.headers.get(h, "") for h in ("Authorization", "X-Api-Key", "X-Tenant-Token"))
+            got = " / ".join(
+                self.headers.get(h, "") for h in ("Authorization", "X-Api-Key", "X-Tenant-Token")
+            )
             body = json.dumps({"error": {"message": f"invalid credentials: {got}", "code": 401}})
             self._send(401, "application/json", body.encode())
             return
 
         def chunk(delta: dict[str, str], finish: str | None) -> bytes:
-            doc = {"id": "c", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+            doc = {
+                "id": "c",
+                "object": "chat.completion.chunk",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            }
             return b"data: " + json.dumps(doc).encode() + b"\n\n"
 
         n = int(req.get("max_tokens", 1))
-        body = b"".join(chunk({"content": "t"}, None) for _ in range(n)) + chunk({}, FORMULA) + b"data: [DONE]\n\n"
+        body = (
+            b"".join(chunk({"content": "t"}, None) for _ in range(n))
+            + chunk({}, FORMULA)
+            + b"data: [DONE]\n\n"
+        )
         self._send(200, "text/event-stream", body)
 
 
@@ -118,7 +128,9 @@ def _leaks_in_files(directory: Path) -> list[str]:
     return found
 
 
-def _cmdlines_with(values: tuple[str, ...], typed_by_user: int) -> tuple[list[str], list[list[str]]]:
+def _cmdlines_with(
+    values: tuple[str, ...], typed_by_user: int
+) -> tuple[list[str], list[list[str]]]:
     """Command lines of every process that hold one of ``values``: the secrets must be on none,
     and a plain ``--header`` value on none but the one the user typed (``typed_by_user``)."""
     leaks, all_lines = [], []
@@ -126,7 +138,11 @@ def _cmdlines_with(values: tuple[str, ...], typed_by_user: int) -> tuple[list[st
         line = proc.info.get("cmdline") or []
         all_lines.append(line)
         text = "\0".join(line)
-        leaks += [f"pid {proc.pid}: {v}" for v in values if v in text and not (v == PLAIN and proc.pid == typed_by_user)]
+        leaks += [
+            f"pid {proc.pid}: {v}"
+            for v in values
+            if v in text and not (v == PLAIN and proc.pid == typed_by_user)
+        ]
     return leaks, all_lines
 
 
@@ -134,40 +150,76 @@ def test_run_keeps_header_values_off_command_lines_and_keys_out_of_results(echo_
     env, hfile = _secret_env(tmp_path)
     out = tmp_path / "run"
     cmd = [
-        sys.executable, "-m", "streamslo", "run", "--host", echo_server.url, "--out", str(out),
-        "--allow-invalid", "--users", "2", "--duration", "3", "--drain", "2", "--max-tokens", "3",
-        "--api-key-env", "H4_KEY", "--header-file", str(hfile),
-        "--header", "X-Tenant-Token: ${H4_TENANT}", "--header", f"X-Plain: {PLAIN}",
+        sys.executable,
+        "-m",
+        "streamslo",
+        "run",
+        "--host",
+        echo_server.url,
+        "--out",
+        str(out),
+        "--allow-invalid",
+        "--users",
+        "2",
+        "--duration",
+        "3",
+        "--drain",
+        "2",
+        "--max-tokens",
+        "3",
+        "--api-key-env",
+        "H4_KEY",
+        "--header-file",
+        str(hfile),
+        "--header",
+        "X-Tenant-Token: ${H4_TENANT}",
+        "--header",
+        f"X-Plain: {PLAIN}",
     ]
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     leaks: list[str] = []
     saw_locust = False
     deadline = time.monotonic() + 120
     while proc.poll() is None and time.monotonic() < deadline:
         found, lines = _cmdlines_with((*SECRETS, PLAIN), typed_by_user=proc.pid)
         leaks += found
-        saw_locust |= any("locust" in " ".join(line) and str(out) in " ".join(line) for line in lines)
+        saw_locust |= any(
+            "locust" in " ".join(line) and str(out) in " ".join(line) for line in lines
+        )
         time.sleep(0.1)
     stdout, stderr = proc.communicate(timeout=30)
     assert proc.returncode in (0, 99), stdout + stderr
-    assert saw_locust, "never saw the Locust subprocess: the command lines were not checked during the run"
+    assert saw_locust, (
+        "never saw the Locust subprocess: the command lines were not checked during the run"
+    )
     assert not leaks, leaks
     # The server did get every header.
     chats = [h for h in echo_server.seen if "X-Tenant-Token" in h]
     assert chats, echo_server.seen
     assert chats[0]["Authorization"] == f"Bearer {KEY}"
-    assert (chats[0]["X-Api-Key"], chats[0]["X-Tenant-Token"], chats[0]["X-Plain"]) == (FILE_KEY, TENANT, PLAIN)
+    assert (chats[0]["X-Api-Key"], chats[0]["X-Tenant-Token"], chats[0]["X-Plain"]) == (
+        FILE_KEY,
+        TENANT,
+        PLAIN,
+    )
     # ...and echoed them, but no file of the results (locust.log included) keeps them.
     assert not _leaks_in_files(out)
     assert not [s for s in SECRETS if s in stdout + stderr]
     streams = pd.read_csv(out / "streams.csv", dtype={"finish_reason": str, "error": str})
     refused = streams[streams["outcome"] == "http_4xx"]
-    assert len(refused) > 0 and refused["error"].str.contains(r"invalid credentials: \*\*\*", regex=True).all()
+    assert (
+        len(refused) > 0
+        and refused["error"].str.contains(r"invalid credentials: \*\*\*", regex=True).all()
+    )
     # The server's finish_reason would be a formula in a spreadsheet: the cell is neutralized,
     # and the numeric columns stay numbers.
     finished = streams[streams["finish_reason"].notna()]
     assert len(finished) > 0 and (finished["finish_reason"] == "'" + FORMULA).all()
-    assert pd.api.types.is_float_dtype(streams["ttft_ms"]) and pd.api.types.is_integer_dtype(streams["tokens"])
+    assert pd.api.types.is_float_dtype(streams["ttft_ms"]) and pd.api.types.is_integer_dtype(
+        streams["tokens"]
+    )
 
 
 def _get(url: str) -> bytes:
@@ -193,10 +245,34 @@ def test_web_ui_offers_no_secret_and_shows_no_key(echo_server, tmp_path):
     port = unused_port()
     base = f"http://127.0.0.1:{port}"
     cmd = [
-        sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--host", echo_server.url,
-        "--web-host", "127.0.0.1", "--web-port", str(port), "--autostart", "-u", "2", "-r", "2",
-        "--run-time", "60s", "--results-dir", str(out), "--max-tokens", "3",
-        "--api-key-env", "H4_KEY", "--prompt-file", str(prompts), "--header-file", str(hfile),
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        str(LOCUSTFILE),
+        "--host",
+        echo_server.url,
+        "--web-host",
+        "127.0.0.1",
+        "--web-port",
+        str(port),
+        "--autostart",
+        "-u",
+        "2",
+        "-r",
+        "2",
+        "--run-time",
+        "60s",
+        "--results-dir",
+        str(out),
+        "--max-tokens",
+        "3",
+        "--api-key-env",
+        "H4_KEY",
+        "--prompt-file",
+        str(prompts),
+        "--header-file",
+        str(hfile),
     ]
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -215,17 +291,30 @@ def test_web_ui_offers_no_secret_and_shows_no_key(echo_server, tmp_path):
                 pytest.fail(f"no failed stream in the web UI: {stats}")
             # The start form: what the page's template arguments offer.
             page = _get(base + "/").decode()
-            args = json.loads(re.search(r"templateArgs = (\{.*?\})\s*</script>", page, re.S).group(1))
+            args = json.loads(
+                re.search(r"templateArgs = (\{.*?\})\s*</script>", page, re.S).group(1)
+            )
             offered = set(args["extra_options"])
             assert {"max_tokens", "stall_timeout", "protocol"} <= offered
-            assert not offered & {"api_key_env", "prompt_file", "results_dir", "header", "header_file", "processes_hint"}
+            assert not offered & {
+                "api_key_env",
+                "prompt_file",
+                "results_dir",
+                "header",
+                "header_file",
+                "processes_hint",
+            }
             assert not [s for s in SECRETS if s in page]
             # The UI's JSON shows the failures, with the key the server echoed masked.
             text = json.dumps(stats)
             assert "invalid credentials: ***" in text and not [s for s in SECRETS if s in text]
             # A hand-made start request cannot set what the form does not offer...
-            status, body = _post_swarm(base, host=echo_server.url, api_key_env="HOME", prompt_file="/etc/passwd")
-            assert status == 403 and body["success"] is False and "api_key_env" in str(body["message"])
+            status, body = _post_swarm(
+                base, host=echo_server.url, api_key_env="HOME", prompt_file="/etc/passwd"
+            )
+            assert (
+                status == 403 and body["success"] is False and "api_key_env" in str(body["message"])
+            )
             # ...nor send the secret headers to another host...
             status, body = _post_swarm(base, host="http://127.0.0.1:9")
             assert status == 403 and "host given on the command line" in str(body["message"])
@@ -244,20 +333,50 @@ def test_a_worker_brings_its_own_credentials(echo_server, tmp_path):
     _, hfile = _secret_env(tmp_path)
     port = str(unused_port())
     worker = subprocess.Popen(
-        [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--worker", "--master-host", "127.0.0.1",
-         "--master-port", port, "--header-file", str(hfile)],
-        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "locust",
+            "-f",
+            str(LOCUSTFILE),
+            "--worker",
+            "--master-host",
+            "127.0.0.1",
+            "--master-port",
+            port,
+            "--header-file",
+            str(hfile),
+        ],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         r = streamslo_run(
-            echo_server.url, tmp_path / "run", "--users", "2", "--duration", "3", "--drain", "2",
-            "--max-tokens", "2", "--master", "--expect-workers", "1", "--master-bind-port", port, "--quiet",
+            echo_server.url,
+            tmp_path / "run",
+            "--users",
+            "2",
+            "--duration",
+            "3",
+            "--drain",
+            "2",
+            "--max-tokens",
+            "2",
+            "--master",
+            "--expect-workers",
+            "1",
+            "--master-bind-port",
+            port,
+            "--quiet",
         )
         assert r.returncode in (0, 99), r.stdout + r.stderr
     finally:
         if worker.poll() is None:
             stop_process(worker)
     # (the master's preflight request carries no key: it has none; workers bring theirs)
-    chats = [h for h in echo_server.seen if "Content-Length" in h and "X-Streamslo-Preflight" not in h]
+    chats = [
+        h for h in echo_server.seen if "Content-Length" in h and "X-Streamslo-Preflight" not in h
+    ]
     assert chats and all(h.get("X-Api-Key") == FILE_KEY for h in chats)
     assert not _leaks_in_files(tmp_path / "run")

@@ -13,12 +13,42 @@ from tests.locust.helpers import streamslo_run
 
 
 def _rows(n_ok: int, n_short: int, n_other: int) -> pd.DataFrame:
-    rows = [{"outcome": "ok", "tokens": 8, "usage_completion_tokens": 8, "finish_reason": "length", "error": ""}] * n_ok
-    rows += [{"outcome": "silent_truncation", "tokens": 4, "usage_completion_tokens": 8, "finish_reason": "length",
-              "error": "4 token positions arrived of 8 the server counted"}] * n_short
-    rows += [{"outcome": "truncated", "tokens": 2, "usage_completion_tokens": None, "finish_reason": None,
-              "error": "connection closed mid-body"}] * n_other
-    rows += [{"outcome": "cancelled", "tokens": 1, "usage_completion_tokens": None, "finish_reason": None, "error": ""}]
+    rows = [
+        {
+            "outcome": "ok",
+            "tokens": 8,
+            "usage_completion_tokens": 8,
+            "finish_reason": "length",
+            "error": "",
+        }
+    ] * n_ok
+    rows += [
+        {
+            "outcome": "silent_truncation",
+            "tokens": 4,
+            "usage_completion_tokens": 8,
+            "finish_reason": "length",
+            "error": "4 token positions arrived of 8 the server counted",
+        }
+    ] * n_short
+    rows += [
+        {
+            "outcome": "truncated",
+            "tokens": 2,
+            "usage_completion_tokens": None,
+            "finish_reason": None,
+            "error": "connection closed mid-body",
+        }
+    ] * n_other
+    rows += [
+        {
+            "outcome": "cancelled",
+            "tokens": 1,
+            "usage_completion_tokens": None,
+            "finish_reason": None,
+            "error": "",
+        }
+    ]
     return pd.DataFrame(rows)
 
 
@@ -38,8 +68,20 @@ def test_no_hint_when_the_rule_explains_a_minority_or_nothing_failed():
 @pytest.mark.load
 def test_a_run_says_which_flag_the_server_needs(faulty_server, tmp_path):
     out = tmp_path / "run"
-    r = streamslo_run(faulty_server.base_url, out, "--model", "usage_overcount", "--users", "2",
-                      "--duration", "2", "--max-tokens", "8", "--drain", "3")
+    r = streamslo_run(
+        faulty_server.base_url,
+        out,
+        "--model",
+        "usage_overcount",
+        "--users",
+        "2",
+        "--duration",
+        "2",
+        "--max-tokens",
+        "8",
+        "--drain",
+        "3",
+    )
     assert r.returncode == 99, r.stdout + r.stderr
     summary = json.loads((out / "summary.json").read_text())
     assert len(summary["server_hints"]) == 1 and "--coalesced-chunks" in summary["server_hints"][0]
@@ -48,7 +90,11 @@ def test_a_run_says_which_flag_the_server_needs(faulty_server, tmp_path):
     import subprocess
     import sys
 
-    rep = subprocess.run([sys.executable, "-m", "streamslo", "report", str(out), "--out", str(tmp_path / "r.html")],
-                         capture_output=True, text=True, timeout=120)
+    rep = subprocess.run(
+        [sys.executable, "-m", "streamslo", "report", str(out), "--out", str(tmp_path / "r.html")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert rep.returncode in (0, 99), rep.stderr
     assert "run with --coalesced-chunks" in (tmp_path / "r.md").read_text()

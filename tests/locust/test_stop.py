@@ -74,13 +74,29 @@ class ProcessWatch:
 
 
 def _start(*cmd: str) -> tuple[subprocess.Popen[str], ProcessWatch]:
-    proc = subprocess.Popen(list(cmd), cwd=REPO, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        list(cmd), cwd=REPO, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     return proc, ProcessWatch(proc.pid)
 
 
 def _run_cmd(host: str, out: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "streamslo", "run", "--host", host, "--out", str(out), "--model", "timed",
-            "--users", "4", "--allow-invalid", *args]
+    return [
+        sys.executable,
+        "-m",
+        "streamslo",
+        "run",
+        "--host",
+        host,
+        "--out",
+        str(out),
+        "--model",
+        "timed",
+        "--users",
+        "4",
+        "--allow-invalid",
+        *args,
+    ]
 
 
 def _wait_rows(streams_csv: Path, proc: subprocess.Popen[str], timeout: float) -> None:
@@ -106,8 +122,16 @@ def _finalized(out: Path) -> dict:
 def test_timeout_sigterm_drains_finalizes_and_leaves_no_process(faulty_server, tmp_path):
     out = tmp_path / "run"
     t0 = time.monotonic()
-    proc, watch = _start("timeout", "--preserve-status", "-s", "TERM", "8",
-                         *_run_cmd(faulty_server.base_url, out, "--duration", "60", "--max-tokens", "20", "--drain", "5"))
+    proc, watch = _start(
+        "timeout",
+        "--preserve-status",
+        "-s",
+        "TERM",
+        "8",
+        *_run_cmd(
+            faulty_server.base_url, out, "--duration", "60", "--max-tokens", "20", "--drain", "5"
+        ),
+    )
     _, err = proc.communicate(timeout=90)
     assert proc.returncode == 143, err
     assert time.monotonic() - t0 < 8 + 5 + 20
@@ -123,7 +147,11 @@ def test_timeout_sigterm_drains_finalizes_and_leaves_no_process(faulty_server, t
 def test_a_second_signal_kills_at_once_and_still_finalizes(faulty_server, tmp_path):
     out = tmp_path / "run"
     # 100-token streams take ~5.3 s: some are always in flight, and the drain would be 60 s.
-    proc, watch = _start(*_run_cmd(faulty_server.base_url, out, "--duration", "60", "--max-tokens", "100", "--drain", "60"))
+    proc, watch = _start(
+        *_run_cmd(
+            faulty_server.base_url, out, "--duration", "60", "--max-tokens", "100", "--drain", "60"
+        )
+    )
     _wait_rows(Layout(out).streams_csv, proc, 60)
     proc.send_signal(signal.SIGTERM)
     time.sleep(1.5)
@@ -139,7 +167,11 @@ def test_a_second_signal_kills_at_once_and_still_finalizes(faulty_server, tmp_pa
 
 def test_a_killed_locust_is_finalized_and_said(faulty_server, tmp_path):
     out = tmp_path / "run"
-    proc, watch = _start(*_run_cmd(faulty_server.base_url, out, "--duration", "60", "--max-tokens", "8", "--drain", "5"))
+    proc, watch = _start(
+        *_run_cmd(
+            faulty_server.base_url, out, "--duration", "60", "--max-tokens", "8", "--drain", "5"
+        )
+    )
     _wait_rows(Layout(out).streams_csv, proc, 60)
     time.sleep(2.5)  # a flush or two more
     (locust,) = [p for p in watch.named("locust") if p.ppid() == proc.pid]
@@ -152,13 +184,28 @@ def test_a_killed_locust_is_finalized_and_said(faulty_server, tmp_path):
     assert watch.survivors() == []
     run = _finalized(out)
     assert run["killed"] is True and run["locust_exit_code"] == -9
-    assert run["end_epoch"] <= time.time() - (time.monotonic() - t0) + 1  # its last record, not "now"
+    assert (
+        run["end_epoch"] <= time.time() - (time.monotonic() - t0) + 1
+    )  # its last record, not "now"
 
 
 def test_compare_stops_after_a_signal_instead_of_starting_the_next_run(tmp_path):
     out = tmp_path / "cmp"
-    proc, watch = _start(sys.executable, "-m", "streamslo", "compare", "--out", str(out), "--users", "4",
-                         "--duration", "60", "--drain", "5", "--allow-invalid")
+    proc, watch = _start(
+        sys.executable,
+        "-m",
+        "streamslo",
+        "compare",
+        "--out",
+        str(out),
+        "--users",
+        "4",
+        "--duration",
+        "60",
+        "--drain",
+        "5",
+        "--allow-invalid",
+    )
     _wait_rows(Layout(out / "naive").streams_csv, proc, 180)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
@@ -172,22 +219,38 @@ def test_compare_stops_after_a_signal_instead_of_starting_the_next_run(tmp_path)
     assert not (out / "fixed").exists() and not (out / "report.html").exists()
 
 
-def test_a_killed_runner_takes_locust_with_it_and_finalize_recovers_the_run(faulty_server, tmp_path):
+def test_a_killed_runner_takes_locust_with_it_and_finalize_recovers_the_run(
+    faulty_server, tmp_path
+):
     out = tmp_path / "run"
-    proc, watch = _start(*_run_cmd(faulty_server.base_url, out, "--duration", "60", "--max-tokens", "8", "--drain", "5"))
+    proc, watch = _start(
+        *_run_cmd(
+            faulty_server.base_url, out, "--duration", "60", "--max-tokens", "8", "--drain", "5"
+        )
+    )
     _wait_rows(Layout(out).streams_csv, proc, 60)
     time.sleep(2.5)
     proc.kill()  # nothing to catch: run.json stays complete: false
     proc.communicate(timeout=30)
     killed_at = time.time()
     deadline = time.monotonic() + 30
-    while watch.named("locust") and any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE
-                                        for p in watch.named("locust")) and time.monotonic() < deadline:
+    while (
+        watch.named("locust")
+        and any(
+            p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in watch.named("locust")
+        )
+        and time.monotonic() < deadline
+    ):
         time.sleep(0.2)
     assert watch.survivors() == []  # Locust got SIGTERM when its parent died, and stopped
     assert json.loads(Layout(out).run_json.read_text())["complete"] is False
-    r = subprocess.run([sys.executable, "-m", "streamslo", "finalize", str(out)], cwd=REPO,
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "streamslo", "finalize", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     run = _finalized(out)
     assert run["killed"] is True and run["end_epoch"] < killed_at + 10

@@ -25,7 +25,15 @@ def _get_json(url: str) -> dict:
 
 
 def _chromium(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[bytes]:
-    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars", *args]
+    cmd = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--hide-scrollbars",
+        *args,
+    ]
     return subprocess.run(cmd, capture_output=True, timeout=timeout)
 
 
@@ -33,9 +41,30 @@ def _chromium(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[by
 def locust_ui(faulty_server, tmp_path):
     port = unused_port()
     cmd = [
-        sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--host", faulty_server.base_url,
-        "--model", "timed", "--max-tokens", "8", "--web-host", "127.0.0.1", "--web-port", str(port),
-        "--autostart", "-u", "4", "-r", "4", "--run-time", "60s", "--results-dir", str(tmp_path / "run"),
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        str(LOCUSTFILE),
+        "--host",
+        faulty_server.base_url,
+        "--model",
+        "timed",
+        "--max-tokens",
+        "8",
+        "--web-host",
+        "127.0.0.1",
+        "--web-port",
+        str(port),
+        "--autostart",
+        "-u",
+        "4",
+        "-r",
+        "4",
+        "--run-time",
+        "60s",
+        "--results-dir",
+        str(tmp_path / "run"),
     ]
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
@@ -47,7 +76,10 @@ def locust_ui(faulty_server, tmp_path):
                 # Locust caches /stats/requests for a moment: wait for both our rows and its own.
                 if (
                     stats.get("extended_stats")
-                    and any(r["name"] == "outcome: ok" and int(r["value"]) > 0 for r in stats["extended_stats"][0]["data"])
+                    and any(
+                        r["name"] == "outcome: ok" and int(r["value"]) > 0
+                        for r in stats["extended_stats"][0]["data"]
+                    )
                     and any(s["name"] == "stream" for s in stats["stats"])
                 ):
                     break
@@ -70,10 +102,15 @@ def test_live_slo_rows_in_stats_endpoint(locust_ui):
     assert {("SSE", "ttft"), ("SSE", "itl"), ("SSE", "stream")} <= names, names
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="no chromium installed: browser check skipped (apt-get install chromium)")
+@pytest.mark.skipif(
+    CHROMIUM is None,
+    reason="no chromium installed: browser check skipped (apt-get install chromium)",
+)
 def test_stream_slo_tab_renders(locust_ui, tmp_path):
     url = locust_ui + "/?tab=streamslo-slo"
-    dom = _chromium("--virtual-time-budget=6000", "--dump-dom", url).stdout.decode("utf-8", "replace")
+    dom = _chromium("--virtual-time-budget=6000", "--dump-dom", url).stdout.decode(
+        "utf-8", "replace"
+    )
     assert "Stream SLOs" in dom
     for text in ("truncation_rate", "http_5xx_rate", "itl_ms p(99)", "outcome: ok", "PASS"):
         assert text in dom, text
@@ -86,11 +123,25 @@ def test_stream_slo_tab_renders(locust_ui, tmp_path):
     assert img.std() > 0.05  # not a blank page
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="no chromium installed: browser check skipped (apt-get install chromium)")
+@pytest.mark.skipif(
+    CHROMIUM is None,
+    reason="no chromium installed: browser check skipped (apt-get install chromium)",
+)
 def test_start_form_shows_streaming_options(faulty_server):
     port = unused_port()
-    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--host", faulty_server.base_url,
-           "--web-host", "127.0.0.1", "--web-port", str(port)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        str(LOCUSTFILE),
+        "--host",
+        faulty_server.base_url,
+        "--web-host",
+        "127.0.0.1",
+        "--web-port",
+        str(port),
+    ]
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 30
@@ -100,7 +151,9 @@ def test_start_form_shows_streaming_options(faulty_server):
                 break
             except OSError:
                 time.sleep(0.3)
-        dom = _chromium("--virtual-time-budget=5000", "--dump-dom", f"http://127.0.0.1:{port}/").stdout.decode("utf-8", "replace")
+        dom = _chromium(
+            "--virtual-time-budget=5000", "--dump-dom", f"http://127.0.0.1:{port}/"
+        ).stdout.decode("utf-8", "replace")
         for option in ("max_tokens", "stall_timeout", "protocol"):
             assert option in dom, option
         # Anyone who reaches the UI must not pick an environment variable to send as a key, or

@@ -22,7 +22,9 @@ def _write(root: Path, files: dict[str, str]) -> None:
         path.write_text(textwrap.dedent(text))
 
 
-def test_a_project_with_its_own_verify_and_reports_packages_keeps_its_pytest(tmp_path: Path) -> None:
+def test_a_project_with_its_own_verify_and_reports_packages_keeps_its_pytest(
+    tmp_path: Path,
+) -> None:
     """A throwaway project whose own top-level packages have the names of our parts, with its
     own ``--slo``/``--run-dir`` options and ``slo`` marker, passes its own pytest in an
     environment where streamslo (and its pytest plugin) is installed."""
@@ -71,14 +73,22 @@ def test_a_project_with_its_own_verify_and_reports_packages_keeps_its_pytest(tmp
     env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "streamslo.verify.plugin", "-q", "tests"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "2 passed" in proc.stdout
     # The plugin was there all along, under its own prefixed names.
     help_text = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "streamslo.verify.plugin", "--help"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
     ).stdout
     assert "--streamslo-run-dir" in help_text and "--streamslo-slo" in help_text
 
@@ -99,7 +109,9 @@ def test_the_wheel_installs_one_top_level_name(tmp_path: Path) -> None:
     """The built wheel holds ``streamslo`` and its metadata, nothing else at the top level."""
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(REPO)],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (wheel,) = tmp_path.glob("streamslo-*.whl")
@@ -107,7 +119,11 @@ def test_the_wheel_installs_one_top_level_name(tmp_path: Path) -> None:
         names = zf.namelist()
         tops = {n.split("/", 1)[0] for n in names}
         dist_info = next(t for t in tops if t.endswith(".dist-info"))
-        top_level = zf.read(f"{dist_info}/top_level.txt").decode().split() if f"{dist_info}/top_level.txt" in names else ["streamslo"]
+        top_level = (
+            zf.read(f"{dist_info}/top_level.txt").decode().split()
+            if f"{dist_info}/top_level.txt" in names
+            else ["streamslo"]
+        )
         entry_points = zf.read(f"{dist_info}/entry_points.txt").decode()
         metadata = zf.read(f"{dist_info}/METADATA").decode()
     assert tops == {"streamslo", dist_info}, sorted(tops)
@@ -116,9 +132,12 @@ def test_the_wheel_installs_one_top_level_name(tmp_path: Path) -> None:
     # The package carries the locustfile ``streamslo run`` uses, and the server is an extra.
     assert "streamslo/loadgen/locustfile.py" in names
     # ... and the scenario files `--scenario nightly` names.
-    assert {"streamslo/scenario_files/nightly.toml", "streamslo/scenario_files/soak-short.toml"} <= set(names)
+    assert {
+        "streamslo/scenario_files/nightly.toml",
+        "streamslo/scenario_files/soak-short.toml",
+    } <= set(names)
     requires = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
-    assert any("torch" in r and "extra == \"server\"" in r for r in requires), requires
+    assert any("torch" in r and 'extra == "server"' in r for r in requires), requires
     assert not any("torch" in r and "extra" not in r for r in requires), requires
     # No pytest plugin among the plain dependencies but our own: pytest-asyncio, for one,
     # would change every other project's warnings.

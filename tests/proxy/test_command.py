@@ -21,15 +21,31 @@ from tests.stream.test_faulty_matrix import run_case
 
 
 def proxy_cmd(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "streamslo", "proxy", *args],
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "streamslo", "proxy", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_help_lists_every_fault():
     r = proxy_cmd("--help")
     assert r.returncode == 0, r.stderr
-    for option in ("--listen", "--upstream", "--latency", "--jitter", "--bandwidth", "--reset-after",
-                   "--blackhole-after", "--slow-close", "--direction", "--every", "--probability", "--seed"):
+    for option in (
+        "--listen",
+        "--upstream",
+        "--latency",
+        "--jitter",
+        "--bandwidth",
+        "--reset-after",
+        "--blackhole-after",
+        "--slow-close",
+        "--direction",
+        "--every",
+        "--probability",
+        "--seed",
+    ):
         assert option in r.stdout, option
 
 
@@ -44,7 +60,10 @@ def test_help_lists_every_fault():
         (("--upstream", "http://127.0.0.1:1", "--reset-after", "lots"), "--reset-after"),
         (("--upstream", "http://127.0.0.1:1", "--listen", "nowhere"), "--listen"),
         (("--upstream", "http://127.0.0.1:1", "--listen", "127.0.0.1:70000"), "--listen"),
-        (("--upstream", "http://127.0.0.1:1", "--every", "2", "--probability", "0.5"), "not allowed with"),
+        (
+            ("--upstream", "http://127.0.0.1:1", "--every", "2", "--probability", "0.5"),
+            "not allowed with",
+        ),
         (("--upstream", "http://127.0.0.1:1", "--probability", "1.5"), "--probability"),
         (("--upstream", "http://127.0.0.1:1", "--direction", "sideways"), "--direction"),
         (("--upstream", "http://127.0.0.1:1", "--burst", "100"), "--burst needs --bandwidth"),
@@ -86,8 +105,10 @@ def test_signal_exits_0_with_stats(faulty_server, sig):
         rec = run_case(proxy.url, "timed", "sse")
         # a stream still open when the signal comes is ended, not waited for
         with socket.create_connection((proxy.address.host, proxy.address.port), timeout=5) as held:
-            held.sendall(b"POST /s/stall_after_headers/v1/completions HTTP/1.1\r\nHost: x\r\n"
-                         b"Content-Length: 2\r\n\r\n{}")
+            held.sendall(
+                b"POST /s/stall_after_headers/v1/completions HTTP/1.1\r\nHost: x\r\n"
+                b"Content-Length: 2\r\n\r\n{}"
+            )
             assert held.recv(100).startswith(b"HTTP/1.1 200")  # headers, then silence
             t0 = time.perf_counter()
             rc = proxy.stop(sig)
@@ -105,8 +126,22 @@ def test_signal_exits_0_with_stats(faulty_server, sig):
 
 def test_first_line_names_the_address_and_faults(faulty_server):
     port = unused_port()
-    with spawn_proxy(["--upstream", faulty_server.base_url, "--listen", f"127.0.0.1:{port}",
-                      "--latency", "50", "--jitter", "10ms", "--bandwidth", "64KiB/s", "--every", "3"]) as proxy:
+    with spawn_proxy(
+        [
+            "--upstream",
+            faulty_server.base_url,
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--latency",
+            "50",
+            "--jitter",
+            "10ms",
+            "--bandwidth",
+            "64KiB/s",
+            "--every",
+            "3",
+        ]
+    ) as proxy:
         assert proxy.address.port == port
         rc = proxy.stop()
     assert rc == 0
@@ -125,10 +160,34 @@ def test_streamslo_run_through_the_proxy_mixes_good_and_cut_streams(faulty_serve
     with spawn_proxy(["--upstream", faulty_server.base_url, "--reset-after", "4500"]) as proxy:
         out = tmp_path / "run"
         r = subprocess.run(
-            [sys.executable, "-m", "streamslo", "run", "--host", proxy.url, "--out", str(out),
-             "--allow-invalid", "--model", "ok", "--users", "4", "--duration", "3", "--protocol", "mixed",
-             "--max-tokens", "8", "--drain", "3", "--stall-timeout", "2"],
-            capture_output=True, text=True, timeout=120,
+            [
+                sys.executable,
+                "-m",
+                "streamslo",
+                "run",
+                "--host",
+                proxy.url,
+                "--out",
+                str(out),
+                "--allow-invalid",
+                "--model",
+                "ok",
+                "--users",
+                "4",
+                "--duration",
+                "3",
+                "--protocol",
+                "mixed",
+                "--max-tokens",
+                "8",
+                "--drain",
+                "3",
+                "--stall-timeout",
+                "2",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         rc = proxy.stop()
     assert r.returncode == 99, r.stdout + r.stderr

@@ -25,8 +25,18 @@ from tests.test_cli import test_all_matches_public_names as check_all
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("0", 0), ("4096", 4096), ("64KiB", 65536), ("64kib", 65536), ("1KB", 1000), ("1.5MB", 1_500_000),
-     ("2MiB", 2 * 1024 * 1024), ("1GiB", 1024**3), ("10 B", 10), (" 7 ", 7)],
+    [
+        ("0", 0),
+        ("4096", 4096),
+        ("64KiB", 65536),
+        ("64kib", 65536),
+        ("1KB", 1000),
+        ("1.5MB", 1_500_000),
+        ("2MiB", 2 * 1024 * 1024),
+        ("1GiB", 1024**3),
+        ("10 B", 10),
+        (" 7 ", 7),
+    ],
 )
 def test_sizes(text, expected):
     assert parse_size(text) == expected
@@ -64,8 +74,12 @@ def test_rates_take_an_optional_per_second():
 
 @pytest.mark.parametrize(
     ("text", "endpoint"),
-    [("127.0.0.1:0", Endpoint("127.0.0.1", 0)), (":9000", Endpoint("127.0.0.1", 9000)),
-     ("[::1]:8080", Endpoint("::1", 8080)), ("0.0.0.0:80", Endpoint("0.0.0.0", 80))],
+    [
+        ("127.0.0.1:0", Endpoint("127.0.0.1", 0)),
+        (":9000", Endpoint("127.0.0.1", 9000)),
+        ("[::1]:8080", Endpoint("::1", 8080)),
+        ("0.0.0.0:80", Endpoint("0.0.0.0", 80)),
+    ],
 )
 def test_listen(text, endpoint):
     assert parse_listen(text) == endpoint
@@ -79,10 +93,16 @@ def test_bad_listen(bad):
 
 @pytest.mark.parametrize(
     ("text", "endpoint"),
-    [("http://127.0.0.1:8000", Endpoint("127.0.0.1", 8000)), ("http://example.com", Endpoint("example.com", 80)),
-     ("https://api.example.com/v1", Endpoint("api.example.com", 443)), ("ws://h:9/v1/ws", Endpoint("h", 9)),
-     ("wss://h", Endpoint("h", 443)), ("tcp://h:7", Endpoint("h", 7)), ("localhost:8000", Endpoint("localhost", 8000)),
-     ("http://[::1]:81", Endpoint("::1", 81))],
+    [
+        ("http://127.0.0.1:8000", Endpoint("127.0.0.1", 8000)),
+        ("http://example.com", Endpoint("example.com", 80)),
+        ("https://api.example.com/v1", Endpoint("api.example.com", 443)),
+        ("ws://h:9/v1/ws", Endpoint("h", 9)),
+        ("wss://h", Endpoint("h", 443)),
+        ("tcp://h:7", Endpoint("h", 7)),
+        ("localhost:8000", Endpoint("localhost", 8000)),
+        ("http://[::1]:81", Endpoint("::1", 81)),
+    ],
 )
 def test_upstream(text, endpoint):
     assert parse_upstream(text) == endpoint
@@ -106,10 +126,19 @@ def test_endpoint_text_and_loopback():
 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
-    [({"latency_s": -1}, "--latency"), ({"jitter_s": float("nan")}, "--jitter"), ({"slow_close_s": -0.1}, "--slow-close"),
-     ({"bandwidth": 0}, "--bandwidth"), ({"bandwidth": 10, "burst": 0}, "--burst"), ({"burst": 10}, "--burst needs"),
-     ({"reset_after": -1}, "--reset-after"), ({"blackhole_after": -3}, "--blackhole-after"), ({"every": 0}, "--every"),
-     ({"probability": 1.2}, "--probability"), ({"every": 2, "probability": 0.5}, "exclude each other")],
+    [
+        ({"latency_s": -1}, "--latency"),
+        ({"jitter_s": float("nan")}, "--jitter"),
+        ({"slow_close_s": -0.1}, "--slow-close"),
+        ({"bandwidth": 0}, "--bandwidth"),
+        ({"bandwidth": 10, "burst": 0}, "--burst"),
+        ({"burst": 10}, "--burst needs"),
+        ({"reset_after": -1}, "--reset-after"),
+        ({"blackhole_after": -3}, "--blackhole-after"),
+        ({"every": 0}, "--every"),
+        ({"probability": 1.2}, "--probability"),
+        ({"every": 2, "probability": 0.5}, "exclude each other"),
+    ],
 )
 def test_faults_validate_and_name_the_option(kwargs, message):
     with pytest.raises(ProxyConfigError, match=message) as info:
@@ -131,7 +160,16 @@ def test_describe():
     assert f.describe() == "latency=50ms reset-after=100B (both, probability 0.25, seed 9)"
 
 
-@pytest.mark.parametrize("name", ["streamslo.proxy", "streamslo.proxy.config", "streamslo.proxy.schedule",
-                                  "streamslo.proxy.engine", "streamslo.proxy.process", "streamslo.proxy.command"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "streamslo.proxy",
+        "streamslo.proxy.config",
+        "streamslo.proxy.schedule",
+        "streamslo.proxy.engine",
+        "streamslo.proxy.process",
+        "streamslo.proxy.command",
+    ],
+)
 def test_all_matches_public_names(name):
     check_all(name)

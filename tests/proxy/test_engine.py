@@ -69,7 +69,9 @@ async def connect(proxy: FaultProxy) -> socket.socket:
     return sock
 
 
-async def recv_all(sock: socket.socket, timeout: float = 10.0) -> tuple[bytes, BaseException | None, float]:
+async def recv_all(
+    sock: socket.socket, timeout: float = 10.0
+) -> tuple[bytes, BaseException | None, float]:
     """Read until EOF or an error: (bytes, the error or None, when the end came)."""
     loop = asyncio.get_running_loop()
     buf = bytearray()
@@ -140,7 +142,9 @@ async def test_upstream_reset_is_passed_to_the_client_without_a_traceback(caplog
         w.write(b"partial")
         await w.drain()
         await asyncio.sleep(0.05)
-        w.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        w.get_extra_info("socket").setsockopt(
+            socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+        )
         w.transport.abort()
 
     caplog.set_level(logging.DEBUG, logger="streamslo.proxy")
@@ -181,7 +185,10 @@ async def test_blackhole_keeps_both_sides_open_and_silent():
 
 
 async def test_blackhole_swallows_the_upstream_close():
-    async with upstream(sends(b"b" * 50)) as up, FaultProxy(up, Faults(blackhole_after=10)) as proxy:
+    async with (
+        upstream(sends(b"b" * 50)) as up,
+        FaultProxy(up, Faults(blackhole_after=10)) as proxy,
+    ):
         sock = await connect(proxy)
         data, err, _ = await recv_all(sock, timeout=0.5)
         sock.close()
@@ -249,7 +256,10 @@ async def test_jitter_keeps_every_byte_in_order():
                 await asyncio.sleep(0.002)
         w.close()
 
-    async with upstream(handler) as up, FaultProxy(up, Faults(latency_s=0.01, jitter_s=0.03, seed=3)) as proxy:
+    async with (
+        upstream(handler) as up,
+        FaultProxy(up, Faults(latency_s=0.01, jitter_s=0.03, seed=3)) as proxy,
+    ):
         sock = await connect(proxy)
         data, err, _ = await recv_all(sock)
         sock.close()
@@ -258,7 +268,10 @@ async def test_jitter_keeps_every_byte_in_order():
 
 
 async def test_bandwidth_caps_throughput():
-    async with upstream(sends(b"z" * 6000)) as up, FaultProxy(up, Faults(bandwidth=10_000, burst=500)) as proxy:
+    async with (
+        upstream(sends(b"z" * 6000)) as up,
+        FaultProxy(up, Faults(bandwidth=10_000, burst=500)) as proxy,
+    ):
         sock = await connect(proxy)
         t0 = time.perf_counter()
         data, err, t_end = await recv_all(sock)
@@ -276,7 +289,10 @@ async def test_direction_up_delays_the_request_not_the_answer():
         w.close()
 
     loop = asyncio.get_running_loop()
-    async with upstream(handler) as up, FaultProxy(up, Faults(latency_s=0.3, direction=Direction.UP)) as proxy:
+    async with (
+        upstream(handler) as up,
+        FaultProxy(up, Faults(latency_s=0.3, direction=Direction.UP)) as proxy,
+    ):
         sock = await connect(proxy)
         t0 = time.perf_counter()
         await loop.sock_sendall(sock, b"ping")
@@ -321,7 +337,10 @@ async def test_back_pressure_bounds_memory():
         w.close()
 
     limits = ProxyLimits(max_buffer=128 * 1024)
-    async with upstream(handler) as up, FaultProxy(up, Faults(latency_s=0.001), limits=limits) as proxy:
+    async with (
+        upstream(handler) as up,
+        FaultProxy(up, Faults(latency_s=0.001), limits=limits) as proxy,
+    ):
         sock = await connect(proxy)
         await asyncio.sleep(1.0)
         stalled_at = sent
@@ -365,11 +384,16 @@ async def test_hundreds_of_concurrent_connections():
     assert all(results), f"{results.count(False)} of {n} connections lost bytes"
     assert proxy.stats.connections == n
     assert proxy.stats.active == 0
-    assert proxy.stats.bytes_up == proxy.stats.bytes_down == sum(8192 + len(str(i)) for i in range(n))
+    assert (
+        proxy.stats.bytes_up == proxy.stats.bytes_down == sum(8192 + len(str(i)) for i in range(n))
+    )
 
 
 async def test_every_nth_connection_is_faulted():
-    async with upstream(sends(b"x" * 100)) as up, FaultProxy(up, Faults(reset_after=10, every=2)) as proxy:
+    async with (
+        upstream(sends(b"x" * 100)) as up,
+        FaultProxy(up, Faults(reset_after=10, every=2)) as proxy,
+    ):
         results = []
         for _ in range(4):
             sock = await connect(proxy)

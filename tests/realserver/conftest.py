@@ -38,8 +38,10 @@ def vllm_venv() -> Path:
     """The vLLM venv, or a visible skip."""
     value = os.environ.get(VENV_ENV)
     if not value:
-        pytest.skip(f"no real vLLM: set {VENV_ENV} to a venv made by "
-                    "tests/realserver/vllm_setup.py install (tox -e vllm does)")
+        pytest.skip(
+            f"no real vLLM: set {VENV_ENV} to a venv made by "
+            "tests/realserver/vllm_setup.py install (tox -e vllm does)"
+        )
     venv = Path(value).resolve()
     if not (venv / "bin" / "vllm").exists():
         pytest.fail(f"{VENV_ENV}={value}: no bin/vllm there (run vllm_setup.py install)")
@@ -50,14 +52,24 @@ def vllm_venv() -> Path:
 def vllm_model(vllm_venv: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny Llama, built with the vLLM venv's Python (seconds)."""
     model = Path(os.environ.get(MODEL_ENV) or tmp_path_factory.mktemp("tiny-llama")).resolve()
-    subprocess.run([str(vllm_venv / "bin" / "python"), str(HERE / "vllm_setup.py"),
-                    "build-model", str(vllm_venv), str(model)], check=True, timeout=600)
+    subprocess.run(
+        [
+            str(vllm_venv / "bin" / "python"),
+            str(HERE / "vllm_setup.py"),
+            "build-model",
+            str(vllm_venv),
+            str(model),
+        ],
+        check=True,
+        timeout=600,
+    )
     return model
 
 
 @pytest.fixture(scope="module")
-def vllm(vllm_venv: Path, vllm_model: Path,
-         tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def vllm(
+    vllm_venv: Path, vllm_model: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Any]:
     """``vllm serve`` on a free loopback port, its process group killed at the end."""
     log = tmp_path_factory.mktemp("vllm-log") / "serve.log"
     server = vllm_setup.start_server(vllm_venv, vllm_model, free_port(), log)
@@ -84,8 +96,19 @@ class Run:
 
 def run_streamslo(url: str, out: Path, *args: str, timeout: float = 300) -> Run:
     """``streamslo run`` against ``url`` with default flags plus ``args``, to its end."""
-    cmd = [sys.executable, "-m", "streamslo", "run", "--host", url, "--out", str(out),
-           "--progress", "off", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "streamslo",
+        "run",
+        "--host",
+        url,
+        "--out",
+        str(out),
+        "--progress",
+        "off",
+        *args,
+    ]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout)
     assert proc.returncode in (0, 99), f"exit {proc.returncode}:\n{proc.stderr[-3000:]}"
     return Run(proc.returncode, out, proc.stderr)

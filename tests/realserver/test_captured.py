@@ -41,12 +41,18 @@ from tests.stream.drive import Burst, drive_sse
 CAPTURES = Path(__file__).resolve().parent / "captures"
 SPLITS = [1, 7, 97, 1 << 20]
 
-MERGED = ("vLLM merged several tokens into one chunk (its API server fell behind): complete "
-          "(finish length, usage 64, [DONE]) with fewer chunks than tokens; without the chunks' "
-          "token ids (a run asks vLLM for them: --token-ids auto) a merge cannot be told from a "
-          "loss")
-STREAMS = ["chat_stream_empty_chunks.http", "completions_stream_empty_chunks.http",
-           "chat_stream_merged.http", "completions_stream_merged.http"]
+MERGED = (
+    "vLLM merged several tokens into one chunk (its API server fell behind): complete "
+    "(finish length, usage 64, [DONE]) with fewer chunks than tokens; without the chunks' "
+    "token ids (a run asks vLLM for them: --token-ids auto) a merge cannot be told from a "
+    "loss"
+)
+STREAMS = [
+    "chat_stream_empty_chunks.http",
+    "completions_stream_empty_chunks.http",
+    "chat_stream_merged.http",
+    "completions_stream_merged.http",
+]
 
 
 def _raw(name: str) -> bytes:
@@ -55,13 +61,15 @@ def _raw(name: str) -> bytes:
 
 def _events(name: str) -> list[Any]:
     body = _raw(name).partition(b"\r\n\r\n")[2]
-    return [json.loads(m) if m != b"[DONE]" else "[DONE]"
-            for m in re.findall(rb"^data: (.*)$", body, flags=re.M)]
+    return [
+        json.loads(m) if m != b"[DONE]" else "[DONE]"
+        for m in re.findall(rb"^data: (.*)$", body, flags=re.M)
+    ]
 
 
 def _replay(name: str, size: int, max_tokens: int, coalesced: bool = False) -> StreamRecord:
     raw = _raw(name)
-    pieces = [raw[i:i + size] for i in range(0, len(raw), size)]
+    pieces = [raw[i : i + size] for i in range(0, len(raw), size)]
     # a burst per read 1 ms apart, then EOF (the server closes: Connection: close)
     bursts = [Burst(0.001 * (i + 1), [p]) for i, p in enumerate(pieces)]
     expect = StreamExpectations(max_tokens=max_tokens, ignore_eos=True, coalesced_chunks=coalesced)
@@ -106,7 +114,11 @@ def test_vllms_token_ids_count_merged_chunks_exactly() -> None:
     with merged chunks), where counting chunks is not."""
     choices, texts = _choices("chat_stream_token_ids.http")
     per_chunk = [len(c.get("token_ids") or []) for c in choices]
-    assert sum(per_chunk) == 64 == _events("chat_stream_token_ids.http")[-2]["usage"]["completion_tokens"]
+    assert (
+        sum(per_chunk)
+        == 64
+        == _events("chat_stream_token_ids.http")[-2]["usage"]["completion_tokens"]
+    )
     assert max(per_chunk) > 1 and len(texts) < 64  # merged chunks
 
 
@@ -230,8 +242,14 @@ def test_a_scrape_of_vllm_tables_its_series_as_the_runs(tmp_path: Path) -> None:
         server.shutdown()
         server.server_close()
     evidence = load_server_evidence(tmp_path)
-    run = LoadedRun("run", "vllm", None, float(evidence.metrics["epoch"].min()), None,  # type: ignore[arg-type]
-                    evidence)
+    run = LoadedRun(
+        "run",
+        "vllm",
+        None,
+        float(evidence.metrics["epoch"].min()),
+        None,  # type: ignore[arg-type]
+        evidence,
+    )
     rows, _ = moved_samples(run)
     by = {r.title: r for r in rows if r.title}
     assert by["vLLM running requests"].value == 6.0
@@ -241,7 +259,10 @@ def test_a_scrape_of_vllm_tables_its_series_as_the_runs(tmp_path: Path) -> None:
     cpu = by["server process CPU"]
     idle = parse_prometheus_typed(texts[0].decode())[0]["process_cpu_seconds_total"]
     after = parse_prometheus_typed(texts[2].decode())[0]["process_cpu_seconds_total"]
-    assert cpu.last is not None and cpu.value == pytest.approx(after - idle) and cpu.value < cpu.last
+    assert (
+        cpu.last is not None and cpu.value == pytest.approx(after - idle) and cpu.value < cpu.last
+    )
     assert {"running", "waiting", "kv", "preempt", "cpu", "memory"} <= {
-        k.panel for k, _, _ in panel_series(run)}
+        k.panel for k, _, _ in panel_series(run)
+    }
     assert not any(r.sample.endswith(("_bucket", "_created")) for r in rows)

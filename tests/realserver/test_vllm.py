@@ -26,15 +26,25 @@ pytestmark = [pytest.mark.realserver, pytest.mark.load]
 # --allow-invalid: the load generator shares the machine with vLLM (2 cores here, and vLLM's
 # engine busy-polls one): it is saturated, so its latencies are not the server's, but what
 # these tests check (outcomes, tokens, messages, series) does not depend on them.
-LOAD = ("--users", "4", "--spawn-rate", "4", "--duration", "20s", "--max-tokens", "64",
-        "--allow-invalid")
+LOAD = (
+    "--users",
+    "4",
+    "--spawn-rate",
+    "4",
+    "--duration",
+    "20s",
+    "--max-tokens",
+    "64",
+    "--allow-invalid",
+)
 
 
 @pytest.fixture(scope="module")
 def chat_run(vllm: Any, tmp_path_factory: pytest.TempPathFactory) -> Run:
     out = tmp_path_factory.mktemp("chat") / "run"
-    return run_streamslo(vllm.url, out, "--endpoint", "chat", *LOAD,
-                         "--metrics-url", vllm.url + "/metrics")
+    return run_streamslo(
+        vllm.url, out, "--endpoint", "chat", *LOAD, "--metrics-url", vllm.url + "/metrics"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +58,10 @@ def _healthy(run: Run) -> None:
     counted = s[s["outcome"] != "cancelled"]
     ok = counted[counted["outcome"] == "ok"]
     # what came of it, in the message, whichever way it fails
-    msg = (f"outcomes {run.outcomes()}; tokens vs usage of the first rows: "
-           f"{s[['tokens', 'usage_completion_tokens', 'error']].head(3).to_dict('records')}")
+    msg = (
+        f"outcomes {run.outcomes()}; tokens vs usage of the first rows: "
+        f"{s[['tokens', 'usage_completion_tokens', 'error']].head(3).to_dict('records')}"
+    )
     assert len(counted) >= 20, msg
     assert len(ok) >= 0.99 * len(counted), msg
     assert (ok["tokens"] == ok["usage_completion_tokens"]).all(), msg
@@ -66,23 +78,32 @@ def test_a_healthy_vllm_is_all_ok_on_completions(completions_run: Run) -> None:
 
 
 @pytest.mark.parametrize("endpoint", ["chat", "completions"])
-def test_with_coalesced_chunks_a_healthy_vllm_is_all_ok(vllm: Any, tmp_path: Path,
-                                                        endpoint: str) -> None:
+def test_with_coalesced_chunks_a_healthy_vllm_is_all_ok(
+    vllm: Any, tmp_path: Path, endpoint: str
+) -> None:
     """What docs/servers.md tells vLLM users today: complete by [DONE], finish "length" and
     usage = max_tokens, tokens from usage (chunks are merged and some are empty)."""
-    run = run_streamslo(vllm.url, tmp_path / "run", "--endpoint", endpoint, *LOAD,
-                        "--coalesced-chunks")
+    run = run_streamslo(
+        vllm.url, tmp_path / "run", "--endpoint", endpoint, *LOAD, "--coalesced-chunks"
+    )
     _healthy(run)
 
 
 def test_the_scrape_shows_vllms_own_series(chat_run: Run, tmp_path: Path) -> None:
     from streamslo.reports import build_report
 
-    lines = [json.loads(x) for x in (chat_run.out / "server" / "metrics.jsonl").read_text().splitlines()]
+    lines = [
+        json.loads(x) for x in (chat_run.out / "server" / "metrics.jsonl").read_text().splitlines()
+    ]
     assert len(lines) >= 5
     names = {k.split("{")[0] for ln in lines for k in ln["metrics"]}
-    assert {"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
-            "vllm:num_preemptions_total", "process_cpu_seconds_total"} <= names
+    assert {
+        "vllm:num_requests_running",
+        "vllm:num_requests_waiting",
+        "vllm:kv_cache_usage_perc",
+        "vllm:num_preemptions_total",
+        "process_cpu_seconds_total",
+    } <= names
     res = build_report(None, chat_run.out, tmp_path / "report.html", resamples=50)
     (server,) = json.loads(res.json.read_text())["server"]
     by = {r["title"]: r for r in server["samples"] if r["title"]}
@@ -94,13 +115,28 @@ def test_the_scrape_shows_vllms_own_series(chat_run: Run, tmp_path: Path) -> Non
 
 
 def test_max_tokens_beyond_the_models_length_is_http_4xx_with_vllms_message(
-        vllm: Any, tmp_path: Path) -> None:
-    run = run_streamslo(vllm.url, tmp_path / "run", "--endpoint", "chat", "--users", "1",
-                        "--duration", "3s", "--max-tokens", "1000", "--allow-invalid")
+    vllm: Any, tmp_path: Path
+) -> None:
+    run = run_streamslo(
+        vllm.url,
+        tmp_path / "run",
+        "--endpoint",
+        "chat",
+        "--users",
+        "1",
+        "--duration",
+        "3s",
+        "--max-tokens",
+        "1000",
+        "--allow-invalid",
+    )
     assert set(run.outcomes()) == {"http_4xx"}, run.outcomes()
     assert (run.streams["status"] == 400).all()
-    assert run.streams["error"].str.contains(
-        "max_tokens=1000 cannot be greater than max_model_len=512").all()
+    assert (
+        run.streams["error"]
+        .str.contains("max_tokens=1000 cannot be greater than max_model_len=512")
+        .all()
+    )
     assert run.code == 99  # nothing began: the default SLO's rates have no data
 
 
@@ -108,11 +144,32 @@ def test_a_killed_engine_is_classified_and_fails_the_default_slo(vllm: Any, tmp_
     """SIGKILL to vLLM's engine processes 8 s into a 25 s run: the streams in flight and
     every request after it fail, and the default SLO fails. (Kills this module's server.)"""
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "streamslo", "run", "--host", vllm.url, "--out", str(out),
-           "--progress", "off", "--endpoint", "chat", "--users", "4", "--spawn-rate", "4",
-           "--duration", "25s", "--max-tokens", "400", "--allow-invalid"]
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "streamslo",
+        "run",
+        "--host",
+        vllm.url,
+        "--out",
+        str(out),
+        "--progress",
+        "off",
+        "--endpoint",
+        "chat",
+        "--users",
+        "4",
+        "--spawn-rate",
+        "4",
+        "--duration",
+        "25s",
+        "--max-tokens",
+        "400",
+        "--allow-invalid",
+    ]
+    proc = subprocess.Popen(
+        cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
     try:
         time.sleep(8)
         engines = vllm.engine_pids()
@@ -131,6 +188,8 @@ def test_a_killed_engine_is_classified_and_fails_the_default_slo(vllm: Any, tmp_
     after = run.streams[run.streams["started_at"] > killed_at + 1]
     assert len(after) and (after["outcome"] != "ok").all(), after["outcome"].value_counts()
     failed = {k: v for k, v in outcomes.items() if k not in ("ok", "cancelled")}
-    assert set(failed) <= {"error_event", "truncated", "http_5xx", "connect_error", "stalled"}, outcomes
+    assert set(failed) <= {"error_event", "truncated", "http_5xx", "connect_error", "stalled"}, (
+        outcomes
+    )
     slo = json.loads((out / "slo.json").read_text())
     assert any(not t["passed"] for t in slo["thresholds"]), slo

@@ -118,22 +118,38 @@ def install(venv: Path, force: bool = False) -> float:
     finally:
         os.unlink(constraints)
     # CUDA builds from PyPI that break vLLM's imports on a CPU-only machine.
-    _run([str(_python(venv)), "-m", "pip", "uninstall", "-q", "-y",
-          "torchvision", "torchaudio", "torchcodec"])
+    _run(
+        [
+            str(_python(venv)),
+            "-m",
+            "pip",
+            "uninstall",
+            "-q",
+            "-y",
+            "torchvision",
+            "torchaudio",
+            "torchcodec",
+        ]
+    )
     _shim_dist_info(venv)
     # Imports as the server will, so a broken venv fails here and not 60 s into a test.
-    _run([str(_python(venv)), "-c", "import vllm, vllm.entrypoints.openai.api_server"],
-         env=serve_env())
+    _run(
+        [str(_python(venv)), "-c", "import vllm, vllm.entrypoints.openai.api_server"],
+        env=serve_env(),
+    )
     seconds = time.monotonic() - t0
-    (venv / _READY).write_text(json.dumps({"vllm": VLLM, "torch": TORCH,
-                                           "install_s": round(seconds, 1)}) + "\n")
+    (venv / _READY).write_text(
+        json.dumps({"vllm": VLLM, "torch": TORCH, "install_s": round(seconds, 1)}) + "\n"
+    )
     return seconds
 
 
 def _site_packages(venv: Path) -> Path:
     out = subprocess.run(
         [str(_python(venv)), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     )
     return Path(out.stdout.strip())
 
@@ -181,12 +197,17 @@ def build_model(out: Path, vocab: int = 2000, seed: int = 0) -> Path:
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab, special_tokens=specials,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
+        vocab_size=vocab,
+        special_tokens=specials,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
     )
     tok.train_from_iterator(_corpus(), trainer=trainer)
     fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>",
+        tokenizer_object=tok,
+        unk_token="<unk>",
+        bos_token="<s>",
+        eos_token="</s>",
         model_max_length=MAX_MODEL_LEN,
     )
     fast.chat_template = _CHAT_TEMPLATE
@@ -194,10 +215,17 @@ def build_model(out: Path, vocab: int = 2000, seed: int = 0) -> Path:
 
     torch.manual_seed(seed)
     config = LlamaConfig(
-        vocab_size=tok.get_vocab_size(), hidden_size=64, intermediate_size=128,
-        num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2,
-        max_position_embeddings=MAX_MODEL_LEN, bos_token_id=1, eos_token_id=2,
-        tie_word_embeddings=False, torch_dtype="float32",
+        vocab_size=tok.get_vocab_size(),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=MAX_MODEL_LEN,
+        bos_token_id=1,
+        eos_token_id=2,
+        tie_word_embeddings=False,
+        torch_dtype="float32",
     )
     LlamaForCausalLM(config).save_pretrained(out, safe_serialization=True)
     (out / _BUILT).write_text("ok\n")
@@ -207,16 +235,18 @@ def build_model(out: Path, vocab: int = 2000, seed: int = 0) -> Path:
 def serve_env() -> dict[str, str]:
     """The environment ``vllm serve`` runs in: loopback only, offline, small KV cache."""
     env = dict(os.environ)
-    env.update({
-        "VLLM_HOST_IP": "127.0.0.1",
-        "VLLM_TARGET_DEVICE": "cpu",
-        # GiB of KV cache (the default, 4, is much more than a 512-token model needs).
-        "VLLM_CPU_KVCACHE_SPACE": "1",
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "VLLM_NO_USAGE_STATS": "1",
-        "DO_NOT_TRACK": "1",
-    })
+    env.update(
+        {
+            "VLLM_HOST_IP": "127.0.0.1",
+            "VLLM_TARGET_DEVICE": "cpu",
+            # GiB of KV cache (the default, 4, is much more than a 512-token model needs).
+            "VLLM_CPU_KVCACHE_SPACE": "1",
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "VLLM_NO_USAGE_STATS": "1",
+            "DO_NOT_TRACK": "1",
+        }
+    )
     return env
 
 
@@ -255,8 +285,14 @@ class VllmServer:
             os.killpg(self.proc.pid, signal.SIGKILL)
 
 
-def start_server(venv: Path, model: Path, port: int, log: Path,
-                 timeout: float = 600.0, extra: tuple[str, ...] = ()) -> VllmServer:
+def start_server(
+    venv: Path,
+    model: Path,
+    port: int,
+    log: Path,
+    timeout: float = 600.0,
+    extra: tuple[str, ...] = (),
+) -> VllmServer:
     """Start ``vllm serve`` on 127.0.0.1:``port`` and wait until ``/v1/models`` answers.
 
     Raises:
@@ -264,20 +300,30 @@ def start_server(venv: Path, model: Path, port: int, log: Path,
             in the message).
     """
     cmd = [
-        str(venv / "bin" / "vllm"), "serve", str(model),
-        "--host", "127.0.0.1", "--port", str(port),
-        "--served-model-name", MODEL_NAME,
-        "--max-model-len", str(MAX_MODEL_LEN),
-        "--dtype", "float32",
-        "--max-num-seqs", "32",
+        str(venv / "bin" / "vllm"),
+        "serve",
+        str(model),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--served-model-name",
+        MODEL_NAME,
+        "--max-model-len",
+        str(MAX_MODEL_LEN),
+        "--dtype",
+        "float32",
+        "--max-num-seqs",
+        "32",
         # No graph capture or compilation: start-up is dominated by warming the model up.
         "--enforce-eager",
         *extra,
     ]
     fh = open(log, "wb")  # noqa: SIM115 - the server writes it until it stops
     t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=serve_env(),
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, stdout=fh, stderr=subprocess.STDOUT, env=serve_env(), start_new_session=True
+    )
     fh.close()
     server = VllmServer(proc, f"http://127.0.0.1:{port}", 0.0, log)
     while time.monotonic() - t0 < timeout:
@@ -293,8 +339,9 @@ def start_server(venv: Path, model: Path, port: int, log: Path,
         time.sleep(1.0)
     server.stop()
     tail = log.read_text(errors="replace")[-4000:]
-    raise RuntimeError(f"vllm serve did not come up in {timeout:.0f} s "
-                       f"(exit {proc.returncode}); log tail:\n{tail}")
+    raise RuntimeError(
+        f"vllm serve did not come up in {timeout:.0f} s (exit {proc.returncode}); log tail:\n{tail}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -317,8 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.cmd == "build-model":
         if Path(sys.prefix).resolve() != args.venv.resolve():
             # The model is built with the vLLM venv's torch and transformers.
-            _run([str(_python(args.venv)), __file__, "build-model", str(args.venv),
-                  str(args.dir)])
+            _run([str(_python(args.venv)), __file__, "build-model", str(args.venv), str(args.dir)])
         else:
             build_model(args.dir)
             print(f"model in {args.dir}")

@@ -39,8 +39,14 @@ def main() -> None:
         while len(shared) + len(own) < blocks:
             own.append(next_id)
             next_id += 1
-        lines.append({"timestamp": round(ms), "input_length": input_length,
-                      "output_length": rng.randint(4, 24), "hash_ids": shared + own})
+        lines.append(
+            {
+                "timestamp": round(ms),
+                "input_length": input_length,
+                "output_length": rng.randint(4, 24),
+                "hash_ids": shared + own,
+            }
+        )
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text("".join(json.dumps(x) + "\n" for x in lines))
 

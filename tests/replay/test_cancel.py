@@ -17,28 +17,39 @@ from streamslo.stream.tracker import StreamTracker
 from streamslo.verify.testing import stream_row, write_run
 
 
-def chunk(content: str | None = None, finish: str | None = None, usage: dict | None = None) -> bytes:
-    obj: dict = {"choices": [{"index": 0, "delta": {"content": content} if content else {}, "finish_reason": finish}]}
+def chunk(
+    content: str | None = None, finish: str | None = None, usage: dict | None = None
+) -> bytes:
+    obj: dict = {
+        "choices": [
+            {"index": 0, "delta": {"content": content} if content else {}, "finish_reason": finish}
+        ]
+    }
     if usage is not None:
         obj["usage"] = usage
     return b"data: " + json.dumps(obj).encode() + b"\n\n"
 
 
-@pytest.mark.parametrize(("text", "unit", "low", "high", "spec"), [
-    ("2s", "s", 2.0, 2.0, "2s"),
-    ("500ms", "s", 0.5, 0.5, "500ms"),
-    ("1.5", "s", 1.5, 1.5, "1.5s"),
-    ("20tok", "tok", 20, 20, "20tok"),
-    ("uniform:1s,3s", "s", 1.0, 3.0, "uniform:1s,3s"),
-    ("uniform:10tok,40tok", "tok", 10, 40, "uniform:10tok,40tok"),
-])
+@pytest.mark.parametrize(
+    ("text", "unit", "low", "high", "spec"),
+    [
+        ("2s", "s", 2.0, 2.0, "2s"),
+        ("500ms", "s", 0.5, 0.5, "500ms"),
+        ("1.5", "s", 1.5, 1.5, "1.5s"),
+        ("20tok", "tok", 20, 20, "20tok"),
+        ("uniform:1s,3s", "s", 1.0, 3.0, "uniform:1s,3s"),
+        ("uniform:10tok,40tok", "tok", 10, 40, "uniform:10tok,40tok"),
+    ],
+)
 def test_cancel_after_forms(text, unit, low, high, spec):
     c = CancelAfter.parse(text)
     assert (c.unit, c.low, c.high, c.spec()) == (unit, low, high, spec)
     assert CancelAfter.parse(c.spec()) == c
 
 
-@pytest.mark.parametrize("bad", ["0s", "-1s", "2.5tok", "uniform:1s,5tok", "uniform:3s,1s", "normal:1,2", "soon"])
+@pytest.mark.parametrize(
+    "bad", ["0s", "-1s", "2.5tok", "uniform:1s,5tok", "uniform:3s,1s", "normal:1,2", "soon"]
+)
 def test_bad_cancel_after_is_rejected(bad):
     with pytest.raises(ValueError, match="cancel delay"):
         CancelAfter.parse(bad)
@@ -81,7 +92,9 @@ def test_hang_up_after_a_time_and_a_stream_that_ends_first():
     assert rec.outcome == "client_cancelled" and rec.e2e_s == pytest.approx(0.5)
     # AIPerf's semantics: a stream that ends before its delay ends normally.
     rec2, tr2 = _tracker(StreamExpectations(max_tokens=1, cancel_after_s=0.5))
-    tr2.on_sse_bytes(10.1, chunk("a") + chunk(None, "length", {"completion_tokens": 1}) + b"data: [DONE]\n\n")
+    tr2.on_sse_bytes(
+        10.1, chunk("a") + chunk(None, "length", {"completion_tokens": 1}) + b"data: [DONE]\n\n"
+    )
     tr2.on_eof(10.2, True)
     assert rec2.outcome == "ok"
     # A real request timeout shorter than the hang-up stays a timeout.
@@ -93,7 +106,11 @@ def test_hang_up_after_a_time_and_a_stream_that_ends_first():
 
 def test_cached_tokens_come_from_usage():
     rec, tr = _tracker(StreamExpectations(max_tokens=1))
-    usage = {"prompt_tokens": 40, "completion_tokens": 1, "prompt_tokens_details": {"cached_tokens": 32}}
+    usage = {
+        "prompt_tokens": 40,
+        "completion_tokens": 1,
+        "prompt_tokens_details": {"cached_tokens": 32},
+    }
     tr.on_sse_bytes(10.1, chunk("a") + chunk(None, "length", usage) + b"data: [DONE]\n\n")
     assert rec.outcome == "ok" and rec.cached_tokens == 32 and rec.row()["cached_tokens"] == 32
 
@@ -101,10 +118,20 @@ def test_cached_tokens_come_from_usage():
 def test_client_cancelled_moves_no_rate(tmp_path):
     """Adding client hang-ups to a run leaves every rate and latency where it was."""
     base = [stream_row(f"s{i}", ttft_ms=50.0 + i) for i in range(8)]
-    base += [stream_row("bad", outcome="truncated", ttft_ms=70.0), stream_row("five", outcome="http_5xx", status=503, ttft_ms=None)]
-    hung = [stream_row(f"c{i}", outcome="client_cancelled", ttft_ms=999.0, e2e_ms=120.0) for i in range(3)]
+    base += [
+        stream_row("bad", outcome="truncated", ttft_ms=70.0),
+        stream_row("five", outcome="http_5xx", status=503, ttft_ms=None),
+    ]
+    hung = [
+        stream_row(f"c{i}", outcome="client_cancelled", ttft_ms=999.0, e2e_ms=120.0)
+        for i in range(3)
+    ]
     a = summarize(load_run(write_run(tmp_path / "a", base)))
-    b_data = load_run(write_run(tmp_path / "b", base + hung, run={"valid": True, "workload": {"cancel": {"rate": 0.2}}}))
+    b_data = load_run(
+        write_run(
+            tmp_path / "b", base + hung, run={"valid": True, "workload": {"cancel": {"rate": 0.2}}}
+        )
+    )
     b = summarize(b_data)
     for key in ("truncation_rate", "http_5xx_rate", "error_rate"):
         assert a[key] == b[key] and a[key] is not None
@@ -112,4 +139,3 @@ def test_client_cancelled_moves_no_rate(tmp_path):
     assert b["outcomes"]["client_cancelled"] == 3 and b["requests"] == a["requests"] + 3
     assert "client_cancelled" in OUTCOMES and "client_cancelled" not in FAILURE_OUTCOMES
     assert replay_figures(b_data)["client_cancelled"] == {"count": 3, "fraction": 3 / 13}
-

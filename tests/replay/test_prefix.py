@@ -25,8 +25,12 @@ def test_equal_hash_ids_give_equal_text_and_lengths_hold():
 
 def test_prompts_are_reproducible_and_seeded():
     req = TraceRequest(5, 0.0, 30, 1, (4, 5))
-    assert TracePrompts(TextMeasure(), 1, 16).prompt(req) == TracePrompts(TextMeasure(), 1, 16).prompt(req)
-    assert TracePrompts(TextMeasure(), 1, 16).prompt(req) != TracePrompts(TextMeasure(), 2, 16).prompt(req)
+    assert TracePrompts(TextMeasure(), 1, 16).prompt(req) == TracePrompts(
+        TextMeasure(), 1, 16
+    ).prompt(req)
+    assert TracePrompts(TextMeasure(), 1, 16).prompt(req) != TracePrompts(
+        TextMeasure(), 2, 16
+    ).prompt(req)
     # Without hash ids every request is unique text of its length.
     tp = TracePrompts(TextMeasure(), 1, 16)
     x, y = tp.prompt(TraceRequest(0, 0.0, 12, 1)), tp.prompt(TraceRequest(1, 0.0, 12, 1))

@@ -27,7 +27,19 @@ EXCERPT = Path(__file__).resolve().parent / "data" / "mooncake_excerpt.jsonl"
 
 
 def run(host: str, out: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "streamslo", "run", "--host", host, "--out", str(out), "--allow-invalid", "--quiet", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "streamslo",
+        "run",
+        "--host",
+        host,
+        "--out",
+        str(out),
+        "--allow-invalid",
+        "--quiet",
+        *args,
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=REPO)
 
 
@@ -45,7 +57,11 @@ def _metrics(url: str) -> dict[str, float]:
 
 def _excerpt(tmp_path: Path, seconds: float) -> Path:
     """The excerpt's first ``seconds`` (the first burst included)."""
-    lines = [ln for ln in EXCERPT.read_text().splitlines() if json.loads(ln)["timestamp"] <= seconds * 1000]
+    lines = [
+        ln
+        for ln in EXCERPT.read_text().splitlines()
+        if json.loads(ln)["timestamp"] <= seconds * 1000
+    ]
     p = tmp_path / "excerpt.jsonl"
     p.write_text("\n".join(lines) + "\n")
     return p
@@ -55,7 +71,18 @@ def test_trace_replays_at_its_offsets_with_its_lengths(server, tmp_path):
     trace = _excerpt(tmp_path, 12.0)
     want = list(iter_trace(trace))
     out = tmp_path / "run"
-    r = run(server.url, out, "--trace", str(trace), "--trace-speed", "3", "--processes", "2", "--drain", "5")
+    r = run(
+        server.url,
+        out,
+        "--trace",
+        str(trace),
+        "--trace-speed",
+        "3",
+        "--processes",
+        "2",
+        "--drain",
+        "5",
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     s = pd.read_csv(out / "streams.csv")
     assert len(s) == len(want) and (s["outcome"] == "ok").all()
@@ -76,11 +103,14 @@ def test_trace_replays_at_its_offsets_with_its_lengths(server, tmp_path):
     assert np.allclose(s["schedule_lag_ms"], lag, atol=0.01)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["schedule_lag_ms"]["count"] == len(s)
-    assert summary["schedule_lag_ms"]["p99"] == pytest.approx(np.percentile(s["schedule_lag_ms"], 99))
+    assert summary["schedule_lag_ms"]["p99"] == pytest.approx(
+        np.percentile(s["schedule_lag_ms"], 99)
+    )
     run_json = json.loads((out / "run.json").read_text())
     tr = run_json["workload"]["trace"]
     assert tr["name"] == "excerpt.jsonl" and tr["format"] == "mooncake" and tr["speed"] == 3
     import hashlib
+
     assert tr["sha256"] == hashlib.sha256(trace.read_bytes()).hexdigest()
     # The run ended when the trace did (not at a fixed duration).
     assert run_json["end_epoch"] - run_json["start_epoch"] < 12.0 / 3 + 20
@@ -104,8 +134,20 @@ def test_late_arrivals_are_dropped_and_counted_when_asked(server, tmp_path):
     catch-up burst."""
     trace = _excerpt(tmp_path, 30.0)
     out = tmp_path / "drop"
-    r = run(server.url, out, "--trace", str(trace), "--trace-speed", "200", "--trace-late", "drop",
-            "--trace-max-lag", "1ms", "--drain", "5")
+    r = run(
+        server.url,
+        out,
+        "--trace",
+        str(trace),
+        "--trace-speed",
+        "200",
+        "--trace-late",
+        "drop",
+        "--trace-max-lag",
+        "1ms",
+        "--drain",
+        "5",
+    )
     assert r.returncode in (0, 99), r.stderr
     s = pd.read_csv(out / "streams.csv")
     summary = json.loads((out / "summary.json").read_text())
@@ -117,8 +159,28 @@ def test_late_arrivals_are_dropped_and_counted_when_asked(server, tmp_path):
 
 def test_hang_ups_are_their_own_outcome_and_the_server_frees_them(server, tmp_path):
     out = tmp_path / "cancel"
-    r = run(server.url, out, "--users", "6", "--duration", "4", "--max-tokens", "16", "--protocol", "mixed",
-            "--cancel-rate", "0.3", "--cancel-after", "4tok", "--cancel-check", "5s", "--seed", "11", "--drain", "5")
+    r = run(
+        server.url,
+        out,
+        "--users",
+        "6",
+        "--duration",
+        "4",
+        "--max-tokens",
+        "16",
+        "--protocol",
+        "mixed",
+        "--cancel-rate",
+        "0.3",
+        "--cancel-after",
+        "4tok",
+        "--cancel-check",
+        "5s",
+        "--seed",
+        "11",
+        "--drain",
+        "5",
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     s = pd.read_csv(out / "streams.csv")
     summary = json.loads((out / "summary.json").read_text())
@@ -137,12 +199,30 @@ def test_hang_ups_are_their_own_outcome_and_the_server_frees_them(server, tmp_pa
 
 
 def test_a_server_that_leaks_hung_up_streams_fails_the_check(tmp_path):
-    with BundledServer(["--mode", "fixed", "--fault", "leak-cancelled", "--graceful-timeout", "1"],
-                       tmp_path / "leak.log") as leak:
+    with BundledServer(
+        ["--mode", "fixed", "--fault", "leak-cancelled", "--graceful-timeout", "1"],
+        tmp_path / "leak.log",
+    ) as leak:
         leak.wait_ready()
         out = tmp_path / "leak"
-        r = run(leak.url, out, "--users", "4", "--duration", "5", "--max-tokens", "16",
-                "--cancel-rate", "0.8", "--cancel-after", "3tok", "--cancel-check", "2s", "--drain", "5")
+        r = run(
+            leak.url,
+            out,
+            "--users",
+            "4",
+            "--duration",
+            "5",
+            "--max-tokens",
+            "16",
+            "--cancel-rate",
+            "0.8",
+            "--cancel-after",
+            "3tok",
+            "--cancel-check",
+            "2s",
+            "--drain",
+            "5",
+        )
         assert r.returncode == 99, r.stdout + r.stderr
         assert "did not free the streams" in r.stderr
         run_json = json.loads((out / "run.json").read_text())
@@ -155,12 +235,29 @@ def test_a_server_that_leaks_hung_up_streams_fails_the_check(tmp_path):
 def test_prefix_groups_hit_rate_matches_the_servers_count(server, tmp_path):
     before = _metrics(server.url)
     out = tmp_path / "prefix"
-    r = run(server.url, out, "--users", "4", "--duration", "4", "--max-tokens", "4",
-            "--prefix-groups", "4", "--prefix-tokens", "300", "--drain", "5")
+    r = run(
+        server.url,
+        out,
+        "--users",
+        "4",
+        "--duration",
+        "4",
+        "--max-tokens",
+        "4",
+        "--prefix-groups",
+        "4",
+        "--prefix-tokens",
+        "300",
+        "--drain",
+        "5",
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     after = _metrics(server.url)
     hits = after["streamslo_prefix_cache_hits_total"] - before["streamslo_prefix_cache_hits_total"]
-    queries = after["streamslo_prefix_cache_queries_total"] - before["streamslo_prefix_cache_queries_total"]
+    queries = (
+        after["streamslo_prefix_cache_queries_total"]
+        - before["streamslo_prefix_cache_queries_total"]
+    )
     pc = json.loads((out / "summary.json").read_text())["prefix_cache"]
     assert pc["cached_tokens"] == hits and pc["prompt_tokens"] == queries
     assert pc["hit_rate"] == pytest.approx(hits / queries)

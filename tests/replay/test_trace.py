@@ -23,50 +23,82 @@ def _write(tmp_path: Path, name: str, text: str) -> Path:
 
 
 def test_mooncake_offsets_lengths_and_hash_ids(tmp_path):
-    p = _write(tmp_path, "t.jsonl", "\n".join(json.dumps(x) for x in [
-        {"timestamp": 1000, "input_length": 600, "output_length": 5, "hash_ids": [1, 2]},
-        {"timestamp": 1250, "input_length": 100, "output_length": 7, "hash_ids": [1]},
-        {"timestamp": 4000, "input_length": 9, "output_length": 1, "hash_ids": []},
-    ]) + "\n\n")
+    p = _write(
+        tmp_path,
+        "t.jsonl",
+        "\n".join(
+            json.dumps(x)
+            for x in [
+                {"timestamp": 1000, "input_length": 600, "output_length": 5, "hash_ids": [1, 2]},
+                {"timestamp": 1250, "input_length": 100, "output_length": 7, "hash_ids": [1]},
+                {"timestamp": 4000, "input_length": 9, "output_length": 1, "hash_ids": []},
+            ]
+        )
+        + "\n\n",
+    )
     assert detect_format(p) == "mooncake"
     reqs = list(iter_trace(p))
     # Offsets count from the first request, in seconds (the timestamps are milliseconds).
     assert [r.offset_s for r in reqs] == [0.0, 0.25, 3.0]
     assert [(r.input_tokens, r.output_tokens, r.hash_ids) for r in reqs] == [
-        (600, 5, (1, 2)), (100, 7, (1,)), (9, 1, ())]
+        (600, 5, (1, 2)),
+        (100, 7, (1,)),
+        (9, 1, ()),
+    ]
     assert [r.index for r in reqs] == [0, 1, 2]
 
 
 def test_plain_jsonl_and_csv_time_columns(tmp_path):
-    j = _write(tmp_path, "t.jsonl", '{"time": 10.5, "prompt_tokens": 3, "max_tokens": 4}\n'
-                                    '{"time": 11.0, "input_tokens": 5, "output_tokens": 6}\n')
+    j = _write(
+        tmp_path,
+        "t.jsonl",
+        '{"time": 10.5, "prompt_tokens": 3, "max_tokens": 4}\n'
+        '{"time": 11.0, "input_tokens": 5, "output_tokens": 6}\n',
+    )
     assert detect_format(j) == "jsonl"
-    assert [(r.offset_s, r.input_tokens, r.output_tokens) for r in iter_trace(j)] == [(0.0, 3, 4), (0.5, 5, 6)]
-    c = _write(tmp_path, "t.csv", "timestamp,input_length,output_length,hash_ids\n"
-                                  "500,10,2,1 2\n"
-                                  "2500,20,3,\n")
+    assert [(r.offset_s, r.input_tokens, r.output_tokens) for r in iter_trace(j)] == [
+        (0.0, 3, 4),
+        (0.5, 5, 6),
+    ]
+    c = _write(
+        tmp_path,
+        "t.csv",
+        "timestamp,input_length,output_length,hash_ids\n500,10,2,1 2\n2500,20,3,\n",
+    )
     assert detect_format(c) == "csv"
     reqs = list(iter_trace(c))
     assert [(r.offset_s, r.input_tokens, r.output_tokens, r.hash_ids) for r in reqs] == [
-        (0.0, 10, 2, (1, 2)), (2.0, 20, 3, ())]
+        (0.0, 10, 2, (1, 2)),
+        (2.0, 20, 3, ()),
+    ]
 
 
 def test_burstgpt_columns_and_failed_rows_skipped(tmp_path):
-    p = _write(tmp_path, "burst.csv",
-               "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
-               "5,ChatGPT,472,18,490,Conversation log\n"
-               "45,ChatGPT,1087,0,1087,Conversation log\n"
-               "118,GPT-4,417,276,693,API log\n")
+    p = _write(
+        tmp_path,
+        "burst.csv",
+        "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+        "5,ChatGPT,472,18,490,Conversation log\n"
+        "45,ChatGPT,1087,0,1087,Conversation log\n"
+        "118,GPT-4,417,276,693,API log\n",
+    )
     assert detect_format(p) == "burstgpt"
     reqs = list(iter_trace(p))
-    assert [(r.index, r.offset_s, r.input_tokens, r.output_tokens) for r in reqs] == [(0, 0.0, 472, 18), (1, 113.0, 417, 276)]
+    assert [(r.index, r.offset_s, r.input_tokens, r.output_tokens) for r in reqs] == [
+        (0, 0.0, 472, 18),
+        (1, 113.0, 417, 276),
+    ]
     info = describe_trace(p)
     assert (info.requests, info.skipped, info.span_s, info.format) == (2, 1, 113.0, "burstgpt")
 
 
 def test_bad_lines_name_the_file_and_line(tmp_path):
-    p = _write(tmp_path, "t.jsonl", '{"timestamp": 0, "input_length": 5, "output_length": 2, "hash_ids": []}\n'
-                                    '{"timestamp": 1, "input_length": "many", "output_length": 2, "hash_ids": []}\n')
+    p = _write(
+        tmp_path,
+        "t.jsonl",
+        '{"timestamp": 0, "input_length": 5, "output_length": 2, "hash_ids": []}\n'
+        '{"timestamp": 1, "input_length": "many", "output_length": 2, "hash_ids": []}\n',
+    )
     with pytest.raises(BadInputError, match=r"t\.jsonl:2: input_length must be a whole number"):
         list(iter_trace(p))
     q = _write(tmp_path, "q.jsonl", '{"timestamp": 0, "input_length": 5}\n')
@@ -106,18 +138,33 @@ def test_iterating_reads_as_it_goes(tmp_path):
 def test_trace_scenarios_parse_and_name_their_mistakes(tmp_path):
     from streamslo.workload.scenarios import ScenarioFileError, parse_scenarios
 
-    (sc,) = parse_scenarios({"r": {"executor": "trace", "trace": str(EXCERPT), "speed": 2, "late": "drop",
-                                   "maxLag": "10ms", "maxVUs": 40}}, "s.toml")
+    (sc,) = parse_scenarios(
+        {
+            "r": {
+                "executor": "trace",
+                "trace": str(EXCERPT),
+                "speed": 2,
+                "late": "drop",
+                "maxLag": "10ms",
+                "maxVUs": 40,
+            }
+        },
+        "s.toml",
+    )
     assert (sc.trace_speed, sc.trace_late, sc.trace_max_lag, sc.max_vus) == (2.0, "drop", 0.01, 40)
     assert sc.duration == pytest.approx(describe_trace(EXCERPT).span_s / 2)
     with pytest.raises(ScenarioFileError, match=r"\[scenarios.r\]: trace is required"):
         parse_scenarios({"r": {"executor": "trace"}}, "s.toml")
     with pytest.raises(ScenarioFileError, match="expected send or drop"):
-        parse_scenarios({"r": {"executor": "trace", "trace": str(EXCERPT), "late": "later"}}, "s.toml")
+        parse_scenarios(
+            {"r": {"executor": "trace", "trace": str(EXCERPT), "late": "later"}}, "s.toml"
+        )
     with pytest.raises(ScenarioFileError, match="'rate' does not apply to trace"):
         parse_scenarios({"r": {"executor": "trace", "trace": str(EXCERPT), "rate": 3}}, "s.toml")
     with pytest.raises(ScenarioFileError, match="cannot read the trace"):
-        parse_scenarios({"r": {"executor": "trace", "trace": str(tmp_path / "nope.jsonl")}}, "s.toml")
+        parse_scenarios(
+            {"r": {"executor": "trace", "trace": str(tmp_path / "nope.jsonl")}}, "s.toml"
+        )
 
 
 def _config(*argv: str):
@@ -127,7 +174,9 @@ def _config(*argv: str):
 
     p = argparse.ArgumentParser(exit_on_error=False)
     runner.add_arguments(p)
-    return runner.config_from_args(p.parse_args(["--host", "http://127.0.0.1:9", "--out", "/tmp/x", *argv]))
+    return runner.config_from_args(
+        p.parse_args(["--host", "http://127.0.0.1:9", "--out", "/tmp/x", *argv])
+    )
 
 
 def test_a_trace_run_lasts_the_trace_and_sets_the_arrivals_alone():

@@ -17,9 +17,23 @@ import pandas as pd
 import pytest
 
 COLUMNS = (
-    "stream_id", "protocol", "user_class", "started_at", "scheduled_at", "status", "outcome",
-    "connect_ms", "ttft_ms", "e2e_ms", "tokens", "expected_tokens", "usage_completion_tokens",
-    "finish_reason", "max_gap_ms", "bytes", "error",
+    "stream_id",
+    "protocol",
+    "user_class",
+    "started_at",
+    "scheduled_at",
+    "status",
+    "outcome",
+    "connect_ms",
+    "ttft_ms",
+    "e2e_ms",
+    "tokens",
+    "expected_tokens",
+    "usage_completion_tokens",
+    "finish_reason",
+    "max_gap_ms",
+    "bytes",
+    "error",
 )
 START = 1_700_000_000.0
 
@@ -58,8 +72,18 @@ def write_run(
         proto = "sse" if i % 2 == 0 else "ws"
         started = START + (duration - 8) * i / n
         if i < http5xx:
-            rows.append(dict(stream_id=sid, protocol=proto, user_class="U", started_at=started,
-                             status=500, outcome="http_5xx", connect_ms=1.0, error="500"))
+            rows.append(
+                dict(
+                    stream_id=sid,
+                    protocol=proto,
+                    user_class="U",
+                    started_at=started,
+                    status=500,
+                    outcome="http_5xx",
+                    connect_ms=1.0,
+                    error="500",
+                )
+            )
             continue
         ttft = float(rng.gamma(4.0, 25.0))
         g = rng.gamma(4.0, gap_ms / 4.0, size=tokens - 1)
@@ -73,15 +97,26 @@ def write_run(
         for k in range(tokens - 1):
             gaps.append((sid, k + 1, float(g[k]), float(t_rel[k]), opens[k]))
         got = tokens - 1 if truncated else tokens
-        rows.append(dict(
-            stream_id=sid, protocol=proto, user_class="U", started_at=started,
-            status=200 if proto == "sse" else 101,
-            outcome="truncated" if truncated else "ok", connect_ms=1.0, ttft_ms=ttft,
-            e2e_ms=ttft + float(g.sum()), tokens=got, expected_tokens=tokens,
-            usage_completion_tokens=None if truncated else tokens,
-            finish_reason=None if truncated else "length", max_gap_ms=float(g.max()),
-            bytes=100 * got, error="reset" if truncated else None,
-        ))
+        rows.append(
+            dict(
+                stream_id=sid,
+                protocol=proto,
+                user_class="U",
+                started_at=started,
+                status=200 if proto == "sse" else 101,
+                outcome="truncated" if truncated else "ok",
+                connect_ms=1.0,
+                ttft_ms=ttft,
+                e2e_ms=ttft + float(g.sum()),
+                tokens=got,
+                expected_tokens=tokens,
+                usage_completion_tokens=None if truncated else tokens,
+                finish_reason=None if truncated else "length",
+                max_gap_ms=float(g.max()),
+                bytes=100 * got,
+                error="reset" if truncated else None,
+            )
+        )
     with (path / "streams.csv").open("w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(COLUMNS)
@@ -90,14 +125,29 @@ def write_run(
     frame = pd.DataFrame(gaps, columns=["stream_id", "index", "gap_ms", "t", "open"])
     frame.to_parquet(path / "gaps.parquet", index=False)
     meta = {
-        "tool_version": "0.1.0", "start": "2023-11-14T22:13:20Z", "end": "2023-11-14T22:13:50Z",
-        "start_epoch": START, "end_epoch": START + duration, "target": "http://127.0.0.1:8000",
-        "scenario": "default", "users": 50, "protocol": "mixed", "protocol_mix": None,
-        "stall_timeout": 10.0, "max_tokens": tokens, "locust_version": "2.40",
-        "server_mode": None, "server": None,
-        "generator": {"peak_cpu_percent": 40.0, "cpu_busy_fraction": 0.0, "lag_p99_ms": 2.0,
-                      "processes": 1},
-        "valid": True, "invalid_reason": None,
+        "tool_version": "0.1.0",
+        "start": "2023-11-14T22:13:20Z",
+        "end": "2023-11-14T22:13:50Z",
+        "start_epoch": START,
+        "end_epoch": START + duration,
+        "target": "http://127.0.0.1:8000",
+        "scenario": "default",
+        "users": 50,
+        "protocol": "mixed",
+        "protocol_mix": None,
+        "stall_timeout": 10.0,
+        "max_tokens": tokens,
+        "locust_version": "2.40",
+        "server_mode": None,
+        "server": None,
+        "generator": {
+            "peak_cpu_percent": 40.0,
+            "cpu_busy_fraction": 0.0,
+            "lag_p99_ms": 2.0,
+            "processes": 1,
+        },
+        "valid": True,
+        "invalid_reason": None,
     }
     meta.update(run or {})
     (path / "run.json").write_text(json.dumps(meta))
@@ -112,25 +162,47 @@ def write_run(
 def server_files() -> dict[str, Any]:
     """Bundled-server evidence: scrapes every 5 s, stalls.json and workers.json."""
     lines = "\n".join(
-        json.dumps({"t": float(t), "metrics": {
-            "streamslo_write_backlog_bytes": 1000.0 * t,
-            'streamslo_loop_stalls_total{cause="tokenizer"}': float(t),
-            'streamslo_worker_restarts_total{kind="abort"}': float(t // 10),
-            'streamslo_engine_step_seconds_bucket{le="0.01"}': 1.0,
-        }}) for t in range(0, 31, 5)
+        json.dumps(
+            {
+                "t": float(t),
+                "metrics": {
+                    "streamslo_write_backlog_bytes": 1000.0 * t,
+                    'streamslo_loop_stalls_total{cause="tokenizer"}': float(t),
+                    'streamslo_worker_restarts_total{kind="abort"}': float(t // 10),
+                    'streamslo_engine_step_seconds_bucket{le="0.01"}': 1.0,
+                },
+            }
+        )
+        for t in range(0, 31, 5)
     )
-    stalls = {"stalls": 30, "by_cause": {"tokenizer": 30}, "blocked_s": 18.4,
-              "threshold_ms": 40.0,
-              "recent": [{"at": START + 3, "ms": 612.5, "cause": "tokenizer",
-                          "frames": ["naive.py:12 setup", "tokenizer.py:40 load_vocab"]}]}
+    stalls = {
+        "stalls": 30,
+        "by_cause": {"tokenizer": 30},
+        "blocked_s": 18.4,
+        "threshold_ms": 40.0,
+        "recent": [
+            {
+                "at": START + 3,
+                "ms": 612.5,
+                "cause": "tokenizer",
+                "frames": ["naive.py:12 setup", "tokenizer.py:40 load_vocab"],
+            }
+        ],
+    }
     workers = {"pid": 10, "worker_restarts_total": 3, "worker_aborts_total": 3, "events": []}
     return {"metrics.jsonl": lines, "stalls.json": stalls, "workers.json": workers}
 
 
 def write_naive(path: Path, **kw: Any) -> Synth:
     """A run with stalls, truncations and 5xx (the naive server), with server evidence."""
-    args: dict[str, Any] = dict(stall_every=3, truncate_every=10, http5xx=4, seed=1,
-                                run={"server_mode": "naive"}, server=server_files())
+    args: dict[str, Any] = dict(
+        stall_every=3,
+        truncate_every=10,
+        http5xx=4,
+        seed=1,
+        run={"server_mode": "naive"},
+        server=server_files(),
+    )
     args.update(kw)
     return write_run(path, **args)
 

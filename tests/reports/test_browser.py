@@ -31,8 +31,15 @@ def test_html_is_self_contained(compared: Built) -> None:
     charts = re.findall(r'<img alt="[^"]*" src="data:image/png;base64,', html)
     assert len(charts) >= 5  # ITL + TTFT CDFs, lateness, activity, outcomes, server
     assert html.count("<table>") >= 6
-    for heading in ("SLO verdicts", "Failure rates", "Latency (ms)", "Outcomes", "Charts",
-                    "Server-side evidence", "Runs"):
+    for heading in (
+        "SLO verdicts",
+        "Failure rates",
+        "Latency (ms)",
+        "Outcomes",
+        "Charts",
+        "Server-side evidence",
+        "Runs",
+    ):
         assert f"<h2>{heading}</h2>" in html
     # nothing to fetch: no external scripts, stylesheets or images
     assert not re.search(r'(src|href)="(https?:)?//', html)
@@ -43,14 +50,24 @@ def test_html_is_self_contained(compared: Built) -> None:
 def test_chromium_screenshot(compared: Built, tmp_path: Path) -> None:
     exe = _chromium()
     shot = tmp_path / "report.png"
-    cmd = [exe, "--headless", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
-           "--disable-dev-shm-usage", f"--window-size={WIDTH},{HEIGHT}",
-           f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}",
-           compared.result.html.resolve().as_uri()]
+    cmd = [
+        exe,
+        "--headless",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        "--no-first-run",
+        "--disable-dev-shm-usage",
+        f"--window-size={WIDTH},{HEIGHT}",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        f"--screenshot={shot}",
+        compared.result.html.resolve().as_uri(),
+    ]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.insert(1, "--no-sandbox")
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=90, check=False)
-    assert shot.exists(), f"chromium wrote no screenshot (rc {proc.returncode}): {proc.stderr[-2000:]}"
+    assert shot.exists(), (
+        f"chromium wrote no screenshot (rc {proc.returncode}): {proc.stderr[-2000:]}"
+    )
     assert shot.stat().st_size > 50_000
     keep = os.environ.get("STREAMSLO_KEEP_SCREENSHOT")
     if keep:
@@ -70,7 +87,9 @@ def test_chromium_screenshot(compared: Built, tmp_path: Path) -> None:
     # content all the way down the first screen: no band of 600 px that is empty
     rows_busy = gray.std(axis=1) > 0.01
     top = rows_busy[:2400]
-    longest_empty = max(len(m) for m in re.findall("0+", "".join("1" if b else "0" for b in top)) or [""])
+    longest_empty = max(
+        len(m) for m in re.findall("0+", "".join("1" if b else "0" for b in top)) or [""]
+    )
     assert longest_empty < 600
 
 
@@ -81,13 +100,26 @@ TWO_SCREENS_PX = 2700
 def _page_height(exe: str, page: Path, tmp_path: Path) -> int:
     """The rendered page's height in px, read back from the DOM chromium dumps."""
     probe = tmp_path / "probe.html"
-    probe.write_text(page.read_text().replace(
-        "</body>", '<script>document.body.dataset.h = document.documentElement.scrollHeight'
-                   "</script></body>"))
-    cmd = [exe, "--headless", "--disable-gpu", "--no-first-run", "--disable-dev-shm-usage",
-           "--disable-background-networking", "--disable-component-update",
-           f"--user-data-dir={tmp_path / 'profile-h'}", "--window-size=1280,1000", "--dump-dom",
-           probe.resolve().as_uri()]
+    probe.write_text(
+        page.read_text().replace(
+            "</body>",
+            "<script>document.body.dataset.h = document.documentElement.scrollHeight"
+            "</script></body>",
+        )
+    )
+    cmd = [
+        exe,
+        "--headless",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-dev-shm-usage",
+        "--disable-background-networking",
+        "--disable-component-update",
+        f"--user-data-dir={tmp_path / 'profile-h'}",
+        "--window-size=1280,1000",
+        "--dump-dom",
+        probe.resolve().as_uri(),
+    ]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.insert(1, "--no-sandbox")
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=90, check=False)

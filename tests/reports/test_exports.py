@@ -9,9 +9,20 @@ import sys
 
 import pytest
 
-MODULES = ["streamslo.reports", "streamslo.reports.load", "streamslo.reports.compare", "streamslo.reports.bootstrap", "streamslo.reports.model",
-           "streamslo.reports.verdicts", "streamslo.reports.timeline", "streamslo.reports.charts", "streamslo.reports.render",
-           "streamslo.reports.build", "streamslo.reports.command", "streamslo.reports.server_series"]
+MODULES = [
+    "streamslo.reports",
+    "streamslo.reports.load",
+    "streamslo.reports.compare",
+    "streamslo.reports.bootstrap",
+    "streamslo.reports.model",
+    "streamslo.reports.verdicts",
+    "streamslo.reports.timeline",
+    "streamslo.reports.charts",
+    "streamslo.reports.render",
+    "streamslo.reports.build",
+    "streamslo.reports.command",
+    "streamslo.reports.server_series",
+]
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -23,7 +34,8 @@ def test_all_matches_public_names(name: str) -> None:
     if name == "streamslo.reports":
         return
     public = {
-        k for k, v in vars(mod).items()
+        k
+        for k, v in vars(mod).items()
         if not k.startswith("_")
         and (inspect.isfunction(v) or inspect.isclass(v))
         and getattr(v, "__module__", None) == name
@@ -32,8 +44,10 @@ def test_all_matches_public_names(name: str) -> None:
 
 
 def test_package_import_is_light() -> None:
-    code = ("import sys, streamslo.reports, streamslo.reports.command; "
-            "heavy = [m for m in ('pandas', 'matplotlib', 'pyarrow') if m in sys.modules]; "
-            "print(heavy); sys.exit(1 if heavy else 0)")
+    code = (
+        "import sys, streamslo.reports, streamslo.reports.command; "
+        "heavy = [m for m in ('pandas', 'matplotlib', 'pyarrow') if m in sys.modules]; "
+        "print(heavy); sys.exit(1 if heavy else 0)"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr

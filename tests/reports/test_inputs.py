@@ -33,8 +33,9 @@ def test_cli_compare_writes_three_files_and_prints_table(
 ) -> None:
     b, a = write_naive(tmp_path / "naive"), write_fixed(tmp_path / "fixed")
     out = tmp_path / "o" / "r.html"
-    code, stdout, _ = _cli([str(b.path), str(a.path), "--out", str(out), "--resamples", "200"],
-                           capsys)
+    code, stdout, _ = _cli(
+        [str(b.path), str(a.path), "--out", str(out), "--resamples", "200"], capsys
+    )
     assert code == 0
     assert {p.name for p in out.parent.iterdir()} >= {"r.html", "r.md", "r.json"}
     assert "itl_ms" in stdout and "fixed" in stdout
@@ -104,9 +105,9 @@ def test_cli_path_errors_exit_2_with_the_path_and_why(
         (lambda d: (d / "gaps.parquet").write_bytes(b"PAR1 garbage"), "gaps.parquet"),
         (lambda d: (d / "streams.csv").write_text("a,b\n1,2\n"), "streams.csv"),
         (
-            lambda d: (d / "server" / "metrics.jsonl").write_text('{"t": 1, "metrics": {}}\n'
-                                                                  "garbage\n"
-                                                                  '{"t": 2, "metrics": {}}\n'),
+            lambda d: (d / "server" / "metrics.jsonl").write_text(
+                '{"t": 1, "metrics": {}}\ngarbage\n{"t": 2, "metrics": {}}\n'
+            ),
             "metrics.jsonl:2",
         ),
         (lambda d: (d / "server" / "stalls.json").write_text("[1, 2"), "stalls.json"),
@@ -118,8 +119,7 @@ def test_damaged_file_is_named(
 ) -> None:
     b, a = write_naive(tmp_path / "naive"), write_fixed(tmp_path / "fixed")
     damage(b.path)  # type: ignore[operator]
-    code, _, stderr = _cli([str(b.path), str(a.path), "--out", str(tmp_path / "r.html")],
-                                capsys)
+    code, _, stderr = _cli([str(b.path), str(a.path), "--out", str(tmp_path / "r.html")], capsys)
     assert code == EXIT_BAD_INPUT
     assert names in stderr and str(b.path) in stderr
     assert not (tmp_path / "r.html").exists()
@@ -154,7 +154,7 @@ def test_bad_slo_file_is_named(tmp_path: Path) -> None:
 
     a = write_fixed(tmp_path / "fixed")
     slo = tmp_path / "slo.toml"
-    slo.write_text("[thresholds]\nitl_ms = [\"p(99)<<200\"]\n")
+    slo.write_text('[thresholds]\nitl_ms = ["p(99)<<200"]\n')
     with pytest.raises(SLOFileError, match=r"slo\.toml"):
         build_report(None, a.path, tmp_path / "r.html", slo=slo)
 
@@ -178,8 +178,9 @@ def test_results_error_is_bad_input() -> None:
 def test_differing_runs_warn(tmp_path: Path) -> None:
     from streamslo.reports import build_report
 
-    b = write_naive(tmp_path / "naive", run={"users": 250, "scenario": "burst",
-                                             "server_mode": "naive"})
+    b = write_naive(
+        tmp_path / "naive", run={"users": 250, "scenario": "burst", "server_mode": "naive"}
+    )
     a = write_fixed(tmp_path / "fixed", duration=60.0)
     res = build_report(b.path, a.path, tmp_path / "r.html", resamples=50)
     data = json.loads(res.json.read_text())
@@ -196,8 +197,14 @@ def test_invalid_run_is_stated_up_front(tmp_path: Path) -> None:
     from streamslo.reports import build_report
 
     b = write_naive(tmp_path / "naive")
-    a = write_fixed(tmp_path / "fixed", run={"valid": False, "server_mode": "fixed",
-                                             "invalid_reason": "generator CPU > 90 % for 40 %"})
+    a = write_fixed(
+        tmp_path / "fixed",
+        run={
+            "valid": False,
+            "server_mode": "fixed",
+            "invalid_reason": "generator CPU > 90 % for 40 %",
+        },
+    )
     res = build_report(b.path, a.path, tmp_path / "r.html", resamples=50)
     assert res.valid is False
     html = res.html.read_text()
@@ -216,8 +223,10 @@ def test_streamslo_cli_dispatch(tmp_path: Path, capsys: pytest.CaptureFixture[st
     except ModuleNotFoundError as exc:  # a sibling sub-command not written yet
         pytest.skip(f"streamslo CLI cannot build its parser yet: {exc}")
     a = write_fixed(tmp_path / "fixed")
-    assert cli.main(["report", str(a.path), "--out", str(tmp_path / "x.html"),
-                     "--resamples", "20"]) == 0
+    assert (
+        cli.main(["report", str(a.path), "--out", str(tmp_path / "x.html"), "--resamples", "20"])
+        == 0
+    )
     assert cli.main(["report", str(tmp_path / "missing"), str(a.path)]) == EXIT_BAD_INPUT
     err = capsys.readouterr().err
     assert "missing" in err

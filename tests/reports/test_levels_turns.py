@@ -60,7 +60,9 @@ def test_turns_table_by_turn(tmp_path: Path) -> None:
     table = turns_json(load_report_runs(None, tmp_path / "run"))
     assert [e["turn"] for e in table] == [1, 2, 3]
     for e in table:
-        ttft = np.array([r["ttft_ms"] for i, r in enumerate(rows) if i % 3 == e["turn"] - 1], dtype=float)
+        ttft = np.array(
+            [r["ttft_ms"] for i, r in enumerate(rows) if i % 3 == e["turn"] - 1], dtype=float
+        )
         assert e["streams"] == len(ttft)
         assert e["ttft_ms"]["p50"] == np.percentile(ttft, 50)
         assert e["ttft_ms"]["p99"] == np.percentile(ttft, 99)

@@ -73,15 +73,16 @@ def test_rates_match_counts(compared: Built) -> None:
 
 
 def test_outcome_counts_by_cause_and_protocol(compared: Built) -> None:
-    got = {(o["outcome"], o["protocol"]): (o["before"], o["after"])
-           for o in compared.data["outcomes"]}
-    for (outcome, proto) in {(r["outcome"], r["protocol"]) for r in compared.before.rows}:
-        want = sum(r["outcome"] == outcome and r["protocol"] == proto
-                   for r in compared.before.rows)
+    got = {
+        (o["outcome"], o["protocol"]): (o["before"], o["after"]) for o in compared.data["outcomes"]
+    }
+    for outcome, proto in {(r["outcome"], r["protocol"]) for r in compared.before.rows}:
+        want = sum(r["outcome"] == outcome and r["protocol"] == proto for r in compared.before.rows)
         assert got[(outcome, proto)][0] == want
     n_ok_after = sum(r["outcome"] == "ok" for r in compared.after.rows)
     assert got[("ok", "all")] == (
-        sum(r["outcome"] == "ok" for r in compared.before.rows), n_ok_after
+        sum(r["outcome"] == "ok" for r in compared.before.rows),
+        n_ok_after,
     )
     # every outcome of the taxonomy is listed overall, zeros included
     assert got[("stalled", "all")] == (0, 0)
@@ -98,10 +99,13 @@ def test_throughput_is_tokens_over_run_duration(compared: Built) -> None:
 def test_verdicts_table(compared: Built) -> None:
     rows = {v["metric"]: v for v in compared.data["verdicts"]}
     assert set(rows) == {"truncation_rate", "http_5xx_rate", "connect_error_rate", "itl_ms"}
-    assert rows.pop("connect_error_rate")["verdict"] == "pass"  # no refused connection in either run
+    assert (
+        rows.pop("connect_error_rate")["verdict"] == "pass"
+    )  # no refused connection in either run
     assert all(v["verdict"] == "fixed" for v in rows.values())
     assert rows["itl_ms"]["before"] == pytest.approx(
-        np.percentile(expected_samples(compared.before, "itl_ms"), 99))
+        np.percentile(expected_samples(compared.before, "itl_ms"), 99)
+    )
     assert compared.data["passed"] is True
     assert compared.result.passed and compared.result.valid
     assert compared.result.verdicts == compared.result.report.verdicts

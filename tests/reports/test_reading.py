@@ -45,8 +45,10 @@ def test_change_is_judged_by_the_metrics_direction(
 
 def _judged(html: str) -> dict[str, list[str]]:
     """Each latency row's judged word and the class its cell is drawn with."""
-    return {cls: re.findall(rf'<span class="{cls}">([a-z ]+)</span>', html)
-            for cls in ("better", "worse", "noise")}
+    return {
+        cls: re.findall(rf'<span class="{cls}">([a-z ]+)</span>', html)
+        for cls in ("better", "worse", "noise")
+    }
 
 
 def test_a_regression_is_red_and_called_worse(tmp_path: Path) -> None:
@@ -76,19 +78,32 @@ def test_a_regression_is_red_and_called_worse(tmp_path: Path) -> None:
 
 
 def test_top_errors_counts_texts_per_outcome_numbers_folded() -> None:
-    streams = pd.DataFrame({
-        "outcome": ["silent_truncation"] * 3 + ["connect_error"] * 4 + ["ok", "cancelled",
-                                                                         "stalled"],
-        "error": ["stop after 6 of 64 tokens", "stop after 7 of 64 tokens",
-                  "stop after 6 of 64 tokens", "[Errno 111] Connection refused",
-                  "[Errno 111] Connection refused", "[Errno 111] Connection refused",
-                  "TLS: wrong version number", None, "stopped", None],
-    })
+    streams = pd.DataFrame(
+        {
+            "outcome": ["silent_truncation"] * 3
+            + ["connect_error"] * 4
+            + ["ok", "cancelled", "stalled"],
+            "error": [
+                "stop after 6 of 64 tokens",
+                "stop after 7 of 64 tokens",
+                "stop after 6 of 64 tokens",
+                "[Errno 111] Connection refused",
+                "[Errno 111] Connection refused",
+                "[Errno 111] Connection refused",
+                "TLS: wrong version number",
+                None,
+                "stopped",
+                None,
+            ],
+        }
+    )
     out = top_errors(streams)
     assert list(out) == ["silent_truncation", "stalled", "connect_error"]  # docs order
     assert out["silent_truncation"] == [("stop after 6 of 64 tokens (and 1 similar text)", 3)]
-    assert out["connect_error"] == [("[Errno 111] Connection refused", 3),
-                                    ("TLS: wrong version number", 1)]
+    assert out["connect_error"] == [
+        ("[Errno 111] Connection refused", 3),
+        ("TLS: wrong version number", 1),
+    ]
     assert out["stalled"] == [(NO_TEXT, 1)]
     assert top_errors(streams[streams["outcome"] == "ok"]) == {}
     assert top_errors(streams, limit=1)["connect_error"] == [("[Errno 111] Connection refused", 3)]
@@ -102,14 +117,22 @@ def test_failures_prefer_summary_top_errors_else_streams_csv(tmp_path: Path) -> 
     assert groups["truncated"].errors[0].error == "reset"
     assert {g.source for g in groups.values()} == {"streams.csv"}
 
-    summary = {"top_errors": {"http_5xx": [{"error": "HTTP 503: overloaded", "count": 3},
-                                           {"error": "HTTP 500", "count": 1}]}}
+    summary = {
+        "top_errors": {
+            "http_5xx": [
+                {"error": "HTTP 503: overloaded", "count": 3},
+                {"error": "HTTP 500", "count": 1},
+            ]
+        }
+    }
     (naive.path / "summary.json").write_text(json.dumps(summary))
     (run,) = load_report_runs(None, naive.path)
     (group,) = failure_groups([run])
     assert group.source == "summary.json" and group.outcome == "http_5xx"
-    assert [(e.error, e.count) for e in group.errors] == [("HTTP 503: overloaded", 3),
-                                                          ("HTTP 500", 1)]
+    assert [(e.error, e.count) for e in group.errors] == [
+        ("HTTP 503: overloaded", 3),
+        ("HTTP 500", 1),
+    ]
     assert group.count == 4 and group.other == 0
 
 
@@ -118,8 +141,17 @@ def _all_failed(path: Path) -> None:
     streams = pd.read_csv(path / "streams.csv")
     streams["outcome"] = "connect_error"
     streams["error"] = "ConnectionRefusedError: [Errno 111] Connection refused"
-    for col in ("ttft_ms", "e2e_ms", "tokens", "max_gap_ms", "bytes", "status", "expected_tokens",
-                "usage_completion_tokens", "finish_reason"):
+    for col in (
+        "ttft_ms",
+        "e2e_ms",
+        "tokens",
+        "max_gap_ms",
+        "bytes",
+        "status",
+        "expected_tokens",
+        "usage_completion_tokens",
+        "finish_reason",
+    ):
         streams[col] = None
     streams.to_csv(path / "streams.csv", index=False)
     gaps = pd.read_parquet(path / "gaps.parquet").iloc[0:0]
@@ -154,17 +186,25 @@ def test_a_clean_run_has_no_empty_sections(tmp_path: Path) -> None:
     res = build_report(None, fixed.path, tmp_path / "out" / "report.html", resamples=50)
     page = res.html.read_text()
     assert res.report.failures == ()
-    for absent in ("Failures", "Server-side evidence", "Failed requests by outcome",
-                   "Truncation causes", "no failed requests", "Long run"):
+    for absent in (
+        "Failures",
+        "Server-side evidence",
+        "Failed requests by outcome",
+        "Truncation causes",
+        "no failed requests",
+        "Long run",
+    ):
         assert absent not in page, absent
     for present in ("SLO verdicts", "Latency (ms)", "Charts", "Glossary", "Run"):
         assert f"<h2>{present}</h2>" in page
 
 
 def _windows(path: Path, n: int) -> None:
-    rows = [{c: 0 for c in WINDOW_COLUMNS} | {"window_start": START + 10.0 * i, "window_s": 10.0,
-                                              "gen_rss_mb": 100.0 + i}
-            for i in range(n)]
+    rows = [
+        {c: 0 for c in WINDOW_COLUMNS}
+        | {"window_start": START + 10.0 * i, "window_s": 10.0, "gen_rss_mb": 100.0 + i}
+        for i in range(n)
+    ]
     (path / "windows.csv").write_bytes(format_rows(rows, header=True))
 
 
@@ -209,8 +249,17 @@ def test_no_python_reprs_units_and_a_glossary_of_every_metric_shown(tmp_path: Pa
     assert "SSE 50 %, WS 50 %" in page
     assert "differ in users: 50 before, 60 after" in page
     ids = {g.metric for g in res.report.glossary}
-    assert ids >= {"ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "truncation_rate", "http_5xx_rate",
-                   "error_rate", "tokens_per_s", "requests_per_s"}
+    assert ids >= {
+        "ttft_ms",
+        "itl_ms",
+        "tpot_ms",
+        "e2e_ms",
+        "truncation_rate",
+        "http_5xx_rate",
+        "error_rate",
+        "tokens_per_s",
+        "requests_per_s",
+    }
     assert "<h2>Glossary</h2>" in page
     glossary = page.split("<h2>Glossary</h2>")[1]
     for g in res.report.glossary:

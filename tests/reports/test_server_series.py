@@ -50,7 +50,10 @@ def test_prometheus_text_through_prometheus_clients_parser() -> None:
     assert types["req_total"] == "counter" and types["temp"] == "gauge"
     assert types["odd_untyped"] == "unknown" and types["lat_bucket"] == "histogram"
     assert [json_value(values[k]) for k in ("temp", "odd_untyped", "neg_untyped")] == [
-        "NaN", "+Inf", "-Inf"]
+        "NaN",
+        "+Inf",
+        "-Inf",
+    ]
 
 
 def test_a_broken_line_costs_only_that_line() -> None:
@@ -70,9 +73,11 @@ class _Changing:
         with self.lock:
             self.n += 1
             n = self.n
-        return (f"# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total {220 + n}\n"
-                f"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running {n % 3}\n"
-                "# TYPE weird gauge\nweird NaN\n").encode()
+        return (
+            f"# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total {220 + n}\n"
+            f"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running {n % 3}\n"
+            "# TYPE weird gauge\nweird NaN\n"
+        ).encode()
 
 
 @pytest.fixture
@@ -107,7 +112,12 @@ def test_scrapes_are_strict_json_from_the_start_to_the_end(changing_url, tmp_pat
     assert len(lines) == 4 and lines[0]["t"] < 0.2
     assert lines[0]["metrics"]["weird"] == "NaN" and lines[0]["types"]["weird"] == "gauge"
     assert all("types" not in ln for ln in lines[1:])  # written when first seen only
-    assert [ln["metrics"]["process_cpu_seconds_total"] for ln in lines] == [221.0, 222.0, 223.0, 224.0]
+    assert [ln["metrics"]["process_cpu_seconds_total"] for ln in lines] == [
+        221.0,
+        222.0,
+        223.0,
+        224.0,
+    ]
     assert all(abs(ln["epoch"] - time.time()) < 60 for ln in lines)
     ev_loaded = load_server_evidence(tmp_path)
     assert ev_loaded.types["process_cpu_seconds_total"] == "counter"
@@ -128,18 +138,33 @@ def _vllm_scrapes() -> str:
     running = [0.0, 3.0, 5.0, 2.0, 0.0]
     kv = [0.0, 0.1, 0.25, 0.05, 0.0]
     pre = [10.0, 10.0, 11.0, 12.0, 12.0]
-    types = {"process_cpu_seconds_total": "counter", "vllm:num_requests_running": "gauge",
-             "vllm:kv_cache_usage_perc": "gauge", "vllm:num_preemptions_total": "counter",
-             "vllm:request_success_total": "counter", "python_gc_objects_collected_total": "counter"}
-    return "\n".join(
-        _scrape(5.0 * i, {
-            "process_cpu_seconds_total": cpu[i],
-            f"vllm:num_requests_running{lab}": running[i],
-            f"vllm:kv_cache_usage_perc{lab}": kv[i],
-            f"vllm:num_preemptions_total{lab}": pre[i],
-            f'vllm:request_success_total{{finished_reason="length",{lab[1:]}': 100.0 + 10 * i,
-            'python_gc_objects_collected_total{generation="0"}': 5000.0,  # did not move
-        }, types if i == 0 else None) for i in range(5)) + "\n"
+    types = {
+        "process_cpu_seconds_total": "counter",
+        "vllm:num_requests_running": "gauge",
+        "vllm:kv_cache_usage_perc": "gauge",
+        "vllm:num_preemptions_total": "counter",
+        "vllm:request_success_total": "counter",
+        "python_gc_objects_collected_total": "counter",
+    }
+    return (
+        "\n".join(
+            _scrape(
+                5.0 * i,
+                {
+                    "process_cpu_seconds_total": cpu[i],
+                    f"vllm:num_requests_running{lab}": running[i],
+                    f"vllm:kv_cache_usage_perc{lab}": kv[i],
+                    f"vllm:num_preemptions_total{lab}": pre[i],
+                    f'vllm:request_success_total{{finished_reason="length",{lab[1:]}': 100.0
+                    + 10 * i,
+                    'python_gc_objects_collected_total{generation="0"}': 5000.0,  # did not move
+                },
+                types if i == 0 else None,
+            )
+            for i in range(5)
+        )
+        + "\n"
+    )
 
 
 def test_the_report_shows_the_runs_increase_and_the_streaming_series(tmp_path: Path) -> None:
@@ -159,12 +184,15 @@ def test_the_report_shows_the_runs_increase_and_the_streaming_series(tmp_path: P
     assert rows[f"vllm:kv_cache_usage_perc{lab}"]["value"] == 0.25
     assert rows[f"vllm:num_preemptions_total{lab}"]["value"] == 2.0
     # other counters only when they moved, as their increase
-    assert rows[f'vllm:request_success_total{{finished_reason="length",{lab[1:]}'][
-        "value"] == 40.0
+    assert rows[f'vllm:request_success_total{{finished_reason="length",{lab[1:]}']["value"] == 40.0
     assert not any(k.startswith("python_gc") for k in rows)
     # the streaming series come first, in the catalogue's order
     assert [r["title"] for r in server["samples"][:4]] == [
-        "vLLM running requests", "vLLM KV-cache usage", "vLLM preemptions", "server process CPU"]
+        "vLLM running requests",
+        "vLLM KV-cache usage",
+        "vLLM preemptions",
+        "server process CPU",
+    ]
     html = res.html.read_text()
     assert "The server&#x27;s own series over the run" in html or "own series over the run" in html
     assert "+7.70" in html and "227.70 (total)" not in html
@@ -173,8 +201,13 @@ def test_the_report_shows_the_runs_increase_and_the_streaming_series(tmp_path: P
 
 
 def test_older_files_without_epoch_or_types_still_load(tmp_path: Path) -> None:
-    lines = "\n".join(json.dumps({"t": float(t), "metrics": {"x_total": 100.0 + t, "g": 1.0}})
-                      for t in range(3)) + "\n"
+    lines = (
+        "\n".join(
+            json.dumps({"t": float(t), "metrics": {"x_total": 100.0 + t, "g": 1.0}})
+            for t in range(3)
+        )
+        + "\n"
+    )
     s = write_run(tmp_path / "old", seed=4, server={"metrics.jsonl": lines})
     from streamslo.reports import build_report
 
@@ -215,8 +248,14 @@ def test_the_bundled_servers_own_metrics(tmp_path: Path) -> None:
     finally:
         server.stop()
     evidence = load_server_evidence(tmp_path / "run")
-    run = LoadedRun("run", "fixed", None, float(evidence.metrics["epoch"].min()), None,  # type: ignore[arg-type]
-                    evidence)
+    run = LoadedRun(
+        "run",
+        "fixed",
+        None,
+        float(evidence.metrics["epoch"].min()),
+        None,  # type: ignore[arg-type]
+        evidence,
+    )
     panels = {k.panel for k, _, _ in panel_series(run)}
     assert {"running", "cpu", "memory"} <= panels
     rows, _ = moved_samples(run)
@@ -226,25 +265,59 @@ def test_the_bundled_servers_own_metrics(tmp_path: Path) -> None:
     assert cpu.kind == "increase" and 0 < cpu.value < cpu.last  # the run's share, not the total
 
 
-@pytest.mark.parametrize("server, metrics, want", [
-    ("tgi", {"tgi_batch_current_size": [0, 3, 1], "tgi_queue_size": [0, 2, 0],
-             "tgi_batch_current_max_tokens": [0, 900, 100]},
-     {"running": "TGI batch size (running)", "waiting": "TGI queue size (waiting)",
-      "batch_tokens": "TGI batch max tokens"}),
-    ("sglang", {"sglang:num_running_reqs": [0, 5, 2], "sglang:num_queue_reqs": [0, 1, 0],
-                "sglang:token_usage": [0.0, 0.4, 0.1]},
-     {"running": "SGLang running requests", "waiting": "SGLang queued requests",
-      "kv": "SGLang token-pool usage"}),
-    ("older vllm", {"vllm:gpu_cache_usage_perc": [0.0, 0.3, 0.0]}, {"kv": "vLLM KV-cache usage"}),
-])
-def test_each_servers_streaming_series_by_its_own_names(server, metrics, want, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "server, metrics, want",
+    [
+        (
+            "tgi",
+            {
+                "tgi_batch_current_size": [0, 3, 1],
+                "tgi_queue_size": [0, 2, 0],
+                "tgi_batch_current_max_tokens": [0, 900, 100],
+            },
+            {
+                "running": "TGI batch size (running)",
+                "waiting": "TGI queue size (waiting)",
+                "batch_tokens": "TGI batch max tokens",
+            },
+        ),
+        (
+            "sglang",
+            {
+                "sglang:num_running_reqs": [0, 5, 2],
+                "sglang:num_queue_reqs": [0, 1, 0],
+                "sglang:token_usage": [0.0, 0.4, 0.1],
+            },
+            {
+                "running": "SGLang running requests",
+                "waiting": "SGLang queued requests",
+                "kv": "SGLang token-pool usage",
+            },
+        ),
+        (
+            "older vllm",
+            {"vllm:gpu_cache_usage_perc": [0.0, 0.3, 0.0]},
+            {"kv": "vLLM KV-cache usage"},
+        ),
+    ],
+)
+def test_each_servers_streaming_series_by_its_own_names(
+    server, metrics, want, tmp_path: Path
+) -> None:
     from streamslo.reports.load import LoadedRun
     from streamslo.reports.server_series import moved_samples, panel_series
 
-    lines = "\n".join(
-        _scrape(2.0 * i, {name: values[i] for name, values in metrics.items()},
-                {name: "gauge" for name in metrics} if i == 0 else None)
-        for i in range(3)) + "\n"
+    lines = (
+        "\n".join(
+            _scrape(
+                2.0 * i,
+                {name: values[i] for name, values in metrics.items()},
+                {name: "gauge" for name in metrics} if i == 0 else None,
+            )
+            for i in range(3)
+        )
+        + "\n"
+    )
     (tmp_path / "server").mkdir()
     (tmp_path / "server" / "metrics.jsonl").write_text(lines)
     run = LoadedRun("run", server, None, START, None, load_server_evidence(tmp_path))  # type: ignore[arg-type]

@@ -8,12 +8,17 @@ from pathlib import Path
 from streamslo.stream.timing import StreamRecord
 
 
-def record(n: int, *, gaps: int = 3, error: str = "", outcome: str = "ok", started_at: float | None = None) -> StreamRecord:
+def record(
+    n: int, *, gaps: int = 3, error: str = "", outcome: str = "ok", started_at: float | None = None
+) -> StreamRecord:
     """A finished stream ``s-<n>`` with ``gaps`` inter-token gaps of 20 ms."""
     t0 = 100.0
     rec = StreamRecord(
-        stream_id=f"s-{n}", protocol="sse", user_class="SSEUser",
-        started_at=time.time() if started_at is None else started_at, t0=t0,
+        stream_id=f"s-{n}",
+        protocol="sse",
+        user_class="SSEUser",
+        started_at=time.time() if started_at is None else started_at,
+        t0=t0,
     )
     rec.status = 200
     rec.outcome = outcome

@@ -21,7 +21,13 @@ T0 = 1_700_000_000.0
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "streamslo", *args], capture_output=True, text=True, timeout=120, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "streamslo", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
 
 
 def killed_run(directory: Path, n: int = 6) -> Path:
@@ -40,7 +46,11 @@ def test_a_run_is_incomplete_until_finalized(tmp_path):
     assert load_run(out).complete is False
     summary, _ = finalize(out, {"end_epoch": T0 + 10})
     run = read_json(Layout(out).run_json)
-    assert run["complete"] is True and run["schema_version"] == SCHEMA_VERSION and "finalized_at" in run
+    assert (
+        run["complete"] is True
+        and run["schema_version"] == SCHEMA_VERSION
+        and "finalized_at" in run
+    )
     assert summary["requests"] == 6 and load_run(out).complete
 
 
@@ -59,8 +69,18 @@ def test_complete_is_written_last(tmp_path, monkeypatch):
 def test_finalize_sums_the_writers_write_errors(tmp_path):
     out = killed_run(tmp_path / "run")
     layout = Layout(out)
-    (layout.writers_dir / "a.json").write_text(json.dumps(
-        {"tag": "a", "rows_written": 4, "rows_unwritten": 2, "gaps_unwritten": 8, "write_errors": 3, "last_error": "ENOSPC: No space left on device"}))
+    (layout.writers_dir / "a.json").write_text(
+        json.dumps(
+            {
+                "tag": "a",
+                "rows_written": 4,
+                "rows_unwritten": 2,
+                "gaps_unwritten": 8,
+                "write_errors": 3,
+                "last_error": "ENOSPC: No space left on device",
+            }
+        )
+    )
     finalize(out, {})
     run = read_json(layout.run_json)
     assert run["write_errors"] >= 3 and run["rows_unwritten"] == 2 and run["gaps_unwritten"] == 8

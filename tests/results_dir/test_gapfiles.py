@@ -98,7 +98,9 @@ def test_a_real_kill_after_the_merged_file_is_in_place(parts):
         """
     )
     expected = len(_gap_keys(parts))
-    r = subprocess.run([sys.executable, "-c", script, str(Layout(parts).gaps_dir)], cwd=REPO, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-c", script, str(Layout(parts).gaps_dir)], cwd=REPO, timeout=60
+    )
     assert r.returncode == 9
     names = sorted(p.name for p in Layout(parts).gaps_dir.iterdir())
     assert len(names) == 4  # the merged file and its three parts, all on disk

@@ -10,8 +10,17 @@ from streamslo.results.layout import Layout
 PACKAGE = Path(__file__).resolve().parents[2] / "streamslo"
 
 FILE_NAMES = {
-    "run.json", "streams.csv", "gaps.parquet", "summary.json", "slo.json", "windows.csv",
-    "locust.log", "metrics.jsonl", "stalls.json", "workers.json", ".run_start",
+    "run.json",
+    "streams.csv",
+    "gaps.parquet",
+    "summary.json",
+    "slo.json",
+    "windows.csv",
+    "locust.log",
+    "metrics.jsonl",
+    "stalls.json",
+    "workers.json",
+    ".run_start",
 }
 FOLDER_NAMES = {"server", "procs", "writers"}
 
@@ -27,8 +36,12 @@ def _spelled(path: Path) -> set[str]:
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Constant) and node.value in FILE_NAMES:
             found.add(node.value)
-        if (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)
-                and isinstance(node.right, ast.Constant) and node.right.value in FOLDER_NAMES):
+        if (
+            isinstance(node, ast.BinOp)
+            and isinstance(node.op, ast.Div)
+            and isinstance(node.right, ast.Constant)
+            and node.right.value in FOLDER_NAMES
+        ):
             found.add(node.right.value)
     return found
 
@@ -48,14 +61,39 @@ def test_no_module_but_results_spells_a_results_file():
 def test_layout_paths(tmp_path):
     lay = Layout(tmp_path)
     assert lay == Layout(str(tmp_path)) and lay.root == tmp_path
-    assert {p.relative_to(tmp_path).as_posix() for p in (
-        lay.run_json, lay.streams_csv, lay.gaps_dir, lay.summary_json, lay.slo_json, lay.windows_csv,
-        lay.procs_dir, lay.writers_dir, lay.server_dir, lay.server_metrics, lay.server_stalls,
-        lay.server_workers, lay.run_start_marker, lay.locust_log,
-    )} == {
-        "run.json", "streams.csv", "gaps.parquet", "summary.json", "slo.json", "windows.csv",
-        "procs", "writers", "server", "server/metrics.jsonl", "server/stalls.json",
-        "server/workers.json", ".run_start", "locust.log",
+    assert {
+        p.relative_to(tmp_path).as_posix()
+        for p in (
+            lay.run_json,
+            lay.streams_csv,
+            lay.gaps_dir,
+            lay.summary_json,
+            lay.slo_json,
+            lay.windows_csv,
+            lay.procs_dir,
+            lay.writers_dir,
+            lay.server_dir,
+            lay.server_metrics,
+            lay.server_stalls,
+            lay.server_workers,
+            lay.run_start_marker,
+            lay.locust_log,
+        )
+    } == {
+        "run.json",
+        "streams.csv",
+        "gaps.parquet",
+        "summary.json",
+        "slo.json",
+        "windows.csv",
+        "procs",
+        "writers",
+        "server",
+        "server/metrics.jsonl",
+        "server/stalls.json",
+        "server/workers.json",
+        ".run_start",
+        "locust.log",
     }
     assert lay.proc_json("p1") == tmp_path / "procs" / "p1.json"
     assert lay.writer_json("w1") == tmp_path / "writers" / "w1.json"
@@ -65,5 +103,10 @@ def test_layout_paths(tmp_path):
 def test_new_modules_declare_their_api():
     from tests.test_cli import test_all_matches_public_names
 
-    for name in ("streamslo.results.gaps", "streamslo.results.writer", "streamslo.run.signals", "streamslo.results._streams_csv"):
+    for name in (
+        "streamslo.results.gaps",
+        "streamslo.results.writer",
+        "streamslo.run.signals",
+        "streamslo.results._streams_csv",
+    ):
         test_all_matches_public_names(name)

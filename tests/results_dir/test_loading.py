@@ -22,12 +22,16 @@ def _row_text(stream_id: str, **fields) -> str:
 
 
 def test_types_match_the_columns(tmp_path):
-    write_run(tmp_path, [stream_row("a"), stream_row("b", status=503, outcome="http_5xx", ttft_ms=None)])
+    write_run(
+        tmp_path, [stream_row("a"), stream_row("b", status=503, outcome="http_5xx", ttft_ms=None)]
+    )
     s = load_run(tmp_path).streams
     assert list(s.columns) == list(STREAM_COLUMNS)
     assert s["started_at"].dtype == "float64" and s["ttft_ms"].dtype == "float64"
     assert str(s["status"].dtype) == "Int64" and str(s["tokens"].dtype) == "Int64"
-    assert isinstance(s["stream_id"].dtype, pd.StringDtype) and isinstance(s["error"].dtype, pd.StringDtype)
+    assert isinstance(s["stream_id"].dtype, pd.StringDtype) and isinstance(
+        s["error"].dtype, pd.StringDtype
+    )
     assert s["ttft_ms"].isna().tolist() == [False, True]
     assert s["status"].tolist() == [200, 503]
 
@@ -74,7 +78,9 @@ def test_a_stream_written_twice_counts_once(tmp_path):
     assert data.duplicate_rows == 1
 
 
-@pytest.mark.parametrize(("content", "match"), [(b"", "empty"), (b"stream_id,outcome\nx,ok\n", "missing columns")])
+@pytest.mark.parametrize(
+    ("content", "match"), [(b"", "empty"), (b"stream_id,outcome\nx,ok\n", "missing columns")]
+)
 def test_a_damaged_file_is_a_results_error(tmp_path, content, match):
     write_run(tmp_path, [stream_row("a")])
     Layout(tmp_path).streams_csv.write_bytes(content)

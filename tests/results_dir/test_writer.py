@@ -25,7 +25,9 @@ class FlakyWrite:
     """``os.write`` that fails with ``error`` while ``failing``, optionally after writing
     ``partial`` bytes of the call that fails first (a disk that fills up mid-write)."""
 
-    def __init__(self, error: int = errno.ENOSPC, partial: int = 0, chunk: int | None = None) -> None:
+    def __init__(
+        self, error: int = errno.ENOSPC, partial: int = 0, chunk: int | None = None
+    ) -> None:
         self.error = error
         self.partial = partial
         self.chunk = chunk
@@ -177,12 +179,25 @@ def test_a_full_disk_for_real(tmp_path):
                           "gaps": len(data.gaps), "skipped": data.skipped_rows, "unwritten": w.rows_unwritten}))
         """
     )
-    r = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, timeout=120, cwd=REPO)
+    r = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
     assert r.returncode == 0, r.stderr
     result = json.loads(r.stdout.strip().splitlines()[-1])
     full = result["full"]
     assert full["unwritten"] > 0 and full["gaps_unwritten"] > 0 and full["errors"] > 0
     assert "EFBIG" in full["last_error"]
     assert full["size"] <= 16_000 and full["tail"] == "\n"  # whole rows only
-    assert result == {**result, "rows": 200, "ids": 200, "gaps": 200 * 40, "skipped": 0, "unwritten": 0}
+    assert result == {
+        **result,
+        "rows": 200,
+        "ids": 200,
+        "gaps": 200 * 40,
+        "skipped": 0,
+        "unwritten": 0,
+    }
     assert "cannot write" in r.stderr  # said, not silent

@@ -45,7 +45,9 @@ def _owed(t: float) -> float:
 
 
 def test_ramping_arrival_rate_within_3_percent_along_the_ramp(faulty_server, tmp_path):
-    scenario = _scenario(tmp_path, """
+    scenario = _scenario(
+        tmp_path,
+        """
 [load]
 max_tokens = 4
 
@@ -57,9 +59,12 @@ preAllocatedVUs = 20
 maxVUs = 200
 stages = [{ duration = "4s", target = 60 }, { duration = "2s", target = 60 }]
 gracefulStop = "5s"
-""")
+""",
+    )
     out = tmp_path / "run"
-    r = streamslo_run(faulty_server.base_url, out, "--scenario", scenario, "--model", "ok", "--seed", "5")
+    r = streamslo_run(
+        faulty_server.base_url, out, "--scenario", scenario, "--model", "ok", "--seed", "5"
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     s = streams(out)
     run = json.loads((out / "run.json").read_text())
@@ -90,7 +95,10 @@ def test_arrivals_dropped_when_max_vus_is_too_small(faulty_server, tmp_path):
     assert len(s) + dropped == 60  # every scheduled arrival is either sent or counted
     assert dropped >= 30 and summary["dropped_iterations_by_scenario"] == {"tight": dropped}
     assert summary["dropped_iterations"] == dropped
-    assert f"!! DROPPED ITERATIONS: {dropped} arrivals found no free VU and were not sent (tight {dropped})" in r.stdout
+    assert (
+        f"!! DROPPED ITERATIONS: {dropped} arrivals found no free VU and were not sent (tight {dropped})"
+        in r.stdout
+    )
     # No catch-up burst: nothing is sent late, and never more than maxVUs at once.
     late = (s["started_at"] - s["scheduled_at"]).to_numpy()
     assert late.max() < 0.2, late.max()
@@ -101,7 +109,9 @@ def test_arrivals_dropped_when_max_vus_is_too_small(faulty_server, tmp_path):
 
 
 def test_two_scenarios_told_apart_in_results_and_thresholds(faulty_server, tmp_path):
-    scenario = _scenario(tmp_path, """
+    scenario = _scenario(
+        tmp_path,
+        """
 [scenarios.chat]
 executor = "constant-vus"
 vus = 2
@@ -125,7 +135,8 @@ startTime = "500ms"
 "e2e_ms{scenario:bulk}" = ["min>900"]
 "itl_ms{scenario:chat,protocol:sse}" = ["count>0"]
 "e2e_ms" = ["max<900"]
-""")
+""",
+    )
     out = tmp_path / "run"
     r = streamslo_run(faulty_server.base_url, out, "--scenario", scenario, "--model", "timed")
     assert r.returncode == 99, r.stdout + r.stderr  # the unselected e2e_ms threshold fails
@@ -136,17 +147,29 @@ startTime = "500ms"
     assert set(chat["tokens"]) == {4} and set(bulk["tokens"]) == {16}
     # Each scenario's prompt lengths (the faulty server counts the prompt's words).
     assert set(chat["usage_prompt_tokens"]) == {5}
-    assert bulk["usage_prompt_tokens"].between(30, 40).all() and bulk["usage_prompt_tokens"].nunique() > 1
+    assert (
+        bulk["usage_prompt_tokens"].between(30, 40).all()
+        and bulk["usage_prompt_tokens"].nunique() > 1
+    )
     assert chat["scheduled_at"].isna().all() and bulk["scheduled_at"].notna().all()
-    slo = {c["metric"] + " " + c["expression"]: c for c in json.loads((out / "slo.json").read_text())["thresholds"]}
+    slo = {
+        c["metric"] + " " + c["expression"]: c
+        for c in json.loads((out / "slo.json").read_text())["thresholds"]
+    }
     assert slo["e2e_ms{scenario:chat} max<900"]["passed"]
-    assert slo["e2e_ms{scenario:chat} max<900"]["observed"] == pytest.approx(chat["e2e_ms"].max(), abs=0.01)
+    assert slo["e2e_ms{scenario:chat} max<900"]["observed"] == pytest.approx(
+        chat["e2e_ms"].max(), abs=0.01
+    )
     assert slo["e2e_ms{scenario:bulk} min>900"]["passed"]
-    assert slo["e2e_ms{scenario:bulk} min>900"]["observed"] == pytest.approx(bulk["e2e_ms"].min(), abs=0.01)
+    assert slo["e2e_ms{scenario:bulk} min>900"]["observed"] == pytest.approx(
+        bulk["e2e_ms"].min(), abs=0.01
+    )
     assert slo["itl_ms{scenario:chat,protocol:sse} count>0"]["passed"]
     assert not slo["e2e_ms max<900"]["passed"]
     run = json.loads((out / "run.json").read_text())
-    assert [sc["name"] for sc in run["scenarios"]] == ["chat", "bulk"] and run["schema_version"] == SCHEMA_VERSION
+    assert [sc["name"] for sc in run["scenarios"]] == ["chat", "bulk"] and run[
+        "schema_version"
+    ] == SCHEMA_VERSION
     # Per-scenario figures: summary.json and the report's scenario table.
     figures = json.loads((out / "summary.json").read_text())["scenarios"]
     assert figures["chat"]["requests"] == len(chat) and figures["bulk"]["requests"] == 12
@@ -166,7 +189,9 @@ def test_soak_runs_a_constant_rate_scenario_without_stages(faulty_server, tmp_pa
 
     from tests.locust.helpers import REPO
 
-    scenario = _scenario(tmp_path, """
+    scenario = _scenario(
+        tmp_path,
+        """
 [load]
 max_tokens = 4
 model = "timed"
@@ -180,12 +205,27 @@ gracefulStop = "2s"
 
 [thresholds]
 "itl_ms{scenario:steady}" = ["p(99)<500"]
-""")
+""",
+    )
     out = tmp_path / "soak"
     r = subprocess.run(
-        [sys.executable, "-m", "streamslo", "soak", "--scenario", scenario, "--host", faulty_server.base_url,
-         "--out", str(out), "--allow-invalid"],
-        capture_output=True, text=True, timeout=90, cwd=REPO,
+        [
+            sys.executable,
+            "-m",
+            "streamslo",
+            "soak",
+            "--scenario",
+            scenario,
+            "--host",
+            faulty_server.base_url,
+            "--out",
+            str(out),
+            "--allow-invalid",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        cwd=REPO,
     )
     assert r.returncode == 0, r.stdout + r.stderr
     s = streams(out)
@@ -195,23 +235,36 @@ gracefulStop = "2s"
 
 
 def test_a_whole_run_load_option_beside_scenarios_is_refused(faulty_server, tmp_path):
-    scenario = _scenario(tmp_path, """
+    scenario = _scenario(
+        tmp_path,
+        """
 [load]
 stages = "2s:3"
 
 [scenarios.a]
 executor = "constant-vus"
 duration = "2s"
-""")
+""",
+    )
     r = streamslo_run(faulty_server.base_url, tmp_path / "run", "--scenario", scenario, timeout=30)
     assert r.returncode == 2 and "remove stages" in r.stderr, r.stderr
     scenario = _scenario(tmp_path, '[scenarios.a]\nexecutor = "constant-vus"\nduration = "2s"\n')
-    r = streamslo_run(faulty_server.base_url, tmp_path / "run", "--scenario", scenario, "--duration", "9", timeout=30)
+    r = streamslo_run(
+        faulty_server.base_url,
+        tmp_path / "run",
+        "--scenario",
+        scenario,
+        "--duration",
+        "9",
+        timeout=30,
+    )
     assert r.returncode == 2 and "remove duration" in r.stderr, r.stderr
 
 
 def test_a_bad_scenario_names_its_line_before_any_load(faulty_server, tmp_path):
-    scenario = _scenario(tmp_path, '[scenarios.a]\nexecutor = "constant-vus"\nduration = "2s"\nrate = 3\n')
+    scenario = _scenario(
+        tmp_path, '[scenarios.a]\nexecutor = "constant-vus"\nduration = "2s"\nrate = 3\n'
+    )
     r = streamslo_run(faulty_server.base_url, tmp_path / "run", "--scenario", scenario, timeout=30)
     assert r.returncode == 2 and f"{scenario}:4: [scenarios.a] rate" in r.stderr, r.stderr
     assert not (tmp_path / "run").exists()
@@ -220,15 +273,21 @@ def test_a_bad_scenario_names_its_line_before_any_load(faulty_server, tmp_path):
 def test_scenarios_split_over_processes_and_drops_add_up(faulty_server, tmp_path):
     # Two generator processes (Locust's master and two workers): each takes every other
     # arrival and half of maxVUs; their drops reach the master and add up.
-    scenario = _scenario(tmp_path, TIGHT + """
+    scenario = _scenario(
+        tmp_path,
+        TIGHT
+        + """
 [scenarios.vus]
 executor = "constant-vus"
 vus = 3
 duration = "3s"
 gracefulStop = "3s"
-""")
+""",
+    )
     out = tmp_path / "run"
-    r = streamslo_run(faulty_server.base_url, out, "--scenario", scenario, "--model", "timed", "--processes", "2")
+    r = streamslo_run(
+        faulty_server.base_url, out, "--scenario", scenario, "--model", "timed", "--processes", "2"
+    )
     assert r.returncode in (0, 99), r.stdout + r.stderr
     s = streams(out)
     run = json.loads((out / "run.json").read_text())
@@ -244,7 +303,9 @@ gracefulStop = "3s"
 
 
 def test_protocol_mix_and_slow_reader_share_per_scenario(faulty_server, tmp_path):
-    scenario = _scenario(tmp_path, """
+    scenario = _scenario(
+        tmp_path,
+        """
 [load]
 max_tokens = 4
 
@@ -261,9 +322,12 @@ executor = "constant-vus"
 vus = 1
 duration = "2s"
 protocol = "ws"
-""")
+""",
+    )
     out = tmp_path / "run"
-    r = streamslo_run(faulty_server.base_url, out, "--scenario", scenario, "--model", "ok", "--seed", "11")
+    r = streamslo_run(
+        faulty_server.base_url, out, "--scenario", scenario, "--model", "ok", "--seed", "11"
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     s = streams(out)
     mix, plain = s[s["scenario"] == "mix"], s[s["scenario"] == "plain"]
@@ -272,14 +336,21 @@ protocol = "ws"
     slow_share = mix["user_class"].str.startswith("Slow").mean()
     # Seeded draws: a quarter WebSocket, half slow readers, give or take a binomial spread.
     assert 0.1 <= ws_share <= 0.4 and 0.3 <= slow_share <= 0.7, (ws_share, slow_share)
-    assert set(mix["user_class"]) == {"SSEStreamUser", "SlowSSEStreamUser", "WebSocketStreamUser", "SlowWebSocketStreamUser"}
+    assert set(mix["user_class"]) == {
+        "SSEStreamUser",
+        "SlowSSEStreamUser",
+        "WebSocketStreamUser",
+        "SlowWebSocketStreamUser",
+    }
     assert set(plain["protocol"]) == {"ws"} and set(plain["user_class"]) == {"WebSocketStreamUser"}
 
 
 def test_ramping_down_stops_a_vu_after_graceful_ramp_down(faulty_server, tmp_path):
     # Streams of 100 'timed' tokens last ~5.3 s; the target falls to 0 at 2 s: each VU's
     # stream is stopped 0.5 s later (recorded, cancelled), not left to run to its end.
-    scenario = _scenario(tmp_path, """
+    scenario = _scenario(
+        tmp_path,
+        """
 [load]
 max_tokens = 100
 
@@ -288,7 +359,8 @@ executor = "ramping-vus"
 startVUs = 2
 stages = [{ duration = "2s", target = 2 }, { duration = "100ms", target = 0 }, { duration = "3s", target = 0 }]
 gracefulRampDown = "500ms"
-""")
+""",
+    )
     out = tmp_path / "run"
     r = streamslo_run(faulty_server.base_url, out, "--scenario", scenario, "--model", "timed")
     assert r.returncode in (0, 99), r.stdout + r.stderr

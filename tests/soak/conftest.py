@@ -35,9 +35,20 @@ def failing_server() -> Iterator[Callable[..., FailingServer]]:
 
     def start(fail_after: float = 1e9, fail_share: float = 0.0, itl: float = 0.02) -> FailingServer:
         p = subprocess.Popen(
-            [sys.executable, "-m", "tests.soak.failing_server", "--fail-after", str(fail_after),
-             "--fail-share", str(fail_share), "--itl", str(itl)],
-            cwd=REPO, stdout=subprocess.PIPE, text=True,
+            [
+                sys.executable,
+                "-m",
+                "tests.soak.failing_server",
+                "--fail-after",
+                str(fail_after),
+                "--fail-share",
+                str(fail_share),
+                "--itl",
+                str(itl),
+            ],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         procs.append(p)
         assert p.stdout is not None

@@ -26,12 +26,22 @@ def _event(obj: object) -> bytes:
 
 
 def _choice(delta: dict[str, str], finish: str | None) -> dict[str, object]:
-    return {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m",
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    return {
+        "id": "c",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": "m",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
 
 
-async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, args: argparse.Namespace,
-                  started: float, rng: random.Random) -> None:
+async def _handle(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    args: argparse.Namespace,
+    started: float,
+    rng: random.Random,
+) -> None:
     try:
         head = await reader.readuntil(b"\r\n\r\n")
         length = 0
@@ -42,8 +52,10 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, ar
         body = json.loads(await reader.readexactly(length)) if length else {}
         n = int(body.get("max_tokens") or 8)
         fail = time.monotonic() - started >= args.fail_after and rng.random() < args.fail_share
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-                     b"Connection: close\r\nTransfer-Encoding: chunked\r\n\r\n")
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+            b"Connection: close\r\nTransfer-Encoding: chunked\r\n\r\n"
+        )
         for i in range(n):
             await asyncio.sleep(args.itl)
             writer.write(_event(_choice({"content": f"t{i} "}, None)))
@@ -64,7 +76,9 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, ar
 async def serve(args: argparse.Namespace) -> None:
     started, epoch = time.monotonic(), time.time()
     rng = random.Random(args.seed)
-    server = await asyncio.start_server(lambda r, w: _handle(r, w, args, started, rng), "127.0.0.1", args.port)
+    server = await asyncio.start_server(
+        lambda r, w: _handle(r, w, args, started, rng), "127.0.0.1", args.port
+    )
     print(f"listening {server.sockets[0].getsockname()[1]} {epoch!r}", flush=True)
     async with server:
         await server.serve_forever()

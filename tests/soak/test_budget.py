@@ -45,15 +45,22 @@ def test_a_scenario_file_holds_a_budget_too(tmp_path):
     assert [a.name for a in budget.alerts] == ["1h/5m×14.4", "6h/30m×6"]  # the workbook's defaults
 
 
-@pytest.mark.parametrize(("line", "text", "message"), [
-    (5, GOOD.replace('objective = "truncation_rate"', 'objective = "itl_ms"'), "rate metric"),
-    (6, GOOD.replace("target = 0.999", "target = 1.5"), "between 0 and 1"),
-    (7, GOOD.replace("time_scale = 60", "time_scale = 0"), "time_scale"),
-    (8, GOOD.replace('long = "1h", short = "5m"', 'long = "5m", short = "1h"'), "shorter than the long"),
-    (9, GOOD.replace("factor = 6 }", "factor = 6, page = true }"), "unknown key 'page'"),
-    (8, GOOD.replace("abortOnFail = true", 'abortOnFail = "yes"'), "true or false"),
-    (5, GOOD.replace("objective", "objectiv"), "unknown key 'objectiv'"),
-])
+@pytest.mark.parametrize(
+    ("line", "text", "message"),
+    [
+        (5, GOOD.replace('objective = "truncation_rate"', 'objective = "itl_ms"'), "rate metric"),
+        (6, GOOD.replace("target = 0.999", "target = 1.5"), "between 0 and 1"),
+        (7, GOOD.replace("time_scale = 60", "time_scale = 0"), "time_scale"),
+        (
+            8,
+            GOOD.replace('long = "1h", short = "5m"', 'long = "5m", short = "1h"'),
+            "shorter than the long",
+        ),
+        (9, GOOD.replace("factor = 6 }", "factor = 6, page = true }"), "unknown key 'page'"),
+        (8, GOOD.replace("abortOnFail = true", 'abortOnFail = "yes"'), "true or false"),
+        (5, GOOD.replace("objective", "objectiv"), "unknown key 'objectiv'"),
+    ],
+)
 def test_errors_name_the_file_and_line(tmp_path, line, text, message):
     p = _write(tmp_path, text)
     with pytest.raises(SLOFileError, match=message) as err:
@@ -63,13 +70,24 @@ def test_errors_name_the_file_and_line(tmp_path, line, text, message):
 
 
 def _row(k: int, began: int, failed: int, w: float = 10.0) -> dict:
-    return {"window_start": k * w, "window_s": w, "requests": began, "began": began,
-            "ok": began - failed, "truncated": failed}
+    return {
+        "window_start": k * w,
+        "window_s": w,
+        "requests": began,
+        "began": began,
+        "ok": began - failed,
+        "truncated": failed,
+    }
 
 
 def _budget(**kw) -> Budget:
-    return parse_budget({"objective": "truncation_rate", "target": 0.99,
-                         "alerts": [{"long": "60s", "short": "20s", "factor": 10, **kw}]})
+    return parse_budget(
+        {
+            "objective": "truncation_rate",
+            "target": 0.99,
+            "alerts": [{"long": "60s", "short": "20s", "factor": 10, **kw}],
+        }
+    )
 
 
 def test_an_alert_fires_when_both_windows_burn_faster_than_the_factor():
@@ -84,7 +102,9 @@ def test_an_alert_fires_when_both_windows_burn_faster_than_the_factor():
     assert len(fired) == 1
     alert = fired[0]
     assert alert.fired_at_epoch == 80.0 and alert.fired_at == "1970-01-01T00:01:20.000Z"
-    assert alert.burn_short == pytest.approx(50.0) and alert.burn_long == pytest.approx(100 / 600 / 0.01, rel=1e-3)
+    assert alert.burn_short == pytest.approx(50.0) and alert.burn_long == pytest.approx(
+        100 / 600 / 0.01, rel=1e-3
+    )
     assert alert.abort_on_fail
     for k in range(8, 10):
         fired += tracker.add(_row(k, 100, 50))
@@ -116,5 +136,8 @@ def test_a_clean_run_fires_nothing_and_replay_gives_the_live_alerts():
 
 def test_no_eligible_stream_burns_nothing():
     tracker = BurnTracker(_budget())
-    assert tracker.add({"window_start": 0, "window_s": 10, "requests": 3, "began": 0, "http_5xx": 3}) == []
+    assert (
+        tracker.add({"window_start": 0, "window_s": 10, "requests": 3, "began": 0, "http_5xx": 3})
+        == []
+    )
     assert tracker.consumed is None

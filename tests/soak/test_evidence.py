@@ -47,7 +47,11 @@ def fake_server():
 
 
 def test_another_servers_metrics_url_is_scraped_with_its_process_memory(fake_server, tmp_path):
-    url = fake_server({"/metrics": b"# HELP x\nprocess_resident_memory_bytes 1.048576e+08\nprocess_open_fds 12\nvllm:num_requests_running 3\n"})
+    url = fake_server(
+        {
+            "/metrics": b"# HELP x\nprocess_resident_memory_bytes 1.048576e+08\nprocess_open_fds 12\nvllm:num_requests_running 3\n"
+        }
+    )
     ev = ServerEvidence(url, tmp_path, metrics_url=url + "/metrics")
     assert ev.probe() is None  # not the bundled server
     for _ in range(3):
@@ -57,14 +61,26 @@ def test_another_servers_metrics_url_is_scraped_with_its_process_memory(fake_ser
     assert len(lines) == 3 and lines[0]["metrics"]["vllm:num_requests_running"] == 3.0
     assert latest_server_rss(layout) == 104857600.0
     series = collect_series(tmp_path, [])
-    assert series["server_rss_mb"][2] == [100.0] * 3 and series["server_open_files"][2] == [12.0] * 3
+    assert (
+        series["server_rss_mb"][2] == [100.0] * 3 and series["server_open_files"][2] == [12.0] * 3
+    )
 
 
 def test_the_bundled_servers_processes_are_measured_here(fake_server, tmp_path):
-    workers = {"pid": os.getpid(), "ppid": os.getppid(), "server": "uvicorn", "worker_restarts_total": 2}
-    url = fake_server({"/healthz": json.dumps({"server": "streamslo-target", "mode": "fixed"}).encode(),
-                       "/metrics": b"streamslo_tokens_total 5\n", "/debug/workers": json.dumps(workers).encode(),
-                       "/debug/stalls": b"{}"})
+    workers = {
+        "pid": os.getpid(),
+        "ppid": os.getppid(),
+        "server": "uvicorn",
+        "worker_restarts_total": 2,
+    }
+    url = fake_server(
+        {
+            "/healthz": json.dumps({"server": "streamslo-target", "mode": "fixed"}).encode(),
+            "/metrics": b"streamslo_tokens_total 5\n",
+            "/debug/workers": json.dumps(workers).encode(),
+            "/debug/stalls": b"{}",
+        }
+    )
     ev = ServerEvidence(url, tmp_path, interval=0.05)
     assert ev.probe()["mode"] == "fixed"
     assert ev.metrics_url == url + "/metrics"  # found by itself
@@ -78,7 +94,9 @@ def test_the_bundled_servers_processes_are_measured_here(fake_server, tmp_path):
     res = [json.loads(x) for x in layout.server_resources.read_text().splitlines()]
     assert res, "no process sample"
     # psutil on this process (the "server" here): its memory, threads and files, and restarts.
-    assert res[-1]["rss_bytes"] > 10 * 2**20 and res[-1]["threads"] >= 2 and res[-1]["open_files"] >= 3
+    assert (
+        res[-1]["rss_bytes"] > 10 * 2**20 and res[-1]["threads"] >= 2 and res[-1]["open_files"] >= 3
+    )
     assert res[-1]["worker_restarts"] == 2 and res[-1]["processes"] >= 1
     assert layout.server_workers.exists() and layout.server_stalls.exists()
 

@@ -10,8 +10,12 @@ from streamslo.figures.histogram import DEFAULT_ALPHA, LogHistogram
 
 DISTRIBUTIONS = {
     "lognormal ITL": lambda rng: rng.lognormal(3.9, 0.4, 20_000),
-    "bimodal with stalls": lambda rng: np.concatenate([rng.normal(50, 3, 9_900), rng.uniform(2_000, 9_000, 100)]),
-    "tiny and zero": lambda rng: np.concatenate([np.zeros(50), rng.uniform(0.0, 0.01, 500), rng.uniform(1, 5, 500)]),
+    "bimodal with stalls": lambda rng: np.concatenate(
+        [rng.normal(50, 3, 9_900), rng.uniform(2_000, 9_000, 100)]
+    ),
+    "tiny and zero": lambda rng: np.concatenate(
+        [np.zeros(50), rng.uniform(0.0, 0.01, 500), rng.uniform(1, 5, 500)]
+    ),
     "few samples": lambda rng: rng.uniform(1, 1000, 7),
 }
 QUANTILES = (0.0, 0.01, 0.25, 0.5, 0.9, 0.95, 0.99, 0.999, 1.0)

@@ -51,8 +51,14 @@ def run(tmp_path_factory):
     for i in range(600):
         proto = "ws" if i % 3 == 0 else "sse"
         o = str(rng.choice(["ok"] * 6 + ["truncated", "http_5xx", "cancelled", "stalled"]))
-        rec = record(i, clock.t + 0.1 * i, outcome=o, status=503 if o == "http_5xx" else (101 if proto == "ws" else 200),
-                     protocol=proto, rng=rng)
+        rec = record(
+            i,
+            clock.t + 0.1 * i,
+            outcome=o,
+            status=503 if o == "http_5xx" else (101 if proto == "ws" else 200),
+            protocol=proto,
+            rng=rng,
+        )
         writer.add(rec)
         agg.add(rec)
         if i == 450:  # the run is killed here: later windows never reach windows.csv
@@ -81,7 +87,9 @@ def test_live_thresholds_agree_with_the_final_evaluation(run):
     d, book = run
     slo = thresholds.parse_slo(SLO_TEXT)
     data = load_run(d)
-    for th, final in zip(slo.thresholds, thresholds.evaluate(slo, data, duration_s=60.0), strict=True):
+    for th, final in zip(
+        slo.thresholds, thresholds.evaluate(slo, data, duration_s=60.0), strict=True
+    ):
         live = evaluate_live(th, book.totals, 60.0)
         assert live is not None
         assert live.samples == final.samples, th.name
@@ -126,7 +134,9 @@ def test_finalize_of_a_killed_run_rebuilds_the_missing_windows(run):
     import json
 
     run_json = json.loads(layout.run_json.read_text())
-    assert run_json["windows"]["rebuilt"] >= 1 and run_json["windows"]["requests"] == len(data.streams)
+    assert run_json["windows"]["rebuilt"] >= 1 and run_json["windows"]["requests"] == len(
+        data.streams
+    )
     # The rebuilt windows' percentiles come from the same histograms: within 1 % of numpy.
     last = rows[-1]
     end = data.streams["started_at"] + data.streams["e2e_ms"].fillna(0) / 1000

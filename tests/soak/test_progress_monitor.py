@@ -12,10 +12,21 @@ from tests.soak.conftest import REPO
 
 
 def test_the_line_says_elapsed_eta_streams_rates_and_alerts():
-    st = ProgressState(elapsed_s=720, planned_s=3600, streams=84210, active=300.4, truncation_rate=0.0012,
-                       http_5xx_rate=0.0, itl_p99_ms=51.23, alerts=1, last_alert="1h/5m×14.4")
-    assert progress_line(st) == ("12m00s/1h00m00s ETA 48m00s | streams 84,210 (300 open) | last window: "
-                                 "trunc 0.12% 5xx 0.00% ITL p99 51.2 ms | alerts 1 (last: 1h/5m×14.4)")
+    st = ProgressState(
+        elapsed_s=720,
+        planned_s=3600,
+        streams=84210,
+        active=300.4,
+        truncation_rate=0.0012,
+        http_5xx_rate=0.0,
+        itl_p99_ms=51.23,
+        alerts=1,
+        last_alert="1h/5m×14.4",
+    )
+    assert progress_line(st) == (
+        "12m00s/1h00m00s ETA 48m00s | streams 84,210 (300 open) | last window: "
+        "trunc 0.12% 5xx 0.00% ITL p99 51.2 ms | alerts 1 (last: 1h/5m×14.4)"
+    )
     assert fmt_duration(3723) == "1h02m03s" and fmt_duration(7) == "7s"
     assert "streams — " in progress_line(ProgressState(1, 10))
     assert "connect errors" not in progress_line(st)  # none: nothing to show
@@ -30,7 +41,12 @@ def test_plain_lines_come_every_interval_and_once_at_the_end():
         p.update(ProgressState(elapsed_s=t, planned_s=90, streams=t))
     p.close()
     lines = out.getvalue().splitlines()
-    assert [ln.split()[1] for ln in lines] == ["0s/1m30s", "30s/1m30s", "1m00s/1m30s", "1m30s/1m30s"]
+    assert [ln.split()[1] for ln in lines] == [
+        "0s/1m30s",
+        "30s/1m30s",
+        "1m00s/1m30s",
+        "1m30s/1m30s",
+    ]
 
 
 def test_auto_is_plain_off_a_terminal_and_live_redraws_on_one():
@@ -71,7 +87,9 @@ print(json.dumps({"f": f, "buckets": len(m.lag.to_wire()["c"]), "worst": len(m._
 
 def test_the_monitor_keeps_no_list_of_samples():
     # In a subprocess: the monitor imports gevent, which the test process must not.
-    r = subprocess.run([sys.executable, "-c", _MONITOR], capture_output=True, text=True, timeout=120, cwd=REPO)
+    r = subprocess.run(
+        [sys.executable, "-c", _MONITOR], capture_output=True, text=True, timeout=120, cwd=REPO
+    )
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     f = d["f"]

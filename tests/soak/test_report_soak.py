@@ -41,8 +41,14 @@ def soak_dir(tmp_path_factory):
     rows = book.close_all()
     writer.flush(wait=True)
     append_rows(Layout(d).windows_csv, rows)
-    budget = parse_budget({"objective": "truncation_rate", "target": 0.99, "time_scale": 120,
-                           "alerts": [{"long": "1h", "short": "5m", "factor": 14.4, "abortOnFail": True}]})
+    budget = parse_budget(
+        {
+            "objective": "truncation_rate",
+            "target": 0.99,
+            "time_scale": 120,
+            "alerts": [{"long": "1h", "short": "5m", "factor": 14.4, "abortOnFail": True}],
+        }
+    )
     run = read_json(Layout(d).run_json)
     write_json(Layout(d).run_json, {**run, "budget": budget.as_dict(), "window_s": 5.0})
     finalize(d, {"start_epoch": 2_000_000.0, "end_epoch": 2_000_125.0})
@@ -64,10 +70,22 @@ def test_finalize_replays_the_alerts_and_judges_the_drift(soak_dir):
 def test_the_report_shows_windows_budget_alerts_and_drift(soak_dir, tmp_path):
     res = build_report(None, soak_dir, tmp_path / "report.html", resamples=50)
     md = res.markdown.read_text()
-    for text in ("Long run", "Error budget", "Alerts fired", "1h/5m×14.4", "Drift and leaks", "gen_rss_mb", "leak"):
+    for text in (
+        "Long run",
+        "Error budget",
+        "Alerts fired",
+        "1h/5m×14.4",
+        "Drift and leaks",
+        "gen_rss_mb",
+        "leak",
+    ):
         assert text in md, text
     page = res.html.read_text()
-    for alt in ("Windows: throughput, truncation and ITL p99 per window", "Error budget burn-down", "Resources over time"):
+    for alt in (
+        "Windows: throughput, truncation and ITL p99 per window",
+        "Error budget burn-down",
+        "Resources over time",
+    ):
         assert f'alt="{alt}' in page, alt
     data = json.loads(res.json.read_text())
     (soak,) = data["soak"]
@@ -95,6 +113,9 @@ def test_partial_windows_are_divided_by_the_part_the_run_covered():
     10 s window and 5 s of its last. 70 requests in the first window is 10/s, not a ramp."""
     from streamslo.reports.soak import SoakSection, window_rates
 
-    rows = [{"window_start": 100.0 + 10 * i, "window_s": 10.0, "requests": n} for i, n in enumerate((70, 100, 50))]
+    rows = [
+        {"window_start": 100.0 + 10 * i, "window_s": 10.0, "requests": n}
+        for i, n in enumerate((70, 100, 50))
+    ]
     sec = SoakSection("after", "run", rows, None, [], None, {}, [], (103.0, 125.0))
     assert window_rates(sec) == [(0.0, 10.0, True), (10.0, 10.0, False), (20.0, 10.0, True)]

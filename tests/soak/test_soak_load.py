@@ -33,8 +33,20 @@ alerts = [{{ long = "1h", short = "5m", factor = 14.4, abortOnFail = {abort} }},
 
 
 def _run(host: str, out, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "streamslo", "run", "--host", host, "--out", str(out), "--allow-invalid",
-           "--model", "m", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "streamslo",
+        "run",
+        "--host",
+        host,
+        "--out",
+        str(out),
+        "--allow-invalid",
+        "--model",
+        "m",
+        *args,
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=REPO)
 
 
@@ -54,8 +66,24 @@ def test_the_fast_alert_fires_within_its_short_window_and_stops_the_run(failing_
     slo = tmp_path / "slo.toml"
     slo.write_text(BUDGET.format(abort="true"))
     out = tmp_path / "run"
-    r = _run(server.url, out, "--users", "10", "--duration", "40", "--max-tokens", "8", "--window", "0.5s",
-             "--drain", "2", "--slo", str(slo), "--progress", "off")
+    r = _run(
+        server.url,
+        out,
+        "--users",
+        "10",
+        "--duration",
+        "40",
+        "--max-tokens",
+        "8",
+        "--window",
+        "0.5s",
+        "--drain",
+        "2",
+        "--slo",
+        str(slo),
+        "--progress",
+        "off",
+    )
     assert r.returncode == 99, r.stdout + r.stderr
     run = json.loads((out / "run.json").read_text())
     fast = run["aborted_by_alert"]
@@ -72,13 +100,33 @@ def test_the_fast_alert_fires_within_its_short_window_and_stops_the_run(failing_
     assert summary["budget"]["consumed"] > 1.0  # the budget was overspent
 
 
-def test_a_clean_run_fires_no_alert_and_its_windows_agree_with_the_streams(failing_server, tmp_path):
+def test_a_clean_run_fires_no_alert_and_its_windows_agree_with_the_streams(
+    failing_server, tmp_path
+):
     server = failing_server()
     slo = tmp_path / "slo.toml"
     slo.write_text(BUDGET.format(abort="true"))
     out = tmp_path / "run"
-    r = _run(server.url, out, "--users", "12", "--duration", "8", "--max-tokens", "10", "--window", "1s",
-             "--drain", "3", "--slo", str(slo), "--progress", "plain", "--progress-interval", "2")
+    r = _run(
+        server.url,
+        out,
+        "--users",
+        "12",
+        "--duration",
+        "8",
+        "--max-tokens",
+        "10",
+        "--window",
+        "1s",
+        "--drain",
+        "3",
+        "--slo",
+        str(slo),
+        "--progress",
+        "plain",
+        "--progress-interval",
+        "2",
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     run = json.loads((out / "run.json").read_text())
     assert run["alerts"] == [] and run["aborted_by_alert"] is None
@@ -94,8 +142,12 @@ def test_a_clean_run_fires_no_alert_and_its_windows_agree_with_the_streams(faili
     for _, row in w[w["requests"] > 3].iterrows():
         mine = s[s["w"] == row["window_start"]]
         gaps = g[g["stream_id"].isin(mine["stream_id"])]["gap_ms"].to_numpy()
-        assert row["itl_ms_p99"] == pytest.approx(np.percentile(gaps, 99), rel=DEFAULT_ALPHA, abs=0.002)
-        assert row["ttft_ms_p50"] == pytest.approx(np.percentile(mine["ttft_ms"], 50), rel=DEFAULT_ALPHA, abs=0.002)
+        assert row["itl_ms_p99"] == pytest.approx(
+            np.percentile(gaps, 99), rel=DEFAULT_ALPHA, abs=0.002
+        )
+        assert row["ttft_ms_p50"] == pytest.approx(
+            np.percentile(mine["ttft_ms"], 50), rel=DEFAULT_ALPHA, abs=0.002
+        )
     # Plain progress lines on stderr (not a terminal), every 2 s and at the end.
     lines = [ln for ln in r.stderr.splitlines() if ln.startswith("streamslo: ") and "ETA" in ln]
     assert len(lines) >= 3, r.stderr
@@ -107,9 +159,28 @@ def test_a_clean_run_fires_no_alert_and_its_windows_agree_with_the_streams(faili
 
 def test_windows_through_a_master_and_two_processes(faulty_server, tmp_path):
     out = tmp_path / "run"
-    r = _run(faulty_server.base_url, out, "--model", "timed", "--users", "8", "--duration", "10",
-             "--max-tokens", "6", "--processes", "2", "--window", "2s", "--drain", "3", "--progress", "off",
-             "--slo", _lenient(tmp_path))
+    r = _run(
+        faulty_server.base_url,
+        out,
+        "--model",
+        "timed",
+        "--users",
+        "8",
+        "--duration",
+        "10",
+        "--max-tokens",
+        "6",
+        "--processes",
+        "2",
+        "--window",
+        "2s",
+        "--drain",
+        "3",
+        "--progress",
+        "off",
+        "--slo",
+        _lenient(tmp_path),
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     w = _windows(out)
     s = pd.read_csv(out / "streams.csv")
@@ -119,25 +190,61 @@ def test_windows_through_a_master_and_two_processes(faulty_server, tmp_path):
     # too late for it (Locust gives its workers 0.5 s at the quit): the last windows, rebuilt.
     live = json.loads((out / "live.json").read_text())
     assert live["rows_written"] >= 2
-    assert set(run["windows"]["rebuilt_windows"]) <= set(w["window_start"].iloc[-2:]), run["windows"]
+    assert set(run["windows"]["rebuilt_windows"]) <= set(w["window_start"].iloc[-2:]), run[
+        "windows"
+    ]
 
 
 def test_the_prometheus_endpoint_serves_the_generators_metrics(faulty_server, tmp_path):
     port = unused_port()
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "streamslo", "run", "--host", faulty_server.base_url, "--out", str(out),
-           "--allow-invalid", "--model", "timed", "--users", "4", "--duration", "8", "--max-tokens", "6",
-           "--window", "1s", "--drain", "2", "--progress", "off", "--prometheus-port", str(port),
-           "--slo", _lenient(tmp_path)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "streamslo",
+        "run",
+        "--host",
+        faulty_server.base_url,
+        "--out",
+        str(out),
+        "--allow-invalid",
+        "--model",
+        "timed",
+        "--users",
+        "4",
+        "--duration",
+        "8",
+        "--max-tokens",
+        "6",
+        "--window",
+        "1s",
+        "--drain",
+        "2",
+        "--progress",
+        "off",
+        "--prometheus-port",
+        str(port),
+        "--slo",
+        _lenient(tmp_path),
+    ]
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         text = ""
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:
-                text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
-                if 'streamslo_gen_streams_total{outcome="ok"}' in text and "streamslo_gen_cpu_percent" in text:
-                    ok = float(text.split('streamslo_gen_streams_total{outcome="ok"}')[1].split()[0])
+                text = (
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2)
+                    .read()
+                    .decode()
+                )
+                if (
+                    'streamslo_gen_streams_total{outcome="ok"}' in text
+                    and "streamslo_gen_cpu_percent" in text
+                ):
+                    ok = float(
+                        text.split('streamslo_gen_streams_total{outcome="ok"}')[1].split()[0]
+                    )
                     if ok > 0:
                         break
             except OSError:
@@ -160,12 +267,34 @@ def test_soak_runs_a_constant_load_scenario_with_its_budget_against_a_host(fault
         '[budget]\nobjective = "http_5xx_rate"\ntarget = 0.99\ntime_scale = 300\n'
     )
     out = tmp_path / "soak"
-    r = subprocess.run([sys.executable, "-m", "streamslo", "soak", "--scenario", str(scenario), "--host",
-                        faulty_server.base_url, "--out", str(out), "--allow-invalid"],
-                       capture_output=True, text=True, timeout=120, cwd=REPO)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "streamslo",
+            "soak",
+            "--scenario",
+            str(scenario),
+            "--host",
+            faulty_server.base_url,
+            "--out",
+            str(out),
+            "--allow-invalid",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert not (tmp_path / "soak-server.log").exists()  # --host given: no bundled server
     run = json.loads((out / "run.json").read_text())
-    assert run["target"] == faulty_server.base_url and run["duration_s"] == 5.0 and run["window_s"] == 1.0
-    assert run["budget"]["alerts"][0]["long_s"] == 12.0 and run["alerts"] == []  # 1h / 300, no alert
+    assert (
+        run["target"] == faulty_server.base_url
+        and run["duration_s"] == 5.0
+        and run["window_s"] == 1.0
+    )
+    assert (
+        run["budget"]["alerts"][0]["long_s"] == 12.0 and run["alerts"] == []
+    )  # 1h / 300, no alert
     assert _windows(out)["requests"].sum() == len(pd.read_csv(out / "streams.csv")) > 0

@@ -17,8 +17,10 @@ def _records(n: int, start: float, span: float, seed: int = 0):
     rng = np.random.default_rng(seed)
     ends = np.sort(rng.uniform(start, start + span, n))
     outcomes = rng.choice(["ok"] * 8 + ["truncated", "http_5xx"], n)
-    return [record(i, float(e), outcome=str(o), status=503 if o == "http_5xx" else 200, rng=rng)
-            for i, (e, o) in enumerate(zip(ends, outcomes, strict=True))]
+    return [
+        record(i, float(e), outcome=str(o), status=503 if o == "http_5xx" else 200, rng=rng)
+        for i, (e, o) in enumerate(zip(ends, outcomes, strict=True))
+    ]
 
 
 def _run(book: WindowBook, aggs: list[WindowAggregator], recs, clock: Clock, step: float = 3.0):
@@ -44,7 +46,9 @@ def test_sum_of_requests_equals_streams_and_percentiles_agree_with_numpy():
     book = WindowBook(W, clock)
     rows = _run(book, [WindowAggregator(W, "p1", clock)], recs, clock)
     assert sum(r["requests"] for r in rows) == len(recs)
-    assert [r["window_start"] for r in rows] == sorted({r["window_start"] for r in rows})  # one row each
+    assert [r["window_start"] for r in rows] == sorted(
+        {r["window_start"] for r in rows}
+    )  # one row each
     assert set(rows[0].values) == set(WINDOW_COLUMNS)
     by_k: dict[int, list] = {}
     for rec in recs:
@@ -58,8 +62,12 @@ def test_sum_of_requests_equals_streams_and_percentiles_agree_with_numpy():
         gaps = np.array([g * 1000 for r in pool for g in r.gap_s])
         ttft = np.array([r.ttft_s * 1000 for r in pool])
         for q in (50, 95, 99):
-            assert row[f"itl_ms_p{q}"] == pytest.approx(np.percentile(gaps, q), rel=DEFAULT_ALPHA, abs=1e-3)
-            assert row[f"ttft_ms_p{q}"] == pytest.approx(np.percentile(ttft, q), rel=DEFAULT_ALPHA, abs=1e-3)
+            assert row[f"itl_ms_p{q}"] == pytest.approx(
+                np.percentile(gaps, q), rel=DEFAULT_ALPHA, abs=1e-3
+            )
+            assert row[f"ttft_ms_p{q}"] == pytest.approx(
+                np.percentile(ttft, q), rel=DEFAULT_ALPHA, abs=1e-3
+            )
         assert row["itl_ms_max"] == pytest.approx(gaps.max(), abs=1e-3)
         assert row["tokens"] == sum(r.tokens for r in mine)
 
@@ -68,10 +76,13 @@ def test_two_processes_give_the_same_windows_as_one():
     recs = _records(2_000, 1_000_000.0, 60.0, seed=4)
     c1, c2 = Clock(), Clock()
     one = _run(WindowBook(W, c1), [WindowAggregator(W, "only", c1)], recs, c1)
-    two = _run(WindowBook(W, c2), [WindowAggregator(W, "a", c2), WindowAggregator(W, "b", c2)], recs, c2)
+    two = _run(
+        WindowBook(W, c2), [WindowAggregator(W, "a", c2), WindowAggregator(W, "b", c2)], recs, c2
+    )
     strip = ("gen_cpu_pct", "gen_lag_ms_p99", "gen_rss_mb", "active_streams")
-    assert [{k: v for k, v in r.values.items() if k not in strip} for r in one] == \
-           [{k: v for k, v in r.values.items() if k not in strip} for r in two]
+    assert [{k: v for k, v in r.values.items() if k not in strip} for r in one] == [
+        {k: v for k, v in r.values.items() if k not in strip} for r in two
+    ]
 
 
 def test_a_window_waits_for_every_process_that_reports():
@@ -123,7 +134,9 @@ def test_generator_samples_average_per_process_and_add_across():
     assert row["gen_cpu_pct"] == pytest.approx(82.0)  # the busiest process's mean
     assert row["active_streams"] == pytest.approx(40.0)  # streams open in all processes
     assert row["gen_rss_mb"] == pytest.approx(150.0)
-    assert row["gen_lag_ms_p99"] == pytest.approx(np.percentile([1, 2, 3, 4, 5] * 2, 99), rel=DEFAULT_ALPHA)
+    assert row["gen_lag_ms_p99"] == pytest.approx(
+        np.percentile([1, 2, 3, 4, 5] * 2, 99), rel=DEFAULT_ALPHA
+    )
     assert row["requests"] == 0
 
 

@@ -87,7 +87,9 @@ def new_ws_protocol() -> tuple[ClientProtocol, bytes]:
 
 
 def ws_accept_head(key: str) -> bytes:
-    accept = base64.b64encode(hashlib.sha1((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest())
+    accept = base64.b64encode(
+        hashlib.sha1((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest()
+    )
     return (
         b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
         b"Sec-WebSocket-Accept: " + accept + b"\r\n\r\n"

@@ -25,7 +25,9 @@ def run_case(base_url: str, scenario: str, api: str, **kw: object) -> StreamReco
     opts = RequestOptions(api=api, model=scenario, max_tokens=MAX_TOKENS, **kw)  # type: ignore[arg-type]
     rec = StreamRecord(f"{scenario}-{api}", "sse", "test", time.time(), time.perf_counter())
     tracker = tracker_for(api, rec, opts.expectations())
-    stream_sse(Target.from_url(base_url), opts.path, build_body(opts, "hello there"), tracker, LIMITS)
+    stream_sse(
+        Target.from_url(base_url), opts.path, build_body(opts, "hello there"), tracker, LIMITS
+    )
     return rec
 
 
@@ -64,7 +66,9 @@ def test_reasoning_and_tool_tokens(matrix, api):
     assert rec.reasoning_tokens == 2 and rec.tool_tokens == 2
     assert rec.ttfo_s is not None and rec.ttft_s is not None
     assert rec.ttfo_s - rec.ttft_s >= 0.009  # two reasoning tokens, 5 ms apart at least
-    assert rec.ttftc_s is not None and rec.ttftc_s > rec.ttfo_s  # the tool call comes after the answer
+    assert (
+        rec.ttftc_s is not None and rec.ttftc_s > rec.ttfo_s
+    )  # the tool call comes after the answer
 
 
 @pytest.mark.parametrize("api", ["openai-responses", "anthropic-messages"])

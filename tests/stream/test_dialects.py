@@ -35,8 +35,12 @@ def events(api: str, **kw: object) -> list[Event]:
     return head + tail
 
 
-def run(api: str, reads: list[tuple[float, bytes]], expect: StreamExpectations = FORCED,
-        end: float | None = None) -> StreamRecord:
+def run(
+    api: str,
+    reads: list[tuple[float, bytes]],
+    expect: StreamExpectations = FORCED,
+    end: float | None = None,
+) -> StreamRecord:
     rec = StreamRecord("s", "sse", "T", 0.0, 0.0)
     ex = SSEExchange(tracker_for(api, rec, expect), STALL, REQUEST_TIMEOUT)
     for t, data in reads:
@@ -55,8 +59,15 @@ def run(api: str, reads: list[tuple[float, bytes]], expect: StreamExpectations =
 
 
 def fingerprint(rec: StreamRecord) -> tuple[object, ...]:
-    return (rec.outcome, rec.tokens, rec.reasoning_tokens, rec.tool_tokens, rec.usage_completion_tokens,
-            rec.finish_reason, rec.error)
+    return (
+        rec.outcome,
+        rec.tokens,
+        rec.reasoning_tokens,
+        rec.tool_tokens,
+        rec.usage_completion_tokens,
+        rec.finish_reason,
+        rec.error,
+    )
 
 
 APIS = ["openai-responses", "anthropic-messages"]
@@ -86,9 +97,12 @@ def test_timings_come_from_the_clock(api):
     rec = run(api, reads)
     assert rec.outcome == "ok", rec.error
     kinds = [k for k, v in events(api, reasoning=2)]
-    token_at = [0.02 * (i + 1) for i, (k, v) in enumerate(events(api, reasoning=2))
-                if k in ("response.reasoning_text.delta", "response.output_text.delta")
-                or (k == "content_block_delta" and v["delta"]["type"] in ("text_delta", "thinking_delta"))]
+    token_at = [
+        0.02 * (i + 1)
+        for i, (k, v) in enumerate(events(api, reasoning=2))
+        if k in ("response.reasoning_text.delta", "response.output_text.delta")
+        or (k == "content_block_delta" and v["delta"]["type"] in ("text_delta", "thinking_delta"))
+    ]
     assert len(token_at) == N, kinds
     assert rec.ttft_s == pytest.approx(token_at[0])
     assert rec.ttfo_s == pytest.approx(token_at[2])
@@ -102,11 +116,16 @@ def test_keepalives_are_not_progress(api):
     evs = events(api)
     head = [e for e in evs if e[0] in ("response.created", "message_start")]
     deltas = [e for e in evs if e[0] in ("response.output_text.delta", "content_block_delta")][:2]
-    ping: Event = (("response.in_progress", {"type": "response.in_progress"}) if api == "openai-responses"
-                   else ("ping", {"type": "ping"}))
-    reads = [(0.0, HEAD)] + [(0.1 * (i + 1), chunked(sse([e]))[len(HEAD):-5]) for i, e in enumerate(head + deltas)]
+    ping: Event = (
+        ("response.in_progress", {"type": "response.in_progress"})
+        if api == "openai-responses"
+        else ("ping", {"type": "ping"})
+    )
+    reads = [(0.0, HEAD)] + [
+        (0.1 * (i + 1), chunked(sse([e]))[len(HEAD) : -5]) for i, e in enumerate(head + deltas)
+    ]
     last = reads[-1][0]
-    reads += [(last + 0.2 * (i + 1), chunked(sse([ping]))[len(HEAD):-5]) for i in range(20)]
+    reads += [(last + 0.2 * (i + 1), chunked(sse([ping]))[len(HEAD) : -5]) for i in range(20)]
     rec = run(api, reads)
     assert rec.outcome == "stalled"
     assert rec.e2e_s == pytest.approx(last + STALL)
@@ -117,14 +136,25 @@ def test_keepalives_are_not_progress(api):
 @pytest.mark.parametrize("api", APIS)
 @pytest.mark.parametrize(
     ("stop", "forced", "free"),
-    [("length", "ok", "ok"), ("natural", "silent_truncation", "ok"), ("filter", "silent_truncation", "silent_truncation")],
+    [
+        ("length", "ok", "ok"),
+        ("natural", "silent_truncation", "ok"),
+        ("filter", "silent_truncation", "silent_truncation"),
+    ],
 )
 def test_stop_reasons(api, stop, forced, free):
     if api == "openai-responses":
-        kw: dict[str, object] = {"end": "completed"} if stop == "natural" else (
-            {"reason": "content_filter"} if stop == "filter" else {})
+        kw: dict[str, object] = (
+            {"end": "completed"}
+            if stop == "natural"
+            else ({"reason": "content_filter"} if stop == "filter" else {})
+        )
     else:
-        kw = {"stop_reason": {"length": "max_tokens", "natural": "end_turn", "filter": "refusal"}[stop]}
+        kw = {
+            "stop_reason": {"length": "max_tokens", "natural": "end_turn", "filter": "refusal"}[
+                stop
+            ]
+        }
     raw = chunked(sse(events(api, **kw)))
     assert run(api, [(0.1, raw)], FORCED, end=0.2).outcome == forced
     assert run(api, [(0.1, raw)], FREE, end=0.2).outcome == free
@@ -146,7 +176,7 @@ def test_terminal_missing_or_wrong(api):
     evs = events(api)
     rec = run(api, [(0.1, chunked(sse(evs[:-1])))], end=0.2)
     assert rec.outcome == "truncated"
-    rec = run(api, [(0.1, chunked(sse(evs[:-1])) [:-5] + b"data: [DONE]\n\n")], end=0.2)
+    rec = run(api, [(0.1, chunked(sse(evs[:-1]))[:-5] + b"data: [DONE]\n\n")], end=0.2)
     assert rec.outcome in ("malformed", "truncated")
     raw = chunked([*sse(evs), b"data: [DONE]\n\n"])
     assert run(api, [(0.1, raw)], end=0.2).outcome == "ok"
@@ -155,13 +185,36 @@ def test_terminal_missing_or_wrong(api):
 
 
 def test_in_band_errors():
-    raw = chunked(sse([("error", {"type": "error", "code": "x", "message": "boom", "param": None})]))
+    raw = chunked(
+        sse([("error", {"type": "error", "code": "x", "message": "boom", "param": None})])
+    )
     rec = run("openai-responses", [(0.1, raw)], end=0.2)
     assert (rec.outcome, rec.error) == ("error_event", "error event: boom")
-    raw = chunked(sse([("response.failed", {"type": "response.failed", "response": {"error": {"message": "bad"}}})]))
+    raw = chunked(
+        sse(
+            [
+                (
+                    "response.failed",
+                    {"type": "response.failed", "response": {"error": {"message": "bad"}}},
+                )
+            ]
+        )
+    )
     rec = run("openai-responses", [(0.1, raw)], end=0.2)
     assert rec.outcome == "error_event" and "bad" in rec.error
-    raw = chunked(sse([("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})]))
+    raw = chunked(
+        sse(
+            [
+                (
+                    "error",
+                    {
+                        "type": "error",
+                        "error": {"type": "overloaded_error", "message": "Overloaded"},
+                    },
+                )
+            ]
+        )
+    )
     rec = run("anthropic-messages", [(0.1, raw)], end=0.2)
     assert (rec.outcome, rec.error) == ("error_event", "error event: Overloaded")
 
@@ -174,7 +227,9 @@ def test_paths():
 def test_chat_reasoning_and_tool_call_deltas_are_typed_tokens():
     """openai-chat: reasoning_content (and vLLM's reasoning) deltas are reasoning tokens,
     tool_calls deltas tool tokens; TTFO is the first content delta."""
-    head = '{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,'
+    head = (
+        '{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,'
+    )
     deltas = [
         '{"role":"assistant"}',
         '{"reasoning_content":"think"}',
@@ -191,6 +246,8 @@ def test_chat_reasoning_and_tool_call_deltas_are_typed_tokens():
     rec = run("openai-chat", reads, StreamExpectations(max_tokens=8, ignore_eos=False))
     assert rec.outcome == "ok", rec.error
     assert (rec.tokens, rec.reasoning_tokens, rec.tool_tokens) == (5, 2, 2)
-    assert rec.ttft_s == pytest.approx(0.02)  # the first reasoning delta (the role chunk is no token)
+    assert rec.ttft_s == pytest.approx(
+        0.02
+    )  # the first reasoning delta (the role chunk is no token)
     assert rec.ttfo_s == pytest.approx(0.04)
     assert rec.ttftc_s == pytest.approx(0.05)

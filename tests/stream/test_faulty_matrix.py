@@ -62,8 +62,18 @@ def test_outcome(matrix, case):
 
 def test_every_outcome_is_produced_on_both_transports():
     produced = {(o, p) for (_, p), o in EXPECTED.items()}
-    for outcome in ("ok", "truncated", "silent_truncation", "error_event", "malformed",
-                    "stalled", "timeout", "http_4xx", "http_5xx", "connect_error"):
+    for outcome in (
+        "ok",
+        "truncated",
+        "silent_truncation",
+        "error_event",
+        "malformed",
+        "stalled",
+        "timeout",
+        "http_4xx",
+        "http_5xx",
+        "connect_error",
+    ):
         for proto in ("sse", "ws"):
             assert (outcome, proto) in produced, f"no faulty scenario yields {outcome} on {proto}"
 
@@ -95,7 +105,9 @@ def test_timed_stream_latencies(faulty_server):
 def test_stall_adds_open_gap(matrix):
     rec = matrix[("stall_midway", "sse")]
     if rec.outcome != "stalled":
-        candidates = [r for (s, p), r in matrix.items() if p == "sse" and r.outcome == "stalled" and r.tokens]
+        candidates = [
+            r for (s, p), r in matrix.items() if p == "sse" and r.outcome == "stalled" and r.tokens
+        ]
         assert candidates, "a stall after some tokens is in the catalogue"
         rec = candidates[0]
     assert rec.open_gap

@@ -52,7 +52,9 @@ def feed(data: bytes, step: int = 1 << 16) -> tuple[ResponseReader, bytes]:
 # --- HTTP/1.1: numbers, framing, heads ------------------------------------------------------
 
 
-@pytest.mark.parametrize("size", [b"-6", b"0x10", b"+1", b"1_0", b" 1", b"1 1", b"", b"g", b"1" * 17])
+@pytest.mark.parametrize(
+    "size", [b"-6", b"0x10", b"+1", b"1_0", b" 1", b"1 1", b"", b"g", b"1" * 17]
+)
 def test_chunk_size_is_1_star_hexdig(size):
     """``int(size, 16)`` took all of these; a negative size moved the reader backwards for
     ever (every greenlet of the process froze)."""
@@ -61,7 +63,9 @@ def test_chunk_size_is_1_star_hexdig(size):
 
 
 def test_chunk_sizes_and_extensions_that_are_valid():
-    data = CHUNKED + b"A;name=value\r\n0123456789\r\n00000005 ;x\r\nhello\r\n0\r\nTrailer: t\r\n\r\n"
+    data = (
+        CHUNKED + b"A;name=value\r\n0123456789\r\n00000005 ;x\r\nhello\r\n0\r\nTrailer: t\r\n\r\n"
+    )
     for step in (1, 3, 1000):
         reader, body = feed(data, step)
         assert body == b"0123456789hello" and reader.complete
@@ -232,7 +236,13 @@ def test_flood_after_done_is_capped_and_malformed():
     """After [DONE] a size error was ignored and the decoder's buffer grew at line rate."""
     tr, rec = tracker()
     ok = b"".join(
-        chunk_bytes({"choices": [{"delta": {"content": f"t{i}"}, "finish_reason": "length" if i == 2 else None}]})
+        chunk_bytes(
+            {
+                "choices": [
+                    {"delta": {"content": f"t{i}"}, "finish_reason": "length" if i == 2 else None}
+                ]
+            }
+        )
         for i in range(3)
     )
     tr.on_sse_bytes(10.1, ok + b"data: [DONE]\n\n")
@@ -260,7 +270,11 @@ def test_a_dripped_line_that_never_ends_is_stalled():
     from tests.stream.drive import STALL, Burst, drive_sse
 
     head = HEAD + b"\r\n"
-    bursts = [Burst(0.01, [head + b"data: " + chunk_bytes({"choices": [{"delta": {"content": "a"}}]})[6:]])]
+    bursts = [
+        Burst(
+            0.01, [head + b"data: " + chunk_bytes({"choices": [{"delta": {"content": "a"}}]})[6:]]
+        )
+    ]
     bursts += [Burst(0.1 + i * 0.1, [b"x"]) for i in range(100)]  # 10 s of one byte per 100 ms
     rec = drive_sse(bursts, None)
     assert rec.outcome == "stalled"
@@ -273,7 +287,13 @@ def test_complete_lines_are_not_progress():
     from tests.stream.drive import STALL, Burst, drive_sse
 
     ok = b"".join(
-        chunk_bytes({"choices": [{"delta": {"content": f"t{i}"}, "finish_reason": "length" if i == 2 else None}]})
+        chunk_bytes(
+            {
+                "choices": [
+                    {"delta": {"content": f"t{i}"}, "finish_reason": "length" if i == 2 else None}
+                ]
+            }
+        )
         for i in range(3)
     )
     bursts = [Burst(0.01, [HEAD + b"\r\n"])]
@@ -282,7 +302,10 @@ def test_complete_lines_are_not_progress():
     rec = drive_sse(bursts, 5.51)
     assert rec.outcome == "stalled"
     assert rec.e2e_s == pytest.approx(0.01 + STALL)
-    assert rec.error == "no first token for 1s after the stream began; 2 SSE comments kept the connection alive"
+    assert (
+        rec.error
+        == "no first token for 1s after the stream began; 2 SSE comments kept the connection alive"
+    )
 
 
 def test_hostile_streams_leave_no_reference_cycles():
@@ -306,7 +329,11 @@ def test_hostile_streams_leave_no_reference_cycles():
     try:
         for data in hostile:
             rec = StreamRecord("c", "sse", "T", 0.0, 0.0)
-            ex = SSEExchange(StreamTracker(rec, StreamExpectations(max_tokens=3), max_event_bytes=65536), 1.0, 30.0)
+            ex = SSEExchange(
+                StreamTracker(rec, StreamExpectations(max_tokens=3), max_event_bytes=65536),
+                1.0,
+                30.0,
+            )
             for i in range(0, len(data), 4096):
                 ex.receive(0.1, data[i : i + 4096])
             assert rec.outcome == "malformed", (data[:40], rec.outcome)

@@ -40,16 +40,35 @@ def _tree_rss(proc: psutil.Process) -> dict[int, int]:
     return out
 
 
-def test_run_against_hostile_servers_ends_on_time_and_classifies_every_stream(faulty_server, tmp_path: Path):
+def test_run_against_hostile_servers_ends_on_time_and_classifies_every_stream(
+    faulty_server, tmp_path: Path
+):
     out = tmp_path / "run"
     cmd = [
-        sys.executable, "-m", "streamslo", "run",
-        "--host", f"{faulty_server.base_url}/s/mix_hostile",
-        "--users", "12", "--duration", f"{DURATION_S}s", "--protocol", "mixed",
-        "--stall-timeout", "3", "--request-timeout", "8", "--drain", f"{DRAIN_S}s",
+        sys.executable,
+        "-m",
+        "streamslo",
+        "run",
+        "--host",
+        f"{faulty_server.base_url}/s/mix_hostile",
+        "--users",
+        "12",
+        "--duration",
+        f"{DURATION_S}s",
+        "--protocol",
+        "mixed",
+        "--stall-timeout",
+        "3",
+        "--request-timeout",
+        "8",
+        "--drain",
+        f"{DRAIN_S}s",
         # The mix answers a preflight with hostile bytes too (a wrong target, by the preflight's
         # rules): this test is about what the load itself survives.
-        "--out", str(out), "--quiet", "--no-preflight",
+        "--out",
+        str(out),
+        "--quiet",
+        "--no-preflight",
     ]
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -76,13 +95,21 @@ def test_run_against_hostile_servers_ends_on_time_and_classifies_every_stream(fa
     assert rows["outcome"].notna().all()
     # Every stream ended within the drain (request timeout 8 s < drain 10 s): none was left
     # for the load test to cancel, and the server broke them all in some classified way.
-    assert (rows["outcome"] == "cancelled").sum() == 0, rows[rows.outcome == "cancelled"].to_string()
+    assert (rows["outcome"] == "cancelled").sum() == 0, rows[
+        rows.outcome == "cancelled"
+    ].to_string()
     seen = set(rows["outcome"])
     assert {"ok", "malformed", "stalled", "http_5xx"} <= seen, seen
     for proto in ("sse", "ws"):
         assert (rows.loc[rows.protocol == proto, "outcome"] == "malformed").sum() >= 5, proto
     errors = rows["error"].fillna("")
-    for needle in ("bad status line", "interim", "after [DONE]", "nested deeper", "no complete SSE line"):
+    for needle in (
+        "bad status line",
+        "interim",
+        "after [DONE]",
+        "nested deeper",
+        "no complete SSE line",
+    ):
         assert errors.str.contains(needle, regex=False).any(), needle
 
     assert peak, "no process was sampled"

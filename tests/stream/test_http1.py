@@ -42,7 +42,10 @@ def test_content_length_and_close_framing():
     assert body == b"abc" and not r.complete and r.framed_by_close
 
 
-@pytest.mark.parametrize("bad", [b"HTTX/1.1 200 OK\r\n\r\n", b"HTTP/1.1 2x0 OK\r\n\r\n", b"HTTP/1.1 200 OK\r\nnocolon\r\n\r\n"])
+@pytest.mark.parametrize(
+    "bad",
+    [b"HTTX/1.1 200 OK\r\n\r\n", b"HTTP/1.1 2x0 OK\r\n\r\n", b"HTTP/1.1 200 OK\r\nnocolon\r\n\r\n"],
+)
 def test_bad_heads(bad):
     with pytest.raises(HTTPProtocolError):
         ResponseReader().feed(bad)

@@ -39,7 +39,15 @@ SETTINGS = settings(
 
 
 def chunk(content: str | None = "a", finish: str | None = None, usage: int | None = None) -> bytes:
-    obj: dict[str, object] = {"choices": [{"index": 0, "delta": {} if content is None else {"content": content}, "finish_reason": finish}]}
+    obj: dict[str, object] = {
+        "choices": [
+            {
+                "index": 0,
+                "delta": {} if content is None else {"content": content},
+                "finish_reason": finish,
+            }
+        ]
+    }
     if usage is not None:
         obj["usage"] = {"completion_tokens": usage}
     return json.dumps(obj).encode()
@@ -70,7 +78,9 @@ EVENTS = [
 @st.composite
 def sse_bodies(draw: st.DrawFn) -> bytes:
     events = st.sampled_from(EVENTS)
-    parts = draw(st.lists(st.one_of(events, events, events, st.binary(max_size=40)), min_size=1, max_size=14))
+    parts = draw(
+        st.lists(st.one_of(events, events, events, st.binary(max_size=40)), min_size=1, max_size=14)
+    )
     body = b"".join(parts)
     eol = draw(st.sampled_from([b"\n", b"\r\n", b"\r"]))
     return body.replace(b"\n", eol) if eol != b"\n" else body
@@ -93,14 +103,22 @@ def responses(draw: st.DrawFn) -> bytes:
     """An HTTP response: mostly well-formed framing around a hostile or ordinary body, with
     interim heads, error statuses, broken numbers and random mutations mixed in."""
     body = draw(sse_bodies())
-    kind = draw(st.sampled_from(["chunked", "chunked", "chunked", "length", "close", "error", "garbage"]))
+    kind = draw(
+        st.sampled_from(["chunked", "chunked", "chunked", "length", "close", "error", "garbage"])
+    )
     interim = b"HTTP/1.1 100 Continue\r\n\r\n" * draw(st.integers(0, 20))
     if kind == "chunked":
         cuts = draw(st.lists(st.integers(0, max(0, len(body))), max_size=6))
-        end = draw(st.sampled_from([b"0\r\n\r\n", b"", b"0\r\nX-T: 1\r\n\r\n", b"-6\r\nabc", b"0x3\r\nabc\r\n"]))
+        end = draw(
+            st.sampled_from(
+                [b"0\r\n\r\n", b"", b"0\r\nX-T: 1\r\n\r\n", b"-6\r\nabc", b"0x3\r\nabc\r\n"]
+            )
+        )
         data = SSE_HEAD + b"Transfer-Encoding: chunked\r\n\r\n" + chunked(body, cuts, end)
     elif kind == "length":
-        length = draw(st.sampled_from([b"%d" % len(body), b"%d" % (len(body) + 7), b"-5", b"1" * 30]))
+        length = draw(
+            st.sampled_from([b"%d" % len(body), b"%d" % (len(body) + 7), b"-5", b"1" * 30])
+        )
         data = SSE_HEAD + b"Content-Length: " + length + b"\r\n\r\n" + body
     elif kind == "close":
         data = SSE_HEAD + b"\r\n" + body
@@ -119,7 +137,11 @@ def responses(draw: st.DrawFn) -> bytes:
 @st.composite
 def timed(draw: st.DrawFn, data: bytes) -> tuple[list[tuple[float, bytes]], float | None]:
     """Cut ``data`` into bursts at increasing times; maybe an EOF after the last."""
-    cuts = sorted(c for c in set(draw(st.lists(st.integers(1, max(1, len(data) - 1)), max_size=8))) if c < len(data))
+    cuts = sorted(
+        c
+        for c in set(draw(st.lists(st.integers(1, max(1, len(data) - 1)), max_size=8)))
+        if c < len(data)
+    )
     gaps = st.sampled_from([0.0, 0.001, 0.2, 0.7, 1.2, 3.0])
     t, prev, bursts = 0.01, 0, []
     for c in [*cuts, len(data)]:
@@ -264,7 +286,15 @@ def sse_exchange(max_event: int = 4096) -> tuple[SSEExchange, StreamTracker]:
     return SSEExchange(tracker, 1.0, 30.0), tracker
 
 
-OK_BODY = b"data: " + chunk("a") + b"\n\ndata: " + chunk("b") + b"\n\ndata: " + chunk("c", "length", 3) + b"\n\ndata: [DONE]\n\n"
+OK_BODY = (
+    b"data: "
+    + chunk("a")
+    + b"\n\ndata: "
+    + chunk("b")
+    + b"\n\ndata: "
+    + chunk("c", "length", 3)
+    + b"\n\ndata: [DONE]\n\n"
+)
 
 
 @pytest.mark.parametrize(
@@ -279,12 +309,20 @@ OK_BODY = b"data: " + chunk("a") + b"\n\ndata: " + chunk("b") + b"\n\ndata: " + 
         ("interim flood", b"", b"HTTP/1.1 100 Continue\r\n\r\n", 17 * 26, "malformed"),
         ("error body", b"HTTP/1.1 500 E\r\n\r\n", b"e", MAX_ERROR_BODY_BYTES, "http_5xx"),
         ("after [DONE]", SSE_HEAD + b"\r\n" + OK_BODY, b"y", MAX_AFTER_DONE_BYTES, "malformed"),
-        ("comments after [DONE]", SSE_HEAD + b"\r\n" + OK_BODY, b": c\n", MAX_AFTER_DONE_BYTES, "malformed"),
+        (
+            "comments after [DONE]",
+            SSE_HEAD + b"\r\n" + OK_BODY,
+            b": c\n",
+            MAX_AFTER_DONE_BYTES,
+            "malformed",
+        ),
     ],
 )
 @settings(max_examples=12, deadline=None, database=None)
 @given(step=st.sampled_from([1, 3, 100, 4096, 65536]))
-def test_caps_hold(name: str, prefix: bytes, flood: bytes, cap: int, outcome: str, step: int) -> None:
+def test_caps_hold(
+    name: str, prefix: bytes, flood: bytes, cap: int, outcome: str, step: int
+) -> None:
     ex, tracker = sse_exchange()
     if prefix:
         ex.receive(0.05, prefix)

@@ -20,10 +20,18 @@ STALL_S = 1.0
 LIMITS = ClientLimits(stall_timeout=STALL_S, request_timeout=20.0)
 
 
-def run_case(base_url: str, scenario: str, protocol: str, endpoint: str = "chat",
-             limits: ClientLimits = LIMITS, usage: bool = True) -> StreamRecord:
+def run_case(
+    base_url: str,
+    scenario: str,
+    protocol: str,
+    endpoint: str = "chat",
+    limits: ClientLimits = LIMITS,
+    usage: bool = True,
+) -> StreamRecord:
     target = Target.from_url(f"{base_url}/s/{scenario}")
-    opts = RequestOptions(endpoint=endpoint, model=scenario, max_tokens=MAX_TOKENS, include_usage=usage)
+    opts = RequestOptions(
+        endpoint=endpoint, model=scenario, max_tokens=MAX_TOKENS, include_usage=usage
+    )
     rec = StreamRecord(f"{scenario}-{protocol}", protocol, "test", time.time(), time.perf_counter())
     tracker = StreamTracker(rec, opts.expectations())
     body = build_body(opts, "hello")
@@ -64,7 +72,9 @@ def test_kept_alive_without_tokens_is_stalled_in_time(kept_alive):
         assert rec.outcome == "stalled", f"{where}: {rec.outcome} {rec.error}"
         assert "kept the connection alive" in rec.error, where
         # Stalled within the stall timeout + 1 s of the last token (or of the head).
-        last = rec.ttft_s + sum(rec.gap_s[:-1]) if rec.ttft_s is not None else (rec.connect_s or 0.0)
+        last = (
+            rec.ttft_s + sum(rec.gap_s[:-1]) if rec.ttft_s is not None else (rec.connect_s or 0.0)
+        )
         assert STALL_S * 0.95 <= rec.e2e_s - last <= STALL_S + 1.0, (where, rec.e2e_s, last)
         if scenario == "keepalive_before_first":
             assert rec.tokens == 0 and rec.error.startswith("no first token for 1s"), where
@@ -73,7 +83,10 @@ def test_kept_alive_without_tokens_is_stalled_in_time(kept_alive):
     assert "SSE comments" in kept_alive[("keepalive_comments", "sse", "chat")].error
     assert "WebSocket pings" in kept_alive[("keepalive_comments", "ws", "chat")].error
     assert "chunks without a token" in kept_alive[("keepalive_empty_deltas", "sse", "chat")].error
-    assert "chunks without a token" in kept_alive[("keepalive_empty_deltas", "ws", "completions")].error
+    assert (
+        "chunks without a token"
+        in kept_alive[("keepalive_empty_deltas", "ws", "completions")].error
+    )
 
 
 @pytest.mark.parametrize("protocol", ["sse", "ws"])
@@ -115,8 +128,12 @@ def test_the_asyncio_probes_measure_stalls_in_tokens(faulty_server, scenario, pr
 
     from streamslo.verify.probes import ProbeRequest, probe_sse, probe_ws
 
-    req = ProbeRequest(model=scenario, max_tokens=MAX_TOKENS, stall_timeout_s=STALL_S, request_timeout_s=20.0)
+    req = ProbeRequest(
+        model=scenario, max_tokens=MAX_TOKENS, stall_timeout_s=STALL_S, request_timeout_s=20.0
+    )
     probe = probe_sse if protocol == "sse" else probe_ws
-    rec = asyncio.run(probe(faulty_server.url(scenario) if protocol == "sse" else faulty_server.base_url, req))
+    rec = asyncio.run(
+        probe(faulty_server.url(scenario) if protocol == "sse" else faulty_server.base_url, req)
+    )
     assert rec.outcome == "stalled", rec.error
     assert rec.e2e_s < STALL_S + 1.5

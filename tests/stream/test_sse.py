@@ -49,7 +49,7 @@ def test_crlf_split_between_cr_and_lf_is_one_line_end():
 
 
 def test_multiline_data_comments_fields():
-    data = b": comment\nevent: tick\nid: 7\nretry: 100\ndata: {\"a\":\ndata:  1}\n\n"
+    data = b': comment\nevent: tick\nid: 7\nretry: 100\ndata: {"a":\ndata:  1}\n\n'
     assert decode(data) == [("tick", '{"a":\n 1}', "7")]
 
 
@@ -84,7 +84,10 @@ def test_utf8_split_inside_a_character():
 
 
 def test_id_with_nul_is_ignored():
-    assert decode(b"id: 1\ndata: a\n\nid: x\x00y\ndata: b\n\n") == [("message", "a", "1"), ("message", "b", "1")]
+    assert decode(b"id: 1\ndata: a\n\nid: x\x00y\ndata: b\n\n") == [
+        ("message", "a", "1"),
+        ("message", "b", "1"),
+    ]
 
 
 def test_endless_line_is_bounded():
@@ -142,7 +145,18 @@ def test_random_streams_match_the_reference_split_anywhere():
     import random
 
     rng = random.Random(1234)
-    pieces = ["data: {\"x\": 1}", "data:x", "data", ": c", "event: e", "id: 9", "retry: 5", "data: é€", "foo: bar", ""]
+    pieces = [
+        'data: {"x": 1}',
+        "data:x",
+        "data",
+        ": c",
+        "event: e",
+        "id: 9",
+        "retry: 5",
+        "data: é€",
+        "foo: bar",
+        "",
+    ]
     ends = ["\n", "\r\n", "\r"]
     for _ in range(300):
         lines = [rng.choice(pieces) for _ in range(rng.randint(1, 12))]
@@ -151,5 +165,9 @@ def test_random_streams_match_the_reference_split_anywhere():
         raw = data.encode()
         expected = _reference(raw)
         assert decode(raw) == expected, raw
-        cuts = sorted(rng.sample(range(1, len(raw)), k=min(len(raw) - 1, rng.randint(1, 6)))) if len(raw) > 1 else []
+        cuts = (
+            sorted(rng.sample(range(1, len(raw)), k=min(len(raw) - 1, rng.randint(1, 6))))
+            if len(raw) > 1
+            else []
+        )
         assert decode(raw, cuts) == expected, (raw, cuts)

@@ -19,14 +19,21 @@ from streamslo.workload.requests import RequestOptions, build_body
 def _response(n: int) -> bytes:
     events = b""
     for i in range(n):
-        choice = {"index": 0, "delta": {"content": f" t{i}"}, "finish_reason": "length" if i == n - 1 else None}
+        choice = {
+            "index": 0,
+            "delta": {"content": f" t{i}"},
+            "finish_reason": "length" if i == n - 1 else None,
+        }
         obj: dict = {"choices": [choice]}
         if i == n - 1:
             obj["usage"] = {"completion_tokens": n}
         events += b"data: " + json.dumps(obj).encode() + b"\n\n"
     events += b"data: [DONE]\n\n"
     chunk = b"%x\r\n%s\r\n0\r\n\r\n" % (len(events), events)
-    return b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n" + chunk
+    return (
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+        + chunk
+    )
 
 
 @pytest.fixture
@@ -48,7 +55,13 @@ def server():
                         return
                     buf += data
                 head, _, rest = buf.partition(b"\r\n\r\n")
-                length = int(next(h.split(b":")[1] for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")))
+                length = int(
+                    next(
+                        h.split(b":")[1]
+                        for h in head.split(b"\r\n")
+                        if h.lower().startswith(b"content-length")
+                    )
+                )
                 while len(rest) < length:
                     rest += conn.recv(65536)
                 buf = rest[length:]
@@ -72,7 +85,10 @@ def server():
 
 def _run(state, n: int) -> list[StreamRecord]:
     opts = RequestOptions(max_tokens=3)
-    conn = SSEConnection(Target.from_url(f"http://127.0.0.1:{state['port']}"), ClientLimits(stall_timeout=2, request_timeout=5))
+    conn = SSEConnection(
+        Target.from_url(f"http://127.0.0.1:{state['port']}"),
+        ClientLimits(stall_timeout=2, request_timeout=5),
+    )
     out = []
     try:
         for i in range(n):

@@ -13,7 +13,9 @@ from streamslo.stream.tracker import StreamTracker
 
 def event(obj: object, name: str | None = None) -> bytes:
     head = f"event: {name}\n".encode() if name else b""
-    return head + b"data: " + (obj if isinstance(obj, bytes) else json.dumps(obj).encode()) + b"\n\n"
+    return (
+        head + b"data: " + (obj if isinstance(obj, bytes) else json.dumps(obj).encode()) + b"\n\n"
+    )
 
 
 def chat(delta: dict, finish: str | None = None) -> bytes:
@@ -53,13 +55,16 @@ def run(expect: StreamExpectations, reads: list[tuple[float, bytes]], protocol: 
 
 def test_vllm_chat_shape_counts_held_back_tokens():
     """vLLM: role chunk, text and empty-content tokens, usage apart: 3 positions = usage."""
-    rec, _ = run(E3, [
-        (10.1, chat({"role": "assistant", "content": ""})),
-        (10.2, chat({"content": "a"})),
-        (10.3, chat({"content": ""})),  # held back by the detokenizer: a token
-        (10.5, chat({"content": "b"}, "length")),
-        (10.6, usage(3) + DONE),
-    ])
+    rec, _ = run(
+        E3,
+        [
+            (10.1, chat({"role": "assistant", "content": ""})),
+            (10.2, chat({"content": "a"})),
+            (10.3, chat({"content": ""})),  # held back by the detokenizer: a token
+            (10.5, chat({"content": "b"}, "length")),
+            (10.6, usage(3) + DONE),
+        ],
+    )
     assert rec.outcome == "ok", rec.error
     assert rec.tokens == 3 == rec.usage_completion_tokens
     assert rec.ttft_s == pytest.approx(0.2)  # the role chunk measures nothing
@@ -69,20 +74,32 @@ def test_vllm_chat_shape_counts_held_back_tokens():
 
 def test_without_the_rule_the_vllm_shape_would_read_as_truncation():
     """The same stream with the held-back token missing is one token short of usage."""
-    rec, _ = run(E3, [(10.2, chat({"content": "a"})), (10.5, chat({"content": "b"}, "length")), (10.6, usage(3) + DONE)])
+    rec, _ = run(
+        E3,
+        [
+            (10.2, chat({"content": "a"})),
+            (10.5, chat({"content": "b"}, "length")),
+            (10.6, usage(3) + DONE),
+        ],
+    )
     assert rec.outcome == "silent_truncation"
     assert rec.tokens == 2
 
 
-@pytest.mark.parametrize("delta", [{}, {"content": None}, {"role": "assistant"}, {"role": "assistant", "content": ""}])
+@pytest.mark.parametrize(
+    "delta", [{}, {"content": None}, {"role": "assistant"}, {"role": "assistant", "content": ""}]
+)
 def test_chunks_without_a_token_position(delta):
-    rec, _ = run(E3, [
-        (10.1, chat({"content": "a"})),
-        (10.2, chat(delta)),
-        (10.3, usage(0)),
-        (10.4, chat({"content": "b"})),
-        (10.5, chat({"content": "c"}, "length") + usage(3) + DONE),
-    ])
+    rec, _ = run(
+        E3,
+        [
+            (10.1, chat({"content": "a"})),
+            (10.2, chat(delta)),
+            (10.3, usage(0)),
+            (10.4, chat({"content": "b"})),
+            (10.5, chat({"content": "c"}, "length") + usage(3) + DONE),
+        ],
+    )
     assert rec.outcome == "ok", rec.error
     assert rec.tokens == 3
     assert rec.gap_s == pytest.approx([0.3, 0.1])
@@ -111,7 +128,10 @@ def test_empty_finish_chunk_counts_only_when_the_server_counts_it(n_before, last
 
 
 def test_completions_empty_text_is_a_token():
-    rec, _ = run(E3, [(10.1, text("a")), (10.2, text("")), (10.3, text("c", "length")), (10.4, usage(3) + DONE)])
+    rec, _ = run(
+        E3,
+        [(10.1, text("a")), (10.2, text("")), (10.3, text("c", "length")), (10.4, usage(3) + DONE)],
+    )
     assert rec.outcome == "ok", rec.error
     assert rec.tokens == 3
 
@@ -124,11 +144,14 @@ def test_completions_bare_finish_without_usage():
 
 
 def test_reasoning_and_tool_calls_stay_tokens():
-    rec, _ = run(E3, [
-        (10.1, chat({"reasoning_content": "hm"})),
-        (10.2, chat({"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]})),
-        (10.3, chat({"content": "x"}, "length") + usage(3) + DONE),
-    ])
+    rec, _ = run(
+        E3,
+        [
+            (10.1, chat({"reasoning_content": "hm"})),
+            (10.2, chat({"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]})),
+            (10.3, chat({"content": "x"}, "length") + usage(3) + DONE),
+        ],
+    )
     assert rec.outcome == "ok", rec.error
     assert rec.tokens == 3
 
@@ -144,24 +167,36 @@ def test_empty_content_beyond_max_tokens_is_malformed():
 
 
 def test_keepalives_are_not_progress():
-    rec, tr = run(E3, [
-        (10.1, chat({"content": "a"})),
-        (10.3, b": ping\n\n"),
-        (10.5, chat({})),
-        (10.7, b": ping\n\n" + event(b"")),
-        (10.8, event({"type": "ping"}, "ping")),
-        (10.9, b"data: {\"cho"),  # a line that never completes
-    ])
+    rec, tr = run(
+        E3,
+        [
+            (10.1, chat({"content": "a"})),
+            (10.3, b": ping\n\n"),
+            (10.5, chat({})),
+            (10.7, b": ping\n\n" + event(b"")),
+            (10.8, event({"type": "ping"}, "ping")),
+            (10.9, b'data: {"cho'),  # a line that never completes
+        ],
+    )
     assert tr.progress_t == pytest.approx(10.1)  # the last token, not the keep-alives
     tr.on_stall(11.1, 1.0)
     assert rec.outcome == "stalled"
-    assert rec.error.startswith("no token for 1s after 1 tokens; 2 SSE comments, 3 chunks without a token")
+    assert rec.error.startswith(
+        "no token for 1s after 1 tokens; 2 SSE comments, 3 chunks without a token"
+    )
     assert "unfinished line" in rec.error and "kept the connection alive" in rec.error
     assert rec.open_gap and rec.gap_s[-1] == pytest.approx(1.0)
 
 
 def test_ws_pings_and_empty_messages_are_not_progress():
-    rec, tr = run(E3, [(10.1, b'{"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}'), (10.5, b"")], "ws")
+    rec, tr = run(
+        E3,
+        [
+            (10.1, b'{"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}'),
+            (10.5, b""),
+        ],
+        "ws",
+    )
     tr.pings = 3
     assert tr.progress_t == pytest.approx(10.1)
     tr.on_stall(11.1, 1.0)
@@ -208,9 +243,21 @@ def test_cancel_is_only_for_streams_still_making_progress(last_token, outcome):
     ("data", "name", "message"),
     [
         ({"error": {"message": "boom", "type": "server_error", "code": 500}}, None, "boom"),
-        ({"object": "error", "message": "engine died", "type": "InternalServerError", "code": 500}, None,
-         "engine died (InternalServerError)"),
-        ({"error": "generation failed", "error_type": "generation"}, None, "generation failed (generation)"),
+        (
+            {
+                "object": "error",
+                "message": "engine died",
+                "type": "InternalServerError",
+                "code": 500,
+            },
+            None,
+            "engine died (InternalServerError)",
+        ),
+        (
+            {"error": "generation failed", "error_type": "generation"},
+            None,
+            "generation failed (generation)",
+        ),
         (b"upstream overloaded", "error", "upstream overloaded"),
         ({"message": "quota"}, "error", "quota"),
     ],
@@ -231,10 +278,23 @@ def test_ws_vllm_error_before_content_is_by_its_code():
 @pytest.mark.parametrize(
     ("status", "body", "outcome", "message"),
     [
-        (500, {"object": "error", "message": "engine dead", "type": "InternalServerError", "code": 500},
-         "http_5xx", "HTTP 500: engine dead (InternalServerError)"),
-        (422, {"error": "Input validation error", "error_type": "validation"}, "http_4xx",
-         "HTTP 422: Input validation error (validation)"),
+        (
+            500,
+            {
+                "object": "error",
+                "message": "engine dead",
+                "type": "InternalServerError",
+                "code": 500,
+            },
+            "http_5xx",
+            "HTTP 500: engine dead (InternalServerError)",
+        ),
+        (
+            422,
+            {"error": "Input validation error", "error_type": "validation"},
+            "http_4xx",
+            "HTTP 422: Input validation error (validation)",
+        ),
         (400, {"error": {"message": "too long", "code": 400}}, "http_4xx", "HTTP 400: too long"),
         (404, {"detail": "Not Found"}, "http_4xx", "HTTP 404: Not Found"),
     ],

@@ -10,7 +10,9 @@ from streamslo.stream.timing import StreamExpectations, StreamRecord
 from streamslo.stream.tracker import StreamTracker
 
 
-def chunk(content: str | None = None, finish: str | None = None, usage: int | None = None, **delta) -> bytes:
+def chunk(
+    content: str | None = None, finish: str | None = None, usage: int | None = None, **delta
+) -> bytes:
     d = dict(delta)
     if content is not None:
         d["content"] = content
@@ -23,7 +25,12 @@ def chunk(content: str | None = None, finish: str | None = None, usage: int | No
 DONE = b"data: [DONE]\n\n"
 
 
-def sse(expect: StreamExpectations, reads: list[tuple[float, bytes]], end: tuple[float, str] | None = None, protocol="sse"):
+def sse(
+    expect: StreamExpectations,
+    reads: list[tuple[float, bytes]],
+    end: tuple[float, str] | None = None,
+    protocol="sse",
+):
     rec = StreamRecord("s", protocol, "T", 1000.0, 10.0)
     tr = StreamTracker(rec, expect)
     tr.on_connected(10.001)
@@ -49,7 +56,16 @@ E3 = StreamExpectations(max_tokens=3)
 
 
 def test_ok_timings_and_invariant():
-    rec = sse(E3, [(10.1, chunk(role="assistant")), (10.2, chunk("a")), (10.25, chunk("b")), (10.4, chunk("c", "length", 3) + DONE)], (10.5, "eof"))
+    rec = sse(
+        E3,
+        [
+            (10.1, chunk(role="assistant")),
+            (10.2, chunk("a")),
+            (10.25, chunk("b")),
+            (10.4, chunk("c", "length", 3) + DONE),
+        ],
+        (10.5, "eof"),
+    )
     assert rec.outcome == "ok"
     assert rec.connect_s == pytest.approx(0.001)
     assert rec.ttft_s == pytest.approx(0.2)  # the role-only chunk is not a token
@@ -75,7 +91,9 @@ def test_stall_is_stalled_and_cancel_is_not_a_failure():
 
 
 def test_transport_error_after_done_changes_nothing():
-    rec = sse(E3, [(10.2, chunk("a") + chunk("b") + chunk("c", "length", 3) + DONE)], (10.3, "reset"))
+    rec = sse(
+        E3, [(10.2, chunk("a") + chunk("b") + chunk("c", "length", 3) + DONE)], (10.3, "reset")
+    )
     assert rec.outcome == "ok"
 
 
@@ -83,11 +101,20 @@ def test_transport_error_after_done_changes_nothing():
     ("reads", "outcome"),
     [
         ([chunk("a"), chunk("b", "stop", 2), DONE], "silent_truncation"),  # stop under ignore_eos
-        ([chunk("a"), chunk("b", "length", 2), DONE], "silent_truncation"),  # usage below max_tokens
+        (
+            [chunk("a"), chunk("b", "length", 2), DONE],
+            "silent_truncation",
+        ),  # usage below max_tokens
         ([chunk("a"), chunk("b", "length"), DONE], "silent_truncation"),  # no usage, too few chunks
         ([chunk("a"), chunk("b"), chunk("c", None, 3), DONE], "malformed"),  # no finish_reason
-        ([chunk("a"), chunk("b"), chunk("c"), chunk("d", "length", 4), DONE], "malformed"),  # > max_tokens
-        ([chunk("a"), chunk("b"), chunk("c", "length", 3), DONE, chunk("x")], "malformed"),  # after [DONE]
+        (
+            [chunk("a"), chunk("b"), chunk("c"), chunk("d", "length", 4), DONE],
+            "malformed",
+        ),  # > max_tokens
+        (
+            [chunk("a"), chunk("b"), chunk("c", "length", 3), DONE, chunk("x")],
+            "malformed",
+        ),  # after [DONE]
         ([chunk("a"), b'data: {"error": {"message": "boom", "code": 500}}\n\n'], "error_event"),
         ([b"data: {not json\n\n"], "malformed"),
         ([b'data: {"foo": 1}\n\n'], "malformed"),
@@ -124,13 +151,22 @@ def test_coalesced_chunks_apply_rule_a_only():
 def test_text_in_any_field_is_content():
     e = StreamExpectations(max_tokens=3)
     tool = {"tool_calls": [{"index": 0, "function": {"arguments": "{x"}}]}
-    rec = sse(e, [(10.1, chunk(reasoning_content="think")), (10.2, chunk(**tool)), (10.3, chunk("c", "length", 3) + DONE)])
+    rec = sse(
+        e,
+        [
+            (10.1, chunk(reasoning_content="think")),
+            (10.2, chunk(**tool)),
+            (10.3, chunk("c", "length", 3) + DONE),
+        ],
+    )
     assert rec.outcome == "ok" and rec.tokens == 3
 
 
 def test_completions_text_chunks():
     body = b"".join(
-        b"data: " + json.dumps({"choices": [{"index": 0, "text": t, "finish_reason": f}]}).encode() + b"\n\n"
+        b"data: "
+        + json.dumps({"choices": [{"index": 0, "text": t, "finish_reason": f}]}).encode()
+        + b"\n\n"
         for t, f in (("a", None), ("b", None), ("c", "length"))
     )
     assert sse(E3, [(10.1, body + DONE)]).outcome == "ok"
@@ -143,18 +179,30 @@ def test_non_event_stream_2xx_is_malformed():
     assert rec.outcome == "malformed"
 
 
-@pytest.mark.parametrize(("status", "outcome"), [(400, "http_4xx"), (429, "http_4xx"), (500, "http_5xx"), (503, "http_5xx")])
+@pytest.mark.parametrize(
+    ("status", "outcome"),
+    [(400, "http_4xx"), (429, "http_4xx"), (500, "http_5xx"), (503, "http_5xx")],
+)
 def test_http_errors(status, outcome):
     rec = StreamRecord("s", "sse", "T", 1000.0, 10.0)
     tr = StreamTracker(rec, E3)
-    tr.on_http_error(10.1, status, b'{"error": {"message": "nope", "type": "x", "code": %d}}' % status)
+    tr.on_http_error(
+        10.1, status, b'{"error": {"message": "nope", "type": "x", "code": %d}}' % status
+    )
     assert rec.outcome == outcome and "nope" in rec.error
 
 
 @pytest.mark.parametrize(
     ("code", "content_first", "outcome"),
-    [(1008, False, "http_4xx"), (1009, False, "http_4xx"), (1013, False, "http_4xx"), (1011, False, "http_5xx"),
-     (1000, False, "truncated"), (1011, True, "truncated"), (None, True, "truncated")],
+    [
+        (1008, False, "http_4xx"),
+        (1009, False, "http_4xx"),
+        (1013, False, "http_4xx"),
+        (1011, False, "http_5xx"),
+        (1000, False, "truncated"),
+        (1011, True, "truncated"),
+        (None, True, "truncated"),
+    ],
 )
 def test_ws_close_codes(code, content_first, outcome):
     rec = StreamRecord("s", "ws", "T", 1000.0, 10.0)

@@ -80,7 +80,11 @@ def servers() -> Iterator[Callable[[Callable[[socket.socket, bytes], None]], Raw
 
 def _json(conn: socket.socket, status: int, obj: object) -> None:
     body = json.dumps(obj).encode()
-    conn.sendall(b"HTTP/1.1 %d X\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % (status, len(body)) + body)
+    conn.sendall(
+        b"HTTP/1.1 %d X\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+        % (status, len(body))
+        + body
+    )
 
 
 # --- /v1/models: no redirect, bounded ----------------------------------------------------------
@@ -92,7 +96,9 @@ def test_models_redirect_is_not_followed_and_the_key_stays_home(servers):
 
     def redirect(conn: socket.socket, req: bytes) -> None:
         location = f"http://127.0.0.1:{elsewhere.port}/v1/models".encode()
-        conn.sendall(b"HTTP/1.1 302 Found\r\nLocation: " + location + b"\r\nContent-Length: 0\r\n\r\n")
+        conn.sendall(
+            b"HTTP/1.1 302 Found\r\nLocation: " + location + b"\r\nContent-Length: 0\r\n\r\n"
+        )
 
     home = servers(redirect)
     code = (
@@ -111,9 +117,14 @@ def test_models_redirect_is_not_followed_and_the_key_stays_home(servers):
 
 def test_fetch_reads_the_first_model(servers):
     srv = servers(lambda conn, req: _json(conn, 200, {"data": [{"id": "m1"}, {"id": "m2"}]}))
-    status, body = fetch(Target.from_url(f"http://127.0.0.1:{srv.port}/api", headers={"X-K": "v"}), "/v1/models")
+    status, body = fetch(
+        Target.from_url(f"http://127.0.0.1:{srv.port}/api", headers={"X-K": "v"}), "/v1/models"
+    )
     assert status == 200 and json.loads(body)["data"][0]["id"] == "m1"
-    assert srv.requests[0].startswith(b"GET /api/v1/models HTTP/1.1\r\n") and b"X-K: v" in srv.requests[0]
+    assert (
+        srv.requests[0].startswith(b"GET /api/v1/models HTTP/1.1\r\n")
+        and b"X-K: v" in srv.requests[0]
+    )
 
 
 def test_fetch_is_bounded_in_size_and_time(servers):
@@ -147,7 +158,16 @@ def _tracker() -> StreamTracker:
     return tracker
 
 
-@pytest.mark.parametrize("exc", [ValueError("x" * 9000), RecursionError(), OverflowError(), UnicodeDecodeError("utf-8", b"\xff", 0, 1, "bad"), MemoryError()])
+@pytest.mark.parametrize(
+    "exc",
+    [
+        ValueError("x" * 9000),
+        RecursionError(),
+        OverflowError(),
+        UnicodeDecodeError("utf-8", b"\xff", 0, 1, "bad"),
+        MemoryError(),
+    ],
+)
 def test_any_exception_from_reading_is_malformed_not_cancelled(exc):
     """Before, anything but four exception types became ``cancelled`` and killed the user."""
     tracker = _tracker()
@@ -209,7 +229,9 @@ def test_stray_bytes_on_an_idle_connection_do_not_become_the_next_answer(faulty_
 
     limits = ClientLimits(stall_timeout=2.0, request_timeout=5.0)
     target = Target.from_url(faulty_server.base_url)
-    conn = WSConnection(target, "/v1/ws", limits) if proto == "ws" else SSEConnection(target, limits)
+    conn = (
+        WSConnection(target, "/v1/ws", limits) if proto == "ws" else SSEConnection(target, limits)
+    )
     outcomes = []
     try:
         for model in ("stray_after_done", "ok", "ok"):

@@ -18,7 +18,11 @@ from streamslo.workload.requests import RequestOptions, build_body
 
 
 def _chunk(i: int, last: bool) -> str:
-    choice = {"index": 0, "delta": {"content": f" t{i}"}, "finish_reason": "length" if last else None}
+    choice = {
+        "index": 0,
+        "delta": {"content": f" t{i}"},
+        "finish_reason": "length" if last else None,
+    }
     obj: dict = {"choices": [choice]}
     if last:
         obj["usage"] = {"completion_tokens": 3}
@@ -65,7 +69,11 @@ def ws_server():
 
 def _requests(state, n: int) -> list[StreamRecord]:
     opts = RequestOptions(max_tokens=3)
-    conn = WSConnection(Target.from_url(f"http://127.0.0.1:{state['port']}"), "/v1/ws", ClientLimits(stall_timeout=2, request_timeout=5))
+    conn = WSConnection(
+        Target.from_url(f"http://127.0.0.1:{state['port']}"),
+        "/v1/ws",
+        ClientLimits(stall_timeout=2, request_timeout=5),
+    )
     out = []
     try:
         for i in range(n):

@@ -13,16 +13,47 @@ import httpx
 from streamslo.server.config import ServerConfig
 from tests.target_server.servers import Server, start_server
 
-__all__ = ["FUZZ_ARGS", "FUZZ_CONFIG", "SERVER_ERRORS", "FuzzServer", "assert_survived", "start_fuzz_server"]
+__all__ = [
+    "FUZZ_ARGS",
+    "FUZZ_CONFIG",
+    "SERVER_ERRORS",
+    "FuzzServer",
+    "assert_survived",
+    "start_fuzz_server",
+]
 
 #: Small limits keep a fuzz run fast: streams of at most 8 tokens, no pacing between steps.
-FUZZ_CONFIG = ServerConfig.build(max_tokens_limit=8, default_max_tokens=4, token_interval_ms=0,
-                                 body_timeout_s=2, header_timeout_s=2, max_body_bytes=65536)
-FUZZ_ARGS = ["--max-tokens-limit", "8", "--default-max-tokens", "4", "--token-interval-ms", "0",
-             "--body-timeout", "2", "--header-timeout", "2", "--max-body-bytes", "65536"]
+FUZZ_CONFIG = ServerConfig.build(
+    max_tokens_limit=8,
+    default_max_tokens=4,
+    token_interval_ms=0,
+    body_timeout_s=2,
+    header_timeout_s=2,
+    max_body_bytes=65536,
+)
+FUZZ_ARGS = [
+    "--max-tokens-limit",
+    "8",
+    "--default-max-tokens",
+    "4",
+    "--token-interval-ms",
+    "0",
+    "--body-timeout",
+    "2",
+    "--header-timeout",
+    "2",
+    "--max-body-bytes",
+    "65536",
+]
 #: Signs of a server fault in a log.
-SERVER_ERRORS = ("Exception in ASGI application", "internal error", "Traceback", "Fatal error",
-                 "ASGI callable returned without completing handshake", "WORKER TIMEOUT")
+SERVER_ERRORS = (
+    "Exception in ASGI application",
+    "internal error",
+    "Traceback",
+    "Fatal error",
+    "ASGI callable returned without completing handshake",
+    "WORKER TIMEOUT",
+)
 
 
 @dataclass
@@ -62,5 +93,5 @@ def assert_survived(fz: FuzzServer) -> None:
     log = s.output()
     for sign in SERVER_ERRORS:
         at = log.find(sign)
-        assert at < 0, log[max(0, at - 2000):at + 2000]
+        assert at < 0, log[max(0, at - 2000) : at + 2000]
     print(f"\nfuzz {fz.kind}: sent {dict(fz.sent)}, answers {dict(sorted(fz.answers.items()))}")

@@ -48,8 +48,9 @@ class Server:
         return self.log.read_text(errors="replace")
 
 
-def start_server(args: list[str], tmp: Path, ready_timeout: float = 60,
-                 env: dict[str, str] | None = None) -> Server:
+def start_server(
+    args: list[str], tmp: Path, ready_timeout: float = 60, env: dict[str, str] | None = None
+) -> Server:
     port = free_port()
     log = tmp / f"server-{port}.log"
     cmd = [sys.executable, "-m", "streamslo.server", "--port", str(port), *args]

@@ -75,7 +75,7 @@ def _sse(url: str, path: str, body: dict[str, Any], timeout: float) -> StreamRes
                 if not line.startswith("data: "):
                     assert line == "", line
                     continue
-                data = line[len("data: "):]
+                data = line[len("data: ") :]
                 assert not res.done, "data after [DONE]"
                 if data == "[DONE]":
                     res.done = True
@@ -86,7 +86,9 @@ def _sse(url: str, path: str, body: dict[str, Any], timeout: float) -> StreamRes
     return res
 
 
-def ws_requests(ws_url: str, bodies: list[dict[str, Any]], timeout: float = 30) -> list[StreamResult]:
+def ws_requests(
+    ws_url: str, bodies: list[dict[str, Any]], timeout: float = 30
+) -> list[StreamResult]:
     """Send each body in turn on one connection, reading each to its [DONE]."""
     results = []
     with connect(ws_url, open_timeout=timeout) as ws:
@@ -166,8 +168,9 @@ def raw_request(port: int, data: bytes, timeout: float = 15) -> RawResponse:
         return read_response(sock, t0, timeout)
 
 
-async def sse_many(url: str, path: str, bodies: list[dict[str, Any]], spread_s: float,
-                   timeout: float = 120) -> list[StreamResult]:
+async def sse_many(
+    url: str, path: str, bodies: list[dict[str, Any]], spread_s: float, timeout: float = 120
+) -> list[StreamResult]:
     """Open one SSE stream per body, their starts spread evenly over ``spread_s`` seconds,
     each read to its end on its own connection (asyncio, for hundreds at once)."""
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=0)

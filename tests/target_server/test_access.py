@@ -32,7 +32,9 @@ REMOTE = {"x-forwarded-for": "203.0.113.9"}
 def keyed(tmp_path_factory: pytest.TempPathFactory) -> Server:
     from tests.target_server.conftest import start_server
 
-    s = start_server(["--api-key-env", "STREAMSLO_TEST_KEY"], tmp_path_factory.mktemp("keyed"), env=ENV)
+    s = start_server(
+        ["--api-key-env", "STREAMSLO_TEST_KEY"], tmp_path_factory.mktemp("keyed"), env=ENV
+    )
     yield s
     s.stop()
 
@@ -43,9 +45,16 @@ def _assert_401(r: httpx.Response) -> None:
     assert r.headers["www-authenticate"] == "Bearer"
 
 
-@pytest.mark.parametrize("headers", [{}, {"authorization": "Bearer wrong"},
-                                     {"authorization": KEY}, {"authorization": f"Basic {KEY}"},
-                                     {"authorization": f"Bearer {KEY}x"}])
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"authorization": "Bearer wrong"},
+        {"authorization": KEY},
+        {"authorization": f"Basic {KEY}"},
+        {"authorization": f"Bearer {KEY}x"},
+    ],
+)
 def test_v1_needs_the_key(keyed: Server, headers: dict[str, str]) -> None:
     _assert_401(httpx.post(keyed.url + "/v1/stream", json=BODY, headers=headers, timeout=10))
     _assert_401(httpx.get(keyed.url + "/v1/models", headers=headers, timeout=10))
@@ -99,9 +108,22 @@ def test_the_key_is_on_no_command_line_and_in_no_config(serve) -> None:
 
 
 def test_an_unset_key_variable_is_bad_input(tmp_path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "streamslo", "serve", "--api-key-env",
-                           "STREAMSLO_SURELY_UNSET", "--port", "0"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "streamslo",
+            "serve",
+            "--api-key-env",
+            "STREAMSLO_SURELY_UNSET",
+            "--port",
+            "0",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2
     assert "STREAMSLO_SURELY_UNSET is unset or empty" in proc.stderr
 
@@ -111,7 +133,9 @@ def test_loopback_checks() -> None:
     assert is_loopback(("::ffff:127.0.0.1", 1)) and is_loopback(("127.8.9.10", 1))
     assert not is_loopback(("203.0.113.9", 1)) and not is_loopback(None)
     assert not is_loopback(("not-an-ip", 1))
-    assert is_loopback_host("127.0.0.1") and is_loopback_host("localhost") and is_loopback_host("::1")
+    assert (
+        is_loopback_host("127.0.0.1") and is_loopback_host("localhost") and is_loopback_host("::1")
+    )
     assert not is_loopback_host("0.0.0.0") and not is_loopback_host("example.org")
 
 

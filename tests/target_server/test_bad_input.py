@@ -23,8 +23,14 @@ CASES: list[tuple[str, str, str, dict[str, str], bytes, int]] = [
     ("not an object", "POST", "/v1/completions", JSON, b"[1, 2]", 400),
     ("binary garbage", "POST", "/v1/completions", JSON, bytes(range(256)), 400),
     ("deep json array", "POST", "/v1/completions", JSON, b"[" * 100_000, 400),
-    ("deep json in a field", "POST", "/v1/chat/completions", JSON,
-     b'{"messages": ' + b'{"a": ' * 50_000 + b"1" + b"}" * 50_000 + b"}", 400),
+    (
+        "deep json in a field",
+        "POST",
+        "/v1/chat/completions",
+        JSON,
+        b'{"messages": ' + b'{"a": ' * 50_000 + b"1" + b"}" * 50_000 + b"}",
+        400,
+    ),
     ("empty body", "POST", "/v1/stream", JSON, b"", 400),
     ("missing messages", "POST", "/v1/chat/completions", JSON, b'{"max_tokens": 3}', 400),
     ("empty messages", "POST", "/v1/chat/completions", JSON, b'{"messages": []}', 400),
@@ -39,13 +45,40 @@ CASES: list[tuple[str, str, str, dict[str, str], bytes, int]] = [
     ("temperature range", "POST", "/v1/stream", JSON, b'{"prompt": "a", "temperature": 9}', 400),
     ("stream not bool", "POST", "/v1/stream", JSON, b'{"prompt": "a", "stream": "yes"}', 400),
     ("seed not int", "POST", "/v1/stream", JSON, b'{"prompt": "a", "seed": "x"}', 400),
-    ("stream_options bad", "POST", "/v1/stream", JSON, b'{"prompt": "a", "stream_options": 1}', 400),
+    (
+        "stream_options bad",
+        "POST",
+        "/v1/stream",
+        JSON,
+        b'{"prompt": "a", "stream_options": 1}',
+        400,
+    ),
     ("n > 1", "POST", "/v1/completions", JSON, b'{"prompt": "a", "n": 3}', 400),
-    ("prompt too long", "POST", "/v1/stream", JSON, json.dumps({"prompt": "a" * 70000}).encode(), 400),
+    (
+        "prompt too long",
+        "POST",
+        "/v1/stream",
+        JSON,
+        json.dumps({"prompt": "a" * 70000}).encode(),
+        400,
+    ),
     ("body too large", "POST", "/v1/stream", JSON, b'{"prompt": "' + b"a" * (1 << 21) + b'"}', 413),
-    ("form content type", "POST", "/v1/stream", {"content-type": "application/x-www-form-urlencoded"},
-     b"prompt=hi", 415),
-    ("text content type", "POST", "/v1/chat/completions", {"content-type": "text/plain"}, b"{}", 415),
+    (
+        "form content type",
+        "POST",
+        "/v1/stream",
+        {"content-type": "application/x-www-form-urlencoded"},
+        b"prompt=hi",
+        415,
+    ),
+    (
+        "text content type",
+        "POST",
+        "/v1/chat/completions",
+        {"content-type": "text/plain"},
+        b"{}",
+        415,
+    ),
     ("unknown route", "GET", "/v2/nothing", {}, b"", 404),
     ("unknown post route", "POST", "/v1/embeddings", JSON, b"{}", 404),
     ("wrong method", "GET", "/v1/chat/completions", {}, b"", 405),
@@ -53,10 +86,18 @@ CASES: list[tuple[str, str, str, dict[str, str], bytes, int]] = [
 ]
 
 
-@pytest.mark.parametrize(("name", "method", "path", "headers", "body", "status"), CASES,
-                         ids=[c[0] for c in CASES])
-def test_bad_http_input_is_4xx_json(fixed_server: Server, name: str, method: str, path: str,
-                                    headers: dict[str, str], body: bytes, status: int) -> None:
+@pytest.mark.parametrize(
+    ("name", "method", "path", "headers", "body", "status"), CASES, ids=[c[0] for c in CASES]
+)
+def test_bad_http_input_is_4xx_json(
+    fixed_server: Server,
+    name: str,
+    method: str,
+    path: str,
+    headers: dict[str, str],
+    body: bytes,
+    status: int,
+) -> None:
     r = httpx.request(method, fixed_server.url + path, headers=headers, content=body, timeout=30)
     assert r.status_code == status, r.text
     err = r.json()["error"]
@@ -80,8 +121,10 @@ def test_413_reaches_a_client_still_sending_its_body(fixed_server: Server) -> No
     never read the 413."""
     body, first = 4 << 20, 512 << 10  # four times the limit; more than the server reads ahead
     with socket.create_connection(("127.0.0.1", fixed_server.port), timeout=10) as sock:
-        sock.sendall(b"POST /v1/stream HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
-                     b"content-length: %d\r\n\r\n" % body + b"x" * first)
+        sock.sendall(
+            b"POST /v1/stream HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+            b"content-length: %d\r\n\r\n" % body + b"x" * first
+        )
         sock.recv(1, socket.MSG_PEEK)  # the answer has come: the client is slower than the server
         time.sleep(0.2)  # and slower still: the server has closed (or half-closed) by now
         sent = first
@@ -107,15 +150,20 @@ def _ws_refusal(server: Server, frame: str | bytes) -> tuple[dict[str, Any] | No
             return err, exc.rcvd.code if exc.rcvd else None
 
 
-@pytest.mark.parametrize(("frame", "code"), [
-    ("{not json", 1008),
-    ('{"messages": []}', 1008),
-    ('{"prompt": "a", "max_tokens": -1}', 1008),
-    ("[DONE]", 1008),
-    ("[" * 100_000, 1008),
-    (b"\x00\x01binary", 1008),
-])
-def test_bad_ws_frames_get_error_frame_and_close(fixed_server: Server, frame: str | bytes, code: int) -> None:
+@pytest.mark.parametrize(
+    ("frame", "code"),
+    [
+        ("{not json", 1008),
+        ('{"messages": []}', 1008),
+        ('{"prompt": "a", "max_tokens": -1}', 1008),
+        ("[DONE]", 1008),
+        ("[" * 100_000, 1008),
+        (b"\x00\x01binary", 1008),
+    ],
+)
+def test_bad_ws_frames_get_error_frame_and_close(
+    fixed_server: Server, frame: str | bytes, code: int
+) -> None:
     err, got = _ws_refusal(fixed_server, frame)
     assert got == code
     assert err is not None and err["error"]["code"] == 400

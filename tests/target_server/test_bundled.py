@@ -20,15 +20,17 @@ _NO_TORCH = "import sys; sys.modules['torch'] = None; "
 
 def test_serve_without_the_extra_names_it() -> None:
     code = _NO_TORCH + "from streamslo.cli import main; sys.exit(main(['serve', '--port', '0']))"
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                          timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 2, proc.stderr
     assert "pip install 'streamslo[server]'" in proc.stderr and "torch" in proc.stderr
     assert "Traceback" not in proc.stderr
 
 
-def test_bundled_server_without_the_extra_names_it(monkeypatch: pytest.MonkeyPatch,
-                                                   tmp_path: Path) -> None:
+def test_bundled_server_without_the_extra_names_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setitem(sys.modules, "torch", None)
     monkeypatch.setitem(sys.modules, "uvicorn_worker", None)
     assert missing_server_modules() == ["torch", "uvicorn_worker"]

@@ -25,14 +25,17 @@ REASONING = 3
 
 @pytest.fixture(scope="module")
 def reasoning_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    s = start_server(["--mode", "fixed", "--token-interval-ms", "5", "--reasoning-tokens", str(REASONING)],
-                     tmp_path_factory.mktemp("reasoning"))
+    s = start_server(
+        ["--mode", "fixed", "--token-interval-ms", "5", "--reasoning-tokens", str(REASONING)],
+        tmp_path_factory.mktemp("reasoning"),
+    )
     yield s
     s.stop()
 
 
-def events(url: str, path: str, body: dict[str, object], headers: dict[str, str] | None = None
-           ) -> tuple[int, list[tuple[str, dict[str, object]]]]:
+def events(
+    url: str, path: str, body: dict[str, object], headers: dict[str, str] | None = None
+) -> tuple[int, list[tuple[str, dict[str, object]]]]:
     """(status, [(event name, data object)]) read with a plain line parser."""
     out: list[tuple[str, dict[str, object]]] = []
     with httpx.stream("POST", url + path, json=body, headers=headers, timeout=30) as r:
@@ -52,10 +55,21 @@ def events(url: str, path: str, body: dict[str, object], headers: dict[str, str]
     return 200, out
 
 
-RESPONSES = {"model": "m", "input": [{"role": "user", "content": "tell me a story"}], "stream": True,
-             "max_output_tokens": N, "ignore_eos": True, "temperature": 1.0}
-MESSAGES = {"model": "m", "messages": [{"role": "user", "content": "tell me a story"}], "stream": True,
-            "max_tokens": N, "ignore_eos": True}
+RESPONSES = {
+    "model": "m",
+    "input": [{"role": "user", "content": "tell me a story"}],
+    "stream": True,
+    "max_output_tokens": N,
+    "ignore_eos": True,
+    "temperature": 1.0,
+}
+MESSAGES = {
+    "model": "m",
+    "messages": [{"role": "user", "content": "tell me a story"}],
+    "stream": True,
+    "max_tokens": N,
+    "ignore_eos": True,
+}
 
 
 def test_responses_events_follow_the_documented_shape(reasoning_server: Server) -> None:
@@ -66,11 +80,15 @@ def test_responses_events_follow_the_documented_shape(reasoning_server: Server) 
     assert names[:2] == ["response.created", "response.in_progress"]
     assert [d["sequence_number"] for _, d in evs] == list(range(len(evs)))
     deltas = [n for n in names if n.endswith(".delta")]
-    assert deltas == ["response.reasoning_text.delta"] * REASONING + ["response.output_text.delta"] * (N - REASONING)
+    assert deltas == ["response.reasoning_text.delta"] * REASONING + [
+        "response.output_text.delta"
+    ] * (N - REASONING)
     assert names[-1] == "response.incomplete"
     final = evs[-1][1]["response"]
     assert isinstance(final, dict)
-    assert final["status"] == "incomplete" and final["incomplete_details"] == {"reason": "max_output_tokens"}
+    assert final["status"] == "incomplete" and final["incomplete_details"] == {
+        "reason": "max_output_tokens"
+    }
     assert final["usage"]["output_tokens"] == N
     assert final["usage"]["output_tokens_details"]["reasoning_tokens"] == REASONING
     text = "".join(str(d["delta"]) for n, d in evs if n == "response.output_text.delta")
@@ -78,19 +96,24 @@ def test_responses_events_follow_the_documented_shape(reasoning_server: Server) 
 
 
 def test_responses_without_ignore_eos_completes_or_runs_out(reasoning_server: Server) -> None:
-    status, evs = events(reasoning_server.url, "/v1/responses", {**RESPONSES, "ignore_eos": False, "input": "hi"})
+    status, evs = events(
+        reasoning_server.url, "/v1/responses", {**RESPONSES, "ignore_eos": False, "input": "hi"}
+    )
     assert status == 200 and evs[-1][0] in ("response.completed", "response.incomplete")
 
 
 def test_messages_events_follow_the_documented_shape(reasoning_server: Server) -> None:
-    status, evs = events(reasoning_server.url, "/v1/messages", MESSAGES,
-                         headers={"anthropic-version": "2023-06-01"})
+    status, evs = events(
+        reasoning_server.url, "/v1/messages", MESSAGES, headers={"anthropic-version": "2023-06-01"}
+    )
     assert status == 200
     names = [n for n, _ in evs]
     assert all(n == d["type"] for n, d in evs)
     assert names[0] == "message_start" and names[-2:] == ["message_delta", "message_stop"]
     kinds = [d["delta"]["type"] for n, d in evs if n == "content_block_delta"]  # type: ignore[index]
-    assert kinds == ["thinking_delta"] * REASONING + ["signature_delta"] + ["text_delta"] * (N - REASONING)
+    assert kinds == ["thinking_delta"] * REASONING + ["signature_delta"] + ["text_delta"] * (
+        N - REASONING
+    )
     starts = [d["content_block"]["type"] for n, d in evs if n == "content_block_start"]  # type: ignore[index]
     assert starts == ["thinking", "text"]
     assert names.count("content_block_stop") == 2
@@ -113,8 +136,13 @@ def test_streamslo_reads_each_dialect(reasoning_server: Server, api: str) -> Non
     opts = RequestOptions(api=api, max_tokens=N)
     rec = StreamRecord(api, "sse", "test", time.time(), time.perf_counter())
     tracker = tracker_for(api, rec, opts.expectations())
-    stream_sse(Target.from_url(reasoning_server.url), opts.path, build_body(opts, "hello"), tracker,
-               ClientLimits(stall_timeout=10, request_timeout=30))
+    stream_sse(
+        Target.from_url(reasoning_server.url),
+        opts.path,
+        build_body(opts, "hello"),
+        tracker,
+        ClientLimits(stall_timeout=10, request_timeout=30),
+    )
     assert rec.outcome == "ok", rec.error
     assert rec.tokens == N == rec.usage_completion_tokens
     assert rec.reasoning_tokens == REASONING and rec.tool_tokens == 0
@@ -124,7 +152,9 @@ def test_streamslo_reads_each_dialect(reasoning_server: Server, api: str) -> Non
 
 
 def test_api_key_in_x_api_key(tmp_path: Path) -> None:
-    s = start_server(["--mode", "fixed", "--api-key-env", "DIALECT_KEY"], tmp_path, env={"DIALECT_KEY": "sekrit"})
+    s = start_server(
+        ["--mode", "fixed", "--api-key-env", "DIALECT_KEY"], tmp_path, env={"DIALECT_KEY": "sekrit"}
+    )
     try:
         assert events(s.url, "/v1/messages", MESSAGES)[0] == 401
         status, evs = events(s.url, "/v1/messages", MESSAGES, headers={"x-api-key": "sekrit"})
@@ -138,8 +168,19 @@ TOOL = 3
 
 @pytest.fixture(scope="module")
 def tool_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    s = start_server(["--mode", "fixed", "--token-interval-ms", "5", "--reasoning-tokens", "2",
-                      "--tool-call-tokens", str(TOOL)], tmp_path_factory.mktemp("tools"))
+    s = start_server(
+        [
+            "--mode",
+            "fixed",
+            "--token-interval-ms",
+            "5",
+            "--reasoning-tokens",
+            "2",
+            "--tool-call-tokens",
+            str(TOOL),
+        ],
+        tmp_path_factory.mktemp("tools"),
+    )
     yield s
     s.stop()
 
@@ -150,8 +191,13 @@ def test_tool_calling_mode(tool_server: Server, api: str) -> None:
     shape; streamslo counts them as tool tokens, and the stream is still ok."""
     opts = RequestOptions(api=api, max_tokens=N)
     rec = StreamRecord(api, "sse", "test", time.time(), time.perf_counter())
-    stream_sse(Target.from_url(tool_server.url), opts.path, build_body(opts, "hello"),
-               tracker_for(api, rec, opts.expectations()), ClientLimits(stall_timeout=10, request_timeout=30))
+    stream_sse(
+        Target.from_url(tool_server.url),
+        opts.path,
+        build_body(opts, "hello"),
+        tracker_for(api, rec, opts.expectations()),
+        ClientLimits(stall_timeout=10, request_timeout=30),
+    )
     assert rec.outcome == "ok", rec.error
     assert (rec.tokens, rec.reasoning_tokens, rec.tool_tokens) == (N, 2, TOOL)
     assert rec.usage_completion_tokens == N
@@ -168,6 +214,10 @@ def test_tool_events_follow_the_documented_shape(tool_server: Server) -> None:
     _, evs = events(tool_server.url, "/v1/messages", MESSAGES)
     starts = [d["content_block"]["type"] for n, d in evs if n == "content_block_start"]  # type: ignore[index]
     assert starts == ["thinking", "text", "tool_use"]
-    parts = [d["delta"]["partial_json"] for n, d in evs if n == "content_block_delta"  # type: ignore[index]
-             and d["delta"]["type"] == "input_json_delta"]  # type: ignore[index]
+    parts = [
+        d["delta"]["partial_json"]
+        for n, d in evs
+        if n == "content_block_delta"  # type: ignore[index]
+        and d["delta"]["type"] == "input_json_delta"
+    ]  # type: ignore[index]
     assert len(parts) == TOOL

@@ -77,6 +77,8 @@ def test_sigterm_during_250_streams_loses_none(serve) -> None:
 
     results = asyncio.run(run())
     ok = sum(1 for r in results if r.done and r.content_chunks == tokens)
-    truncated = [r for r in results if r.status == 200 and not (r.done and r.content_chunks == tokens)]
+    truncated = [
+        r for r in results if r.status == 200 and not (r.done and r.content_chunks == tokens)
+    ]
     assert ok == 250 and truncated == [], [r.error for r in truncated]
     assert s.proc.wait(timeout=60) == 0

@@ -12,8 +12,13 @@ import psutil
 from tests.target_server.conftest import Server
 from tests.target_server.streams import sse
 
-BODY = {"prompt": "Explain quantum entanglement", "stream": True, "max_tokens": 20,
-        "ignore_eos": True, "seed": 1}
+BODY = {
+    "prompt": "Explain quantum entanglement",
+    "stream": True,
+    "max_tokens": 20,
+    "ignore_eos": True,
+    "seed": 1,
+}
 
 
 def _load(server: Server, n: int, body: dict[str, object] = BODY) -> list[object]:
@@ -65,8 +70,10 @@ def _stuck_reader(server: Server, max_tokens: int) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     sock.connect(("127.0.0.1", server.port))
     body = f'{{"prompt": "x", "max_tokens": {max_tokens}, "ignore_eos": true}}'.encode()
-    sock.sendall(b"POST /v1/stream HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
-                 b"content-length: %d\r\n\r\n" % len(body) + body)
+    sock.sendall(
+        b"POST /v1/stream HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+        b"content-length: %d\r\n\r\n" % len(body) + body
+    )
     return sock
 
 
@@ -95,8 +102,11 @@ def test_training_contention_runs_a_trainer_process(serve) -> None:
     time.sleep(1)
 
     def trainers(server: Server) -> list[psutil.Process]:
-        return [p for p in psutil.Process(server.proc.pid).children(recursive=True)
-                if "streamslo.server.trainer" in " ".join(p.cmdline())]
+        return [
+            p
+            for p in psutil.Process(server.proc.pid).children(recursive=True)
+            if "streamslo.server.trainer" in " ".join(p.cmdline())
+        ]
 
     (trainer,) = trainers(s)
     assert trainer.nice() == 19  # fixed mode isolates it

@@ -17,41 +17,101 @@ from tests.target_server.fuzz import FuzzServer, assert_survived
 from tests.target_server.streams import read_response
 
 GENERATE = ["/v1/chat/completions", "/v1/completions", "/v1/stream"]
-ROUTES = [*GENERATE, "/v1/models", "/v1/ws",
-          "/healthz", "/readyz", "/metrics", "/openapi.json", "/debug/stalls", "/debug/workers",
-          "/", "/v1/", "/v1/stream/", "/v1/stream?x=1", "/%ff%fe", "/\xe9t\xe9", "/../../etc/passwd",
-          "*", "http://other.example/v1/models", "/v1/stream#frag", "//v1//stream"]
+ROUTES = [
+    *GENERATE,
+    "/v1/models",
+    "/v1/ws",
+    "/healthz",
+    "/readyz",
+    "/metrics",
+    "/openapi.json",
+    "/debug/stalls",
+    "/debug/workers",
+    "/",
+    "/v1/",
+    "/v1/stream/",
+    "/v1/stream?x=1",
+    "/%ff%fe",
+    "/\xe9t\xe9",
+    "/../../etc/passwd",
+    "*",
+    "http://other.example/v1/models",
+    "/v1/stream#frag",
+    "//v1//stream",
+]
 METHODS = ["GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "HEAD", "TRACE", "BREW", "post"]
-CONTENT_TYPES = ["application/json", "application/json; charset=utf-8", "APPLICATION/JSON",
-                 "application/vnd.api+json", "text/plain", "multipart/form-data; boundary=x",
-                 "application/x-www-form-urlencoded", "", ";", "application/json;;;", "\xe9/\xe9"]
-_TOKEN = st.text(st.sampled_from("abcdefghijklmnopqrstuvwxyz-_0123456789!#$%&'*+.^`|~"), min_size=1,
-                 max_size=20)
+CONTENT_TYPES = [
+    "application/json",
+    "application/json; charset=utf-8",
+    "APPLICATION/JSON",
+    "application/vnd.api+json",
+    "text/plain",
+    "multipart/form-data; boundary=x",
+    "application/x-www-form-urlencoded",
+    "",
+    ";",
+    "application/json;;;",
+    "\xe9/\xe9",
+]
+_TOKEN = st.text(
+    st.sampled_from("abcdefghijklmnopqrstuvwxyz-_0123456789!#$%&'*+.^`|~"), min_size=1, max_size=20
+)
 # Any byte but CR and LF in a header value (those would only end the header early).
 _VALUE = st.binary(max_size=80).map(lambda b: b.replace(b"\r", b"").replace(b"\n", b""))
 _FRAMING_HEADERS = {"content-length", "transfer-encoding", "connection"}
 
-_scalars = (st.none() | st.booleans() | st.integers() | st.integers(min_value=10**18)
-            | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=40))
-_json = st.recursive(_scalars, lambda c: st.lists(c, max_size=4)
-                     | st.dictionaries(st.text(max_size=10), c, max_size=4), max_leaves=12)
-_messages = st.lists(st.fixed_dictionaries({"role": st.sampled_from(["user", "system"]) | _json},
-                                           optional={"content": st.text(max_size=60) | _json}),
-                     max_size=3) | _json
-_request = st.fixed_dictionaries({}, optional={
-    "prompt": st.text(max_size=80) | _json, "messages": _messages,
-    "max_tokens": st.integers(-5, 12) | _json, "temperature": st.floats(-1, 3) | _json,
-    "seed": st.integers() | _json, "stream": st.booleans() | _json,
-    "ignore_eos": st.booleans() | _json, "n": st.integers(0, 3) | _json,
-    "stream_options": st.fixed_dictionaries({"include_usage": st.booleans() | _json}) | _json,
-    "model": st.text(max_size=20) | _json,
-})
-VALID = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "prompt": "hi",
-         "max_tokens": 3, "stream": True, "stream_options": {"include_usage": True}}
+_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.integers(min_value=10**18)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=40)
+)
+_json = st.recursive(
+    _scalars,
+    lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=10), c, max_size=4),
+    max_leaves=12,
+)
+_messages = (
+    st.lists(
+        st.fixed_dictionaries(
+            {"role": st.sampled_from(["user", "system"]) | _json},
+            optional={"content": st.text(max_size=60) | _json},
+        ),
+        max_size=3,
+    )
+    | _json
+)
+_request = st.fixed_dictionaries(
+    {},
+    optional={
+        "prompt": st.text(max_size=80) | _json,
+        "messages": _messages,
+        "max_tokens": st.integers(-5, 12) | _json,
+        "temperature": st.floats(-1, 3) | _json,
+        "seed": st.integers() | _json,
+        "stream": st.booleans() | _json,
+        "ignore_eos": st.booleans() | _json,
+        "n": st.integers(0, 3) | _json,
+        "stream_options": st.fixed_dictionaries({"include_usage": st.booleans() | _json}) | _json,
+        "model": st.text(max_size=20) | _json,
+    },
+)
+VALID = {
+    "model": "m",
+    "messages": [{"role": "user", "content": "hi"}],
+    "prompt": "hi",
+    "max_tokens": 3,
+    "stream": True,
+    "stream_options": {"include_usage": True},
+}
 # A valid request with one field replaced: reaches each field's own check.
-_mutated = st.builds(lambda k, v: {**VALID, k: v},
-                     st.sampled_from([*VALID, "temperature", "seed", "ignore_eos", "n",
-                                      "max_completion_tokens"]), _json)
+_mutated = st.builds(
+    lambda k, v: {**VALID, k: v},
+    st.sampled_from([*VALID, "temperature", "seed", "ignore_eos", "n", "max_completion_tokens"]),
+    _json,
+)
 BODIES = (
     _request.map(lambda d: json.dumps(d).encode())
     | _mutated.map(lambda d: json.dumps(d).encode())
@@ -107,7 +167,6 @@ def http_requests(draw: st.DrawFn) -> tuple[str, bytes]:
     return method, head + payload
 
 
-
 def _send(port: int, data: bytes, splits: list[int]) -> tuple[Any, bool]:
     """The response, and whether the whole request could be sent (the server may answer and
     close before reading a body it refuses; its answer can then be lost to the reset)."""
@@ -132,11 +191,19 @@ def _send(port: int, data: bytes, splits: list[int]) -> tuple[Any, bool]:
 
 
 @given(req=http_requests(), splits=st.lists(st.integers(0, 10**6), max_size=3))
-@settings(max_examples=300, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                 HealthCheck.large_base_example])
-def test_any_http_request_answers_below_500(fuzz_server: FuzzServer, req: tuple[str, bytes],
-                                            splits: list[int]) -> None:
+@settings(
+    max_examples=300,
+    deadline=None,
+    database=None,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.large_base_example,
+    ],
+)
+def test_any_http_request_answers_below_500(
+    fuzz_server: FuzzServer, req: tuple[str, bytes], splits: list[int]
+) -> None:
     method, data = req
     res, complete = _send(fuzz_server.server.port, data, splits)
     fuzz_server.sent["http-raw"] += 1

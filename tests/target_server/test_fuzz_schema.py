@@ -17,15 +17,18 @@ from tests.target_server.fuzz import FUZZ_CONFIG, FuzzServer, assert_survived
 schema = schemathesis.openapi.from_dict(build_schema(FUZZ_CONFIG))
 
 
-
 def test_the_server_serves_this_description(fuzz_uvicorn: FuzzServer) -> None:
     served = httpx.get(fuzz_uvicorn.server.url + "/openapi.json", timeout=10).json()
     assert served == build_schema(FUZZ_CONFIG)
 
 
 @schema.parametrize()
-@settings(max_examples=60, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(
+    max_examples=60,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 def test_every_route_answers_below_500(case: Any, fuzz_uvicorn: FuzzServer) -> None:
     response = case.call(base_url=fuzz_uvicorn.server.url, timeout=30)
     fuzz_uvicorn.sent["http-schema"] += 1

@@ -28,11 +28,10 @@ FRAMES: st.SearchStrategy[Frame] = st.one_of(
     st.binary(max_size=200).map(lambda b: ("text-bytes", b)),  # often not UTF-8
     st.binary(max_size=200).map(lambda b: ("binary", b)),
     st.lists(st.text(max_size=30), min_size=1, max_size=5).map(lambda p: ("fragments", p)),
-    _text.map(lambda t: ("fragments", [t[: len(t) // 2], t[len(t) // 2:]])),
+    _text.map(lambda t: ("fragments", [t[: len(t) // 2], t[len(t) // 2 :]])),
     st.just(("text", "x" * (FUZZ_CONFIG.max_body_bytes + 1))),
     st.binary(max_size=20).map(lambda b: ("ping", b)),
 )
-
 
 
 def _send(ws: object, frame: Frame, i: int) -> bool:
@@ -51,12 +50,19 @@ def _send(ws: object, frame: Frame, i: int) -> bool:
     return True
 
 
-@given(frames=st.lists(FRAMES, min_size=1, max_size=6),
-       ending=st.sampled_from(["read", "read", "close", "drop"]))
-@settings(max_examples=120, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(
+    frames=st.lists(FRAMES, min_size=1, max_size=6),
+    ending=st.sampled_from(["read", "read", "close", "drop"]),
+)
+@settings(
+    max_examples=120,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 def test_any_ws_conversation_is_answered_without_a_server_fault(
-        fuzz_server: FuzzServer, frames: list[Frame], ending: str) -> None:
+    fuzz_server: FuzzServer, frames: list[Frame], ending: str
+) -> None:
     answered = 0
     messages = 0
     code = None

@@ -72,8 +72,10 @@ def test_client_disconnects_are_not_server_errors(serve) -> None:
     logged as an ASGI error and no 5xx is counted."""
     s = serve("--mode", "fixed")
     body = json.dumps(LONG).encode()
-    head = (b"POST /v1/stream HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
-            b"content-length: %d\r\n\r\n")
+    head = (
+        b"POST /v1/stream HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+        b"content-length: %d\r\n\r\n"
+    )
     with socket.create_connection(("127.0.0.1", s.port)) as sock:  # leaves mid-body
         sock.sendall(head % len(body) + body[:10])
         time.sleep(0.3)
@@ -134,8 +136,11 @@ def test_a_failing_prefill_fails_only_its_own_stream() -> None:
         return GenRequest(ids, max_tokens=30, temperature=1.0, seed=1, ignore_eos=True)
 
     async def main() -> list[list[StreamItem]]:
-        streams = [engine.submit(req([0, 40, 41])), engine.submit(req([0, POISON])),
-                   engine.submit(req([0, 42]))]
+        streams = [
+            engine.submit(req([0, 40, 41])),
+            engine.submit(req([0, POISON])),
+            engine.submit(req([0, 42])),
+        ]
         return await asyncio.wait_for(asyncio.gather(*map(_drain, streams)), timeout=20)
 
     try:
@@ -150,8 +155,10 @@ def test_a_failing_prefill_fails_only_its_own_stream() -> None:
 
 def _ws_handshake(port: int) -> socket.socket:
     sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-    sock.sendall(b"GET /v1/ws HTTP/1.1\r\nhost: x\r\nupgrade: websocket\r\nconnection: Upgrade\r\n"
-                 b"sec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\nsec-websocket-version: 13\r\n\r\n")
+    sock.sendall(
+        b"GET /v1/ws HTTP/1.1\r\nhost: x\r\nupgrade: websocket\r\nconnection: Upgrade\r\n"
+        b"sec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\nsec-websocket-version: 13\r\n\r\n"
+    )
     head = b""
     while b"\r\n\r\n" not in head:
         head += sock.recv(1)

@@ -45,8 +45,11 @@ def test_trainer_does_not_outlive_a_killed_worker(serve) -> None:
     master = psutil.Process(s.proc.pid)
 
     def trainers() -> list[psutil.Process]:
-        return [p for p in master.children(recursive=True)
-                if "streamslo.server.trainer" in " ".join(p.cmdline())]
+        return [
+            p
+            for p in master.children(recursive=True)
+            if "streamslo.server.trainer" in " ".join(p.cmdline())
+        ]
 
     (first,) = trainers()
     worker = first.parent()

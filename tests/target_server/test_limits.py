@@ -16,8 +16,10 @@ from tests.target_server.conftest import Server
 from tests.target_server.streams import closed_by_peer, raw_request, read_response, sse
 
 BODY = json.dumps({"prompt": "hi", "max_tokens": 2}).encode()
-HEAD = (b"POST /v1/stream HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
-        b"content-length: %d\r\n\r\n")
+HEAD = (
+    b"POST /v1/stream HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+    b"content-length: %d\r\n\r\n"
+)
 
 
 @pytest.fixture(scope="module")
@@ -25,9 +27,21 @@ def tight(tmp_path_factory: pytest.TempPathFactory) -> Server:
     """A server with small limits, shared by this module's tests."""
     from tests.target_server.conftest import start_server
 
-    s = start_server(["--header-timeout", "1", "--body-timeout", "1", "--max-body-bytes", "4096",
-                      "--max-connections", "6", "--keep-alive", "30"],
-                     tmp_path_factory.mktemp("tight"))
+    s = start_server(
+        [
+            "--header-timeout",
+            "1",
+            "--body-timeout",
+            "1",
+            "--max-body-bytes",
+            "4096",
+            "--max-connections",
+            "6",
+            "--keep-alive",
+            "30",
+        ],
+        tmp_path_factory.mktemp("tight"),
+    )
     yield s
     s.stop()
 
@@ -93,7 +107,9 @@ def test_body_cap_is_413_and_ws_message_cap_1009(tight: Server) -> None:
             ws.recv(timeout=10)
     assert err["code"] == 413 and "4096-byte limit" in err["message"]
     assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009
-    assert sse(tight.url, "/v1/stream", {"prompt": "a" * 3000, "max_tokens": 2}).done  # under the cap
+    assert sse(
+        tight.url, "/v1/stream", {"prompt": "a" * 3000, "max_tokens": 2}
+    ).done  # under the cap
 
 
 def test_connection_cap_refuses_with_503_and_1013_then_recovers(tight: Server) -> None:

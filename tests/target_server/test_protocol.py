@@ -8,11 +8,23 @@ import pytest
 from tests.target_server.conftest import Server
 from tests.target_server.streams import sse, ws_requests
 
-CHAT = {"model": "streamslo-tiny", "messages": [{"role": "user", "content": "tell me a story"}],
-        "stream": True, "max_tokens": 12, "ignore_eos": True,
-        "stream_options": {"include_usage": True}, "seed": 7, "temperature": 1.0}
-COMPLETION = {"prompt": "Explain quantum entanglement", "stream": True, "max_tokens": 9,
-              "ignore_eos": True, "seed": 3}
+CHAT = {
+    "model": "streamslo-tiny",
+    "messages": [{"role": "user", "content": "tell me a story"}],
+    "stream": True,
+    "max_tokens": 12,
+    "ignore_eos": True,
+    "stream_options": {"include_usage": True},
+    "seed": 7,
+    "temperature": 1.0,
+}
+COMPLETION = {
+    "prompt": "Explain quantum entanglement",
+    "stream": True,
+    "max_tokens": 9,
+    "ignore_eos": True,
+    "seed": 3,
+}
 
 
 def test_sse_chat_stream_has_one_token_per_chunk_usage_and_done(fixed_server: Server) -> None:
@@ -37,8 +49,11 @@ def test_sse_completion_endpoints(fixed_server: Server, path: str) -> None:
 
 
 def test_v1_stream_streams_by_default_with_default_max_tokens(fixed_server: Server) -> None:
-    res = sse(fixed_server.url, "/v1/stream", {"prompt": "Explain quantum entanglement",
-                                               "ignore_eos": True})
+    res = sse(
+        fixed_server.url,
+        "/v1/stream",
+        {"prompt": "Explain quantum entanglement", "ignore_eos": True},
+    )
     assert res.done and res.content_chunks == 64
 
 
@@ -51,8 +66,9 @@ def test_without_ignore_eos_finish_is_stop_or_length(fixed_server: Server) -> No
 
 
 def test_non_streaming_json(fixed_server: Server) -> None:
-    r = httpx.post(fixed_server.url + "/v1/chat/completions",
-                   json={**CHAT, "stream": False}, timeout=30)
+    r = httpx.post(
+        fixed_server.url + "/v1/chat/completions", json={**CHAT, "stream": False}, timeout=30
+    )
     assert r.status_code == 200
     body = r.json()
     assert body["object"] == "chat.completion"
@@ -92,10 +108,17 @@ def test_health_models_metrics_debug(fixed_server: Server) -> None:
     assert models["object"] == "list" and models["data"][0]["id"] == "streamslo-tiny"
     sse(fixed_server.url, "/v1/completions", COMPLETION)
     text = httpx.get(fixed_server.url + "/metrics").text
-    for name in ("streamslo_active_streams", "streamslo_tokens_total", "streamslo_stream_outcomes_total",
-                 "streamslo_request_seconds_bucket", "streamslo_event_loop_lag_seconds_bucket",
-                 "streamslo_write_backlog_bytes", "streamslo_engine_step_seconds_bucket",
-                 "streamslo_engine_batch_size_bucket", "streamslo_worker_restarts_total"):
+    for name in (
+        "streamslo_active_streams",
+        "streamslo_tokens_total",
+        "streamslo_stream_outcomes_total",
+        "streamslo_request_seconds_bucket",
+        "streamslo_event_loop_lag_seconds_bucket",
+        "streamslo_write_backlog_bytes",
+        "streamslo_engine_step_seconds_bucket",
+        "streamslo_engine_batch_size_bucket",
+        "streamslo_worker_restarts_total",
+    ):
         assert name in text, name
     stalls = httpx.get(fixed_server.url + "/debug/stalls").json()
     assert {"stalls", "by_cause", "recent"} <= set(stalls)

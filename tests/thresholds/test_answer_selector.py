@@ -13,21 +13,27 @@ from streamslo.slo import thresholds
 def _run() -> RunData:
     # a: 3 reasoning tokens then 4 answer tokens, 10 ms apart, answer gaps 20 ms;
     # b: no reasoning (every gap is the answer's); c: reasoning only (no answer gap).
-    streams = pd.DataFrame({
-        "stream_id": pd.array(["a", "b", "c"], dtype="string"),
-        "status": pd.array([200, 200, 200], dtype="Int64"),
-        "outcome": pd.array(["ok", "ok", "ok"], dtype="string"),
-        "started_at": [100.0, 100.0, 100.0],
-        "scheduled_at": [None, None, None],
-        "ttft_ms": [50.0, 40.0, 30.0],
-        "ttfo_ms": [80.0, 40.0, None],
-        "e2e_ms": [200.0, 200.0, 200.0],
-        "tokens": pd.array([7, 3, 3], dtype="Int64"),
-        "reasoning_tokens": pd.array([3, 0, 3], dtype="Int64"),
-        "protocol": pd.array(["sse"] * 3, dtype="string"),
-    })
+    streams = pd.DataFrame(
+        {
+            "stream_id": pd.array(["a", "b", "c"], dtype="string"),
+            "status": pd.array([200, 200, 200], dtype="Int64"),
+            "outcome": pd.array(["ok", "ok", "ok"], dtype="string"),
+            "started_at": [100.0, 100.0, 100.0],
+            "scheduled_at": [None, None, None],
+            "ttft_ms": [50.0, 40.0, 30.0],
+            "ttfo_ms": [80.0, 40.0, None],
+            "e2e_ms": [200.0, 200.0, 200.0],
+            "tokens": pd.array([7, 3, 3], dtype="Int64"),
+            "reasoning_tokens": pd.array([3, 0, 3], dtype="Int64"),
+            "protocol": pd.array(["sse"] * 3, dtype="string"),
+        }
+    )
     rows = []
-    for sid, first_s, gaps in (("a", 1.05, [10, 10, 10, 20, 20, 20]), ("b", 2.04, [0, 5]), ("c", 3.03, [7, 7])):
+    for sid, first_s, gaps in (
+        ("a", 1.05, [10, 10, 10, 20, 20, 20]),
+        ("b", 2.04, [0, 5]),
+        ("c", 3.03, [7, 7]),
+    ):
         t = first_s
         for i, g in enumerate(gaps, 1):
             t += g / 1000.0
@@ -46,7 +52,9 @@ def test_answer_gaps_are_those_after_the_first_answer_token():
 
 
 def test_the_selector_in_a_threshold():
-    slo = thresholds.parse_slo('[thresholds]\n"itl_ms{token:answer}" = ["max<=20"]\nitl_ms = ["max<=20"]\n')
+    slo = thresholds.parse_slo(
+        '[thresholds]\n"itl_ms{token:answer}" = ["max<=20"]\nitl_ms = ["max<=20"]\n'
+    )
     checks = {c.metric: c for c in thresholds.evaluate(slo, _run())}
     assert checks["itl_ms{token:answer}"].passed and checks["itl_ms"].passed
     slo = thresholds.parse_slo('[thresholds]\n"itl_ms{token:answer}" = ["max<20"]\n')

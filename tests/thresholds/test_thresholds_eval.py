@@ -45,18 +45,26 @@ def mixed_run(tmp_path: Path):  # type: ignore[no-untyped-def]
         g = list(RNG.gamma(2.0, 10.0, size=20).round(3))
         if outcome != "http_5xx":
             gaps[sid] = g
-        streams.append(stream_row(
-            sid, protocol=proto, status=status, outcome=outcome,
-            user_class="SlowSSEUser" if i % 4 == 0 else "SSEUser",
-            ttft_ms=None if outcome == "http_5xx" else float(40 + i),
-            e2e_ms=None if outcome == "http_5xx" else float(400 + 3 * i),
-        ))
+        streams.append(
+            stream_row(
+                sid,
+                protocol=proto,
+                status=status,
+                outcome=outcome,
+                user_class="SlowSSEUser" if i % 4 == 0 else "SSEUser",
+                ttft_ms=None if outcome == "http_5xx" else float(40 + i),
+                e2e_ms=None if outcome == "http_5xx" else float(400 + 3 * i),
+            )
+        )
     return load_run(write_run(tmp_path / "run", streams, gaps)), streams, gaps
 
 
 def _pool_gaps(streams: list[dict], gaps: dict, pred=lambda s: True) -> np.ndarray:  # type: ignore[no-untyped-def]
-    keep = [s["stream_id"] for s in streams
-            if s["outcome"] not in ("cancelled", "http_5xx", "http_4xx", "connect_error") and pred(s)]
+    keep = [
+        s["stream_id"]
+        for s in streams
+        if s["outcome"] not in ("cancelled", "http_5xx", "http_4xx", "connect_error") and pred(s)
+    ]
     return np.array([v for sid in keep for v in gaps.get(sid, [])])
 
 
@@ -88,11 +96,16 @@ def test_selectors_filter_streams(mixed_run) -> None:  # type: ignore[no-untyped
     pool = _pool_gaps(streams, gaps, lambda s: s["protocol"] == "ws")
     assert res.observed == pytest.approx(np.percentile(pool, 95))
     res2 = _one("itl_ms{user_class:SlowSSEUser,protocol:sse}", "max<1e9", data)
-    pool2 = _pool_gaps(streams, gaps, lambda s: s["protocol"] == "sse" and s["user_class"] == "SlowSSEUser")
+    pool2 = _pool_gaps(
+        streams, gaps, lambda s: s["protocol"] == "sse" and s["user_class"] == "SlowSSEUser"
+    )
     assert res2.observed == pytest.approx(pool2.max()) and res2.samples == pool2.size
     res3 = _one("ttft_ms{protocol:ws}", "avg<1e9", data)
-    ws_ttft = [s["ttft_ms"] for s in streams if s["protocol"] == "ws"
-               and s["outcome"] not in ("cancelled", "http_5xx")]
+    ws_ttft = [
+        s["ttft_ms"]
+        for s in streams
+        if s["protocol"] == "ws" and s["outcome"] not in ("cancelled", "http_5xx")
+    ]
     assert res3.observed == pytest.approx(np.mean(ws_ttft))
 
 
@@ -122,21 +135,36 @@ def test_counters(mixed_run) -> None:  # type: ignore[no-untyped-def]
 # Boundary semantics, exactly like k6: every gap is 200 ms, so p(99) is exactly 200.
 @pytest.mark.parametrize(
     ("expr", "passed"),
-    [("p(99)<200", False), ("p(99)<=200", True), ("p(99)>200", False), ("p(99)>=200", True),
-     ("p(99)==200", True), ("p(99)!=200", False), ("p(99)<200.0001", True),
-     ("max<200", False), ("min>=200", True), ("avg==200", True), ("med!=200", False)],
+    [
+        ("p(99)<200", False),
+        ("p(99)<=200", True),
+        ("p(99)>200", False),
+        ("p(99)>=200", True),
+        ("p(99)==200", True),
+        ("p(99)!=200", False),
+        ("p(99)<200.0001", True),
+        ("max<200", False),
+        ("min>=200", True),
+        ("avg==200", True),
+        ("med!=200", False),
+    ],
 )
 def test_boundaries(tmp_path: Path, expr: str, passed: bool) -> None:
-    data = load_run(write_run(tmp_path, [stream_row("a"), stream_row("b")],
-                              {"a": [200.0] * 50, "b": [200.0] * 50}))
+    data = load_run(
+        write_run(
+            tmp_path, [stream_row("a"), stream_row("b")], {"a": [200.0] * 50, "b": [200.0] * 50}
+        )
+    )
     res = _one("itl_ms", expr, data)
     assert res.observed == 200.0
     assert res.passed is passed
     assert ("ok" if passed else "FAILED") in res.message
 
 
-@pytest.mark.parametrize(("expr", "passed"), [("rate<0.5", False), ("rate<=0.5", True),
-                                               ("rate==0.5", True), ("rate>0.5", False)])
+@pytest.mark.parametrize(
+    ("expr", "passed"),
+    [("rate<0.5", False), ("rate<=0.5", True), ("rate==0.5", True), ("rate>0.5", False)],
+)
 def test_rate_boundaries(tmp_path: Path, expr: str, passed: bool) -> None:
     data = load_run(write_run(tmp_path, [stream_row("a"), stream_row("b", outcome="truncated")]))
     assert _one("truncation_rate", expr, data).passed is passed
@@ -182,11 +210,15 @@ def test_write_slo_json(tmp_path: Path, mixed_run) -> None:  # type: ignore[no-u
 
 
 def test_abort_check(tmp_path: Path) -> None:
-    slo = parse_thresholds_table({
-        "truncation_rate": [{"threshold": "rate<0.1", "abortOnFail": True, "delayAbortEval": "10s"}],
-        "itl_ms": [{"threshold": "p(99)<200", "abortOnFail": True}, "max<1"],
-        "http_5xx_rate": [{"threshold": "rate<0.1", "abortOnFail": True}],
-    })
+    slo = parse_thresholds_table(
+        {
+            "truncation_rate": [
+                {"threshold": "rate<0.1", "abortOnFail": True, "delayAbortEval": "10s"}
+            ],
+            "itl_ms": [{"threshold": "p(99)<200", "abortOnFail": True}, "max<1"],
+            "http_5xx_rate": [{"threshold": "rate<0.1", "abortOnFail": True}],
+        }
+    )
     streams = [stream_row("a", outcome="truncated"), stream_row("b")]
     data = load_run(write_run(tmp_path, streams, {"a": [300.0], "b": [10.0]}))
     early = abort_check(slo, data, elapsed_s=5.0)

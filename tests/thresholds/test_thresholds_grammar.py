@@ -75,8 +75,10 @@ def test_operators_are_k6s() -> None:
     [
         ("itl_ms", ("itl_ms", ())),
         ("itl_ms{protocol:ws}", ("itl_ms", (("protocol", "ws"),))),
-        ("ttft_ms{user_class:SlowSSEUser, protocol : sse}",
-         ("ttft_ms", (("user_class", "SlowSSEUser"), ("protocol", "sse")))),
+        (
+            "ttft_ms{user_class:SlowSSEUser, protocol : sse}",
+            ("ttft_ms", (("user_class", "SlowSSEUser"), ("protocol", "sse"))),
+        ),
         ("truncation_rate{status:200}", ("truncation_rate", (("status", "200"),))),
     ],
 )
@@ -147,8 +149,19 @@ def test_default_slo_is_the_incidents() -> None:
     )
 
     def key(th: object) -> tuple[object, ...]:
-        return tuple(getattr(th, f) for f in ("metric", "selector", "expression", "aggregation",
-                                              "percentile", "op", "value", "abort_on_fail"))
+        return tuple(
+            getattr(th, f)
+            for f in (
+                "metric",
+                "selector",
+                "expression",
+                "aggregation",
+                "percentile",
+                "op",
+                "value",
+                "abort_on_fail",
+            )
+        )
 
     assert [key(t) for t in DEFAULT_SLO.thresholds] == [key(t) for t in parsed.thresholds]
     assert DEFAULT_SLO.source == "<default>"
@@ -174,9 +187,13 @@ def test_counter_aggregations(metric: str, agg: str) -> None:
 
 @pytest.mark.parametrize(
     ("metric", "expr", "kind"),
-    [("itl_ms", "rate<1", "trend"), ("truncation_rate", "p(99)<1", "rate"),
-     ("truncation_rate", "count<1", "rate"), ("requests", "avg<1", "counter"),
-     ("tokens", "p(50)<1", "counter")],
+    [
+        ("itl_ms", "rate<1", "trend"),
+        ("truncation_rate", "p(99)<1", "rate"),
+        ("truncation_rate", "count<1", "rate"),
+        ("requests", "avg<1", "counter"),
+        ("tokens", "p(50)<1", "counter"),
+    ],
 )
 def test_aggregation_must_fit_the_metric_kind(metric: str, expr: str, kind: str) -> None:
     with pytest.raises(SLOFileError, match=f"does not apply to the {kind} metric"):
@@ -197,24 +214,43 @@ def _error(tmp_path: Path, text: str) -> SLOFileError:
     [
         ('[thresholds]\nitl_ms = ["p(99)<200"\n', 2, "not valid TOML: Unclosed array"),
         ('[thresholds]\nitl_ms = "p(99)<200" x\n', 2, "not valid TOML"),
-        ('# SLO\n\n[thresholds]\nitl_ms = ["p(99)<200"]\nitl = ["p(99)<200"]\n', 5,
-         "unknown metric 'itl' (did you mean 'itl_ms'?); known metrics: trends: ttft_ms"),
+        (
+            '# SLO\n\n[thresholds]\nitl_ms = ["p(99)<200"]\nitl = ["p(99)<200"]\n',
+            5,
+            "unknown metric 'itl' (did you mean 'itl_ms'?); known metrics: trends: ttft_ms",
+        ),
         ('[thresholds]\nitl_ms = [\n  "p(99)<200",\n  "p(99)=<200",\n]\n', 4, "bad operator '=<'"),
-        ('[thresholds]\nttft_ms = ["avg<1"]\n"itl_ms{proto:ws}" = ["p(99)<1"]\n', 3,
-         "unknown selector key 'proto'"),
+        (
+            '[thresholds]\nttft_ms = ["avg<1"]\n"itl_ms{proto:ws}" = ["p(99)<1"]\n',
+            3,
+            "unknown selector key 'proto'",
+        ),
         ('[thresholds]\nitl_ms = ["q(1)<1"]\n', 2, "unknown aggregation 'q(1)'"),
         ('[thresholds]\nitl_ms = "p(99)<200"\n', 2, "expected a list of thresholds"),
-        ('[thresholds]\nitl_ms = []\n', 2, "the list of thresholds is empty"),
-        ('[thresholds]\nitl_ms = [200]\n', 2, "expected a threshold string"),
-        ('[thresholds]\nitl_ms = [\n { threshold = "p(99)<1", abortOnFial = true },\n]\n', 3,
-         "unknown key 'abortOnFial'"),
-        ('[thresholds]\nitl_ms = [{ abortOnFail = true }]\n', 2, "needs threshold"),
-        ('[thresholds]\nitl_ms = [{ threshold = "p(99)<1", abortOnFail = "yes" }]\n', 2,
-         "abortOnFail must be true or false"),
-        ('[thresholds]\nitl_ms = [{ threshold = "p(99)<1", delayAbortEval = "soon" }]\n', 2,
-         "not a duration"),
-        ('[thresholds]\nitl_ms = ["p(99)<1"]\n[options]\nx = 1\n', 3, "unknown top-level key 'options'"),
-        ('[thresholds]\n', 1, "[thresholds] is empty"),
+        ("[thresholds]\nitl_ms = []\n", 2, "the list of thresholds is empty"),
+        ("[thresholds]\nitl_ms = [200]\n", 2, "expected a threshold string"),
+        (
+            '[thresholds]\nitl_ms = [\n { threshold = "p(99)<1", abortOnFial = true },\n]\n',
+            3,
+            "unknown key 'abortOnFial'",
+        ),
+        ("[thresholds]\nitl_ms = [{ abortOnFail = true }]\n", 2, "needs threshold"),
+        (
+            '[thresholds]\nitl_ms = [{ threshold = "p(99)<1", abortOnFail = "yes" }]\n',
+            2,
+            "abortOnFail must be true or false",
+        ),
+        (
+            '[thresholds]\nitl_ms = [{ threshold = "p(99)<1", delayAbortEval = "soon" }]\n',
+            2,
+            "not a duration",
+        ),
+        (
+            '[thresholds]\nitl_ms = ["p(99)<1"]\n[options]\nx = 1\n',
+            3,
+            "unknown top-level key 'options'",
+        ),
+        ("[thresholds]\n", 1, "[thresholds] is empty"),
     ],
 )
 def test_bad_files_name_file_and_line(tmp_path: Path, text: str, line: int, fragment: str) -> None:

@@ -27,7 +27,8 @@ def test_all_matches_the_public_names(name: str) -> None:
     mod = importlib.import_module(name)
     assert all(hasattr(mod, n) for n in mod.__all__), name
     own = {
-        n for n, v in vars(mod).items()
+        n
+        for n, v in vars(mod).items()
         if not n.startswith(("_", "@"))
         and (inspect.isfunction(v) or inspect.isclass(v))
         and v.__module__ == name
@@ -39,8 +40,10 @@ def test_plugin_import_is_light() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, streamslo.verify.plugin, streamslo.verify.fixtures, streamslo.verify.slo; "
-            "print(','.join(m for m in ('numpy', 'pandas', 'httpx', 'websockets', 'locust', 'torch') "
-            "if m in sys.modules))")
+    code = (
+        "import sys, streamslo.verify.plugin, streamslo.verify.fixtures, streamslo.verify.slo; "
+        "print(','.join(m for m in ('numpy', 'pandas', 'httpx', 'websockets', 'locust', 'torch') "
+        "if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""

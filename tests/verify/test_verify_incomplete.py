@@ -23,16 +23,21 @@ INI = "[pytest]\nasyncio_default_fixture_loop_scope = function\n"
 
 @pytest.fixture
 def unfinalized(tmp_path: Path) -> Path:
-    run = write_run(tmp_path / "killed", [stream_row(f"s{i}") for i in range(4)],
-                    {f"s{i}": [20.0] * 9 for i in range(4)},
-                    run={"schema_version": 2, "complete": False, "valid": True})
+    run = write_run(
+        tmp_path / "killed",
+        [stream_row(f"s{i}") for i in range(4)],
+        {f"s{i}": [20.0] * 9 for i in range(4)},
+        run={"schema_version": 2, "complete": False, "valid": True},
+    )
     load_run(run)  # warm pandas/pyarrow outside the in-process runs
     return run
 
 
 def test_complete_follows_run_json(tmp_path: Path) -> None:
     def complete(run: dict) -> bool:
-        return load_run(write_run(tmp_path / str(len(list(tmp_path.iterdir()))), [stream_row("a")], run=run)).complete
+        return load_run(
+            write_run(tmp_path / str(len(list(tmp_path.iterdir()))), [stream_row("a")], run=run)
+        ).complete
 
     assert complete({"schema_version": 2, "complete": True})
     assert not complete({"schema_version": 2, "complete": False})
@@ -57,10 +62,12 @@ def test_checks_fail_an_unfinalized_run(pytester: pytest.Pytester, unfinalized: 
     args = ("--pyargs", "streamslo.verify.checks.test_run", f"--streamslo-run-dir={unfinalized}")
     result = pytester.runpytest(*args)
     result.assert_outcomes(passed=2, failed=1)
-    result.stdout.fnmatch_lines([
-        "streamslo: run *killed*NOT finalized (run.json complete: false)*",
-        "*was not finalized (run.json complete: false)*streamslo finalize*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "streamslo: run *killed*NOT finalized (run.json complete: false)*",
+            "*was not finalized (run.json complete: false)*streamslo finalize*",
+        ]
+    )
     result = pytester.runpytest(*args, "--streamslo-allow-incomplete")
     result.assert_outcomes(passed=2, skipped=1)
 
@@ -82,7 +89,12 @@ def test_marker_allows_an_unfinalized_run(pytester: pytest.Pytester, unfinalized
     """)
     result = pytester.runpytest()
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["*every SLO threshold held (<default>), but the run cannot be trusted as it is:*", "*was not finalized*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*every SLO threshold held (<default>), but the run cannot be trusted as it is:*",
+            "*was not finalized*",
+        ]
+    )
 
 
 def test_marker_rejects_a_non_bool(pytester: pytest.Pytester) -> None:

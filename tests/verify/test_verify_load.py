@@ -14,9 +14,14 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::pytest.PytestAssertRewriteWarning"),
 ]
 
-_MISSING = [m for m in ("streamslo.run.execute", "streamslo.server.launch") if importlib.util.find_spec(m) is None]
+_MISSING = [
+    m
+    for m in ("streamslo.run.execute", "streamslo.server.launch")
+    if importlib.util.find_spec(m) is None
+]
 needs_runner = pytest.mark.skipif(
-    bool(_MISSING), reason=f"streamslo run/serve not available yet ({', '.join(_MISSING)} not importable)"
+    bool(_MISSING),
+    reason=f"streamslo run/serve not available yet ({', '.join(_MISSING)} not importable)",
 )
 
 
@@ -27,9 +32,25 @@ def _run(tmp_path: Path, mode: str) -> Path:
     out = tmp_path / mode
     try:
         subprocess.run(
-            [sys.executable, "-m", "streamslo", "run", "--host", server.url, "--users", "10",
-             "--duration", "8", "--max-tokens", "32", "--out", str(out)],
-            capture_output=True, timeout=300, check=False,
+            [
+                sys.executable,
+                "-m",
+                "streamslo",
+                "run",
+                "--host",
+                server.url,
+                "--users",
+                "10",
+                "--duration",
+                "8",
+                "--max-tokens",
+                "32",
+                "--out",
+                str(out),
+            ],
+            capture_output=True,
+            timeout=300,
+            check=False,
         )
     finally:
         server.stop()
@@ -42,8 +63,13 @@ def test_ci_gate_fails_on_naive_and_passes_on_fixed(tmp_path: Path) -> None:
     codes = {}
     for mode in ("naive", "fixed"):
         out = _run(tmp_path, mode)
-        proc = subprocess.run([sys.executable, "-m", "streamslo", "verify", str(out)],
-                              capture_output=True, text=True, timeout=120, check=False)
+        proc = subprocess.run(
+            [sys.executable, "-m", "streamslo", "verify", str(out)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
         codes[mode] = (proc.returncode, proc.stdout[-2000:])
     assert codes["naive"][0] == 99, codes["naive"][1]
     assert "  FAIL  " in codes["naive"][1], codes["naive"][1]  # a threshold, not only validity

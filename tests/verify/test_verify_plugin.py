@@ -57,54 +57,74 @@ def test_inert_without_options(pytester: pytest.Pytester) -> None:
 def test_help_lists_one_group(pytester: pytest.Pytester) -> None:
     pytester.makeini(INI)
     result = pytester.runpytest("--help")
-    result.stdout.fnmatch_lines([
-        "streaming SLO checks (streamslo):",
-        "*--streamslo-run-dir=DIR*",
-        "*--streamslo-slo=FILE*",
-        "*--streamslo-allow-invalid*",
-        "*--streamslo-probe-url=URL*",
-        "*streamslo_run_dir*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "streaming SLO checks (streamslo):",
+            "*--streamslo-run-dir=DIR*",
+            "*--streamslo-slo=FILE*",
+            "*--streamslo-allow-invalid*",
+            "*--streamslo-probe-url=URL*",
+            "*streamslo_run_dir*",
+        ]
+    )
 
 
 def test_checks_pass_on_a_good_run(pytester: pytest.Pytester, good_run: Path) -> None:
     pytester.makeini(INI)
-    result = pytester.runpytest("--pyargs", "streamslo.verify.checks", f"--streamslo-run-dir={good_run}", "-v")
+    result = pytester.runpytest(
+        "--pyargs", "streamslo.verify.checks", f"--streamslo-run-dir={good_run}", "-v"
+    )
     result.assert_outcomes(passed=6, skipped=3)  # the 3 probes skip without --streamslo-probe-url
-    result.stdout.fnmatch_lines([
-        f"streamslo: run {good_run}, SLO <default> (3 thresholds)",
-        "*test_threshold?truncation_rate rate<0.001? PASSED*",
-        "*test_threshold?itl_ms p(99)<200? PASSED*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            f"streamslo: run {good_run}, SLO <default> (3 thresholds)",
+            "*test_threshold?truncation_rate rate<0.001? PASSED*",
+            "*test_threshold?itl_ms p(99)<200? PASSED*",
+        ]
+    )
     doc = json.loads((good_run / "slo.json").read_text())
     assert doc["passed"] is True and len(doc["thresholds"]) == 3
 
 
 def test_failures_are_readable(pytester: pytest.Pytester, bad_run: Path) -> None:
     pytester.makeini(INI)
-    result = pytester.runpytest("--pyargs", "streamslo.verify.checks.test_thresholds", f"--streamslo-run-dir={bad_run}")
+    result = pytester.runpytest(
+        "--pyargs", "streamslo.verify.checks.test_thresholds", f"--streamslo-run-dir={bad_run}"
+    )
     result.assert_outcomes(passed=1, failed=2)
-    result.stdout.fnmatch_lines([
-        "*itl_ms p(99) = * ms (84 gaps from 10 streams); threshold p(99)<200: FAILED",
-        "  threshold from <default>; run *",
-        "  outcomes: ok 9, truncated 1",
-        "  worst streams (largest max_gap_ms):",
-        "    stream_id*max_gap_ms*error",
-        "    cut-7 *truncated*31000.0*connection closed mid-body",
-    ])
-    result.stdout.fnmatch_lines(["truncation_rate rate = 0.1 (1 of 10 streams); threshold rate<0.001: FAILED"])
+    result.stdout.fnmatch_lines(
+        [
+            "*itl_ms p(99) = * ms (84 gaps from 10 streams); threshold p(99)<200: FAILED",
+            "  threshold from <default>; run *",
+            "  outcomes: ok 9, truncated 1",
+            "  worst streams (largest max_gap_ms):",
+            "    stream_id*max_gap_ms*error",
+            "    cut-7 *truncated*31000.0*connection closed mid-body",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        ["truncation_rate rate = 0.1 (1 of 10 streams); threshold rate<0.001: FAILED"]
+    )
     assert json.loads((bad_run / "slo.json").read_text())["passed"] is False
 
 
-def test_slo_file_option_env_and_ini(pytester: pytest.Pytester, good_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_slo_file_option_env_and_ini(
+    pytester: pytest.Pytester, good_run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     slo = pytester.path / "slo.toml"
     slo.write_text('[thresholds]\n"itl_ms{protocol:ws}" = ["p(99)<25", "max<=29"]\n')
     pytester.makeini(INI + "streamslo_slo = slo.toml\n")
-    args = ("--pyargs", "streamslo.verify.checks.test_thresholds", f"--streamslo-run-dir={good_run}", "-v")
+    args = (
+        "--pyargs",
+        "streamslo.verify.checks.test_thresholds",
+        f"--streamslo-run-dir={good_run}",
+        "-v",
+    )
     result = pytester.runpytest(*args)
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["*(2 thresholds)*",
-                                 "*test_threshold?itl_ms{protocol:ws} max<=29? PASSED*"])
+    result.stdout.fnmatch_lines(
+        ["*(2 thresholds)*", "*test_threshold?itl_ms{protocol:ws} max<=29? PASSED*"]
+    )
     # The environment beats the ini file; the command line beats both.
     other = pytester.path / "other.toml"
     other.write_text('[thresholds]\nitl_ms = ["p(99)<1000"]\n')
@@ -112,10 +132,14 @@ def test_slo_file_option_env_and_ini(pytester: pytest.Pytester, good_run: Path, 
     pytester.runpytest(*args).assert_outcomes(passed=1)
     monkeypatch.delenv("STREAMSLO_SLO")
     monkeypatch.setenv("STREAMSLO_RUN_DIR", str(good_run))
-    pytester.runpytest("--pyargs", "streamslo.verify.checks.test_thresholds", f"--streamslo-slo={other}").assert_outcomes(passed=1)
+    pytester.runpytest(
+        "--pyargs", "streamslo.verify.checks.test_thresholds", f"--streamslo-slo={other}"
+    ).assert_outcomes(passed=1)
 
 
-def test_bad_slo_file_is_a_usage_error_naming_file_and_line(pytester: pytest.Pytester, good_run: Path) -> None:
+def test_bad_slo_file_is_a_usage_error_naming_file_and_line(
+    pytester: pytest.Pytester, good_run: Path
+) -> None:
     pytester.makeini(INI)
     slo = pytester.path / "slo.toml"
     slo.write_text('[thresholds]\nitl_ms = ["p(99)<200"]\nttft_ms = ["p(95) => 5"]\n')
@@ -124,7 +148,9 @@ def test_bad_slo_file_is_a_usage_error_naming_file_and_line(pytester: pytest.Pyt
     result.stderr.fnmatch_lines([f"*{slo}:3: ttft_ms: bad operator '=>'*"])
 
 
-def test_bad_env_bool_names_the_variable(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bad_env_bool_names_the_variable(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytester.makeini(INI)
     monkeypatch.setenv("STREAMSLO_ALLOW_INVALID", "maybe")
     result = pytester.runpytest()
@@ -149,15 +175,27 @@ def test_checks_without_a_run_fail_clearly(pytester: pytest.Pytester) -> None:
 def test_empty_and_invalid_runs(pytester: pytest.Pytester, tmp_path: Path) -> None:
     pytester.makeini(INI)
     empty = write_run(tmp_path / "empty", [])
-    result = pytester.runpytest("--pyargs", "streamslo.verify.checks.test_run", f"--streamslo-run-dir={empty}")
+    result = pytester.runpytest(
+        "--pyargs", "streamslo.verify.checks.test_run", f"--streamslo-run-dir={empty}"
+    )
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(["*has no streams: streams.csv holds no request*"])
-    invalid = write_run(tmp_path / "invalid", [stream_row("a")],
-                        run={"valid": False, "invalid_reason": "generator lag p99 41 ms"})
-    result = pytester.runpytest("--pyargs", "streamslo.verify.checks.test_run", f"--streamslo-run-dir={invalid}")
+    invalid = write_run(
+        tmp_path / "invalid",
+        [stream_row("a")],
+        run={"valid": False, "invalid_reason": "generator lag p99 41 ms"},
+    )
+    result = pytester.runpytest(
+        "--pyargs", "streamslo.verify.checks.test_run", f"--streamslo-run-dir={invalid}"
+    )
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(["*is invalid (run.json valid: false): generator lag p99 41 ms*"])
-    result = pytester.runpytest("--pyargs", "streamslo.verify.checks.test_run", f"--streamslo-run-dir={invalid}", "--streamslo-allow-invalid")
+    result = pytester.runpytest(
+        "--pyargs",
+        "streamslo.verify.checks.test_run",
+        f"--streamslo-run-dir={invalid}",
+        "--streamslo-allow-invalid",
+    )
     result.assert_outcomes(passed=2, skipped=1)
 
 
@@ -185,21 +223,29 @@ def test_marker_overrides_the_slo(pytester: pytest.Pytester, bad_run: Path) -> N
 def test_marker_file_and_bad_kwargs(pytester: pytest.Pytester) -> None:
     pytester.makeini(INI)
     (pytester.path / "loose.toml").write_text('[thresholds]\nitl_ms = ["p(99)<1e6"]\n')
-    pytester.makepyfile(test_ok="""
+    pytester.makepyfile(
+        test_ok="""
         import pytest
 
         @pytest.mark.streamslo(file="loose.toml", allow_invalid=True)
         def test_it(streamslo_slo):
             assert streamslo_slo.thresholds[0].name == "itl_ms p(99)<1e6"
-    """)
+    """
+    )
     pytester.runpytest("test_ok.py").assert_outcomes(passed=1)
-    pytester.makepyfile(test_bad="""
+    pytester.makepyfile(
+        test_bad="""
         import pytest
 
         @pytest.mark.streamslo(threshold={"itl_ms": ["p(99)<1"]})
         def test_it():
             pass
-    """)
+    """
+    )
     result = pytester.runpytest("test_bad.py")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*test_bad.py::test_it: @pytest.mark.streamslo got unknown keyword(s) threshold; expected file, thresholds, allow_invalid*"])
+    result.stderr.fnmatch_lines(
+        [
+            "*test_bad.py::test_it: @pytest.mark.streamslo got unknown keyword(s) threshold; expected file, thresholds, allow_invalid*"
+        ]
+    )

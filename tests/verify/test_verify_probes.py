@@ -19,9 +19,14 @@ from streamslo.verify.probes import (
 
 
 def _chunk(text: str | None = None, finish: str | None = None, usage: int | None = None) -> str:
-    obj: dict[str, object] = {"id": "x", "object": "chat.completion.chunk", "model": "m",
-                              "choices": [{"index": 0, "delta": {"content": text} if text else {},
-                                           "finish_reason": finish}]}
+    obj: dict[str, object] = {
+        "id": "x",
+        "object": "chat.completion.chunk",
+        "model": "m",
+        "choices": [
+            {"index": 0, "delta": {"content": text} if text else {}, "finish_reason": finish}
+        ],
+    }
     if usage is not None:
         obj["usage"] = {"completion_tokens": usage}
     return json.dumps(obj)
@@ -40,21 +45,36 @@ def _script(prompt: str, n: int) -> list[str]:
 async def _http(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     head = await reader.readuntil(b"\r\n\r\n")
     lines = head.decode().split("\r\n")
-    length = next((int(h.split(":")[1]) for h in lines if h.lower().startswith("content-length")), 0)
+    length = next(
+        (int(h.split(":")[1]) for h in lines if h.lower().startswith("content-length")), 0
+    )
     body = json.loads(await reader.readexactly(length)) if length else {}
     if lines[0].startswith("GET /v1/models"):
         payload = b'{"data": [{"id": "probe-model"}]}'
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
-                     + str(len(payload)).encode() + b"\r\nConnection: close\r\n\r\n" + payload)
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+            + str(len(payload)).encode()
+            + b"\r\nConnection: close\r\n\r\n"
+            + payload
+        )
     elif body.get("messages", [{}])[0].get("content") == "busy":
         payload = b'{"error": {"message": "overloaded", "type": "server_error", "code": 503}}'
-        writer.write(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-                     b"Content-Length: " + str(len(payload)).encode() + b"\r\nConnection: close\r\n\r\n" + payload)
+        writer.write(
+            b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+            b"Content-Length: "
+            + str(len(payload)).encode()
+            + b"\r\nConnection: close\r\n\r\n"
+            + payload
+        )
     else:
-        assert body["model"] == "probe-model" and body["stream"] is True and body["ignore_eos"] is True
+        assert (
+            body["model"] == "probe-model" and body["stream"] is True and body["ignore_eos"] is True
+        )
         prompt = body["messages"][0]["content"]
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                     b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+        )
         for msg in _script(prompt, body["max_tokens"]):
             data = f"data: {msg}\n\n".encode()
             writer.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
@@ -160,7 +180,12 @@ HOSTILE = [
 
 
 @pytest.mark.parametrize(("scenario", "protocol", "outcome"), HOSTILE)
-def test_probes_end_hostile_streams_fast_and_classified(faulty_server, scenario, protocol, outcome) -> None:  # noqa: F811
+def test_probes_end_hostile_streams_fast_and_classified(
+    faulty_server,  # noqa: F811
+    scenario,
+    protocol,
+    outcome,
+) -> None:
     """The probes read under the load users' caps: a flood after [DONE] or in an error body
     ends the probe in bounded time with the same outcome a load run gives."""
     import time

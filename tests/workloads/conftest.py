@@ -19,8 +19,9 @@ def tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     # A vocabulary too small to hold every word whole: most words become several tokens.
-    trainer = trainers.BpeTrainer(vocab_size=290, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=290, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
+    )
     tok.train_from_iterator([" ".join(WORDS)] * 20, trainer)
     folder = tmp_path_factory.mktemp("tok")
     tok.save(str(folder / "tokenizer.json"))

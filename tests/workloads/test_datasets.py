@@ -14,13 +14,19 @@ from streamslo.errors import BadInputError
 from streamslo.workload.datasets import detect_format, load_dataset
 
 SHAREGPT = [
-    {"id": "a", "conversations": [
-        {"from": "human", "value": "what is a stream"},
-        {"from": "gpt", "value": "one two three four five"},
-        {"from": "human", "value": "and a token"},
-        {"from": "gpt", "value": "six seven"},
-    ]},
-    {"id": "b", "conversations": [{"from": "system", "value": "be nice"}, {"from": "human", "value": "hi"}]},
+    {
+        "id": "a",
+        "conversations": [
+            {"from": "human", "value": "what is a stream"},
+            {"from": "gpt", "value": "one two three four five"},
+            {"from": "human", "value": "and a token"},
+            {"from": "gpt", "value": "six seven"},
+        ],
+    },
+    {
+        "id": "b",
+        "conversations": [{"from": "system", "value": "be nice"}, {"from": "human", "value": "hi"}],
+    },
 ]
 
 
@@ -37,8 +43,10 @@ def test_sharegpt_takes_human_turns_and_reply_lengths(tmp_path):
 
 def test_jsonl_prompts_with_lengths_and_chat_messages(tmp_path):
     f = tmp_path / "p.jsonl"
-    f.write_text('{"prompt": "alpha", "output_tokens": 7}\n\n{"text": "beta"}\n'
-                 '{"messages": [{"role": "user", "content": "gamma"}, {"role": "assistant", "content": "x y z"}]}\n')
+    f.write_text(
+        '{"prompt": "alpha", "output_tokens": 7}\n\n{"text": "beta"}\n'
+        '{"messages": [{"role": "user", "content": "gamma"}, {"role": "assistant", "content": "x y z"}]}\n'
+    )
     ds = load_dataset(f)
     assert detect_format(f) == "jsonl"
     assert [c.turns for c in ds.conversations] == [("alpha",), ("beta",), ("gamma",)]
@@ -55,9 +63,17 @@ def test_a_reply_is_measured_by_the_callers_unit(tmp_path):
 def test_a_hugging_face_folder_reads_parquet_arrow_and_jsonl(tmp_path):
     root = tmp_path / "hf"
     (root / "data").mkdir(parents=True)
-    pq.write_table(pa.table({"prompt": ["p1", "p2"], "output_tokens": [3, 4]}), root / "data" / "train-0.parquet")
-    table = pa.table({"conversations": [[{"from": "human", "value": "c1"}, {"from": "gpt", "value": "a b"}]]})
-    with pa.OSFile(str(root / "data" / "train-1.arrow"), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as w:
+    pq.write_table(
+        pa.table({"prompt": ["p1", "p2"], "output_tokens": [3, 4]}),
+        root / "data" / "train-0.parquet",
+    )
+    table = pa.table(
+        {"conversations": [[{"from": "human", "value": "c1"}, {"from": "gpt", "value": "a b"}]]}
+    )
+    with (
+        pa.OSFile(str(root / "data" / "train-1.arrow"), "wb") as sink,
+        pa.ipc.new_stream(sink, table.schema) as w,
+    ):
         w.write_table(table)  # save_to_disk's format: the IPC stream
     (root / "data" / "train-2.jsonl").write_text('{"prompt": "j1"}\n')
     (root / "dataset_info.json").write_text("{}")  # metadata, not rows

@@ -15,7 +15,9 @@ from streamslo.stream.tracker import StreamTracker
 EXPECT = StreamExpectations(max_tokens=2)
 
 
-def _chunk(text: str | None = None, finish: str | None = None, usage: dict[str, int] | None = None) -> dict[str, object]:
+def _chunk(
+    text: str | None = None, finish: str | None = None, usage: dict[str, int] | None = None
+) -> dict[str, object]:
     delta = {"content": text} if text is not None else {}
     c: dict[str, object] = {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
     if usage is not None:
@@ -23,7 +25,9 @@ def _chunk(text: str | None = None, finish: str | None = None, usage: dict[str, 
     return c
 
 
-def _run(env: WSEnvelope, messages: list[str], collect: bool = False) -> tuple[StreamRecord, StreamTracker]:
+def _run(
+    env: WSEnvelope, messages: list[str], collect: bool = False
+) -> tuple[StreamRecord, StreamTracker]:
     rec = StreamRecord("s", "ws", "U", 0.0, 0.0)
     tr = env.tracker(rec, EXPECT, collect_text=collect)
     tr.on_ws_accepted(0.01)
@@ -41,9 +45,16 @@ def _wrapped(c: dict[str, object]) -> str:
 
 
 def test_wrapped_chunks_and_a_json_done_message_end_ok():
-    rec, tr = _run(GATEWAY, [_wrapped(_chunk("a")), _wrapped(_chunk("b")),
-                             _wrapped(_chunk("", "length", USAGE)), '{"type": "done", "seq": 4}'],
-                   collect=True)
+    rec, tr = _run(
+        GATEWAY,
+        [
+            _wrapped(_chunk("a")),
+            _wrapped(_chunk("b")),
+            _wrapped(_chunk("", "length", USAGE)),
+            '{"type": "done", "seq": 4}',
+        ],
+        collect=True,
+    )
     assert rec.outcome == "ok", rec.error
     assert (rec.tokens, rec.usage_completion_tokens, rec.usage_prompt_tokens) == (2, 2, 11)
     assert tr.text == ["a", "b"]
@@ -51,9 +62,14 @@ def test_wrapped_chunks_and_a_json_done_message_end_ok():
 
 def test_a_chunk_held_as_json_text_and_done_at_the_path():
     env = WSEnvelope.from_options(None, "payload", "[DONE]")
-    rec, _ = _run(env, [json.dumps({"payload": json.dumps(_chunk("a"))}),
-                        json.dumps({"payload": json.dumps(_chunk("b", "length"))}),
-                        json.dumps({"payload": "[DONE]"})])
+    rec, _ = _run(
+        env,
+        [
+            json.dumps({"payload": json.dumps(_chunk("a"))}),
+            json.dumps({"payload": json.dumps(_chunk("b", "length"))}),
+            json.dumps({"payload": "[DONE]"}),
+        ],
+    )
     assert rec.outcome == "ok", rec.error
 
 
@@ -83,13 +99,24 @@ def test_the_request_template_wraps_the_body(tmp_path):
     f.write_text('{"action": "generate", "id": 1, "body": "{{request}}"}')
     env = WSEnvelope.from_options(str(f), "data.chunk", "[DONE]")
     assert json.loads(env.wrap(b'{"model":"m","stream":true}')) == {
-        "action": "generate", "id": 1, "body": {"model": "m", "stream": True}}
+        "action": "generate",
+        "id": 1,
+        "body": {"model": "m", "stream": True},
+    }
     assert WSEnvelope().plain and WSEnvelope().wrap(b"x") == b"x"
-    assert type(WSEnvelope().tracker(StreamRecord("s", "ws", "U", 0.0, 0.0), EXPECT)) is StreamTracker
+    assert (
+        type(WSEnvelope().tracker(StreamRecord("s", "ws", "U", 0.0, 0.0), EXPECT)) is StreamTracker
+    )
 
 
-@pytest.mark.parametrize(("content", "match"), [("{not json", "not JSON"), ('{"a": 1}', "exactly once"),
-                                                ('["{{request}}", "{{request}}"]', "exactly once")])
+@pytest.mark.parametrize(
+    ("content", "match"),
+    [
+        ("{not json", "not JSON"),
+        ('{"a": 1}', "exactly once"),
+        ('["{{request}}", "{{request}}"]', "exactly once"),
+    ],
+)
 def test_bad_templates_name_the_file(tmp_path, content, match):
     f = tmp_path / "t.json"
     f.write_text(content)
@@ -101,8 +128,13 @@ def test_sse_prompt_tokens_and_text_are_recorded():
     rec = StreamRecord("s", "sse", "U", 0.0, 0.0)
     tr = StreamTracker(rec, EXPECT, collect_text=True)
     tr.on_response(0.01, 200, "text/event-stream")
-    body = "".join(f"data: {json.dumps(c)}\n\n" for c in (_chunk("he"), _chunk("llo", "length"), {"choices": [], "usage": USAGE}))
+    body = "".join(
+        f"data: {json.dumps(c)}\n\n"
+        for c in (_chunk("he"), _chunk("llo", "length"), {"choices": [], "usage": USAGE})
+    )
     tr.on_sse_bytes(0.2, (body + "data: [DONE]\n\n").encode())
     tr.on_eof(0.3, True)
-    assert rec.outcome == "ok" and rec.usage_prompt_tokens == 11 and "".join(tr.text or []) == "hello"
+    assert (
+        rec.outcome == "ok" and rec.usage_prompt_tokens == 11 and "".join(tr.text or []) == "hello"
+    )
     assert rec.row()["usage_prompt_tokens"] == 11 and rec.row()["turn"] is None

@@ -12,8 +12,13 @@ from streamslo.options.lengths import LengthDist, LengthSpec
 
 @pytest.mark.parametrize(
     ("text", "kind", "lo", "hi"),
-    [("256", "fixed", 256, 256), (64, "fixed", 64, 64), ("uniform:10,20", "uniform", 10, 20),
-     ("normal:100,10", "normal", 1, None), ("normal:100,10,80,120", "normal", 80, 120)],
+    [
+        ("256", "fixed", 256, 256),
+        (64, "fixed", 64, 64),
+        ("uniform:10,20", "uniform", 10, 20),
+        ("normal:100,10", "normal", 1, None),
+        ("normal:100,10,80,120", "normal", 80, 120),
+    ],
 )
 def test_the_forms_parse_and_print_back(text, kind, lo, hi):
     d = LengthDist.parse(text)
@@ -21,7 +26,21 @@ def test_the_forms_parse_and_print_back(text, kind, lo, hi):
     assert LengthDist.parse(d.spec()) == d
 
 
-@pytest.mark.parametrize("bad", ["0", "-3", "uniform:5", "uniform:9,3", "normal:1", "gamma:1,2", "1.5", "abc", True, "normal:10,-1"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "0",
+        "-3",
+        "uniform:5",
+        "uniform:9,3",
+        "normal:1",
+        "gamma:1,2",
+        "1.5",
+        "abc",
+        True,
+        "normal:10,-1",
+    ],
+)
 def test_bad_forms_say_what_is_accepted(bad):
     with pytest.raises(ValueError, match="length"):
         LengthDist.parse(bad)

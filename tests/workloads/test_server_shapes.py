@@ -40,7 +40,7 @@ def _feed(shape: Shape, size: int) -> StreamRecord:
     tracker.on_response(0.01, 200, "text/event-stream")
     body = shape.body
     for i in range(0, len(body), size):
-        tracker.on_sse_bytes(0.02 + i * 1e-6, body[i:i + size])
+        tracker.on_sse_bytes(0.02 + i * 1e-6, body[i : i + size])
     tracker.on_eof(0.5, True)
     return rec
 
@@ -54,7 +54,10 @@ def test_each_shape_is_classified_right_at_any_split(shape, size):
 def test_the_shapes_cover_what_the_servers_send():
     bodies = {s.name: s.body for s in SHAPES}
     assert b'"choices":[],"usage"' in bodies["vllm"]  # the usage chunk has empty choices
-    assert b'"reasoning_content"' in bodies["vllm_reasoning"] and b'"tool_calls"' in bodies["vllm_tool_calls"]
+    assert (
+        b'"reasoning_content"' in bodies["vllm_reasoning"]
+        and b'"tool_calls"' in bodies["vllm_tool_calls"]
+    )
     assert bodies["tgi"].startswith(b"data:{")  # no space after the field name
     assert b'"timings"' in bodies["llamacpp"] and b"[DONE]" not in bodies["llamacpp_no_done"]
     assert b"fp_ollama" in bodies["ollama"] and b'"reasoning"' in bodies["ollama_reasoning"]
@@ -79,8 +82,10 @@ class _Replay(socketserver.BaseRequestHandler):
             rest += sock.recv(65536)
         name = head.split(b" ", 2)[1].decode().split("/")[2]
         shape = BY_NAME[name]
-        sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                     b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
+        sock.sendall(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+        )
         for event in re.split(rb"(?<=\n\n)", shape.body):
             if event:
                 sock.sendall(b"%x\r\n%s\r\n" % (len(event), event))
@@ -106,8 +111,13 @@ def replay_url() -> Iterator[str]:
 def test_each_shape_over_a_real_socket(replay_url, shape):
     opts = _opts(shape)
     rec = StreamRecord(shape.name, "sse", "test", time.time(), time.perf_counter())
-    stream_sse(Target.from_url(f"{replay_url}/s/{shape.name}"), opts.path, build_body(opts, "hi"),
-               StreamTracker(rec, opts.expectations()), ClientLimits(stall_timeout=5, request_timeout=10))
+    stream_sse(
+        Target.from_url(f"{replay_url}/s/{shape.name}"),
+        opts.path,
+        build_body(opts, "hi"),
+        StreamTracker(rec, opts.expectations()),
+        ClientLimits(stall_timeout=5, request_timeout=10),
+    )
     _check(shape, rec)
     if shape.outcome == "ok":
         assert rec.ttft_s is not None and rec.e2e_s is not None and rec.e2e_s >= rec.ttft_s

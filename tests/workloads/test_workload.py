@@ -25,8 +25,13 @@ def test_synthetic_prompts_follow_the_length_distribution():
     assert min(lengths) == 5 and max(lengths) == 9
     assert {t.max_tokens for _ in range(20) for t in w.next().turns} == {DEFAULTS.max_tokens}
     again = Workload(_opts(prompt_tokens=LengthDist.parse("uniform:5,9"), seed=3))
-    assert again.next() == Workload(_opts(prompt_tokens=LengthDist.parse("uniform:5,9"), seed=3)).next()
-    assert w.describe()["prompt_tokens"]["spec"] == "uniform:5,9" and w.describe()["unit"] == "words"
+    assert (
+        again.next()
+        == Workload(_opts(prompt_tokens=LengthDist.parse("uniform:5,9"), seed=3)).next()
+    )
+    assert (
+        w.describe()["prompt_tokens"]["spec"] == "uniform:5,9" and w.describe()["unit"] == "words"
+    )
 
 
 def test_output_lengths_precedence(tmp_path):
@@ -38,16 +43,34 @@ def test_output_lengths_precedence(tmp_path):
     drawn = Workload(_opts(dataset=str(f), output_tokens=LengthDist.parse("uniform:100,110")))
     assert all(100 <= drawn.next().turns[0].max_tokens <= 110 for _ in range(10))  # the flag wins
     d = hinted.describe()
-    assert d["source"] == "dataset" and d["dataset"]["name"] == "d" and len(d["dataset"]["sha256"]) == 64
+    assert (
+        d["source"] == "dataset"
+        and d["dataset"]["name"] == "d"
+        and len(d["dataset"]["sha256"]) == 64
+    )
 
 
 def test_conversations_take_their_turns_then_continue_with_other_entries(tmp_path):
     f = tmp_path / "sg.json"
-    f.write_text(json.dumps([
-        {"conversations": [{"from": "human", "value": "a1"}, {"from": "gpt", "value": "x"},
-                           {"from": "human", "value": "a2"}]},
-        {"conversations": [{"from": "human", "value": "b1"}, {"from": "human", "value": "b2"}]},
-    ]))
+    f.write_text(
+        json.dumps(
+            [
+                {
+                    "conversations": [
+                        {"from": "human", "value": "a1"},
+                        {"from": "gpt", "value": "x"},
+                        {"from": "human", "value": "a2"},
+                    ]
+                },
+                {
+                    "conversations": [
+                        {"from": "human", "value": "b1"},
+                        {"from": "human", "value": "b2"},
+                    ]
+                },
+            ]
+        )
+    )
     w = Workload(_opts(dataset=str(f), turns=3))
     plans = [w.next() for _ in range(2)]
     got = sorted(tuple(t.prompt for t in p.turns) for p in plans)
@@ -68,24 +91,34 @@ def test_dataset_and_prompt_file_together_is_bad_input(tmp_path):
 
 def test_body_carries_the_system_prompt_history_and_the_turns_max_tokens():
     opts = RequestOptions(model="m", system_prompt="be brief")
-    body = json.loads(build_body(opts, "third", history=[("first", "A1"), ("second", "A2")], max_tokens=9))
+    body = json.loads(
+        build_body(opts, "third", history=[("first", "A1"), ("second", "A2")], max_tokens=9)
+    )
     assert body["messages"] == [
         {"role": "system", "content": "be brief"},
-        {"role": "user", "content": "first"}, {"role": "assistant", "content": "A1"},
-        {"role": "user", "content": "second"}, {"role": "assistant", "content": "A2"},
+        {"role": "user", "content": "first"},
+        {"role": "assistant", "content": "A1"},
+        {"role": "user", "content": "second"},
+        {"role": "assistant", "content": "A2"},
         {"role": "user", "content": "third"},
     ]
     assert body["max_tokens"] == 9
-    comp = json.loads(build_body(replace(opts, endpoint="completions"), "q2", history=[("q1", "a1")]))
+    comp = json.loads(
+        build_body(replace(opts, endpoint="completions"), "q2", history=[("q1", "a1")])
+    )
     assert comp["prompt"] == "be brief\n\nq1\n\na1\n\nq2" and comp["max_tokens"] == opts.max_tokens
-    assert opts.expectations(9).max_tokens == 9 and opts.expectations().max_tokens == opts.max_tokens
+    assert (
+        opts.expectations(9).max_tokens == 9 and opts.expectations().max_tokens == opts.max_tokens
+    )
 
 
 def test_system_prompt_from_a_file(tmp_path):
     f = tmp_path / "sys.txt"
     f.write_text("You are terse.\n")
     assert resolve_system_prompt(f"@{f}") == "You are terse."
-    assert resolve_system_prompt("plain text") == "plain text" and resolve_system_prompt(None) is None
+    assert (
+        resolve_system_prompt("plain text") == "plain text" and resolve_system_prompt(None) is None
+    )
     with pytest.raises(BadInputError, match="cannot read"):
         resolve_system_prompt(f"@{tmp_path / 'missing'}")
 
@@ -100,7 +133,9 @@ def test_a_local_tokenizer_sizes_prompts_in_tokens(tokenizer_dir):
         assert m.count(text) == n  # exactly n tokens of this tokenizer
         if n > 1:
             assert words.count(text) < n  # the words are split into several tokens each
-    w = Workload(_opts(tokenizer=str(tokenizer_dir / "tokenizer.json"), prompt_tokens=LengthDist.fixed(40)))
+    w = Workload(
+        _opts(tokenizer=str(tokenizer_dir / "tokenizer.json"), prompt_tokens=LengthDist.fixed(40))
+    )
     assert m.count(w.next().turns[0].prompt) == 40 and w.describe()["unit"] == "tokens"
 
 

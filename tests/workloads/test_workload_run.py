@@ -18,8 +18,26 @@ pytestmark = pytest.mark.load
 def test_multi_turn_conversations_carry_their_history(faulty_server, tmp_path):  # noqa: F811
     out = tmp_path / "run"
     r = streamslo_run(
-        faulty_server.base_url, out, "--model", "ok", "--users", "3", "--duration", "3", "--protocol", "mixed",
-        "--max-tokens", "4", "--turns", "3", "--prompt-tokens", "5", "--system-prompt", "be brief", "--drain", "5",
+        faulty_server.base_url,
+        out,
+        "--model",
+        "ok",
+        "--users",
+        "3",
+        "--duration",
+        "3",
+        "--protocol",
+        "mixed",
+        "--max-tokens",
+        "4",
+        "--turns",
+        "3",
+        "--prompt-tokens",
+        "5",
+        "--system-prompt",
+        "be brief",
+        "--drain",
+        "5",
     )
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     s = pd.read_csv(out / "streams.csv")
@@ -41,11 +59,29 @@ def test_multi_turn_conversations_carry_their_history(faulty_server, tmp_path): 
 
 def test_a_dataset_sets_each_requests_max_tokens_and_goodput_is_recorded(faulty_server, tmp_path):  # noqa: F811
     data = tmp_path / "d.jsonl"
-    data.write_text("".join(json.dumps({"prompt": f"prompt number {i}", "output_tokens": 3 + i}) + "\n" for i in range(4)))
+    data.write_text(
+        "".join(
+            json.dumps({"prompt": f"prompt number {i}", "output_tokens": 3 + i}) + "\n"
+            for i in range(4)
+        )
+    )
     out = tmp_path / "run"
     r = streamslo_run(
-        faulty_server.base_url, out, "--model", "ok", "--users", "2", "--duration", "2", "--dataset", str(data),
-        "--goodput", "ttft:5000", "e2el:20000", "--drain", "5",
+        faulty_server.base_url,
+        out,
+        "--model",
+        "ok",
+        "--users",
+        "2",
+        "--duration",
+        "2",
+        "--dataset",
+        str(data),
+        "--goodput",
+        "ttft:5000",
+        "e2el:20000",
+        "--drain",
+        "5",
     )
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     s = pd.read_csv(out / "streams.csv")

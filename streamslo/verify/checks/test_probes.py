@@ -19,7 +19,11 @@ from streamslo.verify.probes import (
     probe_ws,
 )
 
-__all__ = ["test_health_check_stream_completes", "test_one_sse_stream_is_ok", "test_one_ws_stream_is_ok"]
+__all__ = [
+    "test_health_check_stream_completes",
+    "test_one_sse_stream_is_ok",
+    "test_one_ws_stream_is_ok",
+]
 
 
 def test_health_check_stream_completes(streamslo_probe_url: str) -> None:

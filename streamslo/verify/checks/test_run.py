@@ -24,8 +24,10 @@ def _required(holds: bool, allowed: bool, allowance: str, explain: str) -> None:
 def test_run_is_complete(streamslo_results: Any, pytestconfig: pytest.Config) -> None:
     """The run was finalized (run.json ``complete``), unless --streamslo-allow-incomplete."""
     _required(
-        streamslo_results.complete, get_state(pytestconfig).settings.allow_incomplete,
-        "unfinalized run allowed (--streamslo-allow-incomplete)", explain_incomplete(streamslo_results),
+        streamslo_results.complete,
+        get_state(pytestconfig).settings.allow_incomplete,
+        "unfinalized run allowed (--streamslo-allow-incomplete)",
+        explain_incomplete(streamslo_results),
     )
 
 
@@ -38,6 +40,8 @@ def test_run_is_not_empty(streamslo_results: Any) -> None:
 def test_run_is_valid(streamslo_results: Any, pytestconfig: pytest.Config) -> None:
     """The load generator was not saturated (run.json ``valid``), unless --streamslo-allow-invalid."""
     _required(
-        streamslo_results.valid, get_state(pytestconfig).settings.allow_invalid,
-        "invalid run allowed (--streamslo-allow-invalid)", explain_invalid(streamslo_results),
+        streamslo_results.valid,
+        get_state(pytestconfig).settings.allow_invalid,
+        "invalid run allowed (--streamslo-allow-invalid)",
+        explain_invalid(streamslo_results),
     )
