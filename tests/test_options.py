@@ -280,6 +280,7 @@ def _non_default(o: run_options.RunOption) -> object:
         "prefix_tokens": LengthDist.parse("uniform:30,90"),
         "api": "openai-responses",
         "path": "/v2/gen",
+        "token_ids": "off",
     }
     if o.name in special:
         return special[o.name]

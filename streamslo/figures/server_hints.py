@@ -79,6 +79,14 @@ def server_hints(streams: pd.DataFrame) -> list[str]:
     failed = counted[counted["outcome"] != "ok"]
     if failed.empty:
         return []
+    # An older or hand-made streams table may lack a column a rule reads: it matches nothing.
+    missing = {
+        c: None
+        for c in ("tokens", "usage_completion_tokens", "finish_reason", "error")
+        if c not in failed
+    }
+    if missing:
+        failed = failed.assign(**missing)
     hints: list[str] = []
     for what, rule, fix in _RULES:
         hits = int(rule(failed).sum())

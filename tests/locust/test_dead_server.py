@@ -65,6 +65,7 @@ def test_dead_port_is_paced_and_fails_the_default_slo(tmp_path):
         "8",
         "--drain",
         "2",
+        "--no-preflight",  # the load's own pacing is under test, not the preflight's stop
     )
     assert r.returncode == 99, r.stdout + r.stderr
     s = streams(out)

@@ -184,6 +184,11 @@ def test_streamslo_run_through_the_proxy_mixes_good_and_cut_streams(faulty_serve
                 "3",
                 "--stall-timeout",
                 "2",
+                # every connection through the proxy is counted: neither the preflight nor a
+                # /v1/models lookup (the faulty server lists more than 4,500 bytes of models) may be
+                "--no-preflight",
+                "--token-ids",
+                "off",
             ],
             capture_output=True,
             text=True,

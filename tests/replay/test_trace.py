@@ -170,11 +170,12 @@ def test_trace_scenarios_parse_and_name_their_mistakes(tmp_path):
 def _config(*argv: str):
     import argparse
 
-    from streamslo.run import execute as runner
+    from streamslo.commands.run import add_arguments
+    from streamslo.run.execute import config_from_args
 
     p = argparse.ArgumentParser(exit_on_error=False)
-    runner.add_arguments(p)
-    return runner.config_from_args(
+    add_arguments(p)
+    return config_from_args(
         p.parse_args(["--host", "http://127.0.0.1:9", "--out", "/tmp/x", *argv])
     )
 

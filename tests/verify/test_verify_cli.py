@@ -57,7 +57,12 @@ def test_passing_run_exits_0_and_writes_slo_json(runs: dict[str, Path], tmp_path
     assert "all SLO checks passed" in proc.stdout
     doc = json.loads((runs["good"] / "slo.json").read_text())
     assert doc["passed"] is True
-    assert [t["expression"] for t in doc["thresholds"]] == ["rate<0.001", "rate<0.001", "p(99)<200"]
+    assert [t["expression"] for t in doc["thresholds"]] == [
+        "rate<0.001",
+        "rate<0.001",
+        "rate<0.001",
+        "p(99)<200",
+    ]
     xml = junit.read_text()
     assert 'name="test_threshold[itl_ms p(99)&lt;200]"' in xml and 'failures="0"' in xml
 

@@ -74,16 +74,16 @@ def test_checks_pass_on_a_good_run(pytester: pytest.Pytester, good_run: Path) ->
     result = pytester.runpytest(
         "--pyargs", "streamslo.verify.checks", f"--streamslo-run-dir={good_run}", "-v"
     )
-    result.assert_outcomes(passed=6, skipped=3)  # the 3 probes skip without --streamslo-probe-url
+    result.assert_outcomes(passed=7, skipped=3)  # the 3 probes skip without --streamslo-probe-url
     result.stdout.fnmatch_lines(
         [
-            f"streamslo: run {good_run}, SLO <default> (3 thresholds)",
+            f"streamslo: run {good_run}, SLO <default> (4 thresholds)",
             "*test_threshold?truncation_rate rate<0.001? PASSED*",
             "*test_threshold?itl_ms p(99)<200? PASSED*",
         ]
     )
     doc = json.loads((good_run / "slo.json").read_text())
-    assert doc["passed"] is True and len(doc["thresholds"]) == 3
+    assert doc["passed"] is True and len(doc["thresholds"]) == 4
 
 
 def test_failures_are_readable(pytester: pytest.Pytester, bad_run: Path) -> None:
@@ -91,7 +91,7 @@ def test_failures_are_readable(pytester: pytest.Pytester, bad_run: Path) -> None
     result = pytester.runpytest(
         "--pyargs", "streamslo.verify.checks.test_thresholds", f"--streamslo-run-dir={bad_run}"
     )
-    result.assert_outcomes(passed=1, failed=2)
+    result.assert_outcomes(passed=2, failed=2)
     result.stdout.fnmatch_lines(
         [
             "*itl_ms p(99) = * ms (84 gaps from 10 streams); threshold p(99)<200: FAILED",
@@ -217,7 +217,7 @@ def test_marker_overrides_the_slo(pytester: pytest.Pytester, bad_run: Path) -> N
     """)
     result = pytester.runpytest()
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["*2 of 3 SLO thresholds failed (<default>)*"])
+    result.stdout.fnmatch_lines(["*2 of 4 SLO thresholds failed (<default>)*"])
 
 
 def test_marker_file_and_bad_kwargs(pytester: pytest.Pytester) -> None:
