@@ -36,7 +36,13 @@ def test_compare_naive_breaks_fixed_meets_slo(tmp_path):
         timeout=400,
         cwd=REPO,
     )
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    fixed_run = json.loads((out / "fixed" / "run.json").read_text())
+    if r.returncode == 99 and fixed_run.get("valid") is False:
+        # On a loaded machine the load generator lagged: compare must then say so (the fixed
+        # run's latencies measure the generator) rather than blame the server silently.
+        assert "INVALID" in r.stdout, r.stdout[-3000:]
+    else:
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     for name in (
         "naive/streams.csv",
         "fixed/streams.csv",
@@ -57,7 +63,8 @@ def test_compare_naive_breaks_fixed_meets_slo(tmp_path):
     assert fixed["truncation_rate"] == 0.0 and fixed["http_5xx_rate"] == 0.0
     # The SLO's bound (200 ms): compare's own margin (half of it) is a quiet machine's figure,
     # and this suite runs beside other tests on a shared box.
-    assert fixed["itl_ms"]["p99"] < 200
+    if fixed_run.get("valid") is not False:
+        assert fixed["itl_ms"]["p99"] < 200
     assert json.loads((out / "naive" / "run.json").read_text())["server_mode"] == "naive"
     assert json.loads((out / "fixed" / "run.json").read_text())["server_mode"] == "fixed"
     assert "verdict: the fixed server met the SLO" in r.stdout

@@ -147,7 +147,10 @@ def test_streamslo_reads_each_dialect(reasoning_server: Server, api: str) -> Non
     assert rec.tokens == N == rec.usage_completion_tokens
     assert rec.reasoning_tokens == REASONING and rec.tool_tokens == 0
     assert rec.ttft_s is not None and rec.ttfo_s is not None
-    assert rec.ttfo_s - rec.ttft_s >= REASONING * 0.005 * 0.8  # three decode steps of 5 ms
+    # The answer starts after the reasoning tokens: TTFO is TTFT plus their gaps, exactly
+    # (the gaps' size is the machine's; their count and sum are the stream's).
+    assert rec.ttfo_s == pytest.approx(rec.ttft_s + sum(rec.gap_s[:REASONING]), abs=1e-9)
+    assert rec.ttfo_s > rec.ttft_s
     assert len(rec.gap_s) == N - 1
 
 
