@@ -32,7 +32,11 @@ def replay_figures(data: RunData) -> dict[str, Any]:
     n = int((s["outcome"] == "client_cancelled").sum())
     if n or (data.run.get("workload") or {}).get("cancel"):
         out["client_cancelled"] = {"count": n, "fraction": n / len(s) if len(s) else None}
-    if "cached_tokens" in s.columns and s["cached_tokens"].notna().any():
+    if "cached_tokens" in s.columns and (
+        # a server that reports cached_tokens: 0 on every stream (no prefix was shared) says
+        # nothing worth a section; a replayed trace's figure is kept even at 0
+        bool((s["cached_tokens"].fillna(0) > 0).any()) or data.run.get("trace")
+    ):
         both = s[s["cached_tokens"].notna() & s["usage_prompt_tokens"].notna()]
         cached = int(both["cached_tokens"].sum())
         prompt = int(both["usage_prompt_tokens"].sum())

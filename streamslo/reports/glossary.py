@@ -35,6 +35,7 @@ _LABELS: Mapping[str, str] = {
     "max_gap_ms": "Longest gap per stream",
     "truncation_rate": "Truncation rate",
     "http_5xx_rate": "HTTP 5xx rate",
+    "connect_error_rate": "Connection error rate",
     "error_rate": "Error rate",
     "tokens_per_s": "Tokens per second",
     "requests_per_s": "Requests per second",
