@@ -62,7 +62,8 @@ color:#8e1b10}.better{color:#1b5e20;font-weight:600}.worse{color:#b71c1c;font-we
 .kv td{background:#fff!important}.cols{display:grid;grid-template-columns:1fr 1fr;gap:0 18px}
 .cols h2{margin-top:18px}
 .charts{display:grid;grid-template-columns:repeat(2,minmax(0,1fr));gap:10px 18px}
-figure{margin:6px 0 14px}figure.wide{grid-column:1/-1}figure img{width:100%;border:1px solid #e3e6eb}
+figure{margin:6px 0 14px}figure.wide{grid-column:1/-1}figure img{width:100%;border:1px solid #e3e6eb;
+max-height:360px;object-fit:contain}details{margin:4px 0 10px}summary{cursor:pointer;color:#3a4a63;font-size:13px}
 figcaption{font-size:12px;color:#5a6270}.note{font-size:12px;color:#5a6270}
 code{background:#eef1f5;padding:1px 4px;border-radius:3px}
 """
@@ -174,10 +175,16 @@ def _server_html(report: Report) -> str:
         ]
         rows += [[k, v] for k, v in s.facts]
         parts.append(
-            f"<h3>{html.escape(s.label)}</h3>" + (html_table(rows) if len(rows) > 1 else "")
+            # key/value pairs two a row: half the height of a one-column table
+            f"<h3>{html.escape(s.label)}</h3>" + (_kv_table(rows[1:]) if len(rows) > 1 else "")
         )
         if s.samples:
-            parts.append(html_table(server_series_rows(s)))
+            series = server_series_rows(s)
+            # collapsed: the chart above shows the series that matter; the table is the detail
+            parts.append(
+                f"<details><summary>the target's {len(series) - 1} series that moved, "
+                "as numbers</summary>" + html_table(series) + "</details>"
+            )
         if s.more_moved:
             parts.append(
                 f'<p class="note">{s.more_moved} more series moved during the run; '
@@ -341,7 +348,10 @@ def render_html(
         html_table(t["runs"]) if two else _kv_table(t["runs"][1:]),
         *_section(
             "Glossary",
-            html_table(t["glossary"]).replace("<table>", '<table class="gl">', 1)
+            # collapsed: a reference, not a finding (the page stays about two screens long)
+            "<details><summary>every metric shown: its id, name, unit and meaning</summary>"
+            + html_table(t["glossary"]).replace("<table>", '<table class="gl">', 1)
+            + "</details>"
             if report.glossary
             else "",
         ),
