@@ -19,7 +19,7 @@ import random
 from typing import Any
 
 from streamslo.server.config import MAX_PROMPT_CHARS, MAX_TOKENS_LIMIT, MODEL_ID
-from streamslo.server.protocol import APIError, ChunkFactory, ParsedRequest
+from streamslo.server.protocol import APIError, ChunkFactory, ParsedRequest, parse_temperature
 
 __all__ = [
     "DIALECT_KINDS",
@@ -159,15 +159,7 @@ def parse_dialect_request(
         model = MODEL_ID
     if not isinstance(model, str) or not model:
         raise _bad("'model' must be a non-empty string")
-    temperature = body.get("temperature", 1.0)
-    if temperature is None:
-        temperature = 1.0
-    if (
-        isinstance(temperature, bool)
-        or not isinstance(temperature, int | float)
-        or not 0 <= temperature <= 2
-    ):
-        raise _bad("'temperature' must be a number between 0 and 2")
+    temperature = parse_temperature(body)
     for key in ("ignore_eos", "stream"):
         if key in body and body[key] is not None and not isinstance(body[key], bool):
             raise _bad(f"'{key}' must be a boolean")

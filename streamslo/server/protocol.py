@@ -25,6 +25,7 @@ __all__ = [
     "ParsedRequest",
     "error_body",
     "parse_request",
+    "parse_temperature",
 ]
 
 _TYPES = {
@@ -92,6 +93,24 @@ class ParsedRequest:
 
 def _bad(msg: str) -> APIError:
     return APIError(400, msg)
+
+
+def parse_temperature(body: dict[str, Any]) -> float:
+    """A request's ``temperature`` (default 1.0, ``null`` too), a number in [0, 2].
+
+    Raises:
+        APIError: 400 for anything else.
+    """
+    temperature = body.get("temperature", 1.0)
+    if temperature is None:
+        return 1.0
+    if (
+        isinstance(temperature, bool)
+        or not isinstance(temperature, int | float)
+        or not 0 <= temperature <= 2
+    ):
+        raise _bad("'temperature' must be a number between 0 and 2")
+    return float(temperature)
 
 
 def _int(body: dict[str, Any], key: str, default: int | None) -> int | None:
@@ -183,15 +202,7 @@ def parse_request(
     n = _int(body, "n", 1)
     if n != 1:
         raise _bad("only 'n': 1 is supported")
-    temperature = body.get("temperature", 1.0)
-    if temperature is None:
-        temperature = 1.0
-    if (
-        isinstance(temperature, bool)
-        or not isinstance(temperature, int | float)
-        or not 0 <= temperature <= 2
-    ):
-        raise _bad("'temperature' must be a number between 0 and 2")
+    temperature = parse_temperature(body)
     seed = _int(body, "seed", None)
     if seed is None:
         seed = rng.getrandbits(32)
