@@ -19,7 +19,13 @@ import random
 from typing import Any
 
 from streamslo.server.config import MAX_PROMPT_CHARS, MAX_TOKENS_LIMIT, MODEL_ID
-from streamslo.server.protocol import APIError, ChunkFactory, ParsedRequest, parse_temperature
+from streamslo.server.protocol import (
+    APIError,
+    ChunkFactory,
+    ParsedRequest,
+    load_json_object,
+    parse_temperature,
+)
 
 __all__ = [
     "DIALECT_KINDS",
@@ -102,14 +108,7 @@ def parse_dialect_request(
     Raises:
         APIError: 400 naming the field.
     """
-    try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise _bad(f"body is not valid JSON: {exc}") from None
-    except RecursionError:
-        raise _bad("body is not valid JSON: nested too deeply") from None
-    if not isinstance(body, dict):
-        raise _bad("body must be a JSON object")
+    body = load_json_object(raw)
     parts: list[str] = []
     if kind == "responses":
         if isinstance(body.get("instructions"), str):

@@ -24,6 +24,7 @@ __all__ = [
     "ChunkFactory",
     "ParsedRequest",
     "error_body",
+    "load_json_object",
     "parse_request",
     "parse_temperature",
 ]
@@ -95,6 +96,24 @@ def _bad(msg: str) -> APIError:
     return APIError(400, msg)
 
 
+def load_json_object(raw: bytes | str) -> dict[str, Any]:
+    """A request body that must be one JSON object.
+
+    Raises:
+        APIError: 400 for bytes that are not JSON, JSON nested too deeply, or not an object.
+    """
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise _bad(f"body is not valid JSON: {exc}") from None
+    except RecursionError:
+        # json's C scanner recurses per nesting level; 100,000 '[' used to be a 500.
+        raise _bad("body is not valid JSON: nested too deeply") from None
+    if not isinstance(body, dict):
+        raise _bad("body must be a JSON object")
+    return body
+
+
 def parse_temperature(body: dict[str, Any]) -> float:
     """A request's ``temperature`` (default 1.0, ``null`` too), a number in [0, 2].
 
@@ -163,15 +182,7 @@ def parse_request(
     Raises:
         APIError: 400 with a message naming the field.
     """
-    try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise _bad(f"body is not valid JSON: {exc}") from None
-    except RecursionError:
-        # json's C scanner recurses per nesting level; 100,000 '[' used to be a 500.
-        raise _bad("body is not valid JSON: nested too deeply") from None
-    if not isinstance(body, dict):
-        raise _bad("body must be a JSON object")
+    body = load_json_object(raw)
     if kind is None:
         kind = "chat" if "messages" in body else "completion"
     if kind == "chat":
