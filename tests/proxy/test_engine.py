@@ -35,7 +35,12 @@ async def upstream(handler: Handler) -> AsyncIterator[str]:
         tasks.add(task)
         try:
             await handler(r, w)
-        except (OSError, asyncio.CancelledError):
+            if w.transport.is_closing():
+                # The handler closed: close() sends what is still buffered (a drain() returns
+                # below the high-water mark, not at zero); an abort now would drop that tail.
+                async with asyncio.timeout(60):
+                    await w.wait_closed()
+        except (OSError, asyncio.CancelledError, TimeoutError):
             pass
         finally:
             w.transport.abort()
