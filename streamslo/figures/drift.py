@@ -83,7 +83,7 @@ class Trend:
     verdict: str
     """``leak``, ``flat``, ``shrinking``, ``restarts``, ``too short``."""
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
