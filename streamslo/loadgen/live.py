@@ -110,7 +110,7 @@ def live_rows(environment: Any) -> list[dict[str, str]]:
     return rows
 
 
-def live_payload(environment: Any) -> dict[str, Any]:
+def live_payload(environment: Any) -> dict[str, object]:
     """``/streamslo/live``: the rows, the last window and the raw totals."""
     book = live_book(environment)
     return {

@@ -245,7 +245,7 @@ class WorkerState:
     seqs: set[int] = field(default_factory=set, repr=False)
     figures_dirty: bool = field(default=False, repr=False)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         """Its entry in ``relay.json``."""
         from streamslo.results.layout import iso_utc
 
@@ -405,7 +405,7 @@ class RelayReceiver:
                 )
         self.save()
 
-    def lost(self) -> list[dict[str, Any]]:
+    def lost(self) -> list[dict[str, object]]:
         """``lost_workers``: each lost worker, when it was lost, last heard from, and its
         streams in flight then."""
         return [
@@ -497,7 +497,7 @@ class RelayReceiver:
         except OSError as exc:  # a full disk: tried again at the next poll
             log.warning("streamslo: could not write %s (%s)", self.layout.relay_json, exc)
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, object]:
         """``relay.json``: totals, every worker, and the lost ones."""
         ws = list(self.workers.values())
         records = sum(w.records for w in ws)
