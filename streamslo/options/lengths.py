@@ -115,7 +115,7 @@ class LengthDist:
             tail += f",{self.maximum}"
         return f"normal:{self.mean:g},{self.stdev:g}{tail}"
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         """For ``run.json``: the spec and its parts."""
         return {
             "spec": self.spec(),

@@ -754,7 +754,7 @@ def cli_values(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def scenario_values(table: object, source: str) -> dict[str, Any]:
+def scenario_values(table: object, source: str) -> dict[str, object]:
     """The options of a scenario's ``[load]`` table (``-`` and ``_`` alike in keys).
 
     Raises:
