@@ -86,7 +86,7 @@ class LoadPoint:
     asked: bool = False
     """``x`` is an asked request rate (achieved can fall short of it)."""
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         """Plain data for ``sweep.json`` and ``report.json``."""
         out: dict[str, Any] = {
             k: getattr(self, k)
@@ -275,7 +275,7 @@ class Knee:
     reason: str
     """Why that level is past it (or that the series held to the top)."""
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {"x": self.x, "label": self.label, "broke_at": self.broke_at, "reason": self.reason}
 
 

@@ -147,7 +147,7 @@ def levels_markdown(series: Sequence[LevelSeries]) -> str:
     )
 
 
-def levels_json(series: Sequence[LevelSeries]) -> list[dict[str, Any]]:
+def levels_json(series: Sequence[LevelSeries]) -> list[dict[str, object]]:
     """The section as plain data for report.json."""
     return [
         {"name": s.name, "knee": s.knee.as_dict(), "levels": [p.as_dict() for p in s.points]}

@@ -57,7 +57,7 @@ def max_passing_rate(entries: Sequence[SweepEntry]) -> float | None:
     return best
 
 
-def sweep_document(entries: Sequence[SweepEntry], info: Mapping[str, Any]) -> dict[str, Any]:
+def sweep_document(entries: Sequence[SweepEntry], info: Mapping[str, Any]) -> dict[str, object]:
     """``sweep.json``: ``info`` (target, SLO, mode...), one entry per run, the knee of the
     rate runs, ``max_passing_rate`` (:func:`max_passing_rate`; null when none passed), and the synchronous and saturating rates when measured."""
     rate_points = [e.point for e in entries if e.kind == "rate"]

@@ -19,7 +19,7 @@ from streamslo.reports.render import fmt, html_table, md_table
 __all__ = ["turn_rows", "turns_html", "turns_json", "turns_markdown"]
 
 
-def turns_json(runs: Sequence[LoadedRun]) -> list[dict[str, Any]]:
+def turns_json(runs: Sequence[LoadedRun]) -> list[dict[str, object]]:
     """Per run and turn: ``{"run", "turn", "streams", "ttft_ms": {p50, p99, ...}}``; empty
     when no run has a second turn."""
     out: list[dict[str, Any]] = []
