@@ -129,7 +129,7 @@ class GapColumns:
             }
         )
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> dict[str, object]:
         """msgpack-safe columns: the ids as a list, every number column as little-endian bytes."""
         return {
             "ids": list(self.ids),
@@ -226,7 +226,7 @@ class RecordBatch:
         text = self._text.getvalue()
         return bytes(self._raw) + text.encode() if text else bytes(self._raw)
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> dict[str, object]:
         """The batch as msgpack-safe data: the rows as UTF-8 bytes, the gaps as columns."""
         return {"rows": self.rows_bytes(), "n": self._rows, "gaps": self.gaps.to_wire()}
 

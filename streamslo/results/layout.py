@@ -230,7 +230,7 @@ def read_json(path: Path) -> dict[str, Any]:
     return obj
 
 
-def new_run_json(info: Mapping[str, Any]) -> dict[str, Any]:
+def new_run_json(info: Mapping[str, Any]) -> dict[str, object]:
     """``run.json`` as written when a run starts: ``info``, not complete."""
     return {"schema_version": SCHEMA_VERSION, "complete": False, **info}
 

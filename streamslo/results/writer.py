@@ -381,7 +381,7 @@ class ResultsWriter:
                 self.write_errors,
             )
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> dict[str, object]:
         """What this writer wrote and could not write (``writers/<tag>.json``)."""
         return {
             "tag": self.tag,
