@@ -62,7 +62,7 @@ def _json_files(folder: Path) -> list[dict[str, Any]]:
     return out
 
 
-def judge_validity(directory: Path) -> dict[str, Any]:
+def judge_validity(directory: Path) -> dict[str, object]:
     """Read every ``procs/*.json`` and judge whether the load generator measured the server.
 
     Returns:
@@ -102,7 +102,7 @@ def judge_validity(directory: Path) -> dict[str, Any]:
     }
 
 
-def writer_totals(directory: Path) -> dict[str, Any]:
+def writer_totals(directory: Path) -> dict[str, object]:
     """Sum every ``writers/*.json``: rows written, rows and gaps never written, write errors.
 
     Returns:
@@ -139,7 +139,7 @@ _RELAY_TOTALS = (
 )
 
 
-def relay_totals(directory: Path) -> dict[str, Any]:
+def relay_totals(directory: Path) -> dict[str, object]:
     """A distributed run's ``relay.json``, for run.json: ``lost_workers`` and ``relay`` (what
     the master received). Empty for a run without workers.
 

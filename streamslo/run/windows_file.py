@@ -297,7 +297,7 @@ def _window_of(layout: Layout, run: Mapping[str, Any], live: list[dict[str, Any]
     return DEFAULT_WINDOW_S
 
 
-def reconcile(data: RunData) -> dict[str, Any]:
+def reconcile(data: RunData) -> dict[str, object]:
     """Make ``windows.csv`` agree with ``streams.csv`` (see the module's docstring).
 
     Returns:
