@@ -51,7 +51,7 @@ _ANTHROPIC_TYPES = {
 }
 
 
-def anthropic_error_body(status: int, message: str) -> dict[str, Any]:
+def anthropic_error_body(status: int, message: str) -> dict[str, object]:
     """Anthropic's error object: ``{"type": "error", "error": {"type", "message"}}``."""
     return {
         "type": "error",
@@ -434,7 +434,7 @@ class ResponsesChunks(ChunkFactory):
     def error(self, message: str) -> str:
         return self._ev("error", code="server_error", message=message, param=None)
 
-    def complete(self, text: str, reason: str, completion_tokens: int) -> dict[str, Any]:
+    def complete(self, text: str, reason: str, completion_tokens: int) -> dict[str, object]:
         self._texts = [text]
         self._phase = "message"
         status = "incomplete" if reason == "length" else "completed"
@@ -574,7 +574,7 @@ class MessagesChunks(ChunkFactory):
     def error(self, message: str) -> str:
         return _event("error", anthropic_error_body(500, message))
 
-    def complete(self, text: str, reason: str, completion_tokens: int) -> dict[str, Any]:
+    def complete(self, text: str, reason: str, completion_tokens: int) -> dict[str, object]:
         return {
             "id": self.id,
             "type": "message",

@@ -46,7 +46,7 @@ _TYPES = {
 _ids = itertools.count(1)
 
 
-def error_body(status: int, message: str, type_: str | None = None) -> dict[str, Any]:
+def error_body(status: int, message: str, type_: str | None = None) -> dict[str, object]:
     """The error object: ``{"error": {"message", "type", "code"}}``."""
     return {
         "error": {"message": message, "type": type_ or _TYPES.get(status, "error"), "code": status}
@@ -62,7 +62,7 @@ class APIError(Exception):
         self.message = message
         self.type = type_ or _TYPES.get(status, "error")
 
-    def body(self) -> dict[str, Any]:
+    def body(self) -> dict[str, object]:
         """``{"error": {...}}`` for this error."""
         return error_body(self.status, self.message, self.type)
 
@@ -348,7 +348,7 @@ class ChunkFactory:
             chunk["usage"] = self._usage(completion_tokens)
         return json.dumps(chunk, separators=(",", ":"))
 
-    def complete(self, text: str, reason: str, completion_tokens: int) -> dict[str, Any]:
+    def complete(self, text: str, reason: str, completion_tokens: int) -> dict[str, object]:
         """The whole non-streaming response (``stream: false``)."""
         if self.chat:
             choice: dict[str, Any] = {
