@@ -90,7 +90,7 @@ class Budget:
         """The error rate the budget allows: 1 − target."""
         return 1.0 - self.target
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         """``run.json``'s ``budget`` (what a replay needs)."""
         return {
             "objective": self.objective,
@@ -140,7 +140,7 @@ class FiredAlert:
     factor: float
     abort_on_fail: bool
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return asdict(self)
 
 

@@ -91,7 +91,7 @@ class CheckResult:
     def expression(self) -> str:
         return self.threshold.expression
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         """The ``slo.json`` entry."""
         th = self.threshold
         return {
