@@ -20,7 +20,7 @@ __all__ = ["stream_row", "write_run"]
 _FAILED_OPEN = frozenset({"truncated", "stalled", "timeout", "error_event", "malformed"})
 
 
-def stream_row(stream_id: str, **fields: Any) -> dict[str, Any]:
+def stream_row(stream_id: str, **fields: Any) -> dict[str, object]:
     """One ``streams.csv`` row: a complete SSE stream of 10 tokens unless ``fields`` say otherwise.
 
     Args:
