@@ -19,7 +19,7 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -32,6 +32,9 @@ from streamslo.figures.metrics import (
     trend_samples,
 )
 from streamslo.results.layout import RunData
+
+if TYPE_CHECKING:
+    from streamslo.slo.thresholds import SLO
 
 __all__ = [
     "KEEP_UP",
@@ -121,7 +124,7 @@ def load_point(
     label: str,
     *,
     duration_s: float | None = None,
-    slo: Any = None,
+    slo: SLO | None = None,
     asked: bool = False,
 ) -> LoadPoint:
     """The figures of ``data`` (a whole run, or one level's streams of it).
@@ -229,7 +232,7 @@ def first_user_s(stages: str) -> float:
 
 
 def level_points(
-    data: RunData, stages: str, slo: Any = None, settle_s: float = 0.0
+    data: RunData, stages: str, slo: SLO | None = None, settle_s: float = 0.0
 ) -> list[LoadPoint]:
     """One point per held stage of a staged run: the streams that started while it held.
 

@@ -3,12 +3,28 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from streamslo.results.schema import LatencySummary, RunJson, SummaryJson
 from streamslo.stream.outcome import OUTCOMES
 
-__all__ = ["format_summary", "integrity_warnings", "run_warnings"]
+__all__ = ["CheckLine", "format_summary", "integrity_warnings", "run_warnings"]
+
+
+class CheckLine(Protocol):
+    """What the summary prints of a checked threshold (``streamslo.slo.thresholds.CheckResult``)."""
+
+    @property
+    def passed(self) -> bool: ...
+
+    @property
+    def observed(self) -> float | None: ...
+
+    @property
+    def metric(self) -> str: ...
+
+    @property
+    def expression(self) -> str: ...
 
 
 def _ms(v: Any) -> str:
@@ -135,7 +151,7 @@ def _connect_error_rate(counts: Mapping[str, int]) -> float | None:
     return counts.get("connect_error", 0) / counted if counted else None
 
 
-def format_summary(summary: SummaryJson, checks: Sequence[Any], run: RunJson) -> str:
+def format_summary(summary: SummaryJson, checks: Sequence[CheckLine], run: RunJson) -> str:
     """A table of outcomes, rates, latencies and threshold verdicts."""
     lines = [f"!! {line}" for line in run_warnings(run)]
     lines += [f"hint: {line}" for line in summary.get("server_hints") or ()]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from streamslo import __version__
 from streamslo.figures.metrics import instant_failure_cause, scenario_figures, summarize
@@ -30,6 +30,9 @@ from streamslo.results.layout import (
 )
 from streamslo.results.schema import RunJson, SummaryJson
 from streamslo.workload.scenarios import dropped_totals
+
+if TYPE_CHECKING:
+    from streamslo.slo.thresholds import SLO, CheckResult
 
 __all__ = [
     "BUSY_FRACTION_LIMIT",
@@ -164,9 +167,9 @@ def relay_totals(directory: Path) -> dict[str, object]:
 def finalize(
     directory: Path,
     run_info: dict[str, Any],
-    slo: Any = None,
-    extra_checks: list[Any] | None = None,
-) -> tuple[SummaryJson, list[Any]]:
+    slo: SLO | None = None,
+    extra_checks: list[CheckResult] | None = None,
+) -> tuple[SummaryJson, list[CheckResult]]:
     """Complete a results directory: ``complete: true`` once everything else is written.
 
     Args:
@@ -246,7 +249,7 @@ def last_record_epoch(data: RunData) -> float | None:
     return max(times) if times else None
 
 
-def _recorded_slo(layout: Layout, run: RunJson) -> Any:
+def _recorded_slo(layout: Layout, run: RunJson) -> SLO | None:
     """The SLO the run was checked against, when run.json names a file that still exists."""
     import tomllib
 
@@ -264,7 +267,9 @@ def _recorded_slo(layout: Layout, run: RunJson) -> Any:
     return None
 
 
-def finalize_killed(directory: Path, slo: Any = None) -> tuple[SummaryJson, list[Any], bool]:
+def finalize_killed(
+    directory: Path, slo: SLO | None = None
+) -> tuple[SummaryJson, list[CheckResult], bool]:
     """Finalize a directory whose run was killed before it could (``streamslo finalize``).
 
     Its end is its last record (:func:`last_record_epoch`), not now; ``killed: true``. A
