@@ -32,6 +32,9 @@ from streamslo.results.schema import RunJson, SummaryJson
 from streamslo.workload.scenarios import dropped_totals
 
 if TYPE_CHECKING:
+    from locust.env import Environment
+
+if TYPE_CHECKING:
     from streamslo.slo.thresholds import SLO, CheckResult
 
 __all__ = [
@@ -321,7 +324,7 @@ def finalize_killed(
     return summary, checks, True
 
 
-def finalize_plain_locust(environment: Any, directory: Path, run_start: float) -> None:
+def finalize_plain_locust(environment: Environment, directory: Path, run_start: float) -> None:
     """Finalize when Locust ran without ``streamslo run`` (best effort; logs, never raises)."""
     import logging
 

@@ -14,7 +14,6 @@ checked at the end only.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from streamslo.figures.metrics import metric_kind
 from streamslo.figures.windows import GROUP_KEYS, Group, GroupAggregate, counts_of, merge_groups
@@ -178,7 +177,7 @@ def live_abort_check(
     return failed
 
 
-def totals_to_wire(groups: Mapping[Group, GroupAggregate]) -> list[list[Any]]:
+def totals_to_wire(groups: Mapping[Group, GroupAggregate]) -> list[list[object]]:
     """Totals as plain lists (``live.json``)."""
     return [[list(g), a.to_wire()] for g, a in groups.items()]
 
