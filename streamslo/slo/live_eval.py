@@ -14,6 +14,7 @@ checked at the end only.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from streamslo.figures.metrics import metric_kind
 from streamslo.figures.windows import GROUP_KEYS, Group, GroupAggregate, counts_of, merge_groups
