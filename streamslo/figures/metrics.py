@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 
@@ -41,6 +41,9 @@ from streamslo.stream.outcome import (
     NOT_BEGUN_OUTCOMES,
     OUTCOMES,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "COUNTER_METRICS",
@@ -320,7 +323,7 @@ class LatencyStats:
         return cast(LatencySummary, asdict(self))
 
 
-def began_mask(streams: Any) -> Any:
+def began_mask(streams: pd.DataFrame) -> pd.Series[bool]:
     """Which streams *began*: 2xx headers (101 for an accepted WebSocket) and an outcome that
     is not a before-the-stream failure. The vector twin of :func:`streamslo.stream.outcome.began`,
     built from the same constants; a missing status or outcome never began."""
@@ -331,14 +334,14 @@ def began_mask(streams: Any) -> Any:
     return ok_status.fillna(False).astype(bool) & ~not_begun
 
 
-def counted_mask(streams: Any) -> Any:
+def counted_mask(streams: pd.DataFrame) -> pd.Series[bool]:
     """Which requests count in rates: every one the load test did not cancel itself (at the
     run's end, or a client hanging up on purpose: ``client_cancelled``). A missing outcome (a
     damaged row) counts, as a failure."""
     return (~streams["outcome"].isin(tuple(EXCLUDED_OUTCOMES))).fillna(True).astype(bool)
 
 
-def failure_mask(streams: Any, rate: str) -> Any:
+def failure_mask(streams: pd.DataFrame, rate: str) -> pd.Series[bool]:
     """Which requests are in the numerator of a rate metric (``truncation_rate`` counts only
     streams that began; a cancelled request is in no numerator).
 
@@ -358,7 +361,7 @@ def failure_mask(streams: Any, rate: str) -> Any:
     return counted & (outcome == rate[: -len("_rate")]).fillna(False).astype(bool)
 
 
-def good_mask(streams: Any, bounds: GoodputBounds) -> Any:
+def good_mask(streams: pd.DataFrame, bounds: GoodputBounds) -> pd.Series[bool]:
     """Which requests are *good*: counted, ended ``ok``, and within every bound that is set.
 
     A stream with fewer than two tokens has no TPOT and meets a TPOT bound; a missing TTFT or
@@ -406,7 +409,7 @@ def select(data: RunData, selector: Mapping[str, str]) -> RunData:
     return RunData(path=data.path, run=data.run, streams=sub, gaps=gaps)
 
 
-def answer_gaps(streams: Any, gaps: Any) -> Any:
+def answer_gaps(streams: pd.DataFrame, gaps: pd.DataFrame) -> pd.DataFrame:
     """The gaps that end after each stream's first answer token (``itl_ms{token:answer}``).
 
     A stream's gaps run on its own clock: its first token came at the end of gap 1 minus that
@@ -441,7 +444,7 @@ def _series(values: np.ndarray, index: Any) -> Any:
     return pd.Series(values, index=index.to_numpy())
 
 
-def latency_pool(streams: Any) -> Any:
+def latency_pool(streams: pd.DataFrame) -> pd.DataFrame:
     """Streams that began and were not cancelled: the pool every latency comes from."""
     return streams[began_mask(streams) & counted_mask(streams)]
 

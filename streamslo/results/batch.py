@@ -19,9 +19,12 @@ import io
 import sys
 from array import array
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streamslo.stream.timing import STREAM_COLUMNS, StreamRecord
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = ["GapColumns", "RecordBatch"]
 
@@ -101,7 +104,7 @@ class GapColumns:
         self.gap_s.extend(other.gap_s)
         self.t.extend(other.t)
 
-    def table(self, run_start: float) -> Any:
+    def table(self, run_start: float) -> pa.Table:
         """The ``gaps.parquet`` columns as a pyarrow table, ``t`` in seconds since ``run_start``."""
         import numpy as np
         import pyarrow as pa

@@ -40,7 +40,7 @@ def _rate(v: Any) -> str:
     return "no data" if v is None else f"{v * 100:.3f} %"
 
 
-def integrity_warnings(run: Mapping[str, Any], skipped_rows: int | None = None) -> list[str]:
+def integrity_warnings(run: RunJson, skipped_rows: int | None = None) -> list[str]:
     """What a reader must know about the results themselves before any figure: a run that was
     not finalized, was killed, lost a worker, lost rows to write errors, or has damaged rows.
 
@@ -97,7 +97,7 @@ def _relay_warnings(run: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def run_warnings(run: Mapping[str, Any]) -> list[str]:
+def run_warnings(run: RunJson) -> list[str]:
     """An invalid run (saturated generator), then :func:`integrity_warnings`."""
     out = [f"INVALID RUN: {run.get('invalid_reason')}"] if not run.get("valid", True) else []
     dropped = run.get("dropped_iterations")

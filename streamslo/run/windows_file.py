@@ -21,7 +21,7 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streamslo.errors import ResultsError
 from streamslo.figures.windows import (
@@ -36,6 +36,9 @@ from streamslo.results.layout import Layout, RunData, read_json, write_json
 from streamslo.results.writer import append_lines
 from streamslo.slo.live_eval import totals_from_wire, totals_to_wire
 from streamslo.stream.outcome import EXCLUDED_OUTCOMES
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "LiveState",
@@ -207,7 +210,7 @@ def read_live(path: Path) -> LiveState | None:
 
 # ------------------------------------------------------------------------ finalize
 def aggregate_streams(
-    streams: Any, gaps: Any, window_s: float
+    streams: pd.DataFrame, gaps: pd.DataFrame, window_s: float
 ) -> dict[int, dict[Group, GroupAggregate]]:
     """The groups of every window, from ``streams.csv`` and ``gaps.parquet`` frames (the same
     rule and populations as the live aggregation)."""
