@@ -63,7 +63,7 @@ def _cell(v: Any) -> str:
     return str(v)
 
 
-def format_rows(rows: Iterable[Mapping[str, Any]], header: bool = False) -> bytes:
+def format_rows(rows: Iterable[Mapping[str, object]], header: bool = False) -> bytes:
     """CSV text of ``rows`` (column order of :data:`WINDOW_COLUMNS`), optionally with the header."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
@@ -173,7 +173,7 @@ def write_live(
     now: float,
     window_s: float,
     totals: Mapping[Group, GroupAggregate],
-    last_window: Mapping[str, Any] | None,
+    last_window: Mapping[str, object] | None,
     rows_written: int,
     late_parts: int,
 ) -> None:
