@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from streamslo.options.values import ValueType
 
@@ -149,7 +149,7 @@ class LengthSpec(ValueType):
             return None
         return LengthDist.parse(raw)
 
-    def wire(self, value: Any) -> Any:
+    def wire(self, value: object) -> object:
         return "" if value is None else LengthDist.parse(value).spec()
 
     def describe(self) -> str:

@@ -87,7 +87,7 @@ class GoodputSpec(ValueType):
     def parse(self, raw: object) -> str:
         if isinstance(raw, (list, tuple)):
             raw = " ".join(str(r) for r in raw)
-        text: str = super().parse(raw)
+        text = self.text(raw)
         if not text:
             return ""
         from streamslo.figures.metrics import GoodputBounds  # numpy: only when goodput is given
