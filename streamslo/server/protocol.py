@@ -14,6 +14,7 @@ import itertools
 import json
 import random
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,7 +115,7 @@ def load_json_object(raw: bytes | str) -> dict[str, Any]:
     return body
 
 
-def parse_temperature(body: dict[str, Any]) -> float:
+def parse_temperature(body: Mapping[str, object]) -> float:
     """A request's ``temperature`` (default 1.0, ``null`` too), a number in [0, 2].
 
     Raises:
