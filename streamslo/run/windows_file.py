@@ -93,8 +93,8 @@ def append_rows(path: Path, rows: Iterable[WindowRow]) -> None:
     append_lines(path, data)
 
 
-def _parse(row: Mapping[str, str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _parse(row: Mapping[str, str]) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
     for c in WINDOW_COLUMNS:
         text = (row.get(c) or "").strip()
         if not text:
@@ -106,7 +106,7 @@ def _parse(row: Mapping[str, str]) -> dict[str, Any]:
     return out
 
 
-def read_windows(path: Path) -> list[dict[str, Any]]:
+def read_windows(path: Path) -> list[dict[str, float | None]]:
     """Every row of a ``windows.csv`` (empty cells as None); [] when there is none.
 
     Raises:
@@ -133,7 +133,7 @@ class WindowsTail:
         self._offset = 0
         self._header: list[str] | None = None
 
-    def read(self) -> list[dict[str, Any]]:
+    def read(self) -> list[dict[str, float | None]]:
         try:
             with open(self.path, "rb") as f:
                 f.seek(self._offset)
@@ -327,8 +327,9 @@ def reconcile(data: RunData) -> dict[str, object]:
     want = dict(zip(uniq.tolist(), counts.tolist(), strict=True))
     by_k: dict[int, list[dict[str, Any]]] = {}
     for r in live:
-        if r.get("window_start") is not None:
-            by_k.setdefault(round(r["window_start"] / w), []).append(r)
+        start = r.get("window_start")
+        if start is not None:
+            by_k.setdefault(round(start / w), []).append(r)
     bad = sorted(
         k
         for k in set(by_k) | set(want)
