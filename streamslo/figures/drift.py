@@ -269,7 +269,7 @@ def collect_series(
     return out
 
 
-def analyse(directory: Path, windows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def analyse(directory: Path, windows: Sequence[dict[str, Any]]) -> dict[str, dict[str, object]]:
     """``summary.json``'s ``drift``: a :class:`Trend` per series, by name."""
     return {
         name: judge(name, unit, t, y, counter=counter).as_dict()

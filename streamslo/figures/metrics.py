@@ -267,7 +267,7 @@ class GoodputBounds:
         return cls(**values)
 
     @classmethod
-    def from_run(cls, run: Mapping[str, Any]) -> GoodputBounds:
+    def from_run(cls, run: Mapping[str, object]) -> GoodputBounds:
         """The bounds a run recorded in ``run.json`` (none when it recorded none)."""
         raw = run.get("goodput")
         if not isinstance(raw, Mapping):
@@ -603,7 +603,7 @@ def summarize(data: RunData) -> SummaryJson:
     return out
 
 
-def top_errors(data: RunData, limit: int = TOP_ERRORS) -> dict[str, list[dict[str, Any]]]:
+def top_errors(data: RunData, limit: int = TOP_ERRORS) -> dict[str, list[dict[str, object]]]:
     """``summary.json`` ``top_errors``: per failure outcome (in the documented order), its most
     frequent error texts with their counts, most frequent first (ties: the text's order).
 

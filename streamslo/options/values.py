@@ -381,7 +381,7 @@ def option(
     secret: bool = False,
     inverted: bool = False,
     hidden: bool = False,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The metadata of one :class:`RunOptions` field (everything but its name and default).
 
     Args:

@@ -219,7 +219,7 @@ def finalize(
 
     run_extra, summary_extra = finalize_extras(layout.root, run, data)
     run.update(run_extra)
-    summary.update(cast(SummaryJson, summary_extra))
+    summary.update(summary_extra)
     write_json(layout.summary_json, summary)
     checks = thresholds.evaluate(slo if slo is not None else thresholds.DEFAULT_SLO, data)
     thresholds.write_slo_json(layout.root, list(extra_checks or []) + list(checks))
