@@ -214,7 +214,7 @@ def finalize(
         summary["scenarios"] = per_scenario
     from streamslo.figures.replay import replay_figures  # schedule lag, hang-ups, prefix cache
 
-    summary.update(cast(SummaryJson, replay_figures(data)))
+    summary.update(replay_figures(data))
     from streamslo.run.soak_results import finalize_extras  # windows, budget, drift (docs/soak.md)
 
     run_extra, summary_extra = finalize_extras(layout.root, run, data)
