@@ -29,7 +29,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streamslo.errors import SLOFileError
 from streamslo.figures.metrics import RATE_METRICS, metric_kind
@@ -37,6 +37,9 @@ from streamslo.options.units import format_duration, parse_duration
 from streamslo.results.layout import iso_utc
 from streamslo.slo.live_eval import LIVE_UNSUPPORTED, rate_from_counts
 from streamslo.stream.outcome import OUTCOMES
+
+if TYPE_CHECKING:
+    from streamslo.slo.thresholds import SLO
 
 __all__ = [
     "DEFAULT_ALERTS",
@@ -187,7 +190,7 @@ def _number(value: Any, what: str) -> float:
     return float(value)
 
 
-def parse_budget(table: Any, source: str = "<budget>", text: str | None = None) -> Budget:
+def parse_budget(table: object, source: str = "<budget>", text: str | None = None) -> Budget:
     """Parse a ``[budget]`` table.
 
     Raises:
@@ -284,7 +287,7 @@ def _alert_needle(item: Any) -> str | None:
     return None
 
 
-def read_slo_file(path: str | Path) -> tuple[Any, Budget | None]:
+def read_slo_file(path: str | Path) -> tuple[SLO | None, Budget | None]:
     """The thresholds and budget of an SLO file or a scenario file.
 
     Returns:
