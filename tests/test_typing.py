@@ -45,10 +45,6 @@ _OPTIONS = (
     "option values by field name, each of its option's own type (str, float, Path, tuple...), "
     "handed on to dataclasses.replace(**values)"
 )
-_WINDOWS = (
-    "left: windows rows (dict[str, float | None]) are read as if window_start were always set; "
-    "typing them needs a None check, a change of logic"
-)
 
 #: Public functions that keep ``Any``, and why (a prefix ending in ``.`` covers a module).
 #: "left:" marks what is not right yet and how to fix it.
@@ -96,11 +92,6 @@ KEPT: dict[str, str] = {
     "streamslo.reports.sweep_report.sweep_rows": (
         "left: reads each sweep.json entry by key; a TypedDict of an entry is the fix"
     ),
-    "streamslo.figures.drift.collect_series": _WINDOWS,
-    "streamslo.figures.drift.analyse": _WINDOWS,
-    "streamslo.slo.budget.BurnTracker.add": _WINDOWS,
-    "streamslo.slo.budget.replay": _WINDOWS,
-    "streamslo.slo.budget.burn_down": _WINDOWS,
 }
 
 

@@ -330,6 +330,13 @@ class _Win:
     den: int
 
 
+def _cell(v: float | None) -> float:
+    """A windows.csv cell that is set in every row (TypeError when empty, as ``float(None)``)."""
+    if v is None:
+        raise TypeError("an empty windows.csv cell where a number is needed")
+    return float(v)
+
+
 @dataclass
 class BurnTracker:
     """Feeds on closed windows (``windows.csv`` rows, in order); says which alerts fire."""
@@ -359,11 +366,11 @@ class BurnTracker:
         any eligible stream."""
         return None if self.eligible == 0 else (self.errors / self.eligible) / self.budget.allowed
 
-    def add(self, row: Mapping[str, Any]) -> list[FiredAlert]:
+    def add(self, row: Mapping[str, float | None]) -> list[FiredAlert]:
         """One closed window; returns the alerts that fire at its end."""
         outcomes = {o: int(row.get(o) or 0) for o in OUTCOMES}
         num, den = rate_from_counts(self.budget.objective, outcomes, int(row.get("began") or 0))
-        end = float(row["window_start"]) + float(row["window_s"])
+        end = _cell(row["window_start"]) + _cell(row["window_s"])
         self._wins.append(_Win(end, num, den))
         self.errors += num
         self.eligible += den
@@ -393,7 +400,7 @@ class BurnTracker:
         return new
 
 
-def replay(budget: Budget, rows: Iterable[Mapping[str, Any]]) -> list[FiredAlert]:
+def replay(budget: Budget, rows: Iterable[Mapping[str, float | None]]) -> list[FiredAlert]:
     """The alerts a run's windows fire, in order."""
     tracker = BurnTracker(budget)
     for r in rows:
@@ -402,7 +409,7 @@ def replay(budget: Budget, rows: Iterable[Mapping[str, Any]]) -> list[FiredAlert
 
 
 def burn_down(
-    budget: Budget, rows: Iterable[Mapping[str, Any]]
+    budget: Budget, rows: Iterable[Mapping[str, float | None]]
 ) -> list[tuple[float, float | None]]:
     """(window end, budget remaining: 1 − consumed) after each window, for the report's chart."""
     tracker = BurnTracker(budget)
@@ -411,7 +418,7 @@ def burn_down(
         tracker.add(r)
         c = tracker.consumed
         out.append(
-            (float(r["window_start"]) + float(r["window_s"]), None if c is None else 1.0 - c)
+            (_cell(r["window_start"]) + _cell(r["window_s"]), None if c is None else 1.0 - c)
         )
     return out
 
