@@ -86,9 +86,6 @@ KEPT: dict[str, str] = {
         "left: run_info is merged over run.json read as JSON, and the plain-Locust caller writes "
         "None where RunJson says int; RunJson should allow None there (then run_info: RunJson)"
     ),
-    "streamslo.figures.metrics.scenario_figures": (
-        "left: the report indexes each scenario's figures; a TypedDict of them is the fix"
-    ),
     "streamslo.reports.sweep_report.sweep_rows": (
         "left: reads each sweep.json entry by key; a TypedDict of an entry is the fix"
     ),

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 import numpy as np
 
 from streamslo.results.layout import RunData
-from streamslo.results.schema import LatencySummary, SummaryJson
+from streamslo.results.schema import LatencySummary, ScenarioFigures, SummaryJson
 from streamslo.stream.outcome import (
     BEGUN_STATUSES_WS,
     EXCLUDED_OUTCOMES,
@@ -655,7 +655,7 @@ def instant_failure_cause(data: RunData, share: float = 0.9) -> str | None:
     )
 
 
-def scenario_figures(data: RunData) -> dict[str, dict[str, Any]]:
+def scenario_figures(data: RunData) -> dict[str, ScenarioFigures]:
     """Each ``[scenarios.NAME]``'s headline figures (``summary.json`` ``scenarios``, the
     report's scenario table), in the order the scenarios first appear; empty for a run
     without scenarios. ``dropped_iterations`` comes from ``run.json``.
@@ -664,7 +664,7 @@ def scenario_figures(data: RunData) -> dict[str, dict[str, Any]]:
         return {}
     names = [str(n) for n in data.streams["scenario"].dropna().unique()]
     dropped: dict[str, int] = data.run.get("dropped_iterations_by_scenario") or {}
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, ScenarioFigures] = {}
     for name in names:
         sub = select(data, {"scenario": name})
         out[name] = {
@@ -674,9 +674,8 @@ def scenario_figures(data: RunData) -> dict[str, dict[str, Any]]:
             "truncation_rate": _ratio(*rate_value(sub, "truncation_rate")),
             "error_rate": _ratio(*rate_value(sub, "error_rate")),
             "requests_per_s": gauge_value(sub, "requests_per_s"),
-            **{
-                m: LatencyStats.of(trend_samples(sub, m)).as_dict()
-                for m in ("ttft_ms", "itl_ms", "e2e_ms")
-            },
+            "ttft_ms": LatencyStats.of(trend_samples(sub, "ttft_ms")).as_dict(),
+            "itl_ms": LatencyStats.of(trend_samples(sub, "itl_ms")).as_dict(),
+            "e2e_ms": LatencyStats.of(trend_samples(sub, "e2e_ms")).as_dict(),
         }
     return out
