@@ -46,14 +46,16 @@ def main(args: argparse.Namespace) -> int:
     import shlex
 
     from streamslo.options.stages import parse_stages, total_duration
-    from streamslo.run.execute import config_from_args, execute, load_scenario
+    from streamslo.run.execute import config_from_args, execute
     from streamslo.scenario_files import resolve_scenario
     from streamslo.server.bundled import BundledServer, split_cpus
+    from streamslo.workload.scenario_file import read_scenario
 
-    args.scenario = resolve_scenario(args.scenario)  # a file, or a packaged name (nightly)
-    values, _ = load_scenario(args.scenario)
+    # A file, or a packaged name (nightly); read once: its host here, the rest in the config.
+    scenario = read_scenario(resolve_scenario(args.scenario))
+    args.scenario = scenario.path
     out = args.out or Path("results") / f"soak-{dt.datetime.now():%Y%m%d-%H%M%S}"
-    host = args.host or values.get("host")
+    host = args.host or scenario.values.get("host")
     server = None
     server_cpus, gen_cpus = split_cpus()
     if not host:
@@ -67,7 +69,7 @@ def main(args: argparse.Namespace) -> int:
         args.host, args.out = host, out
         if args.generator_cpus is None:
             args.generator_cpus = gen_cpus
-        cfg = config_from_args(args)
+        cfg = config_from_args(args, scenario)
         # [scenarios.*] set their own length (config_from_args); a stages run lasts as long as
         # its stages; else --duration.
         if cfg.stages:

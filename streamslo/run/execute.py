@@ -18,7 +18,7 @@ import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streamslo.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_THRESHOLD, BadInputError
 from streamslo.options.redact import HEADERS_ENV, Headers, resolve_headers
@@ -26,11 +26,13 @@ from streamslo.options.run_options import (
     RunOptions,
     cli_values,
     locust_argv,
-    scenario_values,
 )
 from streamslo.stream.dialects import ENDPOINT_APIS
 
-__all__ = ["RunConfig", "config_from_args", "execute", "load_scenario", "prepare_out"]
+if TYPE_CHECKING:
+    from streamslo.workload.scenario_file import ScenarioFile
+
+__all__ = ["RunConfig", "config_from_args", "execute", "prepare_out"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,43 +63,6 @@ class RunConfig(RunOptions):
         """What the Locust subprocess's environment gets besides ours: the headers (values
         never go on its command line, where ``ps`` and CI logs show them)."""
         return {HEADERS_ENV: self.headers.to_env()} if self.headers else {}
-
-
-def load_scenario(path: str) -> tuple[dict[str, Any], Any]:
-    """A scenario file: ``[scenarios.NAME]`` k6 executors (``docs/scenarios.md``) and/or
-    ``[load]`` options (and k6 ``stages``), optional ``[thresholds]``.
-
-    Returns:
-        The options it sets (field name -> typed value) and its SLO (None without thresholds).
-
-    Raises:
-        BadInputError: an unreadable file, bad TOML, an unknown key or a bad value (the message
-            names the file).
-    """
-    import tomllib
-
-    from streamslo.slo import thresholds
-
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise BadInputError(f"{path}: cannot read the scenario ({exc.strerror})") from None
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise BadInputError(f"{path}: {exc}") from None
-    values = scenario_values(doc.get("load", {}), path)
-    if "scenarios" in doc:
-        from streamslo.workload.scenarios import parse_scenarios, to_wire
-
-        parse_scenarios(doc["scenarios"], path, text)  # every mistake now, with its line
-        values["scenarios"] = to_wire(doc["scenarios"])
-    slo = (
-        thresholds.parse_thresholds_table(doc["thresholds"], source=path, text=text)
-        if "thresholds" in doc
-        else None
-    )
-    return values, slo
 
 
 def _scenario_run(values: dict[str, Any], cli: dict[str, Any]) -> dict[str, Any]:
@@ -152,8 +117,13 @@ def _trace_run(values: dict[str, Any], cli: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def config_from_args(args: argparse.Namespace) -> RunConfig:
+def config_from_args(args: argparse.Namespace, scenario: ScenarioFile | None = None) -> RunConfig:
     """Merge the command line over the scenario file (if any), over the defaults.
+
+    Args:
+        args: the parsed command line.
+        scenario: the scenario file ``args.scenario`` names, when the caller has read it
+            already (``soak`` reads it for its host first); else it is read here.
 
     Raises:
         BadInputError: a missing or bad value.
@@ -164,11 +134,13 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     slo = budget = None
     cli = cli_values(args)
     if cli.get("scenario"):
-        from streamslo.scenario_files import resolve_scenario
+        if scenario is None:
+            from streamslo.scenario_files import resolve_scenario
+            from streamslo.workload.scenario_file import read_scenario
 
-        cli["scenario"] = resolve_scenario(cli["scenario"])
-        values, slo = load_scenario(cli["scenario"])
-        _, budget = read_slo_file(cli["scenario"])
+            scenario = read_scenario(resolve_scenario(cli["scenario"]))
+        cli["scenario"] = scenario.path
+        values, slo, budget = dict(scenario.values), scenario.slo, scenario.budget
     values.update(cli)
     if values.get("slo_source"):
         slo, own_budget = read_slo_file(values["slo_source"])

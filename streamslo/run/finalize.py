@@ -248,8 +248,7 @@ def last_record_epoch(data: RunData) -> float | None:
 
 def _recorded_slo(layout: Layout, run: RunJson) -> Any:
     """The SLO the run was checked against, when run.json names a file that still exists."""
-    import tomllib
-
+    from streamslo.options.toml_file import read_toml
     from streamslo.slo import thresholds
 
     source = run.get("slo")
@@ -257,10 +256,7 @@ def _recorded_slo(layout: Layout, run: RunJson) -> Any:
         return thresholds.load_slo(source)
     scenario = run.get("scenario")
     if source == "scenario" and isinstance(scenario, str) and Path(scenario).is_file():
-        text = Path(scenario).read_text()
-        doc = tomllib.loads(text)
-        if "thresholds" in doc:
-            return thresholds.parse_thresholds_table(doc["thresholds"], source=scenario, text=text)
+        return thresholds.thresholds_of(read_toml(scenario, "a scenario file"))
     return None
 
 
