@@ -30,6 +30,7 @@ from streamslo.options.run_options import (
 from streamslo.stream.dialects import ENDPOINT_APIS
 
 if TYPE_CHECKING:
+    from streamslo.results.schema import RunJson
     from streamslo.workload.scenario_file import ScenarioFile
 
 __all__ = ["RunConfig", "config_from_args", "execute", "prepare_out"]
@@ -349,7 +350,7 @@ def execute(cfg: RunConfig) -> int:
         freed = FreedCheck(evidence.metrics_url)
         freed.before()  # the in-flight gauge before any load: the baseline it must return to
     start = time.time()
-    info: dict[str, Any] = {
+    info: RunJson = {
         "tool_version": __version__,
         "start": iso_utc(start),
         "start_epoch": start,
@@ -444,26 +445,23 @@ def execute(cfg: RunConfig) -> int:
     if died:
         # Locust was killed: the run's end is its last record, not now.
         end = last_record_epoch(load_run(out)) or end
-    summary, checks = finalize(
-        out,
-        {
-            "start": iso_utc(run_start),
-            "start_epoch": run_start,
-            "end": iso_utc(end),
-            "end_epoch": end,
-            "aborted": [c.as_dict() for c in aborted] or None,
-            "aborted_by_alert": alert_abort.as_dict() if alert_abort is not None else None,
-            "alerts": [a.as_dict() for a in watch.alerts] if cfg.budget is not None else None,
-            "interrupted": interrupted is not None,
-            "stop_signal": _signal_name(interrupted),
-            "killed": died,
-            "overran": overran,
-            "locust_exit_code": rc,
-            **({"server_freed": server_freed} if server_freed is not None else {}),
-        },
-        slo,
-        extra_checks=aborted,
-    )
+    ended: RunJson = {
+        "start": iso_utc(run_start),
+        "start_epoch": run_start,
+        "end": iso_utc(end),
+        "end_epoch": end,
+        "aborted": [c.as_dict() for c in aborted] or None,
+        "aborted_by_alert": alert_abort.as_dict() if alert_abort is not None else None,
+        "alerts": [a.as_dict() for a in watch.alerts] if cfg.budget is not None else None,
+        "interrupted": interrupted is not None,
+        "stop_signal": _signal_name(interrupted),
+        "killed": died,
+        "overran": overran,
+        "locust_exit_code": rc,
+    }
+    if server_freed is not None:
+        ended["server_freed"] = server_freed
+    summary, checks = finalize(out, ended, slo, extra_checks=aborted)
     data = load_run(out)
     failed = [c for c in checks if not c.passed] + list(aborted)
     if not cfg.quiet:

@@ -163,7 +163,7 @@ def relay_totals(directory: Path) -> dict[str, Any]:
 
 def finalize(
     directory: Path,
-    run_info: dict[str, Any],
+    run_info: RunJson,
     slo: Any = None,
     extra_checks: list[Any] | None = None,
 ) -> tuple[SummaryJson, list[Any]]:
@@ -301,13 +301,13 @@ def finalize_killed(directory: Path, slo: Any = None) -> tuple[SummaryJson, list
     if start is None and len(data.streams):
         start = float(data.streams["started_at"].min())
     end = last_record_epoch(data)
-    info: dict[str, Any] = {"killed": True, "finalized_by": "streamslo finalize"}
+    info: RunJson = {"killed": True, "finalized_by": "streamslo finalize"}
     if start is not None:
-        info.update(start=iso_utc(start), start_epoch=start)
+        info["start"], info["start_epoch"] = iso_utc(start), start
     if end is not None:
         end = max(end, start) if start is not None else end
-        info.update(end=iso_utc(end), end_epoch=end)
-    info.setdefault("tool_version", run.get("tool_version", __version__))
+        info["end"], info["end_epoch"] = iso_utc(end), end
+    info["tool_version"] = run.get("tool_version", __version__)
     summary, checks = finalize(layout.root, info, slo or _recorded_slo(layout, run))
     return summary, checks, True
 
@@ -320,6 +320,10 @@ def finalize_plain_locust(environment: Any, directory: Path, run_start: float) -
 
     log = logging.getLogger("streamslo.locust")
     opts = environment.parsed_options
+
+    def option(name: str) -> Any:
+        return getattr(opts, name, None)
+
     try:
         end = time.time()
         finalize(
@@ -332,10 +336,11 @@ def finalize_plain_locust(environment: Any, directory: Path, run_start: float) -
                 "end_epoch": end,
                 "target": environment.host,
                 "scenario": None,
-                "users": getattr(opts, "num_users", None),
-                "protocol": getattr(opts, "protocol", None),
-                "stall_timeout": getattr(opts, "stall_timeout", None),
-                "max_tokens": getattr(opts, "max_tokens", None),
+                # Locust's parsed options are untyped (None: not given to this Locust).
+                "users": option("num_users"),
+                "protocol": option("protocol"),
+                "stall_timeout": option("stall_timeout"),
+                "max_tokens": option("max_tokens"),
                 "locust_version": locust.__version__,
             },
         )
