@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import shlex
 import sys
 import time
 from dataclasses import dataclass
@@ -32,7 +31,7 @@ from pathlib import Path
 from streamslo.errors import EXIT_OK, EXIT_THRESHOLD, BadInputError
 from streamslo.options.run_options import add_cli_arguments
 from streamslo.options.units import positive_int_arg
-from streamslo.server.bundled import BundledServer, split_cpus
+from streamslo.server.bundled import split_cpus, start_bundled
 
 __all__ = [
     "DEFAULTS",
@@ -169,10 +168,7 @@ def _one_run(
             print(
                 f"[{label}] starting the bundled server: streamslo serve {serve_args}", flush=True
             )
-            server = BundledServer(
-                shlex.split(serve_args), out.parent / f"{label}-server.log", server_cpus
-            )
-            server.wait_ready()
+            server = start_bundled(serve_args, out.parent / f"{label}-server.log", server_cpus)
             url = server.url
         print(
             f"[{label}] load: {args.protocol} streams x {args.max_tokens} tokens for {args.duration:g}s, "

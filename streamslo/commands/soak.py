@@ -43,12 +43,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """``streamslo soak``."""
-    import shlex
-
     from streamslo.options.stages import parse_stages, total_duration
     from streamslo.run.execute import config_from_args, execute
     from streamslo.scenario_files import resolve_scenario
-    from streamslo.server.bundled import BundledServer, split_cpus
+    from streamslo.server.bundled import split_cpus, start_bundled
     from streamslo.workload.scenario_file import read_scenario
 
     # A file, or a packaged name (nightly); read once: its host here, the rest in the config.
@@ -60,10 +58,7 @@ def main(args: argparse.Namespace) -> int:
     server_cpus, gen_cpus = split_cpus()
     if not host:
         out.mkdir(parents=True, exist_ok=True)
-        server = BundledServer(
-            shlex.split(args.serve), out.parent / f"{out.name}-server.log", server_cpus
-        )
-        server.wait_ready()
+        server = start_bundled(args.serve, out.parent / f"{out.name}-server.log", server_cpus)
         host = server.url
     try:
         args.host, args.out = host, out
