@@ -65,8 +65,8 @@ def test_every_toml_example_is_a_valid_file(tmp_path: Path) -> None:
     as ``--scenario`` reads it, anything else as an SLO file."""
     import tomllib
 
-    from streamslo.run.execute import load_scenario
     from streamslo.slo.thresholds import parse_slo
+    from streamslo.workload.scenario_file import read_scenario
 
     blocks = _toml_blocks()
     assert len(blocks) >= 5
@@ -75,7 +75,7 @@ def test_every_toml_example_is_a_valid_file(tmp_path: Path) -> None:
         if "scenarios" in doc or "load" in doc:
             path = tmp_path / where.replace("#", "-")
             path.write_text(text, encoding="utf-8")
-            load_scenario(str(path))
+            read_scenario(path)
         elif "thresholds" in doc:
             parse_slo(text, where)
         else:  # a [budget] shown alone: checked inside a minimal SLO file

@@ -122,10 +122,10 @@ def test_only_what_the_command_line_set_overrides_the_scenario(tmp_path):
     assert cfg.scenario == str(scenario)
 
 
-def test_a_scenario_key_that_is_not_an_option_names_the_file(tmp_path):
+def test_a_scenario_key_that_is_not_an_option_names_the_file_and_line(tmp_path):
     scenario = tmp_path / "s.toml"
     scenario.write_text("[load]\nmax_tokenz = 3\n")
-    with pytest.raises(BadInputError, match=r"s\.toml: unknown \[load\] key 'max_tokenz'"):
+    with pytest.raises(BadInputError, match=r"s\.toml:2: unknown \[load\] key 'max_tokenz'"):
         _config("--scenario", str(scenario))
     with pytest.raises(BadInputError, match=r"s\.toml: \[load\] users: must be at least 1"):
         scenario_values({"users": 0}, "s.toml")

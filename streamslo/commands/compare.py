@@ -23,17 +23,25 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import shlex
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from streamslo.errors import EXIT_OK, EXIT_THRESHOLD, BadInputError
-from streamslo.options.units import duration_arg, fraction_arg, positive_int_arg
-from streamslo.server.bundled import BundledServer, split_cpus
+from streamslo.options.run_options import add_cli_arguments
+from streamslo.options.units import positive_int_arg
+from streamslo.server.bundled import split_cpus, start_bundled
 
-__all__ = ["DEFAULTS", "CompareDefaults", "add_arguments", "level_counts", "main", "ramp_stages"]
+__all__ = [
+    "DEFAULTS",
+    "RUN_OPTIONS",
+    "CompareDefaults",
+    "add_arguments",
+    "level_counts",
+    "main",
+    "ramp_stages",
+]
 
 
 @dataclass(frozen=True)
@@ -57,14 +65,32 @@ DEFAULTS = CompareDefaults()
 RUN_TIME_MARGIN_S = 5.0
 
 
+#: The run options ``compare`` takes, from the option table (docs/cli.md), with its defaults.
+RUN_OPTIONS = ("out", "users", "duration", "max_tokens", "protocol", "slow_readers", "drain")
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The run options ``compare`` shares with ``streamslo run`` (from the option table, with
+    the embedded defaults), the SLO, and the two servers."""
     d = DEFAULTS
-    p.add_argument("--out", type=Path, help="output folder (default reports/out/<timestamp>/)")
-    p.add_argument(
-        "--users",
-        type=positive_int_arg,
-        default=d.users,
-        help=f"concurrent streams at the top level (default {d.users})",
+    add_cli_arguments(
+        p,
+        only=(*RUN_OPTIONS, "slo_source"),
+        defaults={
+            "users": d.users,
+            "duration": d.duration,
+            "max_tokens": d.max_tokens,
+            "protocol": d.protocol,
+            "slow_readers": 0.0,
+            "drain": d.drain,
+        },
+        help={
+            "out": "output folder (default reports/out/<timestamp>/)",
+            "users": f"concurrent streams at the top level (default {d.users})",
+            "duration": f"each run's length, shared by its levels (default {d.duration:g}s)",
+            "max_tokens": f"tokens per stream (default {d.max_tokens})",
+            "slo_source": "SLO TOML file (default: the incidents' SLO)",
+        },
     )
     p.add_argument(
         "--levels",
@@ -72,22 +98,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=d.levels,
         help=f"concurrency levels each run ramps through, halving down from --users (default {d.levels}; 1: constant load)",
     )
-    p.add_argument(
-        "--duration",
-        type=duration_arg,
-        default=d.duration,
-        help=f"each run's length, shared by its levels (default {d.duration:g}s)",
-    )
-    p.add_argument(
-        "--max-tokens",
-        type=positive_int_arg,
-        default=d.max_tokens,
-        help=f"tokens per stream (default {d.max_tokens})",
-    )
-    p.add_argument("--protocol", choices=["sse", "ws", "mixed"], default=d.protocol)
-    p.add_argument("--slow-readers", type=fraction_arg, default=0.0)
-    p.add_argument("--drain", type=duration_arg, default=d.drain)
-    p.add_argument("--slo", help="SLO TOML file (default: the incidents' SLO)")
     p.add_argument(
         "--before-cmd",
         help=f"streamslo serve options for the before server (default: {d.naive_server!r})",
@@ -158,10 +168,7 @@ def _one_run(
             print(
                 f"[{label}] starting the bundled server: streamslo serve {serve_args}", flush=True
             )
-            server = BundledServer(
-                shlex.split(serve_args), out.parent / f"{label}-server.log", server_cpus
-            )
-            server.wait_ready()
+            server = start_bundled(serve_args, out.parent / f"{label}-server.log", server_cpus)
             url = server.url
         print(
             f"[{label}] load: {args.protocol} streams x {args.max_tokens} tokens for {args.duration:g}s, "
@@ -182,7 +189,7 @@ def _one_run(
             drain=args.drain,
             stall_timeout=DEFAULTS.stall_timeout,
             slo=args.slo_obj,
-            slo_source=args.slo,
+            slo_source=args.slo_source,
             allow_invalid=True,
             generator_cpus=gen_cpus,
             quiet=True,
@@ -204,7 +211,7 @@ def main(args: argparse.Namespace) -> int:
     from streamslo.results.layout import Layout, read_json
     from streamslo.slo import thresholds
 
-    args.slo_obj = thresholds.load_slo(args.slo) if args.slo else None
+    args.slo_obj = thresholds.load_slo(args.slo_source) if args.slo_source else None
     args.stages = ramp_stages(args.users, args.levels, args.duration)
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     out: Path = args.out or Path("reports") / "out" / stamp

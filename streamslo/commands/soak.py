@@ -43,31 +43,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """``streamslo soak``."""
-    import shlex
-
     from streamslo.options.stages import parse_stages, total_duration
-    from streamslo.run.execute import config_from_args, execute, load_scenario
+    from streamslo.run.execute import config_from_args, execute
     from streamslo.scenario_files import resolve_scenario
-    from streamslo.server.bundled import BundledServer, split_cpus
+    from streamslo.server.bundled import split_cpus, start_bundled
+    from streamslo.workload.scenario_file import read_scenario
 
-    args.scenario = resolve_scenario(args.scenario)  # a file, or a packaged name (nightly)
-    values, _ = load_scenario(args.scenario)
+    # A file, or a packaged name (nightly); read once: its host here, the rest in the config.
+    scenario = read_scenario(resolve_scenario(args.scenario))
+    args.scenario = scenario.path
     out = args.out or Path("results") / f"soak-{dt.datetime.now():%Y%m%d-%H%M%S}"
-    host = args.host or values.get("host")
+    host = args.host or scenario.values.get("host")
     server = None
     server_cpus, gen_cpus = split_cpus()
     if not host:
         out.mkdir(parents=True, exist_ok=True)
-        server = BundledServer(
-            shlex.split(args.serve), out.parent / f"{out.name}-server.log", server_cpus
-        )
-        server.wait_ready()
+        server = start_bundled(args.serve, out.parent / f"{out.name}-server.log", server_cpus)
         host = server.url
     try:
         args.host, args.out = host, out
         if args.generator_cpus is None:
             args.generator_cpus = gen_cpus
-        cfg = config_from_args(args)
+        cfg = config_from_args(args, scenario)
         # [scenarios.*] set their own length (config_from_args); a stages run lasts as long as
         # its stages; else --duration.
         if cfg.stages:

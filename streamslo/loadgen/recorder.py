@@ -1,5 +1,9 @@
-"""Per-process run state shared by every stream user: options, target, prompts, where finished
-streams go, the live figures, and the reporting of each finished stream to Locust's statistics.
+"""Per-process run state shared by every stream user: options, target, prompts, the stream ids
+and clocks, and the wiring of what happens to each finished stream.
+
+A finished stream is one event (:attr:`RunRecorder.finished`, :mod:`streamslo.loadgen.listeners`):
+the recorder queues it, leaves out the warm-up, masks every secret in its text, and fires it; the
+listeners it wired write it, relay it, add it to the windows and report it to Locust's statistics.
 
 Where finished streams go depends on the process (``docs/distributed.md``): a local runner writes
 the results directory itself; a Locust worker writes nothing and sends them to its master
@@ -32,7 +36,6 @@ import itertools
 import logging
 import time
 from collections import deque
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,10 +44,19 @@ import gevent.lock
 
 from streamslo.errors import ProtocolError
 from streamslo.figures.windows import WindowAggregator
+from streamslo.loadgen.listeners import (
+    Hook,
+    LocustStats,
+    RelayFlush,
+    RelayRow,
+    SaveFigures,
+    StreamFailure,
+    WriteRow,
+)
 from streamslo.loadgen.monitor import GeneratorMonitor
 from streamslo.loadgen.options import LoadOptions
 from streamslo.options.cancel import CancelPlan
-from streamslo.options.redact import Redactor, csv_safe, install_log_redaction
+from streamslo.options.redact import Redactor, install_log_redaction
 from streamslo.options.run_options import OPTIONS
 from streamslo.results.layout import Layout
 from streamslo.results.writer import ResultsWriter, ensure_streams_header, new_tag, warm_pyarrow
@@ -63,13 +75,12 @@ if TYPE_CHECKING:
 
 __all__ = ["RunRecorder", "StreamFailure", "claim_run_start", "get_recorder"]
 
+# StreamFailure lives with the listener that raises it (listeners.LocustStats); named here too,
+# where Locust users have always found it.
+
 log = logging.getLogger("streamslo.locust")
 
 _RECORDER_ATTR = "_streamslo_recorder"
-
-
-class StreamFailure(Exception):
-    """A stream that did not end ``ok``; Locust groups failures by this message."""
 
 
 def claim_run_start(directory: Path) -> float:
@@ -120,30 +131,6 @@ def _first_model(target: Target) -> tuple[str | None, str | None]:
 _TOKEN_ID_APIS = ("openai-chat", "openai-completions")
 
 
-#: The ``StreamRecord`` fields that are text columns of ``streams.csv`` (the others are numbers).
-_TEXT_FIELDS = (
-    "stream_id",
-    "protocol",
-    "user_class",
-    "outcome",
-    "finish_reason",
-    "error",
-    "conversation_id",
-)
-
-
-def _csv_safe_record(rec: StreamRecord) -> StreamRecord:
-    """``rec``, or a copy whose text cells cannot start a spreadsheet formula."""
-    changes: dict[str, Any] = {}  # Any: replace() checks each keyword against its field
-    for name in _TEXT_FIELDS:
-        value = getattr(rec, name)
-        if value and isinstance(value, str):
-            safe = csv_safe(value)
-            if safe is not value:
-                changes[name] = safe
-    return replace(rec, **changes) if changes else rec
-
-
 class RunRecorder:
     """One per Locust process, created at init and started at test start."""
 
@@ -187,6 +174,11 @@ class RunRecorder:
         """perf_counter() when this process started its first request (the load's start)."""
         self.load_over = False
         """The load's time is up (``--load-time``): users start no new stream."""
+        self.finished: Hook[StreamRecord] = Hook()
+        """A stream that counts has finished (the warm-up left out, its secrets masked)."""
+        self.flushing: Hook[bool] = Hook()
+        """Every 2 s, and at the end of a test (``True``): write or send what finished."""
+        self._wire()
         if opts.results_dir is not None and not self._is_worker:
             ensure_streams_header(opts.results_dir)
             # Now, not at test start: Locust's --run-time clock runs from the start, and this
@@ -263,6 +255,7 @@ class RunRecorder:
             figures=lambda: self.monitor.figures() if self.monitor is not None else {},
             in_flight=lambda: self.in_flight,
         )
+        self._wire()
         return self.sender
 
     def attach_receiver(self, runner: MasterRunner) -> RelayReceiver:
@@ -270,6 +263,7 @@ class RunRecorder:
         from streamslo.loadgen.relay import RelayReceiver
 
         self.receiver = RelayReceiver(runner)
+        self._wire()
         return self.receiver
 
     def finish_now(self) -> None:
@@ -283,19 +277,6 @@ class RunRecorder:
         elif state in (STATE_INIT, STATE_STOPPED) and self.sender is not None:
             self.sender.flush(final=True)  # no users run here (or none ever did)
         # Stopping already (cleanup): the final batch comes when it has stopped.
-
-    def _report_stats_now(self) -> None:
-        """A worker at the end of a test: send Locust's statistics (and the live figures that
-        ride on them) now, ahead of the final batch. A headless master stops listening half a
-        second after it tells its workers to quit: a worker slower than that (a saturated one)
-        would otherwise leave its last streams out of Locust's own totals."""
-        runner = self.env.runner
-        data: dict[str, Any] = {}
-        try:
-            self.env.events.report_to_master.fire(client_id=runner.client_id, data=data)
-            runner.send_message("stats", data)
-        except Exception as exc:  # Locust's RPC errors: its stats reporter tries again
-            log.warning("streamslo: could not send the last statistics to the master (%s)", exc)
 
     # ---------------------------------------------------------------- start/stop
     def on_test_start(self, generating: bool) -> None:
@@ -334,6 +315,7 @@ class RunRecorder:
             self.monitor.start()
         if self.sender is not None:
             self.sender.start()
+        self._wire()
         if self._flusher is None and (
             self.writer is not None or self.monitor is not None or self.receiver is not None
         ):
@@ -347,20 +329,46 @@ class RunRecorder:
             except Exception:  # a full disk (say) must not end the periodic flush
                 log.exception("streamslo: flush failed; retrying in 2 s")
 
+    def _wire(self) -> None:
+        """Hang this process's listeners on :attr:`finished` and :attr:`flushing`, in the order
+        they must run (the receiver hands its workers' batches to the writer before it
+        flushes); again whenever one comes or goes (init, the relay, each test start)."""
+        finished: Hook[StreamRecord] = Hook()
+        flushing: Hook[bool] = Hook()
+        if self.sender is not None:  # a worker: the master writes its streams
+            finished.add_listener(RelayRow(self.sender))
+            flushing.add_listener(RelayFlush(self.sender, self._report_stats_now))
+        elif self.writer is not None:
+            finished.add_listener(WriteRow(self.writer))
+        if self.aggregator is not None:
+            # A worker's window parts travel to its master (loadgen/live_windows.py).
+            finished.add_listener(self.aggregator.add)
+        finished.add_listener(LocustStats(self.env.events.request.fire, self.opts.itl_events))
+        if self.receiver is not None:
+            receiver = self.receiver
+            flushing.add_listener(lambda final: receiver.poll())
+        if self.writer is not None:
+            flushing.add_listener(self.writer.flush)
+        if self.monitor is not None:
+            flushing.add_listener(SaveFigures(self.monitor))
+        self.finished, self.flushing = finished, flushing
+
+    def _report_stats_now(self) -> None:
+        """A worker at the end of a test: send Locust's statistics (and the live figures that
+        ride on them) now, ahead of the final batch (see :class:`RelayFlush`)."""
+        runner = self.env.runner
+        data: dict[str, Any] = {}
+        try:
+            self.env.events.report_to_master.fire(client_id=runner.client_id, data=data)
+            runner.send_message("stats", data)
+        except Exception as exc:  # Locust's RPC errors: its stats reporter tries again
+            log.warning("streamslo: could not send the last statistics to the master (%s)", exc)
+
     def flush(self, wait: bool = False) -> None:
         """Write (or, on a worker, send) what finished; ``wait``: the end of a test."""
         if wait:
             self.drain()
-        if self.sender is not None and wait:
-            if self.sender.running:
-                self._report_stats_now()
-            self.sender.flush(final=True)  # the loop sends the rest every second
-        if self.receiver is not None:
-            self.receiver.poll()
-        if self.writer is not None:
-            self.writer.flush(wait=wait)
-        if self.monitor is not None:
-            self.monitor.save()
+        self.flushing.fire(wait)
 
     def on_test_stop(self) -> None:
         """The end of a test: record every stream; a worker sends its final batch, a master
@@ -454,81 +462,12 @@ class RunRecorder:
 
     def _record(self, rec: StreamRecord) -> None:
         # Server text may echo a key: mask it before the row, the live figures or Locust's
-        # failure message (cut to 80 characters below, after masking) can keep it.
+        # failure message (cut to 80 characters, after masking) can keep it.
         if rec.error:
             rec.error = self.redact(rec.error)
         if rec.finish_reason:
             rec.finish_reason = self.redact(rec.finish_reason)
-        if self.sender is not None:
-            self.sender.add(_csv_safe_record(rec))
-        elif self.writer is not None:
-            self.writer.add(_csv_safe_record(rec))
-        # Windows: a worker's parts travel to the master, which writes them (loadgen/live_windows.py).
-        if self.aggregator is not None:
-            self.aggregator.add(rec)
-        self._report(rec)
-
-    def _report(self, rec: StreamRecord) -> None:
-        fire = self.env.events.request.fire
-        kind = "WS" if rec.protocol == "ws" else "SSE"
-        outcome = rec.outcome
-        if outcome == "cancelled":
-            return
-        if rec.ttft_s is not None:
-            fire(
-                request_type=kind,
-                name="ttft",
-                response_time=rec.ttft_s * 1000.0,
-                response_length=0,
-                exception=None,
-                context={},
-            )
-        mode = self.opts.itl_events
-        if rec.gap_s and mode != "off":
-            if mode == "per-gap":
-                for g in rec.gap_s:
-                    fire(
-                        request_type=kind,
-                        name="itl",
-                        response_time=g * 1000.0,
-                        response_length=0,
-                        exception=None,
-                        context={},
-                    )
-            else:
-                mean = sum(rec.gap_s) / len(rec.gap_s)
-                fire(
-                    request_type=kind,
-                    name="itl",
-                    response_time=mean * 1000.0,
-                    response_length=0,
-                    exception=None,
-                    context={},
-                )
-                fire(
-                    request_type=kind,
-                    name="max_gap",
-                    response_time=max(rec.gap_s) * 1000.0,
-                    response_length=0,
-                    exception=None,
-                    context={},
-                )
-        if outcome == "client_cancelled":
-            return  # hung up on purpose: its TTFT and gaps count, its cut-short stream neither way
-        e2e = (rec.e2e_s or 0.0) * 1000.0
-        exc = (
-            None
-            if outcome == "ok"
-            else StreamFailure(f"{outcome}: {rec.error[:80]}" if rec.error else outcome)
-        )
-        fire(
-            request_type=kind,
-            name="stream",
-            response_time=e2e,
-            response_length=rec.bytes,
-            exception=exc,
-            context={},
-        )
+        self.finished.fire(rec)
 
 
 def get_recorder(environment: Any) -> RunRecorder:

@@ -23,13 +23,14 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from streamslo.errors import BadInputError
+from streamslo.errors import BadInputError, SLOFileError
 from streamslo.options.cancel import CancelAfterSpec
 from streamslo.options.lengths import LengthDist, LengthSpec
+from streamslo.options.toml_file import TomlFile
 from streamslo.options.values import (
     OPTION_KEY,
     Choice,
@@ -702,25 +703,37 @@ def add_cli_arguments(
     required: Iterable[str] = (),
     help: Mapping[str, str] | None = None,
     exclude: Iterable[str] = (),
+    only: Iterable[str] | None = None,
+    defaults: Mapping[str, object] | None = None,
 ) -> None:
-    """Add every ``streamslo run`` option to ``parser``.
+    """Add every ``streamslo run`` option to ``parser`` (or the few a command takes).
 
     Every default is None, so that :func:`cli_values` knows what the command line set (a
-    scenario's value applies otherwise, then the table's default).
+    scenario's value applies otherwise, then the table's default), unless ``defaults`` gives
+    the command's own.
 
     Args:
         parser: the sub-command's parser.
         required: option names the command requires.
         help: option name -> help text that replaces the table's for this command.
         exclude: option names the command refuses (left out of its parser and its help).
+        only: the option names the command takes (None: every one); ``compare`` takes a few.
+        defaults: option name -> the command's own default (its help says so).
     """
     must = set(required)
     left_out = set(exclude)
+    chosen = None if only is None else set(only)
+    own = dict(defaults or {})
     for opt in OPTIONS:
-        if not opt.cli or opt.name in left_out:
+        if not opt.cli or opt.name in left_out or (chosen is not None and opt.name not in chosen):
             continue
-        text = (help or {}).get(opt.name) or opt.help_text()
-        kw: dict[str, Any] = {"dest": opt.name, "default": None, "help": text.replace("%", "%%")}
+        shown = replace(opt, default=own[opt.name]) if opt.name in own else opt
+        text = (help or {}).get(opt.name) or shown.help_text()
+        kw: dict[str, Any] = {
+            "dest": opt.name,
+            "default": own.get(opt.name),
+            "help": text.replace("%", "%%"),
+        }
         if isinstance(opt.type, Switch):
             kw.update(action="store_const", const=not opt.inverted)
         elif isinstance(opt.type, TextList):
@@ -757,25 +770,37 @@ def cli_values(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def scenario_values(table: object, source: str) -> dict[str, object]:
+def scenario_values(table: object, source: str, toml: TomlFile | None = None) -> dict[str, object]:
     """The options of a scenario's ``[load]`` table (``-`` and ``_`` alike in keys).
+
+    Args:
+        table: the ``[load]`` table.
+        source: the file (named in errors).
+        toml: the parsed file, so that errors can name the line too.
 
     Raises:
         BadInputError: not a table, an unknown key, or a bad value (the message names the
-            file and the key).
+            file, the line when known, and the key).
     """
+
+    def fail(key: str | None, message: str) -> BadInputError:
+        if toml is None:
+            return BadInputError(f"{source}: {message}")
+        line = toml.key_line("load", key) if key is not None else toml.table_line("load")
+        return SLOFileError(source, line, message)
+
     if not isinstance(table, dict):
-        raise BadInputError(f"{source}: [load] must be a table")
+        raise fail(None, "[load] must be a table")
     out: dict[str, Any] = {}
     for key, raw in table.items():
         opt = _BY_SCENARIO_KEY.get(str(key).replace("-", "_"))
         if opt is None:
             known = ", ".join(sorted(_BY_SCENARIO_KEY))
-            raise BadInputError(f"{source}: unknown [load] key {key!r} (known keys: {known})")
+            raise fail(str(key), f"unknown [load] key {key!r} (known keys: {known})")
         try:
             out[opt.name] = opt.type.parse(raw)
         except ValueError as exc:
-            raise BadInputError(f"{source}: [load] {key}: {exc}") from None
+            raise fail(str(key), f"[load] {key}: {exc}") from None
     return out
 
 

@@ -230,9 +230,11 @@ def read_json(path: Path) -> dict[str, Any]:
     return obj
 
 
-def new_run_json(info: Mapping[str, object]) -> dict[str, object]:
+def new_run_json(info: RunJson) -> RunJson:
     """``run.json`` as written when a run starts: ``info``, not complete."""
-    return {"schema_version": SCHEMA_VERSION, "complete": False, **info}
+    run: RunJson = {"schema_version": SCHEMA_VERSION, "complete": False}
+    run.update(info)
+    return run
 
 
 def read_run_start(layout: Layout) -> float | None:

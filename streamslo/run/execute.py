@@ -18,7 +18,7 @@ import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streamslo.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_THRESHOLD, BadInputError
 from streamslo.options.redact import HEADERS_ENV, Headers, resolve_headers
@@ -26,11 +26,14 @@ from streamslo.options.run_options import (
     RunOptions,
     cli_values,
     locust_argv,
-    scenario_values,
 )
 from streamslo.stream.dialects import ENDPOINT_APIS
 
-__all__ = ["RunConfig", "config_from_args", "execute", "load_scenario", "prepare_out"]
+if TYPE_CHECKING:
+    from streamslo.results.schema import RunJson
+    from streamslo.workload.scenario_file import ScenarioFile
+
+__all__ = ["RunConfig", "config_from_args", "execute", "prepare_out"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,43 +64,6 @@ class RunConfig(RunOptions):
         """What the Locust subprocess's environment gets besides ours: the headers (values
         never go on its command line, where ``ps`` and CI logs show them)."""
         return {HEADERS_ENV: self.headers.to_env()} if self.headers else {}
-
-
-def load_scenario(path: str) -> tuple[dict[str, Any], Any]:
-    """A scenario file: ``[scenarios.NAME]`` k6 executors (``docs/scenarios.md``) and/or
-    ``[load]`` options (and k6 ``stages``), optional ``[thresholds]``.
-
-    Returns:
-        The options it sets (field name -> typed value) and its SLO (None without thresholds).
-
-    Raises:
-        BadInputError: an unreadable file, bad TOML, an unknown key or a bad value (the message
-            names the file).
-    """
-    import tomllib
-
-    from streamslo.slo import thresholds
-
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise BadInputError(f"{path}: cannot read the scenario ({exc.strerror})") from None
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise BadInputError(f"{path}: {exc}") from None
-    values = scenario_values(doc.get("load", {}), path)
-    if "scenarios" in doc:
-        from streamslo.workload.scenarios import parse_scenarios, to_wire
-
-        parse_scenarios(doc["scenarios"], path, text)  # every mistake now, with its line
-        values["scenarios"] = to_wire(doc["scenarios"])
-    slo = (
-        thresholds.parse_thresholds_table(doc["thresholds"], source=path, text=text)
-        if "thresholds" in doc
-        else None
-    )
-    return values, slo
 
 
 def _scenario_run(values: dict[str, Any], cli: dict[str, Any]) -> dict[str, Any]:
@@ -152,8 +118,13 @@ def _trace_run(values: dict[str, Any], cli: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def config_from_args(args: argparse.Namespace) -> RunConfig:
+def config_from_args(args: argparse.Namespace, scenario: ScenarioFile | None = None) -> RunConfig:
     """Merge the command line over the scenario file (if any), over the defaults.
+
+    Args:
+        args: the parsed command line.
+        scenario: the scenario file ``args.scenario`` names, when the caller has read it
+            already (``soak`` reads it for its host first); else it is read here.
 
     Raises:
         BadInputError: a missing or bad value.
@@ -164,11 +135,13 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     slo = budget = None
     cli = cli_values(args)
     if cli.get("scenario"):
-        from streamslo.scenario_files import resolve_scenario
+        if scenario is None:
+            from streamslo.scenario_files import resolve_scenario
+            from streamslo.workload.scenario_file import read_scenario
 
-        cli["scenario"] = resolve_scenario(cli["scenario"])
-        values, slo = load_scenario(cli["scenario"])
-        _, budget = read_slo_file(cli["scenario"])
+            scenario = read_scenario(resolve_scenario(cli["scenario"]))
+        cli["scenario"] = scenario.path
+        values, slo, budget = dict(scenario.values), scenario.slo, scenario.budget
     values.update(cli)
     if values.get("slo_source"):
         slo, own_budget = read_slo_file(values["slo_source"])
@@ -377,7 +350,7 @@ def execute(cfg: RunConfig) -> int:
         freed = FreedCheck(evidence.metrics_url)
         freed.before()  # the in-flight gauge before any load: the baseline it must return to
     start = time.time()
-    info: dict[str, Any] = {
+    info: RunJson = {
         "tool_version": __version__,
         "start": iso_utc(start),
         "start_epoch": start,
@@ -404,7 +377,7 @@ def execute(cfg: RunConfig) -> int:
         "budget": cfg.budget.as_dict() if cfg.budget is not None else None,
         "metrics_url": evidence.metrics_url,
         "locust_version": version("locust"),
-        "server_mode": server.get("mode") if server else None,
+        "server_mode": str(server["mode"]) if server and server.get("mode") is not None else None,
         "server": server,
         "workload": workload,
         "preflight": preflight,
@@ -472,26 +445,23 @@ def execute(cfg: RunConfig) -> int:
     if died:
         # Locust was killed: the run's end is its last record, not now.
         end = last_record_epoch(load_run(out)) or end
-    summary, checks = finalize(
-        out,
-        {
-            "start": iso_utc(run_start),
-            "start_epoch": run_start,
-            "end": iso_utc(end),
-            "end_epoch": end,
-            "aborted": [c.as_dict() for c in aborted] or None,
-            "aborted_by_alert": alert_abort.as_dict() if alert_abort is not None else None,
-            "alerts": [a.as_dict() for a in watch.alerts] if cfg.budget is not None else None,
-            "interrupted": interrupted is not None,
-            "stop_signal": _signal_name(interrupted),
-            "killed": died,
-            "overran": overran,
-            "locust_exit_code": rc,
-            **({"server_freed": server_freed} if server_freed is not None else {}),
-        },
-        slo,
-        extra_checks=aborted,
-    )
+    ended: RunJson = {
+        "start": iso_utc(run_start),
+        "start_epoch": run_start,
+        "end": iso_utc(end),
+        "end_epoch": end,
+        "aborted": [c.as_dict() for c in aborted] or None,
+        "aborted_by_alert": alert_abort.as_dict() if alert_abort is not None else None,
+        "alerts": [a.as_dict() for a in watch.alerts] if cfg.budget is not None else None,
+        "interrupted": interrupted is not None,
+        "stop_signal": _signal_name(interrupted),
+        "killed": died,
+        "overran": overran,
+        "locust_exit_code": rc,
+    }
+    if server_freed is not None:
+        ended["server_freed"] = server_freed
+    summary, checks = finalize(out, ended, slo, extra_checks=aborted)
     data = load_run(out)
     failed = [c for c in checks if not c.passed] + list(aborted)
     if not cfg.quiet:

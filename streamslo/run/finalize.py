@@ -169,7 +169,7 @@ def relay_totals(directory: Path) -> dict[str, object]:
 
 def finalize(
     directory: Path,
-    run_info: dict[str, Any],
+    run_info: RunJson,
     slo: SLO | None = None,
     extra_checks: list[CheckResult] | None = None,
 ) -> tuple[SummaryJson, list[CheckResult]]:
@@ -254,8 +254,7 @@ def last_record_epoch(data: RunData) -> float | None:
 
 def _recorded_slo(layout: Layout, run: RunJson) -> SLO | None:
     """The SLO the run was checked against, when run.json names a file that still exists."""
-    import tomllib
-
+    from streamslo.options.toml_file import read_toml
     from streamslo.slo import thresholds
 
     source = run.get("slo")
@@ -263,10 +262,7 @@ def _recorded_slo(layout: Layout, run: RunJson) -> SLO | None:
         return thresholds.load_slo(source)
     scenario = run.get("scenario")
     if source == "scenario" and isinstance(scenario, str) and Path(scenario).is_file():
-        text = Path(scenario).read_text()
-        doc = tomllib.loads(text)
-        if "thresholds" in doc:
-            return thresholds.parse_thresholds_table(doc["thresholds"], source=scenario, text=text)
+        return thresholds.thresholds_of(read_toml(scenario, "a scenario file"))
     return None
 
 
@@ -313,13 +309,13 @@ def finalize_killed(
     if start is None and len(data.streams):
         start = float(data.streams["started_at"].min())
     end = last_record_epoch(data)
-    info: dict[str, Any] = {"killed": True, "finalized_by": "streamslo finalize"}
+    info: RunJson = {"killed": True, "finalized_by": "streamslo finalize"}
     if start is not None:
-        info.update(start=iso_utc(start), start_epoch=start)
+        info["start"], info["start_epoch"] = iso_utc(start), start
     if end is not None:
         end = max(end, start) if start is not None else end
-        info.update(end=iso_utc(end), end_epoch=end)
-    info.setdefault("tool_version", run.get("tool_version", __version__))
+        info["end"], info["end_epoch"] = iso_utc(end), end
+    info["tool_version"] = run.get("tool_version", __version__)
     summary, checks = finalize(layout.root, info, slo or _recorded_slo(layout, run))
     return summary, checks, True
 
@@ -332,6 +328,10 @@ def finalize_plain_locust(environment: Environment, directory: Path, run_start: 
 
     log = logging.getLogger("streamslo.locust")
     opts = environment.parsed_options
+
+    def option(name: str) -> Any:
+        return getattr(opts, name, None)
+
     try:
         end = time.time()
         finalize(
@@ -342,12 +342,13 @@ def finalize_plain_locust(environment: Environment, directory: Path, run_start: 
                 "end": iso_utc(end),
                 "start_epoch": run_start,
                 "end_epoch": end,
-                "target": environment.host,
+                "target": environment.host or "",
                 "scenario": None,
-                "users": getattr(opts, "num_users", None),
-                "protocol": getattr(opts, "protocol", None),
-                "stall_timeout": getattr(opts, "stall_timeout", None),
-                "max_tokens": getattr(opts, "max_tokens", None),
+                # Locust's parsed options are untyped (None: not given to this Locust).
+                "users": option("num_users"),
+                "protocol": option("protocol"),
+                "stall_timeout": option("stall_timeout"),
+                "max_tokens": option("max_tokens"),
                 "locust_version": locust.__version__,
             },
         )

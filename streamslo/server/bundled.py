@@ -23,7 +23,14 @@ from types import TracebackType
 from streamslo.errors import StreamSLOError
 from streamslo.server.deps import require_server_extra
 
-__all__ = ["BundledServer", "ServerStartError", "free_port", "log_tail", "split_cpus"]
+__all__ = [
+    "BundledServer",
+    "ServerStartError",
+    "free_port",
+    "log_tail",
+    "split_cpus",
+    "start_bundled",
+]
 
 
 class ServerStartError(StreamSLOError):
@@ -137,6 +144,24 @@ class BundledServer:
         self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+def start_bundled(serve_options: str, log: Path, cpus: str | None = None) -> BundledServer:
+    """``streamslo serve SERVE_OPTIONS`` started and answering: how ``compare`` (``--before-cmd``,
+    ``--after-cmd``) and ``soak`` (``--serve``) start theirs.
+
+    Args:
+        serve_options: ``serve`` options as one shell-quoted string (``--mode naive ...``).
+        log: where the server's output goes.
+        cpus: a ``taskset -c`` CPU list, or None.
+
+    Raises:
+        ServerExtraMissing: the ``server`` extra is not installed.
+        ServerStartError: the server exited or did not answer in time (it is stopped).
+    """
+    import shlex
+
+    return BundledServer(shlex.split(serve_options), log, cpus).wait_ready()
 
 
 def split_cpus() -> tuple[str | None, str | None]:

@@ -29,6 +29,7 @@ from streamslo.server.protocol import (
 
 __all__ = [
     "DIALECT_KINDS",
+    "EventChunks",
     "MessagesChunks",
     "ResponsesChunks",
     "anthropic_error_body",
@@ -180,12 +181,24 @@ def _event(name: str, obj: dict[str, Any]) -> str:
     return f"event: {name}\ndata: {json.dumps(obj, separators=(',', ':'))}\n\n"
 
 
-class ResponsesChunks(ChunkFactory):
-    """One Responses API stream: ``response.created`` ... deltas ... ``response.completed``
-    or ``response.incomplete``."""
+class EventChunks(ChunkFactory):
+    """What the event dialects' writers share: whole SSE events (``event:`` lines, no
+    ``[DONE]``), an id of their own, and which token is a reasoning, an answer or a tool-call
+    delta (``--reasoning-tokens``, ``--tool-call-tokens``: in every event dialect, unlike the
+    OpenAI ones, where only chat has them).
+
+    Args:
+        req: the request.
+        prompt_tokens: the prompt's length in tokens (usage).
+        reasoning: the first this many tokens are reasoning deltas.
+        tool: the last this many tokens (of ``max_tokens``) are tool-call argument deltas.
+        cached_tokens: prompt tokens served from the prefix cache (usage).
+    """
 
     framed = True
     done = b""
+    id_prefix = ""
+    """The id's prefix (``resp``, ``msg``), before 16 random hex digits."""
 
     def __init__(
         self,
@@ -196,16 +209,49 @@ class ResponsesChunks(ChunkFactory):
         cached_tokens: int = 0,
     ) -> None:
         super().__init__(req, prompt_tokens, cached_tokens)
-        self.id = f"resp_{random.getrandbits(64):016x}"
+        self.id = f"{self.id_prefix}_{random.getrandbits(64):016x}"
         self._left = reasoning
+        """Reasoning tokens still to come."""
+        # The token index where the tool call starts (None: never).
         self._tool_from = max(reasoning, req.max_tokens - tool) if tool else None
         self._i = 0
+        self._phase = ""
+        """The block or item open now ("": none yet)."""
+        self._texts: list[str] = []
+        """The answer's tokens (for the final object)."""
+
+    def _next_kind(self) -> str:
+        """What the next token is: ``tool``, ``reasoning`` or ``answer``."""
+        if self._tool_from is not None:
+            i = self._i
+            self._i += 1
+            if i >= self._tool_from:
+                return "tool"
+        if self._left:
+            self._left -= 1
+            return "reasoning"
+        return "answer"
+
+
+class ResponsesChunks(EventChunks):
+    """One Responses API stream: ``response.created`` ... deltas ... ``response.completed``
+    or ``response.incomplete``."""
+
+    id_prefix = "resp"
+
+    def __init__(
+        self,
+        req: ParsedRequest,
+        prompt_tokens: int,
+        reasoning: int = 0,
+        tool: int = 0,
+        cached_tokens: int = 0,
+    ) -> None:
+        super().__init__(req, prompt_tokens, reasoning, tool, cached_tokens)
         self._args: list[str] = []
         self._fc_id = f"fc_{random.getrandbits(64):016x}"
         self._reasoning = 0
         self._seq = 0
-        self._phase = ""  # "", "reasoning", "message"
-        self._texts: list[str] = []
         self._thoughts: list[str] = []
         self._msg_id = f"msg_{random.getrandbits(64):016x}"
         self._rs_id = f"rs_{random.getrandbits(64):016x}"
@@ -353,13 +399,10 @@ class ResponsesChunks(ChunkFactory):
         )
 
     def token(self, text: str) -> str:
-        if self._tool_from is not None:
-            i = self._i
-            self._i += 1
-            if i >= self._tool_from:
-                return self._tool(text)
-        if self._left:
-            self._left -= 1
+        kind = self._next_kind()
+        if kind == "tool":
+            return self._tool(text)
+        if kind == "reasoning":
             out = ""
             if not self._phase:
                 self._phase = "reasoning"
@@ -447,12 +490,11 @@ class ResponsesChunks(ChunkFactory):
         )
 
 
-class MessagesChunks(ChunkFactory):
+class MessagesChunks(EventChunks):
     """One Anthropic Messages stream: ``message_start``, ``content_block_*``,
     ``message_delta``, ``message_stop``."""
 
-    framed = True
-    done = b""
+    id_prefix = "msg"
 
     def __init__(
         self,
@@ -462,14 +504,8 @@ class MessagesChunks(ChunkFactory):
         tool: int = 0,
         cached_tokens: int = 0,
     ) -> None:
-        super().__init__(req, prompt_tokens, cached_tokens)
-        self.id = f"msg_{random.getrandbits(64):016x}"
-        self._left = reasoning
-        self._tool_from = max(reasoning, req.max_tokens - tool) if tool else None
-        self._i = 0
+        super().__init__(req, prompt_tokens, reasoning, tool, cached_tokens)
         self._index = -1
-        self._phase = ""
-        self._texts: list[str] = []
         self._text_head = ""
 
     def role(self) -> str | None:
@@ -514,27 +550,24 @@ class MessagesChunks(ChunkFactory):
 
     def token(self, text: str) -> str:
         t = json.dumps(text)
-        if self._tool_from is not None:
-            i = self._i
-            self._i += 1
-            if i >= self._tool_from:
-                out = ""
-                if self._phase != "tool":
-                    out = self._block(
-                        {
-                            "type": "tool_use",
-                            "id": f"toolu_{self.id[-12:]}",
-                            "name": "lookup",
-                            "input": {},
-                        }
-                    )
-                    self._phase = "tool"
-                return (
-                    f'{out}event: content_block_delta\ndata: {{"type":"content_block_delta","index":{self._index},'
-                    f'"delta":{{"type":"input_json_delta","partial_json":{t}}}}}\n\n'
+        kind = self._next_kind()
+        if kind == "tool":
+            out = ""
+            if self._phase != "tool":
+                out = self._block(
+                    {
+                        "type": "tool_use",
+                        "id": f"toolu_{self.id[-12:]}",
+                        "name": "lookup",
+                        "input": {},
+                    }
                 )
-        if self._left:
-            self._left -= 1
+                self._phase = "tool"
+            return (
+                f'{out}event: content_block_delta\ndata: {{"type":"content_block_delta","index":{self._index},'
+                f'"delta":{{"type":"input_json_delta","partial_json":{t}}}}}\n\n'
+            )
+        if kind == "reasoning":
             out = ""
             if self._phase != "thinking":
                 out = self._block({"type": "thinking", "thinking": ""})

@@ -28,178 +28,246 @@ import socket
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from dataclasses import field as dc_field
 from types import FrameType
+from typing import Any
 
 from streamslo.errors import BadInputError
 from streamslo.server.config import CONFIG_ENV, FAULTS, ServerConfig
 from streamslo.server.deps import require_server_extra
 
-__all__ = ["add_arguments", "config_from_args", "is_loopback_host", "main", "warn_if_exposed"]
+__all__ = [
+    "SERVE_OPTIONS",
+    "ServeOption",
+    "add_arguments",
+    "config_from_args",
+    "gunicorn_command",
+    "is_loopback_host",
+    "main",
+    "warn_if_exposed",
+]
 
 log = logging.getLogger("streamslo.server.launch")
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``serve``'s options to ``parser``."""
-    d = ServerConfig()
-    g = parser.add_argument_group("server")
-    g.add_argument(
+_D = ServerConfig()
+
+
+@dataclass(frozen=True)
+class ServeOption:
+    """One ``streamslo serve`` option: its flag, its help group, and where its value goes."""
+
+    flag: str
+    group: str
+    """``server``, ``limits`` or ``engine`` (the ``--help`` sections)."""
+    help: str | None
+    field: str | None = None
+    """The :class:`ServerConfig` field it sets (its default, unless ``argparse`` says
+    otherwise); None: a launcher setting (Gunicorn's, the listening socket's)."""
+    argparse: Mapping[str, Any] = dc_field(default_factory=dict)
+    """``add_argument`` keywords: ``type``, ``choices``, ``action``, ``metavar``, ``default``."""
+
+    @property
+    def dest(self) -> str:
+        return self.flag[2:].replace("-", "_")
+
+
+#: Every ``streamslo serve`` option, declared once: :func:`add_arguments` adds them,
+#: :func:`config_from_args` turns them into a :class:`ServerConfig`, :func:`gunicorn_command`
+#: reads the launcher's.
+SERVE_OPTIONS: tuple[ServeOption, ...] = (
+    ServeOption(
         "--mode",
-        choices=("naive", "fixed"),
-        default="fixed",
-        help="naive = every incident fault on; fixed = the repaired server (default)",
-    )
-    g.add_argument(
+        "server",
+        "naive = every incident fault on; fixed = the repaired server (default)",
+        "mode",
+        {"choices": ("naive", "fixed"), "default": "fixed"},
+    ),
+    ServeOption(
         "--fault",
-        action="append",
-        default=[],
-        choices=FAULTS,
-        metavar="NAME",
-        help=f"add one fault on top of the mode (repeatable): {', '.join(FAULTS)}",
-    )
-    g.add_argument("--server", choices=("uvicorn", "gunicorn"), default="uvicorn")
-    g.add_argument("--workers", type=int, default=1, help="Gunicorn workers (default 1)")
-    g.add_argument(
+        "server",
+        f"add one fault on top of the mode (repeatable): {', '.join(FAULTS)}",
+        "faults",
+        {"action": "append", "default": [], "choices": FAULTS, "metavar": "NAME"},
+    ),
+    ServeOption("--server", "server", None, "server", {"choices": ("uvicorn", "gunicorn")}),
+    ServeOption(
+        "--workers", "server", "Gunicorn workers (default 1)", None, {"type": int, "default": 1}
+    ),
+    ServeOption(
         "--timeout",
-        type=int,
-        default=30,
-        help="Gunicorn worker timeout, seconds (default 30, Gunicorn's own)",
-    )
-    g.add_argument(
+        "server",
+        "Gunicorn worker timeout, seconds (default 30, Gunicorn's own)",
+        None,
+        {"type": int, "default": 30},
+    ),
+    ServeOption(
         "--graceful-timeout",
-        type=int,
-        default=30,
-        help="seconds in-flight streams get to finish after SIGTERM (default 30)",
-    )
-    g.add_argument("--keep-alive", type=int, default=5, help="idle keep-alive, seconds")
-    g.add_argument(
+        "server",
+        "seconds in-flight streams get to finish after SIGTERM (default 30)",
+        "graceful_timeout_s",
+        {"type": int, "default": 30},
+    ),
+    ServeOption(
+        "--keep-alive", "server", "idle keep-alive, seconds", None, {"type": int, "default": 5}
+    ),
+    ServeOption(
         "--host",
-        default="127.0.0.1",
-        help="address to bind (default 127.0.0.1; anything else logs a warning)",
-    )
-    g.add_argument("--port", type=int, default=8000)
-    lim = parser.add_argument_group("limits")
-    lim.add_argument(
+        "server",
+        "address to bind (default 127.0.0.1; anything else logs a warning)",
+        None,
+        {"default": "127.0.0.1"},
+    ),
+    ServeOption("--port", "server", None, None, {"type": int, "default": 8000}),
+    ServeOption(
         "--api-key-env",
-        default=None,
-        metavar="VAR",
-        help="require 'Authorization: Bearer <key>' on /v1/*, the key read from "
+        "limits",
+        "require 'Authorization: Bearer <key>' on /v1/*, the key read from "
         "environment variable VAR (never from a command line)",
-    )
-    lim.add_argument(
+        "api_key_env",
+        {"metavar": "VAR"},
+    ),
+    ServeOption(
         "--max-connections",
-        type=int,
-        default=d.max_connections,
-        help=f"open connections per process; past it 503 / WS close 1013 "
-        f"(default {d.max_connections})",
-    )
-    lim.add_argument(
+        "limits",
+        f"open connections per process; past it 503 / WS close 1013 (default {_D.max_connections})",
+        "max_connections",
+        {"type": int},
+    ),
+    ServeOption(
         "--header-timeout",
-        type=float,
-        default=d.header_timeout_s,
-        help=f"seconds a request head may take to arrive; 408 past it "
-        f"(default {d.header_timeout_s:g})",
-    )
-    lim.add_argument(
+        "limits",
+        f"seconds a request head may take to arrive; 408 past it (default {_D.header_timeout_s:g})",
+        "header_timeout_s",
+        {"type": float},
+    ),
+    ServeOption(
         "--body-timeout",
-        type=float,
-        default=d.body_timeout_s,
-        help=f"seconds a request body may take to arrive; 408 past it "
-        f"(default {d.body_timeout_s:g})",
-    )
-    lim.add_argument(
+        "limits",
+        f"seconds a request body may take to arrive; 408 past it (default {_D.body_timeout_s:g})",
+        "body_timeout_s",
+        {"type": float},
+    ),
+    ServeOption(
         "--max-body-bytes",
-        type=int,
-        default=d.max_body_bytes,
-        help=f"largest body (413) or WebSocket message (1009) (default {d.max_body_bytes})",
-    )
-    lim.add_argument(
+        "limits",
+        f"largest body (413) or WebSocket message (1009) (default {_D.max_body_bytes})",
+        "max_body_bytes",
+        {"type": int},
+    ),
+    ServeOption(
         "--max-tokens-limit",
-        type=int,
-        default=d.max_tokens_limit,
-        help=f"largest max_tokens accepted (default {d.max_tokens_limit})",
-    )
-    m = parser.add_argument_group("engine")
-    m.add_argument(
+        "limits",
+        f"largest max_tokens accepted (default {_D.max_tokens_limit})",
+        "max_tokens_limit",
+        {"type": int},
+    ),
+    ServeOption(
         "--token-interval-ms",
-        type=float,
-        default=d.token_interval_ms,
-        help="simulated device time of one decode step (default 20 ms: ~50 tok/s)",
-    )
-    m.add_argument(
+        "engine",
+        "simulated device time of one decode step (default 20 ms: ~50 tok/s)",
+        "token_interval_ms",
+        {"type": float},
+    ),
+    ServeOption(
         "--max-streams",
-        type=int,
-        default=d.max_streams,
-        help="admission limit; more streams get 429 / WS close 1013",
-    )
-    m.add_argument(
-        "--seed", type=int, default=d.seed, help="weights, vocabulary, unseeded requests"
-    )
-    m.add_argument("--device", choices=("cpu", "cuda", "auto"), default=d.device)
-    m.add_argument(
-        "--checkpoint", default=None, help="state dict to load instead of seeded weights"
-    )
-    m.add_argument("--torch-threads", type=int, default=d.torch_threads)
-    m.add_argument(
+        "engine",
+        "admission limit; more streams get 429 / WS close 1013",
+        "max_streams",
+        {"type": int},
+    ),
+    ServeOption(
+        "--seed", "engine", "weights, vocabulary, unseeded requests", "seed", {"type": int}
+    ),
+    ServeOption("--device", "engine", None, "device", {"choices": ("cpu", "cuda", "auto")}),
+    ServeOption(
+        "--checkpoint", "engine", "state dict to load instead of seeded weights", "checkpoint"
+    ),
+    ServeOption("--torch-threads", "engine", None, "torch_threads", {"type": int}),
+    ServeOption(
         "--stream-buffer-tokens",
-        type=int,
-        default=d.stream_buffer_tokens,
-        help="unwritten tokens one stream may hold before it is paused",
-    )
-    m.add_argument(
+        "engine",
+        "unwritten tokens one stream may hold before it is paused",
+        "stream_buffer_tokens",
+        {"type": int},
+    ),
+    ServeOption(
         "--write-timeout",
-        type=float,
-        default=d.write_timeout_s,
-        help="abort a stream whose single write blocks this long (slow reader)",
-    )
-    m.add_argument("--sndbuf", type=int, default=None, help="SO_SNDBUF for accepted sockets")
-    m.add_argument(
+        "engine",
+        "abort a stream whose single write blocks this long (slow reader)",
+        "write_timeout_s",
+        {"type": float},
+    ),
+    ServeOption(
+        "--sndbuf", "engine", "SO_SNDBUF for accepted sockets", "sndbuf_bytes", {"type": int}
+    ),
+    ServeOption(
         "--sync-ms",
-        type=float,
-        default=d.sync_ms,
-        help="per-token-sync: CPU stand-in for one device synchronisation",
-    )
-    m.add_argument(
+        "engine",
+        "per-token-sync: CPU stand-in for one device synchronisation",
+        "sync_ms",
+        {"type": float},
+    ),
+    ServeOption(
         "--cancel-after",
-        type=float,
-        default=d.cancel_after_s,
-        help="silent-cancel: seconds of generation before the contention cancel",
-    )
-    m.add_argument("--default-max-tokens", type=int, default=d.default_max_tokens)
-    m.add_argument(
+        "engine",
+        "silent-cancel: seconds of generation before the contention cancel",
+        "cancel_after_s",
+        {"type": float},
+    ),
+    ServeOption("--default-max-tokens", "engine", None, "default_max_tokens", {"type": int}),
+    ServeOption(
         "--reasoning-tokens",
-        type=int,
-        default=d.reasoning_tokens,
-        help="play a reasoning model: the first N tokens of every answer are reasoning "
+        "engine",
+        "play a reasoning model: the first N tokens of every answer are reasoning "
         "deltas, in each dialect's field (chat: reasoning_content; Responses: "
         "response.reasoning_text.delta; Messages: thinking_delta) (default 0)",
-    )
-    m.add_argument(
+        "reasoning_tokens",
+        {"type": int},
+    ),
+    ServeOption(
         "--tool-call-tokens",
-        type=int,
-        default=d.tool_call_tokens,
-        help="play a tool-calling model: the last N tokens of every answer (of max_tokens) are "
+        "engine",
+        "play a tool-calling model: the last N tokens of every answer (of max_tokens) are "
         "tool-call argument deltas (chat: tool_calls; Responses: "
         "response.function_call_arguments.delta; Messages: input_json_delta) (default 0)",
-    )
-    m.add_argument(
+        "tool_call_tokens",
+        {"type": int},
+    ),
+    ServeOption(
         "--prefix-block-tokens",
-        type=int,
-        default=d.prefix_block_tokens,
-        help="prefix cache: token ids per cached block",
-    )
-    m.add_argument(
+        "engine",
+        "prefix cache: token ids per cached block",
+        "prefix_block_tokens",
+        {"type": int},
+    ),
+    ServeOption(
         "--prefix-cache-blocks",
-        type=int,
-        default=d.prefix_cache_blocks,
-        help="prefix cache: blocks kept (0: no cache)",
-    )
-    m.add_argument(
+        "engine",
+        "prefix cache: blocks kept (0: no cache)",
+        "prefix_cache_blocks",
+        {"type": int},
+    ),
+    ServeOption(
         "--prefill-us-per-token",
-        type=float,
-        default=d.prefill_us_per_token,
-        help="simulated prefill cost per uncached prompt token, in microseconds",
-    )
+        "engine",
+        "simulated prefill cost per uncached prompt token, in microseconds",
+        "prefill_us_per_token",
+        {"type": float},
+    ),
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``serve``'s options (:data:`SERVE_OPTIONS`) to ``parser``."""
+    groups = {name: parser.add_argument_group(name) for name in ("server", "limits", "engine")}
+    for opt in SERVE_OPTIONS:
+        kw = dict(opt.argparse)
+        if opt.field is not None and "default" not in kw:
+            kw["default"] = getattr(_D, opt.field)
+        groups[opt.group].add_argument(opt.flag, help=opt.help, **kw)
 
 
 def config_from_args(args: argparse.Namespace, state_file: str | None = None) -> ServerConfig:
@@ -210,39 +278,39 @@ def config_from_args(args: argparse.Namespace, state_file: str | None = None) ->
     """
     if args.workers < 1:
         raise BadInputError("--workers must be >= 1")
+    settings = {o.field: getattr(args, o.dest) for o in SERVE_OPTIONS if o.field is not None}
+    settings["faults"] = tuple(settings["faults"])
     try:
-        return ServerConfig.build(
-            mode=args.mode,
-            faults=tuple(args.fault),
-            token_interval_ms=args.token_interval_ms,
-            max_streams=args.max_streams,
-            seed=args.seed,
-            device=args.device,
-            checkpoint=args.checkpoint,
-            torch_threads=args.torch_threads,
-            stream_buffer_tokens=args.stream_buffer_tokens,
-            write_timeout_s=args.write_timeout,
-            sndbuf_bytes=args.sndbuf,
-            sync_ms=args.sync_ms,
-            cancel_after_s=args.cancel_after,
-            default_max_tokens=args.default_max_tokens,
-            max_tokens_limit=args.max_tokens_limit,
-            graceful_timeout_s=args.graceful_timeout,
-            state_file=state_file,
-            server=args.server,
-            max_body_bytes=args.max_body_bytes,
-            header_timeout_s=args.header_timeout,
-            body_timeout_s=args.body_timeout,
-            max_connections=args.max_connections,
-            reasoning_tokens=args.reasoning_tokens,
-            tool_call_tokens=args.tool_call_tokens,
-            api_key_env=args.api_key_env,
-            prefix_block_tokens=args.prefix_block_tokens,
-            prefix_cache_blocks=args.prefix_cache_blocks,
-            prefill_us_per_token=args.prefill_us_per_token,
-        )
+        return ServerConfig.build(**settings, state_file=state_file)
     except ValueError as exc:
         raise BadInputError(str(exc)) from None
+
+
+def gunicorn_command(args: argparse.Namespace) -> list[str]:
+    """Gunicorn's command line for ``serve --server gunicorn`` (the settings travel in the
+    environment, :data:`~streamslo.server.config.CONFIG_ENV`)."""
+    return [
+        sys.executable,
+        "-m",
+        "gunicorn",
+        "-k",
+        "streamslo.server.server.DrainingUvicornWorker",
+        "-c",
+        "python:streamslo.server.gunicorn_conf",
+        "--workers",
+        str(args.workers),
+        "--bind",
+        f"{args.host}:{args.port}",
+        "--timeout",
+        str(round(args.timeout)),
+        "--graceful-timeout",
+        str(round(args.graceful_timeout)),
+        "--keep-alive",
+        str(round(args.keep_alive)),
+        "--backlog",
+        "2048",
+        "streamslo.server.app:create_app()",
+    ]
 
 
 def is_loopback_host(host: str) -> bool:
@@ -362,28 +430,7 @@ def _serve_gunicorn(args: argparse.Namespace) -> int:
         env = dict(os.environ, **{CONFIG_ENV: cfg.to_json(), "STREAMSLO_STATE_FILE": state_file})
         if cfg.sndbuf_bytes:
             env["STREAMSLO_SNDBUF"] = str(cfg.sndbuf_bytes)
-        cmd = [
-            sys.executable,
-            "-m",
-            "gunicorn",
-            "-k",
-            "streamslo.server.server.DrainingUvicornWorker",
-            "-c",
-            "python:streamslo.server.gunicorn_conf",
-            "--workers",
-            str(args.workers),
-            "--bind",
-            f"{args.host}:{args.port}",
-            "--timeout",
-            str(round(args.timeout)),
-            "--graceful-timeout",
-            str(round(args.graceful_timeout)),
-            "--keep-alive",
-            str(round(args.keep_alive)),
-            "--backlog",
-            "2048",
-            "streamslo.server.app:create_app()",
-        ]
+        cmd = gunicorn_command(args)
         log.info("exec: %s", " ".join(cmd))
         proc = subprocess.Popen(cmd, env=env)
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 import difflib
 import math
 import re
-import tomllib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from streamslo.errors import SLOFileError
+from streamslo.options.toml_file import TomlFile, parse_toml, read_toml
 
 __all__ = [
     "AGGREGATIONS",
@@ -28,6 +28,8 @@ __all__ = [
     "parse_metric_key",
     "parse_slo",
     "parse_thresholds_table",
+    "slo_of",
+    "thresholds_of",
 ]
 
 #: Every operator, as k6 writes them.
@@ -46,8 +48,6 @@ _AGG_RE = re.compile(r"\s*(?P<agg>[A-Za-z_][A-Za-z0-9_.]*)\s*(?:\(\s*(?P<arg>[^)
 _OP_RE = re.compile(r"(?P<op><>|=>|=<|<=|>=|==|!=|<|>|=)\s*")
 _NUM_RE = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 _KEY_RE = re.compile(r"^\s*(?P<metric>[A-Za-z_][A-Za-z0-9_]*)\s*(?:\{(?P<sel>[^{}]*)\})?\s*$")
-_TOML_POS = re.compile(r"\s*\(at line (\d+), column \d+\)\s*$")
-_TOML_END = re.compile(r"\s*\(at end of document\)\s*$")
 
 
 # --------------------------------------------------------------------------- check objects
@@ -408,32 +408,40 @@ def parse_slo(text: str, path: str = "<string>") -> SLO:
         SLOFileError: bad TOML, no ``[thresholds]`` table, an unknown top-level key or any
             error of :func:`parse_thresholds_table`.
     """
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        msg = str(exc)
-        line: int | None = None
-        m = _TOML_POS.search(msg)
-        if m is not None:
-            line, msg = int(m.group(1)), msg[: m.start()]
-        elif _TOML_END.search(msg):
-            line, msg = max(1, len(text.splitlines())), _TOML_END.sub("", msg)
-        raise SLOFileError(path, line, f"not valid TOML: {msg}") from None
+    return slo_of(parse_toml(text, path))
+
+
+def slo_of(toml: TomlFile) -> SLO:
+    """The SLO of a parsed SLO file (:func:`streamslo.options.toml_file.read_toml`).
+
+    Raises:
+        SLOFileError: no ``[thresholds]`` table, an unknown top-level key or any error of
+            :func:`parse_thresholds_table`.
+    """
     # [budget] (error budget and burn-rate alerts) is read by streamslo.slo.budget.
-    unknown = [k for k in doc if k not in ("thresholds", "budget")]
+    unknown = [k for k in toml.doc if k not in ("thresholds", "budget")]
     if unknown:
-        raise SLOFileError(
-            path,
-            _line_of(text, unknown[0]) or _table_line(text, unknown[0]),
+        raise toml.error(
+            _line_of(toml.text, unknown[0]) or toml.table_line(unknown[0]),
             f"unknown top-level key {unknown[0]!r}: an SLO file holds a [thresholds] table (and an optional [budget])",
         )
-    if "thresholds" not in doc:
-        raise SLOFileError(
-            path,
-            None,
-            'no [thresholds] table: expected e.g. [thresholds] then itl_ms = ["p(99)<200"]',
+    slo = thresholds_of(toml)
+    if slo is None:
+        raise toml.error(
+            None, 'no [thresholds] table: expected e.g. [thresholds] then itl_ms = ["p(99)<200"]'
         )
-    return parse_thresholds_table(doc["thresholds"], source=path, text=text)
+    return slo
+
+
+def thresholds_of(toml: TomlFile) -> SLO | None:
+    """The ``[thresholds]`` of a parsed SLO or scenario file; None without that table.
+
+    Raises:
+        SLOFileError: any error of :func:`parse_thresholds_table`.
+    """
+    if "thresholds" not in toml.doc:
+        return None
+    return parse_thresholds_table(toml.doc["thresholds"], source=toml.path, text=toml.text)
 
 
 def _table_line(text: str, name: str) -> int | None:
@@ -453,20 +461,7 @@ def load_slo(path: str | Path) -> SLO:
     Raises:
         SLOFileError: the file cannot be read, or does not parse (see :func:`parse_slo`).
     """
-    name = str(path)
-    try:
-        text = Path(path).read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise SLOFileError(name, None, "no such file") from None
-    except IsADirectoryError:
-        raise SLOFileError(name, None, "is a directory, expected an SLO file (TOML)") from None
-    except UnicodeDecodeError as exc:
-        raise SLOFileError(
-            name, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})"
-        ) from None
-    except OSError as exc:
-        raise SLOFileError(name, None, f"cannot be read ({exc.strerror or exc})") from None
-    return parse_slo(text, name)
+    return slo_of(read_toml(path))
 
 
 DEFAULT_SLO: SLO = SLO(

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import math
 import re
-import tomllib
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -33,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from streamslo.errors import SLOFileError
 from streamslo.figures.metrics import RATE_METRICS, metric_kind
+from streamslo.options.toml_file import TomlFile, read_toml
 from streamslo.options.units import format_duration, parse_duration
 from streamslo.results.layout import iso_utc
 from streamslo.slo.live_eval import LIVE_UNSUPPORTED, rate_from_counts
@@ -53,6 +53,7 @@ __all__ = [
     "parse_budget",
     "read_slo_file",
     "replay",
+    "sections_of",
 ]
 
 _BUDGET_KEYS = ("objective", "target", "alerts", "time_scale")
@@ -288,7 +289,7 @@ def _alert_needle(item: Any) -> str | None:
 
 
 def read_slo_file(path: str | Path) -> tuple[SLO | None, Budget | None]:
-    """The thresholds and budget of an SLO file or a scenario file.
+    """The thresholds and budget of an SLO file or a scenario file, read once.
 
     Returns:
         (the :class:`~streamslo.slo.thresholds.SLO`, or None without ``[thresholds]``; the
@@ -297,28 +298,20 @@ def read_slo_file(path: str | Path) -> tuple[SLO | None, Budget | None]:
     Raises:
         SLOFileError: the file cannot be read or does not parse (names the file and line).
     """
+    return sections_of(read_toml(path))
+
+
+def sections_of(toml: TomlFile) -> tuple[SLO | None, Budget | None]:
+    """The thresholds and budget of a parsed SLO or scenario file (see :func:`read_slo_file`).
+
+    Raises:
+        SLOFileError: a bad ``[thresholds]`` or ``[budget]`` (names the file and line).
+    """
     from streamslo.slo import thresholds
 
-    name = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SLOFileError(name, None, f"cannot be read ({exc})") from None
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError:
-        thresholds.parse_slo(text, name)  # raises with the line
-        raise
-    is_scenario = any(k in doc for k in ("load", "scenarios"))
-    if is_scenario:
-        slo = (
-            thresholds.parse_thresholds_table(doc["thresholds"], source=name, text=text)
-            if "thresholds" in doc
-            else None
-        )
-    else:
-        slo = thresholds.parse_slo(text, name)
-    budget = parse_budget(doc["budget"], name, text) if "budget" in doc else None
+    is_scenario = any(k in toml for k in ("load", "scenarios"))
+    slo = thresholds.thresholds_of(toml) if is_scenario else thresholds.slo_of(toml)
+    budget = parse_budget(toml.doc["budget"], toml.path, toml.text) if "budget" in toml else None
     return slo, budget
 
 

@@ -46,6 +46,8 @@ from streamslo.slo._parse import (
     parse_metric_key,
     parse_slo,
     parse_thresholds_table,
+    slo_of,
+    thresholds_of,
 )
 
 if TYPE_CHECKING:
@@ -66,6 +68,8 @@ __all__ = [
     "parse_metric_key",
     "parse_slo",
     "parse_thresholds_table",
+    "slo_of",
+    "thresholds_of",
     "write_slo_json",
 ]
 

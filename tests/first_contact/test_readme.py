@@ -51,13 +51,13 @@ def test_every_toml_example_parses() -> None:
 
 
 def test_the_scenario_example_is_a_valid_scenario(tmp_path: Path) -> None:
-    from streamslo.run.execute import load_scenario
+    from streamslo.workload.scenario_file import read_scenario
 
     (text,) = [b for b in blocks("toml") if "[scenarios." in b]
     path = tmp_path / "scenario.toml"
     path.write_text(text)
-    values, slo = load_scenario(str(path))
-    assert values["scenarios"] and slo is not None
+    scenario = read_scenario(path)
+    assert scenario.values["scenarios"] and scenario.slo is not None
 
 
 @pytest.mark.parametrize(

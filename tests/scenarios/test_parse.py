@@ -210,11 +210,12 @@ def test_dropped_totals_sum_processes():
 
 
 def test_shipped_scenario_files_use_scenarios():
-    from streamslo.run.execute import load_scenario
+    from streamslo.workload.scenario_file import read_scenario
     from tests.locust.helpers import REPO
 
     for name, minutes in (("nightly.toml", 60.0), ("soak-short.toml", 70 / 60)):
-        values, slo = load_scenario(str(REPO / "locustfiles" / "scenarios" / name))
+        scenario = read_scenario(REPO / "locustfiles" / "scenarios" / name)
+        values, slo = scenario.values, scenario.slo
         (sc,) = from_wire(values["scenarios"])
         assert sc.executor == "ramping-vus" and sc.duration == pytest.approx(minutes * 60)
         assert (

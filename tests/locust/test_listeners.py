@@ -1,0 +1,119 @@
+"""The finished-stream event and its listeners (streamslo.loadgen.listeners), without Locust."""
+
+from __future__ import annotations
+
+import pytest
+
+from streamslo.loadgen.listeners import (
+    Hook,
+    LocustStats,
+    RelayFlush,
+    RelayRow,
+    StreamFailure,
+    WriteRow,
+    csv_safe_record,
+)
+from streamslo.stream.outcome import Outcome
+from streamslo.stream.timing import StreamRecord
+
+
+def _rec(outcome: str = "ok", **kw) -> StreamRecord:
+    rec = StreamRecord(
+        stream_id="p1-1", protocol="sse", user_class="U", started_at=100.0, t0=0.0, **kw
+    )
+    rec.outcome = outcome
+    rec.ttft_s, rec.e2e_s, rec.gap_s, rec.bytes = 0.05, 0.5, [0.01, 0.03], 123
+    return rec
+
+
+def test_a_hook_runs_its_listeners_in_order_and_lets_one_go():
+    hook: Hook[int] = Hook()
+    seen: list[tuple[str, int]] = []
+    first = hook.add_listener(lambda v: seen.append(("a", v)))
+    hook.add_listener(lambda v: seen.append(("b", v)))
+    hook.fire(1)
+    hook.remove_listener(first)
+    hook.fire(2)
+    assert seen == [("a", 1), ("b", 1), ("b", 2)] and len(hook) == 1
+    with pytest.raises(ValueError):
+        hook.remove_listener(first)
+
+
+def test_a_listener_that_raises_stops_the_event_and_reaches_the_caller():
+    hook: Hook[int] = Hook()
+    seen: list[int] = []
+
+    def boom(v: int) -> None:
+        raise OSError("disk full")
+
+    hook.add_listener(boom)
+    hook.add_listener(seen.append)
+    with pytest.raises(OSError, match="disk full"):
+        hook.fire(1)
+    assert seen == []
+
+
+def _stats(mode: str, rec: StreamRecord) -> list[dict]:
+    fired: list[dict] = []
+    LocustStats(lambda **kw: fired.append(kw), mode)(rec)
+    return fired
+
+
+def test_locust_stats_per_stream():
+    fired = _stats("per-stream", _rec())
+    assert [(f["name"], round(f["response_time"], 6)) for f in fired] == [
+        ("ttft", 50.0),
+        ("itl", 20.0),
+        ("max_gap", 30.0),
+        ("stream", 500.0),
+    ]
+    assert {f["request_type"] for f in fired} == {"SSE"}
+    assert fired[-1]["response_length"] == 123 and fired[-1]["exception"] is None
+
+
+def test_locust_stats_per_gap_off_and_failures():
+    assert [f["name"] for f in _stats("per-gap", _rec())] == ["ttft", "itl", "itl", "stream"]
+    assert [f["name"] for f in _stats("off", _rec())] == ["ttft", "stream"]
+    assert _stats("per-stream", _rec(Outcome.CANCELLED)) == []
+    assert [f["name"] for f in _stats("per-stream", _rec("client_cancelled"))] == [
+        "ttft",
+        "itl",
+        "max_gap",
+    ]
+    bad = _rec("truncated")
+    bad.error = "x" * 100
+    exc = _stats("per-stream", bad)[-1]["exception"]
+    assert isinstance(exc, StreamFailure) and str(exc) == "truncated: " + "x" * 80
+
+
+def test_rows_are_made_safe_for_a_spreadsheet_before_they_leave():
+    rec = _rec("error")
+    rec.error = "=HYPERLINK(1)"
+    added: list[StreamRecord] = []
+
+    class Sink:
+        running = True
+
+        def add(self, r: StreamRecord) -> None:
+            added.append(r)
+
+    WriteRow(Sink())(rec)  # type: ignore[arg-type]
+    RelayRow(Sink())(rec)  # type: ignore[arg-type]
+    assert [r.error for r in added] == [csv_safe_record(rec).error] * 2
+    assert added[0].error != rec.error and rec.error == "=HYPERLINK(1)"
+
+
+def test_a_worker_sends_its_stats_then_its_final_batch_only_at_the_end():
+    calls: list[str] = []
+
+    class Sender:
+        running = True
+
+        def flush(self, final: bool = False) -> None:
+            calls.append(f"flush final={final}")
+
+    listener = RelayFlush(Sender(), lambda: calls.append("stats"))  # type: ignore[arg-type]
+    listener(False)
+    assert calls == []
+    listener(True)
+    assert calls == ["stats", "flush final=True"]

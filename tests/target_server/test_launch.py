@@ -1,0 +1,61 @@
+"""``streamslo serve``'s options come from one table (streamslo.server.launch.SERVE_OPTIONS)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+from streamslo.server.config import ServerConfig
+from streamslo.server.launch import (
+    SERVE_OPTIONS,
+    add_arguments,
+    config_from_args,
+    gunicorn_command,
+)
+
+
+def _parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+def test_every_setting_has_one_option():
+    settable = {f.name for f in dataclasses.fields(ServerConfig)} - {"state_file", "extra"}
+    fields = [o.field for o in SERVE_OPTIONS if o.field is not None]
+    assert sorted(fields) == sorted(settable)
+    flags = [o.flag for o in SERVE_OPTIONS]
+    assert len(set(flags)) == len(flags)
+
+
+def test_the_defaults_are_the_configs():
+    assert config_from_args(_parse()) == ServerConfig()
+
+
+def test_options_reach_the_config_and_gunicorn():
+    args = _parse(
+        "--mode",
+        "naive",
+        "--fault",
+        "leak-cancelled",
+        "--server",
+        "gunicorn",
+        "--workers",
+        "3",
+        "--timeout",
+        "7",
+        "--write-timeout",
+        "2.5",
+        "--sndbuf",
+        "4096",
+        "--port",
+        "8123",
+    )
+    cfg = config_from_args(args, "state.json")
+    assert "leak-cancelled" in cfg.faults and "per-token-sync" in cfg.faults
+    assert cfg.write_timeout_s == 2.5 and cfg.sndbuf_bytes == 4096
+    assert cfg.server == "gunicorn" and cfg.state_file == "state.json"
+    cmd = gunicorn_command(args)
+    assert cmd[cmd.index("--workers") + 1] == "3" and cmd[cmd.index("--timeout") + 1] == "7"
+    assert cmd[cmd.index("--bind") + 1] == "127.0.0.1:8123"
+    assert cmd[-1] == "streamslo.server.app:create_app()"
