@@ -423,7 +423,7 @@ class ResponsesChunks(ChunkFactory):
     def _usage_obj(self, n: int) -> dict[str, Any]:
         return {
             "input_tokens": self.prompt_tokens,
-            "input_tokens_details": {"cached_tokens": self.cached_tokens},
+            "input_tokens_details": {"cached_tokens": self.cached_tokens, "cache_write_tokens": 0},
             "output_tokens": n,
             "output_tokens_details": {"reasoning_tokens": self._reasoning},
             "total_tokens": self.prompt_tokens + n,
