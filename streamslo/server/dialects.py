@@ -320,7 +320,9 @@ class ResponsesChunks(ChunkFactory):
         return {
             "id": self._msg_id,
             "type": "message",
-            "status": self._item_status,
+            # The last item ends as its response does; one closed before (a tool call came
+            # after it) was complete.
+            "status": self._item_status if self._phase == "message" else "completed",
             "role": "assistant",
             "content": [{"type": "output_text", "text": "".join(self._texts), "annotations": []}],
         }
