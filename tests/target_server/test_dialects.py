@@ -371,3 +371,52 @@ def test_messages_http_errors_have_the_anthropic_shape(
         assert r.status_code == 401 and set(r.json()) == {"error"}
     finally:
         s.stop()
+
+
+@pytest.fixture(scope="module")
+def cancelling_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """Incident C in every dialect: generation cut after 0.3 s, ended as a natural stop."""
+    s = start_server(
+        [
+            "--mode",
+            "fixed",
+            "--token-interval-ms",
+            "20",
+            "--fault",
+            "silent-cancel",
+            "--cancel-after",
+            "0.3",
+        ],
+        tmp_path_factory.mktemp("cancel"),
+    )
+    yield s
+    s.stop()
+
+
+@pytest.mark.parametrize(
+    ("api", "reason"),
+    [
+        ("openai-chat", "stop"),
+        ("openai-completions", "stop"),
+        ("openai-responses", "completed"),
+        ("anthropic-messages", "end_turn"),
+    ],
+)
+def test_the_same_incident_in_every_dialect(
+    cancelling_server: Server, api: str, reason: str
+) -> None:
+    """The silent-cancel fault ends each dialect's stream the way that dialect ends a natural
+    stop, after fewer tokens than asked: every dialect's reader sees the same silent
+    truncation."""
+    opts = RequestOptions(api=api, max_tokens=60)
+    rec = StreamRecord(api, "sse", "test", time.time(), time.perf_counter())
+    stream_sse(
+        Target.from_url(cancelling_server.url),
+        opts.path,
+        build_body(opts, "hello"),
+        tracker_for(api, rec, opts.expectations()),
+        ClientLimits(stall_timeout=10, request_timeout=30),
+    )
+    assert rec.outcome == "silent_truncation", rec.error
+    assert rec.finish_reason == reason and 0 < rec.tokens < 60
+    assert rec.tokens == rec.usage_completion_tokens  # an honest usage: only the stop says it
