@@ -10,9 +10,9 @@ terminal event) and replaces only what one message means:
 - **OpenAI Responses** (``/v1/responses``): ``response.output_text.delta`` (and
   ``response.refusal.delta``) are answer tokens, ``response.reasoning_text.delta`` and
   ``response.reasoning_summary_text.delta`` reasoning tokens,
-  ``response.function_call_arguments.delta`` tool tokens; ``response.completed`` and
-  ``response.incomplete`` are the terminal marker (with the usage of the response they
-  carry); ``response.failed`` and ``error`` are in-band errors.
+  ``response.function_call_arguments.delta`` (and the hosted tools' input deltas) tool tokens;
+  ``response.completed`` and ``response.incomplete`` are the terminal marker (with the usage
+  of the response they carry); ``response.failed`` and ``error`` are in-band errors.
 - **Anthropic Messages** (``/v1/messages``): ``content_block_delta`` with ``text_delta``
   (answer), ``thinking_delta`` (reasoning) or ``input_json_delta`` (tool) is a token;
   ``message_delta`` carries ``stop_reason`` and the cumulative ``usage.output_tokens``;
@@ -350,6 +350,10 @@ _RESPONSES_DELTAS: Mapping[str, int] = {
     "response.reasoning_summary_text.delta": REASONING,
     "response.function_call_arguments.delta": TOOL,
     "response.custom_tool_call_input.delta": TOOL,
+    # Hosted tools whose input the model writes token by token: without them a long tool call
+    # would look like a stall.
+    "response.mcp_call_arguments.delta": TOOL,
+    "response.code_interpreter_call_code.delta": TOOL,
 }
 
 

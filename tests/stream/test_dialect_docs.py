@@ -96,7 +96,11 @@ def responses_stream(
         ev: Event = {"type": kind, "item_id": "msg_doc", "output_index": 0, "delta": text}
         if kind == "response.reasoning_summary_text.delta":
             ev["summary_index"] = 0
-        elif kind != "response.function_call_arguments.delta":
+        elif kind in (
+            "response.output_text.delta",
+            "response.refusal.delta",
+            "response.reasoning_text.delta",
+        ):
             ev["content_index"] = 0
         if kind == "response.output_text.delta":
             ev["logprobs"] = []
@@ -413,7 +417,7 @@ def test_responses_text_stream(docs_server):
 
 def test_responses_every_delta_kind(docs_server):
     """Reasoning summary deltas are reasoning tokens; refusal deltas answer tokens; function
-    call argument deltas tool tokens."""
+    call argument deltas (and the hosted MCP and code interpreter tools' inputs) tool tokens."""
     deltas = [
         ("response.reasoning_summary_text.delta", "**Thinking**"),
         ("response.reasoning_text.delta", "step one"),
@@ -421,6 +425,8 @@ def test_responses_every_delta_kind(docs_server):
         ("response.refusal.delta", "I can't help with that part"),
         ("response.function_call_arguments.delta", '{"city":'),
         ("response.function_call_arguments.delta", '"Paris"}'),
+        ("response.mcp_call_arguments.delta", '{"q": 1}'),
+        ("response.code_interpreter_call_code.delta", "print(1)"),
     ]
     rec = read(
         docs_server,
@@ -429,8 +435,8 @@ def test_responses_every_delta_kind(docs_server):
         StreamExpectations(max_tokens=64, ignore_eos=False),
     )
     assert rec.outcome == "ok", rec.error
-    assert (rec.tokens, rec.reasoning_tokens, rec.tool_tokens) == (6, 2, 2)
-    assert rec.usage_completion_tokens == 6
+    assert (rec.tokens, rec.reasoning_tokens, rec.tool_tokens) == (8, 2, 4)
+    assert rec.usage_completion_tokens == 8
 
 
 @pytest.mark.parametrize(
