@@ -21,7 +21,11 @@ The package is split by responsibility:
 Routes (the OpenAI-compatible protocol the suite speaks): ``POST /v1/chat/completions``,
 ``POST /v1/completions``, ``POST /v1/stream``, ``GET /v1/models``, ``GET /health`` and
 WebSocket ``GET /v1/ws`` (one JSON text frame per request; chunk frames, then a ``[DONE]``
-text frame; the connection may carry the next request).
+text frame; the connection may carry the next request). ``POST /v1/responses`` and
+``/v1/messages`` stream the event dialects (:mod:`tests.faulty.dialects`); ``/v1/ws`` plays a
+gateway of them too, one event per text frame: a Responses request (``{"type":
+"response.create", ...}``, or a body with ``input``), or a Messages body on a connection whose
+handshake carried ``anthropic-version``.
 
 Selecting a scenario:
 
