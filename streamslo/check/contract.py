@@ -79,7 +79,7 @@ class CheckReport:
             out += [f for f in item.flags if f not in out]
         return out
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {
             "url": self.url,
             "model": self.model,

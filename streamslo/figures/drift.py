@@ -29,7 +29,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -83,7 +83,7 @@ class Trend:
     verdict: str
     """``leak``, ``flat``, ``shrinking``, ``restarts``, ``too short``."""
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
@@ -240,13 +240,20 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
     return out
 
 
+def _cell(v: float | None) -> float:
+    """A windows.csv cell that is set in every row (TypeError when empty, as ``float(None)``)."""
+    if v is None:
+        raise TypeError("an empty windows.csv cell where a number is needed")
+    return float(v)
+
+
 def collect_series(
-    directory: Path, windows: Sequence[dict[str, Any]]
+    directory: Path, windows: Sequence[Mapping[str, float | None]]
 ) -> dict[str, tuple[str, list[float], list[float], bool]]:
     """Every series of a results directory: name -> (unit, t, values, is a counter)."""
     out: dict[str, tuple[str, list[float], list[float], bool]] = {}
     gen = [
-        (float(r["window_start"]), float(r["gen_rss_mb"]))
+        (_cell(r["window_start"]), _cell(r["gen_rss_mb"]))
         for r in windows
         if r.get("gen_rss_mb") is not None
     ]
@@ -269,7 +276,9 @@ def collect_series(
     return out
 
 
-def analyse(directory: Path, windows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def analyse(
+    directory: Path, windows: Sequence[Mapping[str, float | None]]
+) -> dict[str, dict[str, object]]:
     """``summary.json``'s ``drift``: a :class:`Trend` per series, by name."""
     return {
         name: judge(name, unit, t, y, counter=counter).as_dict()

@@ -229,7 +229,7 @@ class LogHistogram:
         return n + int(self._counts[:upto].sum())
 
     # ------------------------------------------------------------------ wire form
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> dict[str, object]:
         """Plain numbers and lists (msgpack- and JSON-safe): ``{"a", "o", "c", "z", "n", "s",
         "lo", "hi"}``; counts are dense from bucket ``o``, trimmed of zeros at both ends."""
         self._fold()

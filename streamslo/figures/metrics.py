@@ -29,18 +29,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 
 from streamslo.results.layout import RunData
-from streamslo.results.schema import LatencySummary, SummaryJson
+from streamslo.results.schema import LatencySummary, ScenarioFigures, SummaryJson
 from streamslo.stream.outcome import (
     BEGUN_STATUSES_WS,
     EXCLUDED_OUTCOMES,
     NOT_BEGUN_OUTCOMES,
     OUTCOMES,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "COUNTER_METRICS",
@@ -264,7 +267,7 @@ class GoodputBounds:
         return cls(**values)
 
     @classmethod
-    def from_run(cls, run: Mapping[str, Any]) -> GoodputBounds:
+    def from_run(cls, run: Mapping[str, object]) -> GoodputBounds:
         """The bounds a run recorded in ``run.json`` (none when it recorded none)."""
         raw = run.get("goodput")
         if not isinstance(raw, Mapping):
@@ -320,7 +323,7 @@ class LatencyStats:
         return cast(LatencySummary, asdict(self))
 
 
-def began_mask(streams: Any) -> Any:
+def began_mask(streams: pd.DataFrame) -> pd.Series[bool]:
     """Which streams *began*: 2xx headers (101 for an accepted WebSocket) and an outcome that
     is not a before-the-stream failure. The vector twin of :func:`streamslo.stream.outcome.began`,
     built from the same constants; a missing status or outcome never began."""
@@ -331,14 +334,14 @@ def began_mask(streams: Any) -> Any:
     return ok_status.fillna(False).astype(bool) & ~not_begun
 
 
-def counted_mask(streams: Any) -> Any:
+def counted_mask(streams: pd.DataFrame) -> pd.Series[bool]:
     """Which requests count in rates: every one the load test did not cancel itself (at the
     run's end, or a client hanging up on purpose: ``client_cancelled``). A missing outcome (a
     damaged row) counts, as a failure."""
     return (~streams["outcome"].isin(tuple(EXCLUDED_OUTCOMES))).fillna(True).astype(bool)
 
 
-def failure_mask(streams: Any, rate: str) -> Any:
+def failure_mask(streams: pd.DataFrame, rate: str) -> pd.Series[bool]:
     """Which requests are in the numerator of a rate metric (``truncation_rate`` counts only
     streams that began; a cancelled request is in no numerator).
 
@@ -358,7 +361,7 @@ def failure_mask(streams: Any, rate: str) -> Any:
     return counted & (outcome == rate[: -len("_rate")]).fillna(False).astype(bool)
 
 
-def good_mask(streams: Any, bounds: GoodputBounds) -> Any:
+def good_mask(streams: pd.DataFrame, bounds: GoodputBounds) -> pd.Series[bool]:
     """Which requests are *good*: counted, ended ``ok``, and within every bound that is set.
 
     A stream with fewer than two tokens has no TPOT and meets a TPOT bound; a missing TTFT or
@@ -406,7 +409,7 @@ def select(data: RunData, selector: Mapping[str, str]) -> RunData:
     return RunData(path=data.path, run=data.run, streams=sub, gaps=gaps)
 
 
-def answer_gaps(streams: Any, gaps: Any) -> Any:
+def answer_gaps(streams: pd.DataFrame, gaps: pd.DataFrame) -> pd.DataFrame:
     """The gaps that end after each stream's first answer token (``itl_ms{token:answer}``).
 
     A stream's gaps run on its own clock: its first token came at the end of gap 1 minus that
@@ -441,7 +444,7 @@ def _series(values: np.ndarray, index: Any) -> Any:
     return pd.Series(values, index=index.to_numpy())
 
 
-def latency_pool(streams: Any) -> Any:
+def latency_pool(streams: pd.DataFrame) -> pd.DataFrame:
     """Streams that began and were not cancelled: the pool every latency comes from."""
     return streams[began_mask(streams) & counted_mask(streams)]
 
@@ -600,7 +603,7 @@ def summarize(data: RunData) -> SummaryJson:
     return out
 
 
-def top_errors(data: RunData, limit: int = TOP_ERRORS) -> dict[str, list[dict[str, Any]]]:
+def top_errors(data: RunData, limit: int = TOP_ERRORS) -> dict[str, list[dict[str, object]]]:
     """``summary.json`` ``top_errors``: per failure outcome (in the documented order), its most
     frequent error texts with their counts, most frequent first (ties: the text's order).
 
@@ -652,7 +655,7 @@ def instant_failure_cause(data: RunData, share: float = 0.9) -> str | None:
     )
 
 
-def scenario_figures(data: RunData) -> dict[str, dict[str, Any]]:
+def scenario_figures(data: RunData) -> dict[str, ScenarioFigures]:
     """Each ``[scenarios.NAME]``'s headline figures (``summary.json`` ``scenarios``, the
     report's scenario table), in the order the scenarios first appear; empty for a run
     without scenarios. ``dropped_iterations`` comes from ``run.json``.
@@ -661,7 +664,7 @@ def scenario_figures(data: RunData) -> dict[str, dict[str, Any]]:
         return {}
     names = [str(n) for n in data.streams["scenario"].dropna().unique()]
     dropped: dict[str, int] = data.run.get("dropped_iterations_by_scenario") or {}
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, ScenarioFigures] = {}
     for name in names:
         sub = select(data, {"scenario": name})
         out[name] = {
@@ -671,9 +674,8 @@ def scenario_figures(data: RunData) -> dict[str, dict[str, Any]]:
             "truncation_rate": _ratio(*rate_value(sub, "truncation_rate")),
             "error_rate": _ratio(*rate_value(sub, "error_rate")),
             "requests_per_s": gauge_value(sub, "requests_per_s"),
-            **{
-                m: LatencyStats.of(trend_samples(sub, m)).as_dict()
-                for m in ("ttft_ms", "itl_ms", "e2e_ms")
-            },
+            "ttft_ms": LatencyStats.of(trend_samples(sub, "ttft_ms")).as_dict(),
+            "itl_ms": LatencyStats.of(trend_samples(sub, "itl_ms")).as_dict(),
+            "e2e_ms": LatencyStats.of(trend_samples(sub, "e2e_ms")).as_dict(),
         }
     return out

@@ -13,18 +13,17 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from streamslo.figures.metrics import LatencyStats, latency_pool
 from streamslo.results.layout import RunData
+from streamslo.results.schema import SummaryJson
 
 __all__ = ["replay_figures"]
 
 
-def replay_figures(data: RunData) -> dict[str, Any]:
+def replay_figures(data: RunData) -> SummaryJson:
     """The replay keys of ``summary.json`` that apply to this run (none for a plain run)."""
     s = data.streams
-    out: dict[str, Any] = {}
+    out: SummaryJson = {}
     if "schedule_lag_ms" in s.columns:
         lag = s["schedule_lag_ms"].dropna().to_numpy(dtype=float)
         if lag.size:

@@ -122,7 +122,7 @@ class GroupAggregate:
             self.trend(name).merge(h)
         return self
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> dict[str, object]:
         return {
             "r": self.requests,
             "t": self.tokens,
@@ -225,7 +225,7 @@ class GeneratorSample:
         self.lag.merge(other.lag)
         return self
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> dict[str, object]:
         return {
             "c": [self.cpu_sum, self.cpu_n],
             "a": [self.active_sum, self.active_n],
@@ -254,7 +254,7 @@ class _Part:
     groups: dict[Group, GroupAggregate] = field(default_factory=dict)
     gen: GeneratorSample = field(default_factory=GeneratorSample)
 
-    def to_wire(self, k: int) -> dict[str, Any]:
+    def to_wire(self, k: int) -> dict[str, object]:
         return {
             "k": k,
             "g": [[list(key), agg.to_wire()] for key, agg in self.groups.items()],
@@ -318,7 +318,7 @@ class WindowAggregator:
             g.active_sum += active
             g.active_n += 1
 
-    def take(self, backlog_since: float | None = None, *, wire: bool = True) -> dict[str, Any]:
+    def take(self, backlog_since: float | None = None, *, wire: bool = True) -> dict[str, object]:
         """Every part gathered since the last call, as a message, and forget them.
 
         Args:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import gevent
 from locust import User, task
@@ -22,6 +22,9 @@ from streamslo.stream.timing import StreamRecord
 from streamslo.stream.tracker import StreamTracker
 from streamslo.transport.sync import ClientLimits, SSEConnection, WSConnection, stream_sse
 from streamslo.workload.requests import WS_PATH, Turn, Workload, build_body
+
+if TYPE_CHECKING:
+    from locust.env import Environment
 
 __all__ = ["StreamUser", "run_conversation", "run_one_stream"]
 
@@ -166,7 +169,7 @@ class StreamUser(User):
     slow: ClassVar[bool] = False
     """Read slowly, so the server feels back-pressure."""
 
-    def __init__(self, environment: Any) -> None:
+    def __init__(self, environment: Environment) -> None:
         super().__init__(environment)
         self.recorder = get_recorder(environment)
         opts = self.recorder.opts

@@ -26,7 +26,7 @@ import time
 import zlib
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gevent
 from gevent.pool import Group
@@ -39,6 +39,10 @@ from streamslo.stream.timing import StreamRecord
 from streamslo.transport.sync import ClientLimits, SSEConnection, WSConnection
 from streamslo.workload.requests import WS_PATH, Workload
 from streamslo.workload.scenarios import Scenario, arrival_offsets, from_wire, process_share
+
+if TYPE_CHECKING:
+    from locust.env import Environment
+    from locust.runners import MasterRunner
 
 __all__ = [
     "DONE_MESSAGE",
@@ -77,7 +81,7 @@ def count_dropped(recorder: RunRecorder, scenario: str) -> None:
         recorder.monitor.dropped[scenario] = recorder.monitor.dropped.get(scenario, 0) + 1
 
 
-def process_index(environment: Any) -> int:
+def process_index(environment: Environment) -> int:
     """This generator process's index: Locust's worker index (0 in a local run)."""
     return int(getattr(environment.runner, "worker_index", 0) or 0)
 
@@ -356,7 +360,7 @@ class ScenarioUser(User):
 DONE_MESSAGE = "streamslo_scenarios_done"
 
 
-def scenarios_done(environment: Any) -> None:
+def scenarios_done(environment: Environment) -> None:
     """This process's scenarios all ended: end the run (a worker tells its master, which ends
     it once every worker has said so). Locust's ``--run-time`` is only a safety net: its clock
     starts before the test-start listeners run, seconds before the first scenario does."""
@@ -377,7 +381,7 @@ def _end(runner: Any) -> None:
         runner.stop()
 
 
-def install_done_listener(runner: Any) -> None:
+def install_done_listener(runner: MasterRunner) -> None:
     """A master: quit once every worker's scenarios ended."""
     done: set[str] = set()
 

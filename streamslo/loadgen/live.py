@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING
 
 from streamslo.errors import BadInputError
 from streamslo.figures.windows import counts_of
@@ -20,6 +20,14 @@ from streamslo.loadgen.recorder import get_recorder
 from streamslo.slo.live_eval import evaluate_live, threshold_label, totals_to_wire
 from streamslo.slo.thresholds import DEFAULT_SLO, SLO
 from streamslo.stream.outcome import OUTCOMES
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from streamslo.figures.windows import Group, GroupAggregate
+
+if TYPE_CHECKING:
+    from locust.env import Environment
 
 __all__ = ["active_slo", "live_payload", "live_rows", "slo_rows"]
 
@@ -38,7 +46,7 @@ def _load(path: str) -> SLO:
     return slo or DEFAULT_SLO
 
 
-def active_slo(environment: Any) -> SLO:
+def active_slo(environment: Environment) -> SLO:
     """The SLO this run is judged by (``--slo``, else the default)."""
     path = get_recorder(environment).opts.slo_source
     return _load(path) if path else DEFAULT_SLO
@@ -54,7 +62,9 @@ def _fmt(metric_key: str, v: float | None) -> str:
     return f"{v:g}"
 
 
-def slo_rows(slo: SLO, totals: Any, elapsed_s: float) -> list[dict[str, str]]:
+def slo_rows(
+    slo: SLO, totals: Mapping[Group, GroupAggregate], elapsed_s: float
+) -> list[dict[str, str]]:
     """One row per threshold: name, value, SLO expression, PASS / FAIL / no data / checked
     at the end (a metric the totals cannot give)."""
     rows = []
@@ -82,7 +92,7 @@ def slo_rows(slo: SLO, totals: Any, elapsed_s: float) -> list[dict[str, str]]:
     return rows
 
 
-def live_rows(environment: Any) -> list[dict[str, str]]:
+def live_rows(environment: Environment) -> list[dict[str, str]]:
     """Rows for the web UI's Stream SLOs tab."""
     import time
 
@@ -110,7 +120,7 @@ def live_rows(environment: Any) -> list[dict[str, str]]:
     return rows
 
 
-def live_payload(environment: Any) -> dict[str, Any]:
+def live_payload(environment: Environment) -> dict[str, object]:
     """``/streamslo/live``: the rows, the last window and the raw totals."""
     book = live_book(environment)
     return {

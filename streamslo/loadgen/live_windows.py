@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gevent
 from locust.runners import STATE_STOPPED, WORKER_REPORT_INTERVAL, MasterRunner, WorkerRunner
@@ -25,6 +25,9 @@ from streamslo.loadgen.recorder import get_recorder
 from streamslo.results.layout import Layout
 from streamslo.run.evidence import latest_server_rss
 from streamslo.run.windows_file import append_rows, write_live
+
+if TYPE_CHECKING:
+    from locust.env import Environment
 
 __all__ = ["WindowsChannel", "install", "live_book"]
 
@@ -41,7 +44,7 @@ class WindowsChannel:
     """The windows of one Locust process: merging and writing where this process writes the
     results (local runner or master), nothing but sending on a worker."""
 
-    def __init__(self, environment: Any) -> None:
+    def __init__(self, environment: Environment) -> None:
         self.env = environment
         self.book: WindowBook | None = None
         self._tick: gevent.Greenlet | None = None
@@ -152,7 +155,7 @@ class WindowsChannel:
         self.tick(final=True)
 
 
-def _channel(environment: Any) -> WindowsChannel:
+def _channel(environment: Environment) -> WindowsChannel:
     ch = getattr(environment, _ATTR, None)
     if ch is None:
         ch = WindowsChannel(environment)
@@ -160,12 +163,12 @@ def _channel(environment: Any) -> WindowsChannel:
     return ch
 
 
-def live_book(environment: Any) -> WindowBook | None:
+def live_book(environment: Environment) -> WindowBook | None:
     """The running window book of this process (local runner or master), or None."""
     return _channel(environment).book
 
 
-def install(events: Any, env_holder: dict[str, Any]) -> None:
+def install(events: Any, env_holder: dict[str, Environment]) -> None:
     """Register the windows' listeners on Locust's events (from :func:`streamslo.loadgen.hooks.install`).
 
     Args:

@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 import gevent
 
 from streamslo.loadgen.recorder import get_recorder
+
+if TYPE_CHECKING:
+    from locust.env import Environment
 
 __all__ = ["FIRST_REQUEST_POLL_S", "start"]
 
@@ -29,7 +32,7 @@ log = logging.getLogger("streamslo.loadgen")
 FIRST_REQUEST_POLL_S = 0.005
 
 
-def start(environment: Any) -> None:
+def start(environment: Environment) -> None:
     """At test start: end the load ``load_time`` seconds after its first request (no-op
     without ``--load-time``)."""
     rec = get_recorder(environment)
@@ -49,6 +52,7 @@ def start(environment: Any) -> None:
         gevent.sleep(max(0.0, first + load_time - time.perf_counter()))
         log.info("streamslo: %gs of load since the first request, shutting down", load_time)
         rec.load_over = True  # stopping hundreds of users takes a moment: none starts a stream
+        assert environment.runner is not None  # (set before the test starts)
         environment.runner.quit()
 
     gevent.spawn(end_load)

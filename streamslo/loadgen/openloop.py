@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 import time
-from typing import Any
+from collections.abc import Iterator
 
 import gevent
 from gevent.pool import Group
@@ -30,7 +30,7 @@ __all__ = ["DEFAULT_SCENARIO", "OpenLoopStreamUser", "arrival_gaps"]
 DEFAULT_SCENARIO = "default"
 
 
-def arrival_gaps(rate: float, burstiness: float, seed: int) -> Any:
+def arrival_gaps(rate: float, burstiness: float, seed: int) -> Iterator[float]:
     """Endless seeded inter-arrival gaps (seconds) with mean ``1/rate``."""
     rng = random.Random(seed)
     theta = 1.0 / (rate * burstiness)

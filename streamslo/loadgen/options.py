@@ -6,10 +6,11 @@ master; and read back once into the typed :class:`LoadOptions`.
 
 from __future__ import annotations
 
+import argparse
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from streamslo.options.redact import Headers, Redactor, resolve_headers, take_inherited_headers
 from streamslo.options.run_options import RunOptions, from_locust, register_locust_arguments
@@ -18,10 +19,13 @@ from streamslo.stream.envelope import WSEnvelope
 from streamslo.transport.sync import ClientLimits
 from streamslo.workload.requests import RequestOptions, resolve_system_prompt
 
+if TYPE_CHECKING:
+    from locust.argument_parser import LocustArgumentParser
+
 __all__ = ["LoadOptions", "register_arguments"]
 
 
-def register_arguments(parser: Any) -> None:
+def register_arguments(parser: LocustArgumentParser) -> None:
     """Add the streamslo options to Locust's argument parser (``init_command_line_parser``)."""
     register_locust_arguments(parser)
 
@@ -60,7 +64,7 @@ class LoadOptions(RunOptions):
         return self.headers.redactor()
 
     @classmethod
-    def from_parsed(cls, options: Any) -> LoadOptions:
+    def from_parsed(cls, options: argparse.Namespace) -> LoadOptions:
         """Build from Locust's parsed options.
 
         Raises:

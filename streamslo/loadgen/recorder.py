@@ -56,6 +56,9 @@ from streamslo.transport.sync import Target
 from streamslo.workload.requests import RequestOptions, Workload, first_model_id, first_model_owner
 
 if TYPE_CHECKING:
+    from locust.runners import MasterRunner, WorkerRunner
+
+if TYPE_CHECKING:
     from streamslo.loadgen.relay import RelayReceiver, RelaySender
 
 __all__ = ["RunRecorder", "StreamFailure", "claim_run_start", "get_recorder"]
@@ -249,7 +252,7 @@ class RunRecorder:
             self.workload = Workload(opts)
 
     # ------------------------------------------------------------ distributed
-    def attach_sender(self, runner: Any) -> RelaySender:
+    def attach_sender(self, runner: WorkerRunner) -> RelaySender:
         """This process is a Locust worker: its streams go to the master through ``runner``."""
         from streamslo.loadgen.relay import RelaySender
 
@@ -262,7 +265,7 @@ class RunRecorder:
         )
         return self.sender
 
-    def attach_receiver(self, runner: Any) -> RelayReceiver:
+    def attach_receiver(self, runner: MasterRunner) -> RelayReceiver:
         """This process is a Locust master: it writes what its workers send."""
         from streamslo.loadgen.relay import RelayReceiver
 

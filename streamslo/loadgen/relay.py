@@ -50,6 +50,10 @@ from streamslo.results.batch import RecordBatch
 from streamslo.stream.timing import StreamRecord
 
 if TYPE_CHECKING:
+    from locust.env import Environment
+    from locust.runners import MasterRunner, WorkerRunner
+
+if TYPE_CHECKING:
     from streamslo.results.layout import Layout
     from streamslo.results.writer import ResultsWriter
 
@@ -95,9 +99,9 @@ class RelaySender:
 
     def __init__(
         self,
-        send: Callable[[str, dict[str, Any]], None],
+        send: Callable[[str, dict[str, object]], None],
         tag: str,
-        figures: Callable[[], dict[str, Any]] | None = None,
+        figures: Callable[[], dict[str, object]] | None = None,
         in_flight: Callable[[], int] | None = None,
         resend_after: float = RESEND_AFTER_S,
     ) -> None:
@@ -245,7 +249,7 @@ class WorkerState:
     seqs: set[int] = field(default_factory=set, repr=False)
     figures_dirty: bool = field(default=False, repr=False)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         """Its entry in ``relay.json``."""
         from streamslo.results.layout import iso_utc
 
@@ -289,7 +293,7 @@ class RelayReceiver:
         runner: Locust's master runner.
     """
 
-    def __init__(self, runner: Any) -> None:
+    def __init__(self, runner: MasterRunner) -> None:
         self.runner = runner
         self.workers: dict[str, WorkerState] = {}
         self.writer: ResultsWriter | None = None
@@ -308,7 +312,7 @@ class RelayReceiver:
         for st in self.workers.values():  # a new test (web UI): its final batches are to come
             st.final = False
 
-    def on_connect(self, client_id: str, **_: Any) -> None:
+    def on_connect(self, client_id: str, **_: object) -> None:
         """A worker connected (Locust's ``worker_connect``)."""
         if client_id not in self.workers:
             self.workers[client_id] = WorkerState(client_id)
@@ -405,7 +409,7 @@ class RelayReceiver:
                 )
         self.save()
 
-    def lost(self) -> list[dict[str, Any]]:
+    def lost(self) -> list[dict[str, object]]:
         """``lost_workers``: each lost worker, when it was lost, last heard from, and its
         streams in flight then."""
         return [
@@ -497,7 +501,7 @@ class RelayReceiver:
         except OSError as exc:  # a full disk: tried again at the next poll
             log.warning("streamslo: could not write %s (%s)", self.layout.relay_json, exc)
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, object]:
         """``relay.json``: totals, every worker, and the lost ones."""
         ws = list(self.workers.values())
         records = sum(w.records for w in ws)
@@ -526,11 +530,11 @@ class Relaying(Protocol):
     """What the relay needs of a process's recorder (:class:`streamslo.loadgen.recorder.RunRecorder`,
     which imports this module, not the other way round)."""
 
-    def attach_receiver(self, runner: Any) -> RelayReceiver:
+    def attach_receiver(self, runner: MasterRunner) -> RelayReceiver:
         """This process is a Locust master: it writes what its workers send."""
         ...
 
-    def attach_sender(self, runner: Any) -> RelaySender:
+    def attach_sender(self, runner: WorkerRunner) -> RelaySender:
         """This process is a Locust worker: its streams go to the master through ``runner``."""
         ...
 
@@ -539,7 +543,7 @@ class Relaying(Protocol):
         ...
 
 
-def install(events: Any, get_recorder: Callable[[Any], Relaying]) -> None:
+def install(events: Any, get_recorder: Callable[[Environment], Relaying]) -> None:
     """Register the relay's listeners on Locust's events (called once by
     :func:`streamslo.loadgen.hooks.install`, with its ``get_recorder``): at init, the master
     takes batches in and the workers take acknowledgements and finish requests."""

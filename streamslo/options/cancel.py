@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from streamslo.options.units import format_duration, parse_duration
 from streamslo.options.values import ValueType
@@ -130,5 +130,5 @@ class CancelPlan:
             return None, None
         return self.after.sample(value)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         return {"rate": self.rate, "after": self.after.spec()}

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from streamslo.options.values import ValueType
 
@@ -115,7 +115,7 @@ class LengthDist:
             tail += f",{self.maximum}"
         return f"normal:{self.mean:g},{self.stdev:g}{tail}"
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         """For ``run.json``: the spec and its parts."""
         return {
             "spec": self.spec(),
@@ -149,7 +149,7 @@ class LengthSpec(ValueType):
             return None
         return LengthDist.parse(raw)
 
-    def wire(self, value: Any) -> Any:
+    def wire(self, value: object) -> object:
         return "" if value is None else LengthDist.parse(value).spec()
 
     def describe(self) -> str:

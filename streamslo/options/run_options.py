@@ -25,7 +25,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from streamslo.errors import BadInputError
 from streamslo.options.cancel import CancelAfterSpec
@@ -47,6 +47,9 @@ from streamslo.options.values import (
     option,
 )
 from streamslo.transport.common import ClientLimits  # the client's own defaults, stated once
+
+if TYPE_CHECKING:
+    from locust.argument_parser import LocustArgumentParser
 
 __all__ = [
     "BEGIN",
@@ -84,7 +87,7 @@ class GoodputSpec(ValueType):
     def parse(self, raw: object) -> str:
         if isinstance(raw, (list, tuple)):
             raw = " ".join(str(r) for r in raw)
-        text: str = super().parse(raw)
+        text = self.text(raw)
         if not text:
             return ""
         from streamslo.figures.metrics import GoodputBounds  # numpy: only when goodput is given
@@ -754,7 +757,7 @@ def cli_values(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def scenario_values(table: object, source: str) -> dict[str, Any]:
+def scenario_values(table: object, source: str) -> dict[str, object]:
     """The options of a scenario's ``[load]`` table (``-`` and ``_`` alike in keys).
 
     Raises:
@@ -776,7 +779,7 @@ def scenario_values(table: object, source: str) -> dict[str, Any]:
     return out
 
 
-def register_locust_arguments(parser: Any) -> None:
+def register_locust_arguments(parser: LocustArgumentParser) -> None:
     """Add the stream users' options to Locust's parser (``init_command_line_parser``).
 
     Secrets and local paths stay out of the web UI form (``include_in_web_ui=False``).
@@ -801,7 +804,7 @@ def register_locust_arguments(parser: Any) -> None:
         parser.add_argument(opt.locust_flag, **kw)
 
 
-def from_locust(parsed: Any) -> dict[str, Any]:
+def from_locust(parsed: object) -> dict[str, Any]:
     """Typed values of every option Locust's parser holds, by field name.
 
     Raises:

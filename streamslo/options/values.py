@@ -8,6 +8,7 @@ caller adds where the value came from (a flag, a file and key).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -40,6 +41,22 @@ __all__ = [
 
 
 # ------------------------------------------------------------------------------ value types
+def _real(value: object) -> float | str:
+    """A number's value as given (float() converts it); TypeError for anything else."""
+    if isinstance(value, (int, float, str)):
+        return value
+    raise TypeError(f"not a number: {value!r}")
+
+
+def _items(value: object) -> tuple[str, ...]:
+    """A text list's items (None or empty: none)."""
+    if not value:
+        return ()
+    if not isinstance(value, Iterable):
+        raise TypeError(f"not a list of text: {value!r}")
+    return tuple(str(v) for v in value)
+
+
 @dataclass(frozen=True)
 class ValueType:
     """How an option's value is read (from text or a TOML value) and written for Locust."""
@@ -53,13 +70,18 @@ class ValueType:
         """The placeholder in ``--help``."""
         return self._metavar
 
-    def parse(self, raw: object) -> Any:
+    def parse(self, raw: object) -> object:
         """The typed value. Raises ValueError (the message says what was expected)."""
+        return self.text(raw)
+
+    @staticmethod
+    def text(raw: object) -> str:
+        """``raw`` as stripped text. Raises ValueError when it is not text."""
         if not isinstance(raw, str):
             raise ValueError(f"expected text, got {raw!r}")
         return raw.strip()
 
-    def wire(self, value: Any) -> Any:
+    def wire(self, value: object) -> object:
         """The value as Locust's parser keeps it and as a command-line argument."""
         return value
 
@@ -67,7 +89,7 @@ class ValueType:
         """The kind of value, for the reference documentation."""
         return "text"
 
-    def show(self, value: Any) -> str:
+    def show(self, value: object) -> str:
         """The value as a person would type it (help texts, documentation)."""
         return str(self.wire(value))
 
@@ -84,10 +106,10 @@ class Text(ValueType):
         return self.name
 
     def parse(self, raw: object) -> str | None:
-        text: str = super().parse(raw)
+        text = self.text(raw)
         return (text or None) if self.optional else text
 
-    def wire(self, value: Any) -> Any:
+    def wire(self, value: object) -> object:
         return "" if value is None else value
 
     def describe(self) -> str:
@@ -101,10 +123,10 @@ class PathValue(ValueType):
     _metavar: ClassVar[str] = "DIR"
 
     def parse(self, raw: object) -> Path | None:
-        text: str = super().parse(str(raw) if isinstance(raw, Path) else raw)
+        text = self.text(str(raw) if isinstance(raw, Path) else raw)
         return Path(text) if text else None
 
-    def wire(self, value: Any) -> Any:
+    def wire(self, value: object) -> object:
         return "" if value is None else str(value)
 
     def describe(self) -> str:
@@ -135,10 +157,10 @@ class Number(ValueType):
     def parse(self, raw: object) -> float:
         return parse_float(raw, self.minimum, above=self.above)
 
-    def wire(self, value: Any) -> Any:
-        return float(value)
+    def wire(self, value: object) -> object:
+        return float(_real(value))
 
-    def show(self, value: Any) -> str:
+    def show(self, value: object) -> str:
         return f"{value:g}"
 
     def describe(self) -> str:
@@ -171,8 +193,8 @@ class Duration(ValueType):
             raise ValueError(f"must be positive, got {raw}")
         return parse_duration(raw)
 
-    def wire(self, value: Any) -> Any:
-        return format_duration(float(value))
+    def wire(self, value: object) -> object:
+        return format_duration(float(_real(value)))
 
     def describe(self) -> str:
         return "duration"
@@ -189,7 +211,7 @@ class Choice(ValueType):
         return "{" + ",".join(self.choices) + "}"
 
     def parse(self, raw: object) -> str:
-        text: str = super().parse(raw)
+        text = self.text(raw)
         if text in self.choices or (self.empty and not text):
             return text
         raise ValueError(f"must be one of {', '.join(self.choices)}, not {raw!r}")
@@ -249,7 +271,7 @@ class Stages(ValueType):
                 raw = ",".join(f"{s['duration']}:{s['target']}" for s in raw)
             except (TypeError, KeyError):
                 raise ValueError("stages must be tables with duration and target") from None
-        text: str = super().parse(raw)
+        text = self.text(raw)
         if text:
             try:
                 parse_stages(text)
@@ -312,7 +334,7 @@ class RunOption:
             return self.help
         return f"{self.help} (default {self.type.show(d)})"
 
-    def from_wire(self, raw: Any) -> Any:
+    def from_wire(self, raw: object) -> object:
         """The typed value from Locust's parsed options.
 
         Raises:
@@ -321,7 +343,7 @@ class RunOption:
         if isinstance(self.type, Switch):
             return not raw if self.inverted else bool(raw)
         if isinstance(self.type, TextList):
-            return tuple(raw or ())
+            return tuple(_items(raw))
         if raw is None:
             return self.default
         try:
@@ -329,14 +351,14 @@ class RunOption:
         except ValueError as exc:
             raise BadInputError(f"{self.locust_flag}: {exc}") from None
 
-    def argv(self, value: Any) -> list[str]:
+    def argv(self, value: object) -> list[str]:
         """The Locust command-line arguments for ``value``."""
         assert self.locust_flag is not None
         if isinstance(self.type, Switch):
             on = not value if self.inverted else bool(value)  # the flag is given
             return [self.locust_flag] if on else []
         if isinstance(self.type, TextList):
-            return [a for item in value for a in (self.locust_flag, item)]
+            return [a for item in _items(value) for a in (self.locust_flag, item)]
         if value is None:
             return []
         return [self.locust_flag, str(self.type.wire(value))]
@@ -359,7 +381,7 @@ def option(
     secret: bool = False,
     inverted: bool = False,
     hidden: bool = False,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The metadata of one :class:`RunOptions` field (everything but its name and default).
 
     Args:

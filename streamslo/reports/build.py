@@ -13,10 +13,13 @@ import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from streamslo.errors import BadInputError
 from streamslo.reports.model import BootstrapSettings, Report, VerdictRow
+
+if TYPE_CHECKING:
+    from streamslo.slo.thresholds import SLO
 
 __all__ = ["DEFAULT_CONFIDENCE", "DEFAULT_RESAMPLES", "ReportResult", "build_report"]
 
@@ -74,7 +77,7 @@ def build_report(
     before_dir: str | os.PathLike[str] | None,
     after_dir: str | os.PathLike[str],
     out_html: str | os.PathLike[str] = "report.html",
-    slo: Any = None,
+    slo: SLO | str | Path | None = None,
     *,
     seed: int = 0,
     resamples: int = DEFAULT_RESAMPLES,

@@ -129,7 +129,7 @@ def _share(v: Any) -> str:
     return f"{v * 100:.0f} %" if isinstance(v, (int, float)) and not isinstance(v, bool) else str(v)
 
 
-def protocol_text(protocol: Any, mix: Any = None) -> str:
+def protocol_text(protocol: object, mix: object = None) -> str:
     """``SSE``; a mix as ``SSE 70 %, WS 30 %``; other shares of the mix (``slow_readers``) as
     ``slow readers 10 %`` when not zero. Never a Python dict."""
     if isinstance(mix, Mapping) and mix:

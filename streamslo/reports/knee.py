@@ -19,7 +19,7 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -32,6 +32,9 @@ from streamslo.figures.metrics import (
     trend_samples,
 )
 from streamslo.results.layout import RunData
+
+if TYPE_CHECKING:
+    from streamslo.slo.thresholds import SLO
 
 __all__ = [
     "KEEP_UP",
@@ -86,7 +89,7 @@ class LoadPoint:
     asked: bool = False
     """``x`` is an asked request rate (achieved can fall short of it)."""
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         """Plain data for ``sweep.json`` and ``report.json``."""
         out: dict[str, Any] = {
             k: getattr(self, k)
@@ -121,7 +124,7 @@ def load_point(
     label: str,
     *,
     duration_s: float | None = None,
-    slo: Any = None,
+    slo: SLO | None = None,
     asked: bool = False,
 ) -> LoadPoint:
     """The figures of ``data`` (a whole run, or one level's streams of it).
@@ -229,7 +232,7 @@ def first_user_s(stages: str) -> float:
 
 
 def level_points(
-    data: RunData, stages: str, slo: Any = None, settle_s: float = 0.0
+    data: RunData, stages: str, slo: SLO | None = None, settle_s: float = 0.0
 ) -> list[LoadPoint]:
     """One point per held stage of a staged run: the streams that started while it held.
 
@@ -275,7 +278,7 @@ class Knee:
     reason: str
     """Why that level is past it (or that the series held to the top)."""
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {"x": self.x, "label": self.label, "broke_at": self.broke_at, "reason": self.reason}
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -19,6 +19,9 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullForma
 
 from streamslo.reports.charts import Chart, png_base64
 from streamslo.reports.knee import Knee, LoadPoint, finite
+
+if TYPE_CHECKING:
+    from streamslo.slo.thresholds import SLO
 
 __all__ = ["SERIES_COLORS", "knee_chart", "knee_figure", "level_ticks", "log_ticks", "slo_bounds"]
 
@@ -222,7 +225,7 @@ def knee_figure(
     return fig
 
 
-def slo_bounds(slo: Any) -> dict[str, float]:
+def slo_bounds(slo: SLO | None) -> dict[str, float]:
     """The bounds worth a guide line on these charts: a ``p(99)<x`` threshold on ``itl_ms`` or
     ``ttft_ms`` (the panels show p99) and a ``rate<x`` on ``truncation_rate``, whole-run only."""
     out: dict[str, float] = {}

@@ -11,13 +11,16 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from streamslo.reports.charts import Chart
 from streamslo.reports.knee import Knee, LoadPoint, find_knee, level_points
 from streamslo.reports.knee_charts import knee_chart, slo_bounds
 from streamslo.reports.load import LoadedRun
 from streamslo.reports.render import fmt, html_table, md_table
+
+if TYPE_CHECKING:
+    from streamslo.slo.thresholds import SLO
 
 __all__ = [
     "SETTLE_S",
@@ -45,7 +48,10 @@ class LevelSeries:
 
 
 def level_series(
-    runs: Sequence[LoadedRun], stages: str | None, slo: Any = None, settle_s: float = SETTLE_S
+    runs: Sequence[LoadedRun],
+    stages: str | None,
+    slo: SLO | None = None,
+    settle_s: float = SETTLE_S,
 ) -> tuple[LevelSeries, ...]:
     """The series of every run with requests in at least one level (none without ``stages``).
 
@@ -67,7 +73,7 @@ def level_series(
     return tuple(out)
 
 
-def level_chart(series: Sequence[LevelSeries], slo: Any) -> Chart | None:
+def level_chart(series: Sequence[LevelSeries], slo: SLO | None) -> Chart | None:
     """The knee chart of the series (None without any)."""
     if not series:
         return None
@@ -147,7 +153,7 @@ def levels_markdown(series: Sequence[LevelSeries]) -> str:
     )
 
 
-def levels_json(series: Sequence[LevelSeries]) -> list[dict[str, Any]]:
+def levels_json(series: Sequence[LevelSeries]) -> list[dict[str, object]]:
     """The section as plain data for report.json."""
     return [
         {"name": s.name, "knee": s.knee.as_dict(), "levels": [p.as_dict() for p in s.points]}

@@ -288,6 +288,6 @@ class Report:
         """The before run, or None in a single-run report."""
         return self.runs[0] if len(self.runs) > 1 else None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """Plain JSON-ready data (tuples become lists)."""
         return dataclasses.asdict(self)

@@ -16,8 +16,7 @@ import html
 import json
 import math
 import re
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
 
 from streamslo.reports.charts import Chart
 from streamslo.reports.glossary import protocol_text
@@ -470,7 +469,7 @@ def summary_table(report: Report) -> str:
     return "\n".join(out)
 
 
-def json_safe(obj: Any) -> Any:
+def json_safe(obj: object) -> object:
     """``obj`` with NaN and infinities as None, tuples as lists, keys as text (strict JSON)."""
     if isinstance(obj, float):
         return None if math.isnan(obj) or math.isinf(obj) else obj
@@ -481,7 +480,7 @@ def json_safe(obj: Any) -> Any:
     return obj
 
 
-def render_json(report: Report, extra: dict[str, Any] | None = None) -> str:
+def render_json(report: Report, extra: Mapping[str, object] | None = None) -> str:
     """``report.json``: the report model as strict JSON (NaN becomes null), plus ``extra``
     top-level keys (``soak``)."""
     return (

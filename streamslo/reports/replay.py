@@ -188,6 +188,6 @@ def replay_markdown(tables: Sequence[Table]) -> str:
     return "\n".join(out)
 
 
-def replay_json(runs: Sequence[LoadedRun]) -> dict[str, Any]:
+def replay_json(runs: Sequence[LoadedRun]) -> dict[str, object]:
     """``report.json``'s ``replay``: each run's replay figures, by run label."""
     return {run.label: fig for run in runs if (fig := replay_figures(run.data))}

@@ -88,6 +88,6 @@ def scenario_markdown(tables: Sequence[tuple[str, list[list[str]]]]) -> str:
     return "\n".join(out)
 
 
-def scenario_json(runs: Sequence[LoadedRun]) -> dict[str, Any]:
+def scenario_json(runs: Sequence[LoadedRun]) -> dict[str, object]:
     """``report.json``'s ``scenarios``: each run's per-scenario figures, by run label."""
     return {run.label: figures for run in runs if (figures := scenario_figures(run.data))}

@@ -57,7 +57,7 @@ class SoakSection:
     """The run's start and end (epoch s, run.json): windows are aligned to the clock, so the
     first and last cover only part of their length."""
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         out = asdict(self)
         out.pop("windows")
         out["window_count"] = len(self.windows)
@@ -405,7 +405,7 @@ def soak_markdown(sections: Sequence[SoakSection]) -> str:
     return "\n".join(out)
 
 
-def soak_json(sections: Sequence[SoakSection]) -> list[dict[str, Any]]:
+def soak_json(sections: Sequence[SoakSection]) -> list[dict[str, object]]:
     """``report.json``'s ``soak``."""
     out: list[dict[str, Any]] = json.loads(json.dumps([s.as_dict() for s in sections], default=str))
     return out

@@ -57,7 +57,7 @@ def max_passing_rate(entries: Sequence[SweepEntry]) -> float | None:
     return best
 
 
-def sweep_document(entries: Sequence[SweepEntry], info: Mapping[str, Any]) -> dict[str, Any]:
+def sweep_document(entries: Sequence[SweepEntry], info: Mapping[str, object]) -> dict[str, object]:
     """``sweep.json``: ``info`` (target, SLO, mode...), one entry per run, the knee of the
     rate runs, ``max_passing_rate`` (:func:`max_passing_rate`; null when none passed), and the synchronous and saturating rates when measured."""
     rate_points = [e.point for e in entries if e.kind == "rate"]
@@ -143,7 +143,7 @@ def _headline(doc: Mapping[str, Any]) -> str:
     return head
 
 
-def render_sweep_html(doc: Mapping[str, Any], charts: Sequence[Chart]) -> str:
+def render_sweep_html(doc: Mapping[str, object], charts: Sequence[Chart]) -> str:
     """The sweep as one self-contained HTML page."""
     ok = doc.get("max_passing_rate") is not None
     title = f"streamslo sweep: {doc.get('target', '')}"
@@ -172,7 +172,7 @@ def render_sweep_html(doc: Mapping[str, Any], charts: Sequence[Chart]) -> str:
     )
 
 
-def render_sweep_markdown(doc: Mapping[str, Any]) -> str:
+def render_sweep_markdown(doc: Mapping[str, object]) -> str:
     """The sweep as Markdown (a CI comment)."""
     return "\n".join(
         [
@@ -188,6 +188,6 @@ def render_sweep_markdown(doc: Mapping[str, Any]) -> str:
     )
 
 
-def dump(doc: Mapping[str, Any]) -> str:
+def dump(doc: Mapping[str, object]) -> str:
     """``sweep.json``'s text."""
     return json.dumps(json_safe(dict(doc)), indent=2, allow_nan=False, default=str) + "\n"

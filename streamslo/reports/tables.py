@@ -16,7 +16,7 @@ from streamslo.reports.model import Difference, FailureGroup, OutcomeCount, Repo
 __all__ = ["ci_text", "fmt", "headline", "judged", "report_rows", "run_title", "value_text"]
 
 
-def fmt(v: Any, digits: int = 1, signed: bool = False, pct: bool = False) -> str:
+def fmt(v: object, digits: int = 1, signed: bool = False, pct: bool = False) -> str:
     """Format a number for a table (``—`` for missing)."""
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "—"

@@ -8,21 +8,31 @@ p99 (numpy ``linear``, as everywhere in the report). Nothing here prints.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 
 from streamslo.figures.metrics import LatencyStats, counted_mask
 from streamslo.reports.load import LoadedRun
 from streamslo.reports.render import fmt, html_table, md_table
+from streamslo.results.schema import LatencySummary
 
-__all__ = ["turn_rows", "turns_html", "turns_json", "turns_markdown"]
+__all__ = ["TurnRow", "turn_rows", "turns_html", "turns_json", "turns_markdown"]
 
 
-def turns_json(runs: Sequence[LoadedRun]) -> list[dict[str, Any]]:
+class TurnRow(TypedDict):
+    """One run's streams of one turn (``report.json``'s ``turns``)."""
+
+    run: str
+    turn: int
+    streams: int
+    ttft_ms: LatencySummary
+
+
+def turns_json(runs: Sequence[LoadedRun]) -> list[TurnRow]:
     """Per run and turn: ``{"run", "turn", "streams", "ttft_ms": {p50, p99, ...}}``; empty
     when no run has a second turn."""
-    out: list[dict[str, Any]] = []
+    out: list[TurnRow] = []
     for r in runs:
         s = r.data.streams
         if "turn" not in s.columns or s.empty:
@@ -46,7 +56,7 @@ def turns_json(runs: Sequence[LoadedRun]) -> list[dict[str, Any]]:
     return out
 
 
-def turn_rows(table: Sequence[dict[str, Any]]) -> list[list[str]]:
+def turn_rows(table: Sequence[TurnRow]) -> list[list[str]]:
     """:func:`turns_json`'s rows as text (a header first)."""
     rows = [["run", "turn", "streams", "TTFT p50 (ms)", "TTFT p99 (ms)"]]
     rows += [
@@ -62,11 +72,11 @@ def turn_rows(table: Sequence[dict[str, Any]]) -> list[list[str]]:
     return rows
 
 
-def turns_html(table: Sequence[dict[str, Any]]) -> str:
+def turns_html(table: Sequence[TurnRow]) -> str:
     """The table as HTML."""
     return html_table(turn_rows(table))
 
 
-def turns_markdown(table: Sequence[dict[str, Any]]) -> str:
+def turns_markdown(table: Sequence[TurnRow]) -> str:
     """The table as a Markdown section ("" when empty)."""
     return "" if not table else "\n".join(["### TTFT by turn", "", md_table(turn_rows(table)), ""])

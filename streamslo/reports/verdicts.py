@@ -22,7 +22,7 @@ from streamslo.slo import thresholds
 __all__ = ["evaluate_runs", "resolve_slo", "verdict_word"]
 
 
-def resolve_slo(slo: Any) -> tuple[Any, str]:
+def resolve_slo(slo: thresholds.SLO | str | Path | None) -> tuple[thresholds.SLO, str]:
     """The SLO object to check, and a description of where it came from.
 
     Args:
@@ -54,7 +54,7 @@ def _num(v: Any) -> float | None:
     return None if v is None else float(v)
 
 
-def evaluate_runs(slo: Any, runs: Sequence[RunData]) -> tuple[VerdictRow, ...]:
+def evaluate_runs(slo: thresholds.SLO, runs: Sequence[RunData]) -> tuple[VerdictRow, ...]:
     """Check ``slo`` on each run (``(after,)`` or ``(before, after)``) and pair the checks."""
     after_checks = list(thresholds.evaluate(slo, runs[-1]))
     before_checks: dict[tuple[str, str], Any] = {}

@@ -19,9 +19,12 @@ import io
 import sys
 from array import array
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streamslo.stream.timing import STREAM_COLUMNS, StreamRecord
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = ["GapColumns", "RecordBatch"]
 
@@ -101,7 +104,7 @@ class GapColumns:
         self.gap_s.extend(other.gap_s)
         self.t.extend(other.t)
 
-    def table(self, run_start: float) -> Any:
+    def table(self, run_start: float) -> pa.Table:
         """The ``gaps.parquet`` columns as a pyarrow table, ``t`` in seconds since ``run_start``."""
         import numpy as np
         import pyarrow as pa
@@ -129,7 +132,7 @@ class GapColumns:
             }
         )
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> dict[str, object]:
         """msgpack-safe columns: the ids as a list, every number column as little-endian bytes."""
         return {
             "ids": list(self.ids),
@@ -226,7 +229,7 @@ class RecordBatch:
         text = self._text.getvalue()
         return bytes(self._raw) + text.encode() if text else bytes(self._raw)
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> dict[str, object]:
         """The batch as msgpack-safe data: the rows as UTF-8 bytes, the gaps as columns."""
         return {"rows": self.rows_bytes(), "n": self._rows, "gaps": self.gaps.to_wire()}
 

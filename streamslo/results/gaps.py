@@ -25,7 +25,10 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = ["MERGED_PREFIX", "SOURCES_KEY", "compact", "live_files", "read_table"]
 
@@ -74,7 +77,7 @@ def live_files(folder: Path) -> list[Path]:
     return [p for p in files if p.name not in held]
 
 
-def read_table(path: Path) -> Any:
+def read_table(path: Path) -> pa.Table | None:
     """Every gap of ``path`` (a folder of part files, or one file) as one pyarrow table.
 
     Returns:

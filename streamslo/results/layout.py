@@ -190,7 +190,7 @@ def _dumps(obj: Any) -> str:
     return json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n"
 
 
-def write_json(path: Path, obj: Any) -> None:
+def write_json(path: Path, obj: object) -> None:
     """Write JSON atomically (a reader never sees half a file)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
@@ -200,7 +200,7 @@ def write_json(path: Path, obj: Any) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def create_json(path: Path, obj: Any) -> bool:
+def create_json(path: Path, obj: object) -> bool:
     """Write JSON to ``path`` unless it exists, atomically and safely across processes.
 
     Returns:
@@ -230,7 +230,7 @@ def read_json(path: Path) -> dict[str, Any]:
     return obj
 
 
-def new_run_json(info: Mapping[str, Any]) -> dict[str, Any]:
+def new_run_json(info: Mapping[str, object]) -> dict[str, object]:
     """``run.json`` as written when a run starts: ``info``, not complete."""
     return {"schema_version": SCHEMA_VERSION, "complete": False, **info}
 
@@ -244,7 +244,7 @@ def read_run_start(layout: Layout) -> float | None:
         return None
 
 
-def is_complete(run: Mapping[str, Any]) -> bool:
+def is_complete(run: Mapping[str, object]) -> bool:
     """Whether ``run.json`` says the run was finalized.
 
     ``complete`` decides. A ``run.json`` without it is complete only when it predates the flag

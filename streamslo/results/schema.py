@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-__all__ = ["Dropped", "LatencySummary", "RunJson", "SummaryJson"]
+__all__ = ["Dropped", "LatencySummary", "RunJson", "ScenarioFigures", "SummaryJson"]
 
 
 class Dropped(TypedDict):
@@ -105,6 +105,20 @@ class LatencySummary(TypedDict):
     count: int
 
 
+class ScenarioFigures(TypedDict):
+    """One ``[scenarios.NAME]``'s headline figures in ``summary.json``'s ``scenarios``."""
+
+    requests: int
+    ok: int
+    dropped_iterations: int
+    truncation_rate: float | None
+    error_rate: float | None
+    requests_per_s: float | None
+    ttft_ms: LatencySummary
+    itl_ms: LatencySummary
+    e2e_ms: LatencySummary
+
+
 class SummaryJson(TypedDict, total=False):
     """``DIR/summary.json``: the headline figures of a finalized run."""
 
@@ -138,7 +152,7 @@ class SummaryJson(TypedDict, total=False):
     drift: dict[str, dict[str, Any]]
     dropped_iterations: int
     dropped_iterations_by_scenario: dict[str, int]
-    scenarios: dict[str, dict[str, Any]]
+    scenarios: dict[str, ScenarioFigures]
     schedule_lag_ms: LatencySummary
     client_cancelled: dict[str, Any]
     prefix_cache: dict[str, Any]

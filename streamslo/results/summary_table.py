@@ -3,12 +3,28 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from streamslo.results.schema import LatencySummary, RunJson, SummaryJson
 from streamslo.stream.outcome import OUTCOMES
 
-__all__ = ["format_summary", "integrity_warnings", "run_warnings"]
+__all__ = ["CheckLine", "format_summary", "integrity_warnings", "run_warnings"]
+
+
+class CheckLine(Protocol):
+    """What the summary prints of a checked threshold (``streamslo.slo.thresholds.CheckResult``)."""
+
+    @property
+    def passed(self) -> bool: ...
+
+    @property
+    def observed(self) -> float | None: ...
+
+    @property
+    def metric(self) -> str: ...
+
+    @property
+    def expression(self) -> str: ...
 
 
 def _ms(v: Any) -> str:
@@ -24,7 +40,7 @@ def _rate(v: Any) -> str:
     return "no data" if v is None else f"{v * 100:.3f} %"
 
 
-def integrity_warnings(run: Mapping[str, Any], skipped_rows: int | None = None) -> list[str]:
+def integrity_warnings(run: RunJson, skipped_rows: int | None = None) -> list[str]:
     """What a reader must know about the results themselves before any figure: a run that was
     not finalized, was killed, lost a worker, lost rows to write errors, or has damaged rows.
 
@@ -81,7 +97,7 @@ def _relay_warnings(run: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def run_warnings(run: Mapping[str, Any]) -> list[str]:
+def run_warnings(run: RunJson) -> list[str]:
     """An invalid run (saturated generator), then :func:`integrity_warnings`."""
     out = [f"INVALID RUN: {run.get('invalid_reason')}"] if not run.get("valid", True) else []
     dropped = run.get("dropped_iterations")
@@ -135,7 +151,7 @@ def _connect_error_rate(counts: Mapping[str, int]) -> float | None:
     return counts.get("connect_error", 0) / counted if counted else None
 
 
-def format_summary(summary: SummaryJson, checks: Sequence[Any], run: RunJson) -> str:
+def format_summary(summary: SummaryJson, checks: Sequence[CheckLine], run: RunJson) -> str:
     """A table of outcomes, rates, latencies and threshold verdicts."""
     lines = [f"!! {line}" for line in run_warnings(run)]
     lines += [f"hint: {line}" for line in summary.get("server_hints") or ()]

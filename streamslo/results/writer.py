@@ -204,7 +204,7 @@ class ResultsWriter:
         directory: Path,
         run_start: float,
         flush_interval: float = 2.0,
-        offload: Callable[[Callable[[], Any]], Any] | None = None,
+        offload: Callable[[Callable[[], object]], object] | None = None,
         *,
         final_retry_s: float = 10.0,
         write: WriteFn = os.write,
@@ -381,7 +381,7 @@ class ResultsWriter:
                 self.write_errors,
             )
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> dict[str, object]:
         """What this writer wrote and could not write (``writers/<tag>.json``)."""
         return {
             "tag": self.tag,

@@ -12,12 +12,13 @@ import os
 import select
 import subprocess
 import time
-from typing import Any
 
 __all__ = ["read_first_line"]
 
 
-def read_first_line(process: subprocess.Popen[Any], timeout: float, what: str) -> tuple[str, str]:
+def read_first_line(
+    process: subprocess.Popen[bytes] | subprocess.Popen[str], timeout: float, what: str
+) -> tuple[str, str]:
     """The child's first stdout line, and whatever it printed after it in the same reads.
 
     Args:

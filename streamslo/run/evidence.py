@@ -219,7 +219,7 @@ class ServerEvidence:
         except (OSError, ValueError):
             return None
 
-    def probe(self) -> dict[str, Any] | None:
+    def probe(self) -> dict[str, object] | None:
         """``/healthz`` of the bundled server, or None for any other server."""
         raw = self._get(self.base + "/healthz")
         try:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from streamslo import __version__
 from streamslo.figures.metrics import instant_failure_cause, scenario_figures, summarize
@@ -30,6 +30,12 @@ from streamslo.results.layout import (
 )
 from streamslo.results.schema import RunJson, SummaryJson
 from streamslo.workload.scenarios import dropped_totals
+
+if TYPE_CHECKING:
+    from locust.env import Environment
+
+if TYPE_CHECKING:
+    from streamslo.slo.thresholds import SLO, CheckResult
 
 __all__ = [
     "BUSY_FRACTION_LIMIT",
@@ -62,7 +68,7 @@ def _json_files(folder: Path) -> list[dict[str, Any]]:
     return out
 
 
-def judge_validity(directory: Path) -> dict[str, Any]:
+def judge_validity(directory: Path) -> dict[str, object]:
     """Read every ``procs/*.json`` and judge whether the load generator measured the server.
 
     Returns:
@@ -102,7 +108,7 @@ def judge_validity(directory: Path) -> dict[str, Any]:
     }
 
 
-def writer_totals(directory: Path) -> dict[str, Any]:
+def writer_totals(directory: Path) -> dict[str, object]:
     """Sum every ``writers/*.json``: rows written, rows and gaps never written, write errors.
 
     Returns:
@@ -139,7 +145,7 @@ _RELAY_TOTALS = (
 )
 
 
-def relay_totals(directory: Path) -> dict[str, Any]:
+def relay_totals(directory: Path) -> dict[str, object]:
     """A distributed run's ``relay.json``, for run.json: ``lost_workers`` and ``relay`` (what
     the master received). Empty for a run without workers.
 
@@ -164,9 +170,9 @@ def relay_totals(directory: Path) -> dict[str, Any]:
 def finalize(
     directory: Path,
     run_info: dict[str, Any],
-    slo: Any = None,
-    extra_checks: list[Any] | None = None,
-) -> tuple[SummaryJson, list[Any]]:
+    slo: SLO | None = None,
+    extra_checks: list[CheckResult] | None = None,
+) -> tuple[SummaryJson, list[CheckResult]]:
     """Complete a results directory: ``complete: true`` once everything else is written.
 
     Args:
@@ -208,12 +214,12 @@ def finalize(
         summary["scenarios"] = per_scenario
     from streamslo.figures.replay import replay_figures  # schedule lag, hang-ups, prefix cache
 
-    summary.update(cast(SummaryJson, replay_figures(data)))
+    summary.update(replay_figures(data))
     from streamslo.run.soak_results import finalize_extras  # windows, budget, drift (docs/soak.md)
 
     run_extra, summary_extra = finalize_extras(layout.root, run, data)
     run.update(run_extra)
-    summary.update(cast(SummaryJson, summary_extra))
+    summary.update(summary_extra)
     write_json(layout.summary_json, summary)
     checks = thresholds.evaluate(slo if slo is not None else thresholds.DEFAULT_SLO, data)
     thresholds.write_slo_json(layout.root, list(extra_checks or []) + list(checks))
@@ -246,7 +252,7 @@ def last_record_epoch(data: RunData) -> float | None:
     return max(times) if times else None
 
 
-def _recorded_slo(layout: Layout, run: RunJson) -> Any:
+def _recorded_slo(layout: Layout, run: RunJson) -> SLO | None:
     """The SLO the run was checked against, when run.json names a file that still exists."""
     import tomllib
 
@@ -264,7 +270,9 @@ def _recorded_slo(layout: Layout, run: RunJson) -> Any:
     return None
 
 
-def finalize_killed(directory: Path, slo: Any = None) -> tuple[SummaryJson, list[Any], bool]:
+def finalize_killed(
+    directory: Path, slo: SLO | None = None
+) -> tuple[SummaryJson, list[CheckResult], bool]:
     """Finalize a directory whose run was killed before it could (``streamslo finalize``).
 
     Its end is its last record (:func:`last_record_epoch`), not now; ``killed: true``. A
@@ -316,7 +324,7 @@ def finalize_killed(directory: Path, slo: Any = None) -> tuple[SummaryJson, list
     return summary, checks, True
 
 
-def finalize_plain_locust(environment: Any, directory: Path, run_start: float) -> None:
+def finalize_plain_locust(environment: Environment, directory: Path, run_start: float) -> None:
     """Finalize when Locust ran without ``streamslo run`` (best effort; logs, never raises)."""
     import logging
 

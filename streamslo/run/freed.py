@@ -72,12 +72,12 @@ class FreedCheck:
         """Read the baseline (before any load)."""
         self.baseline = self.read()
 
-    def after(self, bound_s: float, poll_s: float = 0.25) -> dict[str, Any]:
+    def after(self, bound_s: float, poll_s: float = 0.25) -> dict[str, object]:
         """Poll until the gauge is back at its baseline or ``bound_s`` passed: the verdict."""
         return check_freed(self, bound_s, poll_s)
 
 
-def check_freed(check: FreedCheck, bound_s: float, poll_s: float = 0.25) -> dict[str, Any]:
+def check_freed(check: FreedCheck, bound_s: float, poll_s: float = 0.25) -> dict[str, object]:
     """``run.json``'s ``server_freed``: ``passed`` (True, False, or None when the server
     exports no in-flight gauge), the gauge, its baseline, its last value, and how long it took."""
     base = check.baseline

@@ -9,11 +9,12 @@ plain Locust run, ``streamslo finalize DIR``).
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from streamslo.figures.drift import analyse
 from streamslo.results.layout import Layout, RunData
+from streamslo.results.schema import RunJson, SummaryJson
 from streamslo.run.windows_file import read_windows, reconcile
 from streamslo.slo.budget import Budget, BurnTracker
 
@@ -23,8 +24,8 @@ log = logging.getLogger("streamslo.results.layout")
 
 
 def finalize_extras(
-    directory: Path, run: dict[str, Any], data: RunData
-) -> tuple[dict[str, Any], dict[str, Any]]:
+    directory: Path, run: Mapping[str, object], data: RunData
+) -> tuple[RunJson, SummaryJson]:
     """The long-run fields of a finalized run.
 
     Args:
@@ -37,8 +38,8 @@ def finalize_extras(
         ``summary.json``: ``windows``, ``budget`` with a budget, ``drift``).
     """
     layout = Layout(Path(directory))
-    run_up: dict[str, Any] = {}
-    summary_up: dict[str, Any] = {}
+    run_up: RunJson = {}
+    summary_up: SummaryJson = {}
     try:
         info = reconcile(data)
     except OSError as exc:
@@ -64,12 +65,13 @@ def finalize_extras(
             if run.get("alerts") is None:
                 run_up["alerts"] = [a.as_dict() for a in tracker.fired]
             consumed = tracker.consumed
+            alerts = run_up.get("alerts", run.get("alerts"))
             summary_up["budget"] = {
                 "objective": budget.objective,
                 "target": budget.target,
                 "consumed": consumed,
                 "remaining": None if consumed is None else 1.0 - consumed,
-                "alerts_fired": len(run_up.get("alerts", run.get("alerts")) or []),
+                "alerts_fired": len(alerts) if isinstance(alerts, list) else 0,
             }
     summary_up["drift"] = analyse(layout.root, rows)
     return run_up, summary_up

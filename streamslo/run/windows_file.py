@@ -21,7 +21,7 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streamslo.errors import ResultsError
 from streamslo.figures.windows import (
@@ -36,6 +36,9 @@ from streamslo.results.layout import Layout, RunData, read_json, write_json
 from streamslo.results.writer import append_lines
 from streamslo.slo.live_eval import totals_from_wire, totals_to_wire
 from streamslo.stream.outcome import EXCLUDED_OUTCOMES
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "LiveState",
@@ -60,7 +63,7 @@ def _cell(v: Any) -> str:
     return str(v)
 
 
-def format_rows(rows: Iterable[Mapping[str, Any]], header: bool = False) -> bytes:
+def format_rows(rows: Iterable[Mapping[str, object]], header: bool = False) -> bytes:
     """CSV text of ``rows`` (column order of :data:`WINDOW_COLUMNS`), optionally with the header."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
@@ -90,8 +93,8 @@ def append_rows(path: Path, rows: Iterable[WindowRow]) -> None:
     append_lines(path, data)
 
 
-def _parse(row: Mapping[str, str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _parse(row: Mapping[str, str]) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
     for c in WINDOW_COLUMNS:
         text = (row.get(c) or "").strip()
         if not text:
@@ -103,7 +106,7 @@ def _parse(row: Mapping[str, str]) -> dict[str, Any]:
     return out
 
 
-def read_windows(path: Path) -> list[dict[str, Any]]:
+def read_windows(path: Path) -> list[dict[str, float | None]]:
     """Every row of a ``windows.csv`` (empty cells as None); [] when there is none.
 
     Raises:
@@ -130,7 +133,7 @@ class WindowsTail:
         self._offset = 0
         self._header: list[str] | None = None
 
-    def read(self) -> list[dict[str, Any]]:
+    def read(self) -> list[dict[str, float | None]]:
         try:
             with open(self.path, "rb") as f:
                 f.seek(self._offset)
@@ -170,7 +173,7 @@ def write_live(
     now: float,
     window_s: float,
     totals: Mapping[Group, GroupAggregate],
-    last_window: Mapping[str, Any] | None,
+    last_window: Mapping[str, object] | None,
     rows_written: int,
     late_parts: int,
 ) -> None:
@@ -207,7 +210,7 @@ def read_live(path: Path) -> LiveState | None:
 
 # ------------------------------------------------------------------------ finalize
 def aggregate_streams(
-    streams: Any, gaps: Any, window_s: float
+    streams: pd.DataFrame, gaps: pd.DataFrame, window_s: float
 ) -> dict[int, dict[Group, GroupAggregate]]:
     """The groups of every window, from ``streams.csv`` and ``gaps.parquet`` frames (the same
     rule and populations as the live aggregation)."""
@@ -297,7 +300,7 @@ def _window_of(layout: Layout, run: Mapping[str, Any], live: list[dict[str, Any]
     return DEFAULT_WINDOW_S
 
 
-def reconcile(data: RunData) -> dict[str, Any]:
+def reconcile(data: RunData) -> dict[str, object]:
     """Make ``windows.csv`` agree with ``streams.csv`` (see the module's docstring).
 
     Returns:
@@ -324,8 +327,9 @@ def reconcile(data: RunData) -> dict[str, Any]:
     want = dict(zip(uniq.tolist(), counts.tolist(), strict=True))
     by_k: dict[int, list[dict[str, Any]]] = {}
     for r in live:
-        if r.get("window_start") is not None:
-            by_k.setdefault(round(r["window_start"] / w), []).append(r)
+        start = r.get("window_start")
+        if start is not None:
+            by_k.setdefault(round(start / w), []).append(r)
     bad = sorted(
         k
         for k in set(by_k) | set(want)

@@ -22,7 +22,6 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import json
-from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -33,7 +32,7 @@ from streamslo.server.protocol import APIError
 __all__ = ["AccessGuard", "is_loopback"]
 
 
-def is_loopback(client: Any) -> bool:
+def is_loopback(client: tuple[str, int] | None) -> bool:
     """Whether an ASGI ``client`` (``(host, port)`` or None) is this machine."""
     if not client:
         return False

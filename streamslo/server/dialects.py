@@ -58,12 +58,12 @@ _ANTHROPIC_TYPES = {
 
 def anthropic_error_body(
     status: int, message: str, request_id: str | None = None
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Anthropic's error object: ``{"type": "error", "error": {"type", "message"}}``, with the
     ``request_id`` an HTTP error body carries (an in-stream ``error`` event has none). Other
     4xx statuses are ``invalid_request_error``, as Anthropic's errors page says."""
     default = "invalid_request_error" if 400 <= status < 500 else "api_error"
-    body: dict[str, Any] = {
+    body: dict[str, object] = {
         "type": "error",
         "error": {"type": _ANTHROPIC_TYPES.get(status, default), "message": message},
     }
@@ -467,7 +467,7 @@ class ResponsesChunks(ChunkFactory):
     def error(self, message: str) -> str:
         return self._ev("error", code="server_error", message=message, param=None)
 
-    def complete(self, text: str, reason: str, completion_tokens: int) -> dict[str, Any]:
+    def complete(self, text: str, reason: str, completion_tokens: int) -> dict[str, object]:
         self._texts = [text]
         self._phase = "message"
         status = "incomplete" if reason == "length" else "completed"
@@ -616,7 +616,7 @@ class MessagesChunks(ChunkFactory):
     def error(self, message: str) -> str:
         return _event("error", anthropic_error_body(500, message))
 
-    def complete(self, text: str, reason: str, completion_tokens: int) -> dict[str, Any]:
+    def complete(self, text: str, reason: str, completion_tokens: int) -> dict[str, object]:
         return {
             "id": self.id,
             "type": "message",

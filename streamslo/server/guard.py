@@ -35,7 +35,7 @@ import email.utils
 import http
 import json
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import h11
 from starlette.types import Receive, Scope, Send
@@ -51,6 +51,9 @@ from websockets.server import ServerProtocol
 from streamslo.server import metrics, runtime
 from streamslo.server.config import ServerConfig
 from streamslo.server.protocol import APIError, error_body
+
+if TYPE_CHECKING:
+    from uvicorn._types import ASGISendEvent
 
 __all__ = [
     "LINGER_BYTES",
@@ -334,7 +337,7 @@ class GuardedWSProtocol(WebSocketsSansIOProtocol):
             metrics.REQUESTS.labels("/v1/ws", str(json.loads(refusal)["error"]["code"])).inc()
         super().handle_parser_exception()
 
-    async def send(self, message: Any) -> None:
+    async def send(self, message: ASGISendEvent) -> None:
         await super().send(message)
         if message["type"] == "websocket.http.response.body" and not message.get("more_body"):
             # A refused handshake (401, 404) is a finished one: without this, Uvicorn logs

@@ -98,7 +98,7 @@ def _get_op(summary: str, *codes: int) -> dict[str, Any]:
     }
 
 
-def build_schema(cfg: ServerConfig) -> dict[str, Any]:
+def build_schema(cfg: ServerConfig) -> dict[str, object]:
     """The OpenAPI document for a server running ``cfg``."""
     prompt = {"type": "string", "maxLength": MAX_PROMPT_CHARS}
     content_part = {

@@ -14,6 +14,7 @@ import itertools
 import json
 import random
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,7 +48,7 @@ _TYPES = {
 _ids = itertools.count(1)
 
 
-def error_body(status: int, message: str, type_: str | None = None) -> dict[str, Any]:
+def error_body(status: int, message: str, type_: str | None = None) -> dict[str, object]:
     """The error object: ``{"error": {"message", "type", "code"}}``."""
     return {
         "error": {"message": message, "type": type_ or _TYPES.get(status, "error"), "code": status}
@@ -63,7 +64,7 @@ class APIError(Exception):
         self.message = message
         self.type = type_ or _TYPES.get(status, "error")
 
-    def body(self) -> dict[str, Any]:
+    def body(self) -> dict[str, object]:
         """``{"error": {...}}`` for this error."""
         return error_body(self.status, self.message, self.type)
 
@@ -115,7 +116,7 @@ def load_json_object(raw: bytes | str) -> dict[str, Any]:
     return body
 
 
-def parse_temperature(body: dict[str, Any]) -> float:
+def parse_temperature(body: Mapping[str, object]) -> float:
     """A request's ``temperature`` (default 1.0, ``null`` too), a number in [0, 2].
 
     Raises:
@@ -365,7 +366,7 @@ class ChunkFactory:
             chunk["usage"] = self._usage(completion_tokens)
         return json.dumps(chunk, separators=(",", ":"))
 
-    def complete(self, text: str, reason: str, completion_tokens: int) -> dict[str, Any]:
+    def complete(self, text: str, reason: str, completion_tokens: int) -> dict[str, object]:
         """The whole non-streaming response (``stream: false``)."""
         if self.chat:
             choice: dict[str, Any] = {

@@ -13,7 +13,6 @@ import random
 import subprocess
 import sys
 import time
-from typing import Any
 
 import torch
 
@@ -210,7 +209,7 @@ class Runtime:
                     if s.writer_task is not None:
                         s.writer_task.cancel()
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> dict[str, object]:
         """The ``/healthz`` body."""
         from streamslo import __version__
 

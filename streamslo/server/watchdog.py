@@ -141,7 +141,7 @@ class LoopWatchdog:
             with self._lock:
                 self._samples.append(stack)
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> dict[str, object]:
         """What ``/debug/stalls`` serves."""
         return {
             "stalls": sum(self.counts.values()),

@@ -29,7 +29,7 @@ def read(path: str | None) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def bump(path: str, key: str, **event: Any) -> None:
+def bump(path: str, key: str, **event: object) -> None:
     """Add one to ``key`` and log the event, under an exclusive lock."""
     _update(path, key, None, event)
 

@@ -29,7 +29,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streamslo.errors import SLOFileError
 from streamslo.figures.metrics import RATE_METRICS, metric_kind
@@ -37,6 +37,9 @@ from streamslo.options.units import format_duration, parse_duration
 from streamslo.results.layout import iso_utc
 from streamslo.slo.live_eval import LIVE_UNSUPPORTED, rate_from_counts
 from streamslo.stream.outcome import OUTCOMES
+
+if TYPE_CHECKING:
+    from streamslo.slo.thresholds import SLO
 
 __all__ = [
     "DEFAULT_ALERTS",
@@ -90,7 +93,7 @@ class Budget:
         """The error rate the budget allows: 1 − target."""
         return 1.0 - self.target
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         """``run.json``'s ``budget`` (what a replay needs)."""
         return {
             "objective": self.objective,
@@ -140,7 +143,7 @@ class FiredAlert:
     factor: float
     abort_on_fail: bool
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
@@ -187,7 +190,7 @@ def _number(value: Any, what: str) -> float:
     return float(value)
 
 
-def parse_budget(table: Any, source: str = "<budget>", text: str | None = None) -> Budget:
+def parse_budget(table: object, source: str = "<budget>", text: str | None = None) -> Budget:
     """Parse a ``[budget]`` table.
 
     Raises:
@@ -284,7 +287,7 @@ def _alert_needle(item: Any) -> str | None:
     return None
 
 
-def read_slo_file(path: str | Path) -> tuple[Any, Budget | None]:
+def read_slo_file(path: str | Path) -> tuple[SLO | None, Budget | None]:
     """The thresholds and budget of an SLO file or a scenario file.
 
     Returns:
@@ -327,6 +330,13 @@ class _Win:
     den: int
 
 
+def _cell(v: float | None) -> float:
+    """A windows.csv cell that is set in every row (TypeError when empty, as ``float(None)``)."""
+    if v is None:
+        raise TypeError("an empty windows.csv cell where a number is needed")
+    return float(v)
+
+
 @dataclass
 class BurnTracker:
     """Feeds on closed windows (``windows.csv`` rows, in order); says which alerts fire."""
@@ -356,11 +366,11 @@ class BurnTracker:
         any eligible stream."""
         return None if self.eligible == 0 else (self.errors / self.eligible) / self.budget.allowed
 
-    def add(self, row: Mapping[str, Any]) -> list[FiredAlert]:
+    def add(self, row: Mapping[str, float | None]) -> list[FiredAlert]:
         """One closed window; returns the alerts that fire at its end."""
         outcomes = {o: int(row.get(o) or 0) for o in OUTCOMES}
         num, den = rate_from_counts(self.budget.objective, outcomes, int(row.get("began") or 0))
-        end = float(row["window_start"]) + float(row["window_s"])
+        end = _cell(row["window_start"]) + _cell(row["window_s"])
         self._wins.append(_Win(end, num, den))
         self.errors += num
         self.eligible += den
@@ -390,7 +400,7 @@ class BurnTracker:
         return new
 
 
-def replay(budget: Budget, rows: Iterable[Mapping[str, Any]]) -> list[FiredAlert]:
+def replay(budget: Budget, rows: Iterable[Mapping[str, float | None]]) -> list[FiredAlert]:
     """The alerts a run's windows fire, in order."""
     tracker = BurnTracker(budget)
     for r in rows:
@@ -399,7 +409,7 @@ def replay(budget: Budget, rows: Iterable[Mapping[str, Any]]) -> list[FiredAlert
 
 
 def burn_down(
-    budget: Budget, rows: Iterable[Mapping[str, Any]]
+    budget: Budget, rows: Iterable[Mapping[str, float | None]]
 ) -> list[tuple[float, float | None]]:
     """(window end, budget remaining: 1 − consumed) after each window, for the report's chart."""
     tracker = BurnTracker(budget)
@@ -408,7 +418,7 @@ def burn_down(
         tracker.add(r)
         c = tracker.consumed
         out.append(
-            (float(r["window_start"]) + float(r["window_s"]), None if c is None else 1.0 - c)
+            (_cell(r["window_start"]) + _cell(r["window_s"]), None if c is None else 1.0 - c)
         )
     return out
 

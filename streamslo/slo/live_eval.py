@@ -178,7 +178,7 @@ def live_abort_check(
     return failed
 
 
-def totals_to_wire(groups: Mapping[Group, GroupAggregate]) -> list[list[Any]]:
+def totals_to_wire(groups: Mapping[Group, GroupAggregate]) -> list[list[object]]:
     """Totals as plain lists (``live.json``)."""
     return [[list(g), a.to_wire()] for g, a in groups.items()]
 

@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streamslo.slo._parse import (
     AGGREGATIONS,
@@ -47,6 +47,9 @@ from streamslo.slo._parse import (
     parse_slo,
     parse_thresholds_table,
 )
+
+if TYPE_CHECKING:
+    from streamslo.results.layout import RunData
 
 __all__ = [
     "AGGREGATIONS",
@@ -91,7 +94,7 @@ class CheckResult:
     def expression(self) -> str:
         return self.threshold.expression
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         """The ``slo.json`` entry."""
         th = self.threshold
         return {
@@ -125,7 +128,7 @@ def _fmt(v: float) -> str:
 
 
 def evaluate_threshold(
-    threshold: Threshold, data: Any, *, duration_s: float | None = None
+    threshold: Threshold, data: RunData, *, duration_s: float | None = None
 ) -> CheckResult:
     """Check one threshold against a run.
 
@@ -223,7 +226,7 @@ def _no_match(selector: dict[str, str], total: int) -> str:
     return f"{what}: the selector matched none of its {total} streams"
 
 
-def evaluate(slo: SLO, data: Any, *, duration_s: float | None = None) -> list[CheckResult]:
+def evaluate(slo: SLO, data: RunData, *, duration_s: float | None = None) -> list[CheckResult]:
     """Check every threshold of an SLO against a run.
 
     Args:
@@ -237,7 +240,7 @@ def evaluate(slo: SLO, data: Any, *, duration_s: float | None = None) -> list[Ch
     return [evaluate_threshold(th, data, duration_s=duration_s) for th in slo.thresholds]
 
 
-def abort_check(slo: SLO, data: Any, elapsed_s: float) -> list[CheckResult]:
+def abort_check(slo: SLO, data: RunData, elapsed_s: float) -> list[CheckResult]:
     """The live check: the ``abortOnFail`` thresholds that fail now and may stop the run.
 
     A threshold is considered once ``elapsed_s`` reaches its ``delayAbortEval``. A metric with
@@ -266,7 +269,7 @@ def write_slo_json(
     results: Sequence[CheckResult],
     *,
     source: str | None = None,
-    extra: Mapping[str, Any] | None = None,
+    extra: Mapping[str, object] | None = None,
 ) -> Path:
     """Write ``DIR/slo.json``: every threshold checked (docs/results.md).
 

@@ -6,7 +6,11 @@ Nothing here prints; the checks put the text into their failure.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from streamslo.results.layout import RunData
+    from streamslo.slo.thresholds import CheckResult, Threshold
 
 __all__ = [
     "explain_empty",
@@ -44,7 +48,9 @@ def _failing_mask(data: Any, metric: str) -> Any:
     return metrics.failure_mask(streams, rate)
 
 
-def worst_offenders(data: Any, threshold: Any, limit: int = 5) -> tuple[str, list[dict[str, Any]]]:
+def worst_offenders(
+    data: RunData, threshold: Threshold, limit: int = 5
+) -> tuple[str, list[dict[str, object]]]:
     """The streams that did most to break a threshold.
 
     Args:
@@ -106,7 +112,7 @@ def _table(rows: Sequence[dict[str, Any]], indent: str = "    ") -> list[str]:
     return out
 
 
-def outcome_counts(data: Any) -> str:
+def outcome_counts(data: RunData) -> str:
     """``ok 236, truncated 3, http_5xx 1`` (most frequent first), or ``no streams``."""
     streams = data.streams
     if len(streams) == 0:
@@ -115,7 +121,7 @@ def outcome_counts(data: Any) -> str:
     return ", ".join(f"{name} {int(n)}" for name, n in counts.items())
 
 
-def explain_result(result: Any, data: Any, limit: int = 5) -> str:
+def explain_result(result: CheckResult, data: RunData, limit: int = 5) -> str:
     """The failure text of one threshold check.
 
     Args:
@@ -137,7 +143,7 @@ def explain_result(result: Any, data: Any, limit: int = 5) -> str:
     return "\n".join(lines)
 
 
-def explain_empty(data: Any) -> str:
+def explain_empty(data: RunData) -> str:
     """The failure text of a run with no streams."""
     return (
         f"the run in {data.path} has no streams: streams.csv holds no request, so no SLO can "
@@ -145,7 +151,7 @@ def explain_empty(data: Any) -> str:
     )
 
 
-def explain_invalid(data: Any) -> str:
+def explain_invalid(data: RunData) -> str:
     """The failure text of a run whose load generator was saturated."""
     reason = data.run.get("invalid_reason") or data.run.get("reason") or "no reason recorded"
     peak = data.run.get("generator_peak_cpu")
@@ -157,7 +163,7 @@ def explain_invalid(data: Any) -> str:
     )
 
 
-def explain_incomplete(data: Any) -> str:
+def explain_incomplete(data: RunData) -> str:
     """The failure text of a run that was not finalized."""
     return (
         f"the run in {data.path} was not finalized (run.json complete: false): it was killed, "

@@ -28,12 +28,15 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
 
 from streamslo.server.bundled import BundledServer, ServerStartError
 from streamslo.server.bundled import log_tail as _tail
+
+if TYPE_CHECKING:
+    from streamslo.results.layout import RunData
 
 __all__ = [
     "BundledServer",
@@ -120,7 +123,7 @@ def streamslo_run(
     streamslo_server: BundledServer,
     streamslo_load_config: LoadConfig,
     tmp_path_factory: pytest.TempPathFactory,
-) -> Any:
+) -> RunData:
     """A short headless load run against ``streamslo_server``: its :class:`RunData`."""
     from streamslo.errors import EXIT_OK, EXIT_THRESHOLD, ResultsError
     from streamslo.results.layout import load_run

@@ -31,12 +31,16 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
 
-from streamslo.verify.slo import OPTIONS, Settings, parse_marker, resolve_settings
+from streamslo.verify.slo import OPTIONS, MarkerOverride, Settings, parse_marker, resolve_settings
 from streamslo.verify.state import MARKER_KEY, STATE_KEY, SessionState, get_state
+
+if TYPE_CHECKING:
+    from streamslo.results.layout import RunData
+    from streamslo.slo.thresholds import SLO, CheckResult
 
 __all__ = [
     "MARKER_KEY",
@@ -190,16 +194,16 @@ def streamslo_settings(pytestconfig: pytest.Config) -> Settings:
 
 
 @pytest.fixture
-def streamslo_slo(request: pytest.FixtureRequest) -> Any:
+def streamslo_slo(request: pytest.FixtureRequest) -> SLO:
     """The :class:`streamslo.slo.thresholds.SLO` for this test: its marker's, else the session's."""
-    override = request.node.stash.get(MARKER_KEY, None)
+    override: MarkerOverride | None = request.node.stash.get(MARKER_KEY, None)
     if override is not None and override.slo is not None:
         return override.slo
     return get_state(request.config).session_slo()
 
 
 @pytest.fixture(scope="session")
-def streamslo_results(pytestconfig: pytest.Config) -> Any:
+def streamslo_results(pytestconfig: pytest.Config) -> RunData:
     """The run of ``--streamslo-run-dir`` (:class:`streamslo.results.layout.RunData`); fails without one."""
     state = get_state(pytestconfig)
     if state.data is None:
@@ -213,15 +217,15 @@ def streamslo_results(pytestconfig: pytest.Config) -> Any:
 
 @pytest.fixture
 def streamslo_check(
-    request: pytest.FixtureRequest, streamslo_slo: Any
-) -> Callable[[Any], list[Any]]:
+    request: pytest.FixtureRequest, streamslo_slo: SLO
+) -> Callable[[RunData], list[CheckResult]]:
     """A function that asserts a run meets this test's SLO.
 
     Call it with a :class:`streamslo.results.layout.RunData` (e.g. ``streamslo_run``); it fails the
     test, with every failed threshold explained, when the run is empty, invalid or unfinalized
     (unless allowed) or breaks a threshold. It returns the :class:`CheckResult` list.
     """
-    override = request.node.stash.get(MARKER_KEY, None)
+    override: MarkerOverride | None = request.node.stash.get(MARKER_KEY, None)
     settings = get_state(request.config).settings
     allow = settings.allow_invalid
     if override is not None and override.allow_invalid is not None:
@@ -230,7 +234,7 @@ def streamslo_check(
     if override is not None and override.allow_incomplete is not None:
         allow_incomplete = override.allow_incomplete
 
-    def check(data: Any) -> list[Any]:
+    def check(data: RunData) -> list[CheckResult]:
         from streamslo.slo.thresholds import evaluate
         from streamslo.verify.explain import (
             explain_empty,

@@ -86,7 +86,7 @@ class ProbeRequest:
         return StreamExpectations(max_tokens=self.max_tokens, ignore_eos=self.ignore_eos)
 
 
-def request_body(req: ProbeRequest, model: str) -> dict[str, Any]:
+def request_body(req: ProbeRequest, model: str) -> dict[str, object]:
     """The JSON body of a probe request (also the WS request frame): the same body the load
     users send (:func:`streamslo.workload.requests.build_body`)."""
     body: dict[str, Any] = json.loads(build_body(req.options(model), req.prompt))

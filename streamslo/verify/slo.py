@@ -23,7 +23,10 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from streamslo.slo.thresholds import SLO
 
 __all__ = [
     "MARKER_KWARGS",
@@ -140,9 +143,9 @@ def parse_bool(text: str, source: str) -> bool:
 
 
 def resolve_settings(
-    cli: Mapping[str, Any],
+    cli: Mapping[str, object],
     env: Mapping[str, str],
-    ini: Mapping[str, Any],
+    ini: Mapping[str, object],
     *,
     ini_dir: Path | None = None,
 ) -> Settings:
@@ -194,7 +197,7 @@ MARKER_KWARGS: tuple[str, ...] = ("file", "thresholds", "allow_invalid", "allow_
 class MarkerOverride:
     """What one ``@pytest.mark.streamslo`` changes for its test."""
 
-    slo: Any = None
+    slo: SLO | None = None
     """The :class:`streamslo.slo.thresholds.SLO` to check instead of the session's, or None."""
     allow_invalid: bool | None = None
     """Overrides the session's ``allow_invalid`` when not None."""
@@ -203,7 +206,7 @@ class MarkerOverride:
 
 
 def parse_marker(
-    args: tuple[Any, ...], kwargs: Mapping[str, Any], where: str, base_dir: Path
+    args: tuple[object, ...], kwargs: Mapping[str, object], where: str, base_dir: Path
 ) -> MarkerOverride:
     """Validate and parse the arguments of ``@pytest.mark.streamslo``.
 
@@ -249,12 +252,14 @@ def parse_marker(
                 f"{label}: thresholds must be a dict like {{'itl_ms': ['p(99)<200']}}, got {table!r}"
             )
         slo = parse_thresholds_table(table, source=label)
+    flags: dict[str, bool | None] = {}
     for name in ("allow_invalid", "allow_incomplete"):
         value = kwargs.get(name)
         if value is not None and not isinstance(value, bool):
             raise ValueError(f"{label}: {name} must be True or False, got {value!r}")
+        flags[name] = value
     return MarkerOverride(
         slo=slo,
-        allow_invalid=kwargs.get("allow_invalid"),
-        allow_incomplete=kwargs.get("allow_incomplete"),
+        allow_invalid=flags["allow_invalid"],
+        allow_incomplete=flags["allow_incomplete"],
     )

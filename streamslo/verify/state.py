@@ -4,11 +4,15 @@ hooks) and :mod:`streamslo.verify.fixtures` (the fixtures it registers) share, b
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
 
 from streamslo.verify.slo import MarkerOverride, Settings
+
+if TYPE_CHECKING:
+    from streamslo.results.layout import RunData
+    from streamslo.slo.thresholds import SLO, CheckResult
 
 __all__ = ["MARKER_KEY", "STATE_KEY", "SessionState", "get_state"]
 
@@ -18,14 +22,14 @@ class SessionState:
     """What the plugin keeps for one pytest session (in ``config.stash``)."""
 
     settings: Settings
-    slo: Any = None
+    slo: SLO | None = None
     """The session's :class:`streamslo.slo.thresholds.SLO`; None until first needed (default SLO)."""
-    data: Any = None
+    data: RunData | None = None
     """The :class:`streamslo.results.layout.RunData` of ``--streamslo-run-dir``, loaded at configure."""
-    results: list[Any] = field(default_factory=list)
+    results: list[CheckResult] = field(default_factory=list)
     """Every :class:`streamslo.slo.thresholds.CheckResult` the generated checks produced."""
 
-    def session_slo(self) -> Any:
+    def session_slo(self) -> SLO:
         """The session's SLO (the incidents' default when no file was given)."""
         if self.slo is None:
             from streamslo.slo.thresholds import DEFAULT_SLO

@@ -20,7 +20,7 @@ __all__ = ["stream_row", "write_run"]
 _FAILED_OPEN = frozenset({"truncated", "stalled", "timeout", "error_event", "malformed"})
 
 
-def stream_row(stream_id: str, **fields: Any) -> dict[str, Any]:
+def stream_row(stream_id: str, **fields: object) -> dict[str, object]:
     """One ``streams.csv`` row: a complete SSE stream of 10 tokens unless ``fields`` say otherwise.
 
     Args:
@@ -73,10 +73,10 @@ def stream_row(stream_id: str, **fields: Any) -> dict[str, Any]:
 
 def write_run(
     directory: str | Path,
-    streams: Sequence[Mapping[str, Any]],
+    streams: Sequence[Mapping[str, object]],
     gaps: Mapping[str, Sequence[float]] | None = None,
     *,
-    run: Mapping[str, Any] | None = None,
+    run: Mapping[str, object] | None = None,
 ) -> Path:
     """Write ``run.json``, ``streams.csv`` and ``gaps.parquet`` (one file) into ``directory``.
 

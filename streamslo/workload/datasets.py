@@ -77,7 +77,7 @@ class DatasetInfo:
     """Of the file; of a folder, over its data files' names and digests in order."""
     entries: int
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {
             "name": self.name,
             "path": self.path,

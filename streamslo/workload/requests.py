@@ -388,7 +388,7 @@ class Workload:
             turns[0] = Turn(f"{prefix}\n\n{turns[0].prompt}", turns[0].max_tokens)
         return ConversationPlan(tuple(turns))
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         """What ``run.json`` keeps (``workload``): the source, lengths, unit and turns."""
         o = self.opts
         out: dict[str, Any] = {

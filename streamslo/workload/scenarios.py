@@ -464,7 +464,7 @@ def parse_scenarios(table: object, source: str, text: str = "") -> tuple[Scenari
     return tuple(out)
 
 
-def to_wire(table: Mapping[str, Any]) -> str:
+def to_wire(table: Mapping[str, object]) -> str:
     """The ``[scenarios]`` table as compact JSON: how it travels to Locust and its workers."""
     return json.dumps(table, separators=(",", ":"), sort_keys=False, default=str)
 

@@ -85,7 +85,7 @@ class TraceInfo:
     def name(self) -> str:
         return Path(self.path).name
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {
             "name": self.name,
             "path": self.path,

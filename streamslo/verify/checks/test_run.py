@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
 
 from streamslo.verify.explain import explain_empty, explain_incomplete, explain_invalid
 from streamslo.verify.plugin import get_state
+
+if TYPE_CHECKING:
+    from streamslo.results.layout import RunData
 
 __all__ = ["test_run_is_complete", "test_run_is_not_empty", "test_run_is_valid"]
 
@@ -21,7 +24,7 @@ def _required(holds: bool, allowed: bool, allowance: str, explain: str) -> None:
     pytest.fail(explain, pytrace=False)
 
 
-def test_run_is_complete(streamslo_results: Any, pytestconfig: pytest.Config) -> None:
+def test_run_is_complete(streamslo_results: RunData, pytestconfig: pytest.Config) -> None:
     """The run was finalized (run.json ``complete``), unless --streamslo-allow-incomplete."""
     _required(
         streamslo_results.complete,
@@ -31,13 +34,13 @@ def test_run_is_complete(streamslo_results: Any, pytestconfig: pytest.Config) ->
     )
 
 
-def test_run_is_not_empty(streamslo_results: Any) -> None:
+def test_run_is_not_empty(streamslo_results: RunData) -> None:
     """A run with no streams cannot meet an SLO: it fails, with a clear message."""
     if len(streamslo_results.streams) == 0:
         pytest.fail(explain_empty(streamslo_results), pytrace=False)
 
 
-def test_run_is_valid(streamslo_results: Any, pytestconfig: pytest.Config) -> None:
+def test_run_is_valid(streamslo_results: RunData, pytestconfig: pytest.Config) -> None:
     """The load generator was not saturated (run.json ``valid``), unless --streamslo-allow-invalid."""
     _required(
         streamslo_results.valid,

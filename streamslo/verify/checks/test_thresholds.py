@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
 
 from streamslo.verify.explain import explain_result
 from streamslo.verify.plugin import get_state
+
+if TYPE_CHECKING:
+    from streamslo.results.layout import RunData
+    from streamslo.slo.thresholds import Threshold
 
 __all__ = ["pytest_generate_tests", "test_threshold"]
 
@@ -22,7 +26,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def test_threshold(
-    streamslo_threshold: Any, streamslo_results: Any, pytestconfig: pytest.Config
+    streamslo_threshold: Threshold, streamslo_results: RunData, pytestconfig: pytest.Config
 ) -> None:
     """The run meets this threshold; a failure says by how much and which streams."""
     from streamslo.slo.thresholds import evaluate_threshold
