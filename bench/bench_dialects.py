@@ -2,8 +2,10 @@
 quiet-machine checks).
 
 Setup: the bundled server in fixed mode (``streamslo serve --mode fixed``) pinned to core 0, and
-``streamslo run`` (the headless Locust run a user runs) pinned to core 1, for each dialect in turn
-against the same server process:
+``streamslo run`` (the headless Locust run a user runs) pinned to core 1, the dialects in turn,
+round robin (``--rounds``, default 3: each dialect runs ``--duration / rounds`` seconds per
+round, so that drifts of the machine's load and of the server over time fall on every dialect
+alike), against the same server process:
 
 - **Dialect rows**: ``--users 100`` (100 streams at once, closed loop), ``--max-tokens``
   (default 64) at ``--token-interval-ms`` (default 20 ms a token), ``--duration`` seconds
@@ -121,14 +123,13 @@ def one_run(
 
 
 def summarise(
-    out: Path, samples: list[tuple[float, float]], warmup: float, duration: float
+    runs: list[tuple[Path, list[tuple[float, float]]]], warmup: float, duration: float
 ) -> dict[str, Any]:
-    """One run's row (see the module's docstring)."""
+    """One dialect's row over its runs (one per round; see the module's docstring)."""
     import pandas as pd
 
-    s = pd.read_csv(out / "streams.csv")
-    g = pd.read_parquet(out / "gaps.parquet")
-    start = json.loads((out / "run.json").read_text())["start_epoch"]
+    s = pd.concat([pd.read_csv(out / "streams.csv") for out, _ in runs], ignore_index=True)
+    g = pd.concat([pd.read_parquet(out / "gaps.parquet") for out, _ in runs], ignore_index=True)
     ok = s[s["outcome"] == "ok"]
     equal = (ok["tokens"] == ok["usage_completion_tokens"]).sum()
     row: dict[str, Any] = {
@@ -141,23 +142,32 @@ def summarise(
         "itl_p50_ms": pct(g["gap_ms"], 50),
         # Gaps under 1 ms: tokens read in one bunch (a server or client that fell behind).
         "bunched": float((g["gap_ms"] < 1.0).mean()) if len(g) else None,
+        # The first gaps of a stream, each by itself: where a late first token shows.
+        "first_gaps_p50_ms": [pct(g[g["index"] == i]["gap_ms"], 50) for i in (1, 2, 3)],
         "ttfo_p50_ms": pct(ok["ttfo_ms"].dropna(), 50) if "ttfo_ms" in ok else None,
         "lead_p50_ms": pct((ok["ttfo_ms"] - ok["ttft_ms"]).dropna(), 50)
         if "ttfo_ms" in ok
         else None,
     }
-    # Steady window: after the warmup, until 1 s before new streams stop.
-    lo, hi = start + warmup, start + duration - 1.0
-    inside = [(t, c) for t, c in samples if lo <= t <= hi]
-    if len(inside) >= 2 and inside[-1][1] > inside[0][1]:
-        t0, c0 = inside[0]
-        t1, c1 = inside[-1]
-        tokens = int(((g["t"] + start >= t0) & (g["t"] + start <= t1)).sum())
-        row["client_cpu_s"] = c1 - c0
-        row["window_s"] = t1 - t0
+    # Each run's steady window: after the warmup, until 1 s before new streams stop.
+    cpu = span = 0.0
+    tokens = 0
+    for out, samples in runs:
+        start = json.loads((out / "run.json").read_text())["start_epoch"]
+        gt = pd.read_parquet(out / "gaps.parquet", columns=["t"])["t"] + start
+        lo, hi = start + warmup, start + duration - 1.0
+        inside = [(t, c) for t, c in samples if lo <= t <= hi]
+        if len(inside) >= 2 and inside[-1][1] > inside[0][1]:
+            (t0, c0), (t1, c1) = inside[0], inside[-1]
+            tokens += int(((gt >= t0) & (gt <= t1)).sum())
+            cpu += c1 - c0
+            span += t1 - t0
+    if cpu > 0:
+        row["client_cpu_s"] = cpu
+        row["window_s"] = span
         row["window_tokens"] = tokens
-        row["tokens_per_cpu_s"] = tokens / (c1 - c0)
-        row["client_cores"] = (c1 - c0) / (t1 - t0)
+        row["tokens_per_cpu_s"] = tokens / cpu
+        row["client_cores"] = cpu / span
     return row
 
 
@@ -177,6 +187,12 @@ def render(data: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--duration", type=float, default=60.0, help="seconds per dialect (60)")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="round robin: each dialect runs --duration/ROUNDS seconds per round, in turn (3)",
+    )
     p.add_argument("--users", type=int, default=100, help="streams at once (100)")
     p.add_argument("--max-tokens", type=int, default=64)
     p.add_argument("--token-interval-ms", type=float, default=20.0)
@@ -211,15 +227,20 @@ def main(argv: list[str] | None = None) -> int:
             one_run(
                 f"http://127.0.0.1:{port}", "openai-chat", work / "warmup", args, args.warmup_run
             )
+            per = args.duration / args.rounds
+            runs: dict[str, list[tuple[Path, list[tuple[float, float]]]]] = {a: [] for a in APIS}
+            for k in range(args.rounds):  # round robin: time and load fall on every dialect
+                for api in APIS:
+                    out = work / f"{api}-{k}"
+                    run = one_run(f"http://127.0.0.1:{port}", api, out, args, per)
+                    runs[api].append((out, run["samples"]))
             for api in APIS:
-                out = work / api
-                run = one_run(f"http://127.0.0.1:{port}", api, out, args, args.duration)
-                rows[api] = summarise(out, run["samples"], args.warmup, args.duration)
+                rows[api] = summarise(runs[api], args.warmup, per)
                 print(f"{api}: {rows[api]['outcomes']}", flush=True)
         finally:
             stop_server(server)
         if not args.no_reasoning:
-            rdur = args.reasoning_duration or max(10.0, args.duration / 2)
+            rdur = args.reasoning_duration or max(10.0 * args.rounds, args.duration / 2)
             server, port = start_server(
                 "fixed",
                 args.server_core,
@@ -232,10 +253,17 @@ def main(argv: list[str] | None = None) -> int:
                 log=work / "server-reasoning.log",
             )
             try:
+                rper = rdur / args.rounds
+                rruns: dict[str, list[tuple[Path, list[tuple[float, float]]]]] = {
+                    a: [] for a in REASONING_APIS
+                }
+                for k in range(args.rounds):
+                    for api in REASONING_APIS:
+                        out = work / f"r-{api}-{k}"
+                        run = one_run(f"http://127.0.0.1:{port}", api, out, args, rper)
+                        rruns[api].append((out, run["samples"]))
                 for api in REASONING_APIS:
-                    out = work / f"r-{api}"
-                    run = one_run(f"http://127.0.0.1:{port}", api, out, args, rdur)
-                    reasoning[api] = summarise(out, run["samples"], args.warmup, rdur)
+                    reasoning[api] = summarise(rruns[api], args.warmup, rper)
             finally:
                 stop_server(server)
     try:
@@ -281,7 +309,8 @@ def main(argv: list[str] | None = None) -> int:
         f"Command: `{shown_command('bench_dialects', sys.argv[1:] if argv is None else argv)}`",
         "",
         f"{args.users} streams x {args.max_tokens} tokens at {args.token_interval_ms:g} ms a token, "
-        f"{args.duration:g} s per dialect, against one bundled server (fixed mode, core "
+        f"{args.duration:g} s per dialect in {args.rounds} round-robin rounds, against one "
+        "bundled server (fixed mode, core "
         f"{args.server_core}); `streamslo run` on core {args.client_core}. Load average before "
         f"{' '.join(load)}, after {' '.join(load_after)}.",
         "",
@@ -322,6 +351,7 @@ def main(argv: list[str] | None = None) -> int:
                     fmt(lead, 1),
                     fmt(lead - goal if lead is not None else None, 1),
                     fmt(r["lead_p50_ms"], 1),
+                    " / ".join(fmt(v, 1) for v in r["first_gaps_p50_ms"]),
                 ]
             )
         text += [
@@ -340,6 +370,7 @@ def main(argv: list[str] | None = None) -> int:
                     "ttfo p50 - TTFT p50 ms",
                     "vs goal ms",
                     "per-stream ttfo - TTFT p50 ms",
+                    "gaps 1 / 2 / 3 p50 ms",
                 ],
                 rtable,
             ),
