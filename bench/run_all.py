@@ -109,7 +109,7 @@ BENCHES: tuple[Bench, ...] = (
         "bench_dialects",
         "Every --api dialect against one server; reasoning models' TTFO",
         ("--duration", "60"),
-        ("--duration", "15"),
+        ("--duration", "30"),
     ),
 )
 
