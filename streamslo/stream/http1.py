@@ -7,10 +7,12 @@ tell an unfinished chunked body (a cut stream) from a clean end. Generic clients
 
 Strict where a lenient parser would hang or lie (RFC 9112): a status code is exactly three
 digits; a header name is a token with no space before its colon; no control character but
-HTAB in a line (so no NUL, no lone CR); no obsolete line folding; Content-Length is
+HTAB in a line (so no NUL, no lone CR); Content-Length is
 ``1*DIGIT`` (at most 18), once; Transfer-Encoding is exactly ``chunked`` and never comes with
 Content-Length; chunk sizes are ``1*HEXDIG`` (at most 16). Lenient where real servers differ
-harmlessly: a bare LF ends a line, a missing reason phrase, empty lines before the status line.
+harmlessly: a bare LF ends a line, a missing reason phrase, empty lines before the status line,
+and an obsolete line fold (a header line that starts with a space or tab), which RFC 9112 §5.2
+asks a user agent to read as one space; a fold with no header line before it is an error.
 Interim (1xx) heads are skipped in a loop, at most :data:`~streamslo.stream.caps.MAX_INTERIM_RESPONSES`
 of them. Anything else raises :class:`~streamslo.errors.HTTPProtocolError`.
 
@@ -42,6 +44,23 @@ _STATUS_LINE = re.compile(rb"HTTP/1\.[0-9] ([0-9]{3})(?: ([\t\x20-\x7e\x80-\xff]
 # field-name ":" OWS field-value OWS (the value's outer whitespace is stripped afterwards).
 _FIELD_LINE = re.compile(rb"([!#$%&'*+\-.^_`|~0-9A-Za-z]+):([\t\x20-\x7e\x80-\xff]*)")
 _CONTENT_LENGTH = re.compile(rb"[0-9]{1,%d}" % MAX_CONTENT_LENGTH_DIGITS)
+
+
+def _unfold(lines: list[bytes]) -> list[bytes]:
+    """Header lines with each obsolete fold (a line that starts with SP or HTAB) joined to the
+    line before it by one space (RFC 9112 §5.2); a fold right after the status line has no
+    field to continue (RFC 9112 §2.2 lets a recipient reject it, and we do)."""
+    if not any(line[:1] in (b" ", b"\t") for line in lines):
+        return lines
+    out: list[bytes] = []
+    for line in lines:
+        if line[:1] in (b" ", b"\t"):
+            if not out:
+                raise HTTPProtocolError(f"a folded line with no header before it: {line[:80]!r}")
+            out[-1] = out[-1].rstrip(b" \t") + b" " + line.strip(b" \t")
+        else:
+            out.append(line)
+    return out
 
 
 class ReaderState(Enum):
@@ -236,9 +255,7 @@ class ResponseReader:
             raise HTTPProtocolError(f"bad status line {lines[0][:80]!r}")
         headers: dict[str, str] = {}
         lengths: list[bytes] = []
-        for line in lines[1:]:
-            if line[:1] in (b" ", b"\t"):
-                raise HTTPProtocolError(f"obsolete line folding in the header: {line[:80]!r}")
+        for line in _unfold(lines[1:]):
             f = _FIELD_LINE.fullmatch(line)
             if f is None:
                 raise HTTPProtocolError(f"bad header line {line[:80]!r}")

@@ -67,8 +67,8 @@ HEAD_FAULTS: dict[str, tuple[bytes, bytes]] = {
         + b"transfer-encoding: chunked\r\ncontent-length: 0\r\n\r\n",
     ),
     "header_obs_fold": (
-        b"HTTP/1.1 200 OK\r\n" + _SSE_HEADERS + b"x-folded: a\r\n  b\r\n\r\n",
-        b"HTTP/1.1 101 Switching Protocols\r\n" + _WS_HEADERS + b"x-folded: a\r\n\tb\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\n  x-folded: a\r\n" + _SSE_HEADERS + b"\r\n",
+        b"HTTP/1.1 101 Switching Protocols\r\n\tx-folded: a\r\n" + _WS_HEADERS + b"\r\n",
     ),
     "header_nul": (
         b"HTTP/1.1 200 OK\r\n" + _SSE_HEADERS + b"x-nul: a\x00b\r\n\r\n",
@@ -126,7 +126,10 @@ _HEAD_SUMMARIES = {
     "content_length_negative": ("malformed", "Content-Length: -5."),
     "content_length_conflict": ("malformed", "Two different Content-Length headers."),
     "te_and_cl": ("malformed", "Transfer-Encoding: chunked and Content-Length together."),
-    "header_obs_fold": ("malformed", "A header continued on the next line (obsolete folding)."),
+    "header_obs_fold": (
+        "malformed",
+        "A folded line right after the status line: obsolete folding with no header to continue.",
+    ),
     "header_nul": ("malformed", "A NUL byte in a header value."),
     "interim_flood": ("malformed", f"{INTERIM_HEADS} interim '100 Continue' heads in one write."),
     "ws_bad_accept": ("malformed", "101 with a Sec-WebSocket-Accept that does not match the key."),

@@ -63,3 +63,18 @@ def test_interim_responses_are_skipped():
         r, body = feed_all(data, step)
         assert r.head is not None and r.head.status == 200
         assert body == b"hello world" and r.complete
+
+
+@pytest.mark.parametrize("step", [1, 5, 1000])
+def test_obsolete_line_folding_reads_as_one_space(step):
+    """RFC 9112 5.2: a user agent reads an obs-fold as SP (a server may still send one)."""
+    data = b"HTTP/1.1 200 OK\r\nX-A: one \r\n  two\r\n\tthree\r\nContent-Length: 2\r\n\r\nok"
+    r, body = feed_all(data, step)
+    assert r.head is not None and r.head.headers["x-a"] == "one two three"
+    assert body == b"ok" and r.complete
+
+
+@pytest.mark.parametrize("fold", [b" x-a: 1", b"\tx-a: 1"])
+def test_a_fold_with_no_header_before_it_is_an_error(fold):
+    with pytest.raises(HTTPProtocolError, match="no header before it"):
+        ResponseReader().feed(b"HTTP/1.1 200 OK\r\n" + fold + b"\r\nContent-Length: 0\r\n\r\n")
