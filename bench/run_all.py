@@ -104,6 +104,13 @@ BENCHES: tuple[Bench, ...] = (
         (),
         ("--quick",),
     ),
+    Bench(
+        "dialects",
+        "bench_dialects",
+        "Every --api dialect against one server; reasoning models' TTFO",
+        ("--duration", "60"),
+        ("--duration", "30"),
+    ),
 )
 
 

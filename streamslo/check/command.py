@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from streamslo.errors import BadInputError
+from streamslo.stream.dialects import APIS
 
 __all__ = ["add_arguments", "main"]
 
@@ -28,6 +29,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         choices=("chat", "completions"),
         default="chat",
         help="the endpoint a run will use (default chat); the other is checked too",
+    )
+    p.add_argument(
+        "--api",
+        choices=APIS,
+        default="",
+        help="the dialect a run will use (its path judged in detail; the others probed): "
+        "openai-chat, openai-completions, openai-responses (/v1/responses) or "
+        "anthropic-messages (/v1/messages); default: --endpoint's",
     )
     p.add_argument(
         "--no-ws", dest="websocket", action="store_false", help="do not check the WebSocket /v1/ws"
@@ -68,9 +77,13 @@ def main(args: argparse.Namespace) -> int:
         run_checks,
         to_json,
     )
-    from streamslo.options.redact import resolve_headers
+    from streamslo.options.redact import Headers, resolve_headers
+    from streamslo.stream.dialects import ANTHROPIC_VERSION
 
-    headers = resolve_headers(args.header, args.header_file, args.api_key_env)
+    anthropic = args.api == "anthropic-messages"
+    headers = resolve_headers(args.header, args.header_file, args.api_key_env, anthropic=anthropic)
+    if anthropic:  # a default: a header of the user's replaces it
+        headers = Headers((("anthropic-version", ANTHROPIC_VERSION),)).merged(headers)
     hide = headers.redactor()  # a server's words may echo a credential: never print it
     table = args.json != "-"
     if table:
@@ -89,6 +102,7 @@ def main(args: argparse.Namespace) -> int:
             insecure=args.insecure,
             websocket=args.websocket,
             progress=show,
+            api=args.api,
         )
     except BadInputError as exc:
         raise BadInputError(hide(str(exc))) from None

@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from streamslo.errors import EXIT_OK, EXIT_THRESHOLD, ProtocolError
 from streamslo.run.preflight import PreflightFailed, diagnose, list_models, one_stream, parse_target
+from streamslo.stream.dialects import API_PATHS, EVENT_APIS, tracker_for
 from streamslo.stream.timing import StreamRecord
 from streamslo.stream.tracker import StreamTracker
 from streamslo.transport.common import ClientLimits, Target
@@ -106,23 +107,61 @@ def _describe(rec: StreamRecord) -> str:
     return ", ".join(parts)
 
 
+#: Per event dialect: (the terminal event as the tracker names it, as the table shows it, the
+#: stop reason of a forced length, where usage is).
+_EVENT_WORDS: dict[str, tuple[str, str, str, str]] = {
+    "openai-responses": (
+        "response.completed",
+        "response.completed or response.incomplete",
+        "max_output_tokens",
+        "response.usage.output_tokens",
+    ),
+    "anthropic-messages": (
+        "message_stop",
+        "message_stop",
+        "max_tokens",
+        "message_delta usage.output_tokens",
+    ),
+}
+
+
 class _Checker:
     """Runs the checks one after another; each adds its :class:`CheckItem`."""
 
-    def __init__(self, target: Target, model: str | None, endpoint: str) -> None:
+    def __init__(self, target: Target, model: str | None, endpoint: str, api: str = "") -> None:
         self.target = target
         self.model = model
         self.endpoint = endpoint
+        self.api = api
+        """``--api``: the dialect judged in detail (empty: the OpenAI ``--endpoint``)."""
         self.items: list[CheckItem] = []
+        self.not_served = False
+        """The dialect's path is not served: the stream checks are skipped."""
+        terminal, shown, length, usage = _EVENT_WORDS.get(
+            api, ("[DONE]", "[DONE]", "length", "usage.completion_tokens")
+        )
+        self.terminal, self.terminal_shown = terminal, shown
+        self.length, self.usage_field = length, usage
+        self.unit = "token deltas" if api in EVENT_APIS else "content chunks"
 
     def add(self, name: str, status: Status, detail: str, *flags: str) -> None:
         self.items.append(CheckItem(name, status, detail, tuple(flags)))
 
     def request(self, **kw: Any) -> RequestOptions:
         base = RequestOptions(
-            endpoint=self.endpoint, model=self.model, max_tokens=CHECK_MAX_TOKENS, temperature=0.0
+            endpoint=self.endpoint,
+            model=self.model,
+            max_tokens=CHECK_MAX_TOKENS,
+            temperature=0.0,
+            api=self.api,
         )
         return replace(base, **kw)
+
+    def tracker(self, req: RequestOptions, rec: StreamRecord) -> StreamTracker:
+        """The run's tracker for ``req``'s dialect."""
+        if req.dialect in EVENT_APIS:
+            return tracker_for(req.dialect, rec, req.expectations())
+        return StreamTracker(rec, req.expectations())
 
     def stream(self, protocol: str = "sse", **kw: Any) -> tuple[StreamRecord, StreamTracker]:
         return one_stream(self.target, protocol, self.request(**kw), limits=_LIMITS)
@@ -164,6 +203,10 @@ class _Checker:
 
     def protocol_sse(self, rec: StreamRecord) -> None:
         path = self.request().path
+        if self.api and rec.status in (404, 405):
+            self.not_served = True
+            self.add(f"SSE {path}", "fail", self._not_served(rec), *self._served_flags)
+            return
         if rec.outcome == "ok":
             self.add(f"SSE {path}", "pass", _describe(rec))
         elif rec.status is not None and 200 <= rec.status < 300:
@@ -171,7 +214,48 @@ class _Checker:
         else:
             self.add(f"SSE {path}", "fail", _describe(rec))
 
+    _served_flags: tuple[str, ...] = ()
+
+    def _dialects_served(self) -> tuple[list[str], list[str]]:
+        """(the other dialects whose path streams ``ok``, the others with what they answered)."""
+        served: list[str] = []
+        refused: list[str] = []
+        for api in API_PATHS:
+            if api == self.api:
+                continue
+            rec, _ = self.stream(api=api, max_tokens=2)
+            if rec.outcome == "ok":
+                served.append(api)
+            else:
+                what = f"HTTP {rec.status}" if rec.status else str(rec.outcome)
+                refused.append(f"{api} ({what})")
+        return served, refused
+
+    def _not_served(self, rec: StreamRecord) -> str:
+        """Why the dialect's path failed, and which dialects the server speaks instead."""
+        path = self.request().path
+        served, _ = self._dialects_served()
+        self._served_flags = (f"--api {served[0]}",) if served else ()
+        head = (
+            f"HTTP {rec.status} on {path}: this server does not speak {self.api} "
+            f"(or serves it under another path: --path)"
+        )
+        if served:
+            return head + "; it speaks " + ", ".join(f"{a} ({API_PATHS[a]})" for a in served)
+        return head + "; no other dialect answered either: check the URL prefix"
+
+    def other_dialects(self) -> None:
+        """With ``--api``: which of the other dialects the server speaks too."""
+        served, refused = self._dialects_served()
+        detail = "also speaks: " + (", ".join(served) or "none")
+        if refused:
+            detail += "; not: " + ", ".join(refused)
+        self.add("other dialects", "pass", detail)
+
     def other_endpoint(self) -> None:
+        if self.api:
+            self.other_dialects()
+            return
         other = "completions" if self.endpoint == "chat" else "chat"
         rec, _ = self.stream(endpoint=other)
         path = self.request(endpoint=other).path
@@ -190,6 +274,13 @@ class _Checker:
         rec, _ = self.stream("ws")
         if rec.outcome == "ok":
             self.add(f"WebSocket {WS_PATH}", "pass", _describe(rec))
+        elif self.api in EVENT_APIS:  # e.g. the bundled /v1/ws, which speaks OpenAI chunks
+            self.add(
+                f"WebSocket {WS_PATH}",
+                "warn",
+                f"does not stream {self.api} events ({_describe(rec)}); run SSE",
+                "--protocol sse",
+            )
         elif rec.status is None or rec.status != 101:
             self.add(
                 f"WebSocket {WS_PATH}",
@@ -201,58 +292,65 @@ class _Checker:
             self.add(f"WebSocket {WS_PATH}", "warn", f"served, with a problem: {_describe(rec)}")
 
     def terminal_marker(self, rec: StreamRecord, tracker: StreamTracker) -> StreamRecord:
-        """The [DONE] check; returns the record the later checks judge (without [DONE]: a
-        stream read with --no-done-marker, so that they still see the whole answer)."""
-        if tracker.done_seen and rec.outcome != "truncated":
-            self.add("terminal marker [DONE]", "pass", "every stream ends with data: [DONE]")
+        """The terminal marker check ([DONE]; an event dialect's terminal event); returns the
+        record the later checks judge (without the marker: a stream read with
+        --no-done-marker, so that they still see the whole answer)."""
+        chunks = self.terminal == "[DONE]"
+        name = "terminal marker [DONE]" if chunks else "terminal event"
+        marker = "data: [DONE]" if chunks else self.terminal_shown
+        if self.not_served:
+            self.add(name, "skip", f"not reached: {_describe(rec)}")
             return rec
-        if rec.outcome == "truncated" and "body ended before [DONE]" in rec.error:
+        if tracker.done_seen and rec.outcome != "truncated":
+            self.add(name, "pass", f"every stream ends with {marker}")
+            return rec
+        if rec.outcome == "truncated" and f"body ended before {self.terminal}" in rec.error:
             again, t2 = self.stream(done_marker=False)
             if t2.done_seen and again.outcome != "truncated":
                 self.add(
-                    "terminal marker [DONE]",
+                    name,
                     "fail",
-                    "the body ends cleanly without data: [DONE]; a run needs --no-done-marker",
+                    f"the body ends cleanly without {marker}; a run needs --no-done-marker",
                     "--no-done-marker",
                 )
                 return again
             self.add(
-                "terminal marker [DONE]", "fail", f"no [DONE]: {_describe(rec)}", "--no-done-marker"
+                name, "fail", f"no {self.terminal_shown}: {_describe(rec)}", "--no-done-marker"
             )
             return rec
         if rec.outcome == "truncated":
             self.add(
-                "terminal marker [DONE]",
-                "fail",
-                f"the stream is cut before [DONE]: {_describe(rec)}",
+                name, "fail", f"the stream is cut before {self.terminal_shown}: {_describe(rec)}"
             )
             return rec
-        self.add("terminal marker [DONE]", "skip", f"not reached: {_describe(rec)}")
+        self.add(name, "skip", f"not reached: {_describe(rec)}")
         return rec
 
     def max_tokens_and_ignore_eos(self, rec: StreamRecord) -> None:
         n = CHECK_MAX_TOKENS
+        unit = self.unit
         if rec.tokens > n or "than max_tokens" in rec.error or "for max_tokens" in rec.error:
             self.add(
                 "max_tokens honoured",
                 "fail",
-                f"more content chunks than max_tokens {n}: {_describe(rec)}",
+                f"more {unit} than max_tokens {n}: {_describe(rec)}",
             )
         elif rec.status is not None and 200 <= rec.status < 300:
-            self.add(
-                "max_tokens honoured", "pass", f"{rec.tokens} content chunks for max_tokens {n}"
-            )
+            self.add("max_tokens honoured", "pass", f"{rec.tokens} {unit} for max_tokens {n}")
         else:
             self.add("max_tokens honoured", "skip", f"no stream: {_describe(rec)}")
-        if rec.outcome == "ok" and rec.finish_reason == "length":
-            self.add("ignore_eos honoured", "pass", f"exactly {n} tokens, finish_reason length")
+        length = self.length
+        if rec.outcome == "ok" and rec.finish_reason == length:
+            self.add("ignore_eos honoured", "pass", f"exactly {n} tokens, finish_reason {length}")
             return
-        if rec.finish_reason == "stop" and rec.tokens < n:
+        natural = rec.finish_reason is not None and rec.finish_reason != length
+        if natural and rec.outcome == "silent_truncation":
             self.add(
                 "ignore_eos honoured",
                 "fail",
-                f"finish_reason stop after {rec.tokens} of {n} tokens under ignore_eos: true; a run counts "
-                "every such stream as silent_truncation unless given --no-ignore-eos",
+                f"finish_reason {rec.finish_reason} after {rec.tokens} of {n} tokens under "
+                "ignore_eos: true; a run counts every such stream as silent_truncation unless "
+                "given --no-ignore-eos",
                 "--no-ignore-eos",
             )
             return
@@ -265,6 +363,13 @@ class _Checker:
         usage = rec.usage_completion_tokens
         if rec.status is None or not 200 <= rec.status < 300:
             self.add("usage", "skip", f"no stream: {_describe(rec)}")
+        elif usage is None and self.api in EVENT_APIS:
+            self.add(
+                "usage",
+                "warn",
+                f"no {self.usage_field} (the dialect always reports it); a run then cannot "
+                "see missing tokens",
+            )
         elif usage is None:
             self.add(
                 "usage",
@@ -274,21 +379,22 @@ class _Checker:
                 "--no-usage",
             )
         elif usage == rec.tokens:
-            self.add("usage", "pass", f"usage.completion_tokens {usage} = content chunks streamed")
+            self.add("usage", "pass", f"{self.usage_field} {usage} = {self.unit} streamed")
         elif usage > rec.tokens:
             # Lying usage or several tokens per chunk: the wire cannot tell them apart.
             self.add(
                 "usage",
                 "fail",
-                f"usage.completion_tokens {usage} but {rec.tokens} content chunks streamed: the usage lies "
-                "(tokens missing), or several tokens share a chunk (then run with --coalesced-chunks)",
+                f"{self.usage_field} {usage} but {rec.tokens} {self.unit} streamed: the usage "
+                "lies (tokens missing), or several tokens share a delta (then run with "
+                "--coalesced-chunks)",
                 "--coalesced-chunks",
             )
         else:
             self.add(
                 "usage",
                 "fail",
-                f"usage.completion_tokens {usage} but {rec.tokens} content chunks streamed",
+                f"{self.usage_field} {usage} but {rec.tokens} {self.unit} streamed",
             )
 
     def bad_request(self) -> None:
@@ -364,9 +470,7 @@ class _Checker:
                     started_at=time.time(),
                     t0=time.perf_counter(),
                 )
-                conn.request(
-                    req.path, build_body(req, "Say hello."), StreamTracker(rec, req.expectations())
-                )
+                conn.request(req.path, build_body(req, "Say hello."), self.tracker(req, rec))
                 recs.append(rec)
         finally:
             conn.close()
@@ -398,6 +502,7 @@ def run_checks(
     insecure: bool = False,
     websocket: bool = True,
     progress: Callable[[CheckItem], None] | None = None,
+    api: str = "",
 ) -> CheckReport:
     """Check the server at ``url`` (its base URL, as ``--host`` takes it).
 
@@ -409,6 +514,9 @@ def run_checks(
         insecure: https without certificate verification.
         websocket: also check ``/v1/ws``.
         progress: called with each item as it is decided.
+        api: the dialect judged in detail (``--api``; empty: the OpenAI ``endpoint``). The
+            other dialects' paths are probed too; one whose path is not served fails with
+            the dialects the server does speak.
 
     Returns:
         The report (:func:`exit_code` turns it into 0 or 99).
@@ -418,7 +526,7 @@ def run_checks(
     """
     t0 = time.perf_counter()
     target = parse_target(url, headers, insecure)
-    c = _Checker(target, model, endpoint)
+    c = _Checker(target, model, endpoint, api)
     c.models()
     rec, tracker = c.reachable()
     judged = [rec]

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 
 from streamslo.errors import BadInputError, ProtocolError
 from streamslo.stream.chunkjson import loads_chunk
+from streamslo.stream.dialects import API_PATHS, EVENT_APIS, tracker_for
 from streamslo.stream.envelope import WSEnvelope
 from streamslo.stream.timing import StreamRecord
 from streamslo.stream.tracker import StreamTracker
@@ -185,15 +186,20 @@ def one_stream(
     )
     expect = request.expectations()
     body = build_body(request, prompt)
-    if protocol == "ws":
+    tracker: StreamTracker
+    if request.dialect in EVENT_APIS:  # typed events, on either transport (as a run reads them)
+        tracker = tracker_for(request.dialect, rec, expect, limits.max_event_bytes, collect_text)
+    elif protocol == "ws":
         tracker = env.tracker(rec, expect, limits.max_event_bytes, collect_text)
+    else:
+        tracker = StreamTracker(rec, expect, limits.max_event_bytes, collect_text)
+    if protocol == "ws":
         conn = WSConnection(target, WS_PATH, limits)
         try:
             conn.request(env.wrap(body), tracker)
         finally:
             conn.close()
     else:
-        tracker = StreamTracker(rec, expect, limits.max_event_bytes, collect_text)
         stream_sse(target, request.path, body, tracker, limits)
     return rec, tracker
 
@@ -257,6 +263,9 @@ def _connect_cause(target: Target, error: str) -> Diagnosis:
     return Diagnosis(f"cannot connect to {where} ({error})", "check --host")
 
 
+_API_PATHS_TEXT = ", ".join(f"{api}: {path}" for api, path in API_PATHS.items())
+
+
 def diagnose(
     protocol: str,
     rec: StreamRecord,
@@ -292,9 +301,14 @@ def diagnose(
     if outcome == "http_4xx" or (status is not None and 400 <= status < 500):
         low = error.lower()
         if status in (401, 403):
+            header = (
+                "'x-api-key: ...'"
+                if request.dialect == "anthropic-messages"
+                else "'Authorization: Bearer ...'"
+            )
             return Diagnosis(
                 f"answered {error or f'HTTP {status}'}: the server wants credentials",
-                "pass the key with --api-key-env VAR (the variable holding it) or --header 'Authorization: Bearer ...'",
+                f"pass the key with --api-key-env VAR (the variable holding it) or --header {header}",
             )
         if "model" in low and status in (400, 404, 422, None):
             listed = f"; the server lists: {', '.join(models[:10])}" if models else ""
@@ -309,6 +323,13 @@ def diagnose(
                     f"answered {error}: no WebSocket endpoint there",
                     "use --protocol sse, or check the URL prefix in --host",
                 )
+            if request.api:
+                return Diagnosis(
+                    f"answered {error}: the server does not serve {request.path}, the "
+                    f"{request.dialect} dialect's path (it may speak another dialect)",
+                    "check --api (" + _API_PATHS_TEXT + ") and the URL prefix in --host; "
+                    "--path PATH if the server serves the dialect elsewhere",
+                )
             return Diagnosis(
                 f"answered {error}: wrong path",
                 "check the URL prefix in --host (the base URL, without /v1/...) and --endpoint "
@@ -316,7 +337,8 @@ def diagnose(
             )
         if status == 405:
             return Diagnosis(
-                f"answered {error}: the path does not take POST", "check --host and --endpoint"
+                f"answered {error}: the path does not take POST",
+                "check --host and --api" if request.api else "check --host and --endpoint",
             )
         if status == 429:
             return Diagnosis(f"answered {error} (rate limited)", "the run goes on", fatal=False)

@@ -5,7 +5,8 @@ An ASGI middleware in front of the routes (HTTP and the WebSocket handshake alik
 - With a key (``streamslo serve --api-key-env VAR``: the key is read from the environment, never
   from a command line), every ``/v1/*`` request must carry ``Authorization: Bearer <key>``;
   a missing or wrong key gets 401 with the error body (a WebSocket handshake is refused with
-  the same 401). Keys are compared in constant time.
+  the same 401). ``/v1/messages`` takes Anthropic's ``x-api-key: <key>`` too, and refuses in
+  Anthropic's error shape. Keys are compared in constant time.
 - ``/debug/*`` (stack samples, worker pids) answers loopback clients, and others only with the
   key: 403 without a key configured, 401 with a wrong one.
 - ``/healthz``, ``/readyz``, ``/metrics`` and ``/openapi.json`` stay open, as health checks and
@@ -25,6 +26,7 @@ import json
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from streamslo.server import metrics
+from streamslo.server.dialects import anthropic_error_body, anthropic_request_id
 from streamslo.server.protocol import APIError
 
 __all__ = ["AccessGuard", "is_loopback"]
@@ -78,6 +80,8 @@ class AccessGuard:
                 return APIError(403, "/debug/ answers loopback clients only")
             return APIError(401, "/debug/ needs loopback or 'Authorization: Bearer <key>'")
         if path.startswith("/v1/") and self._key is not None and not self._key_ok(scope):
+            if path == "/v1/messages":
+                return APIError(401, "missing or wrong API key: send 'x-api-key: <key>'")
             return APIError(401, "missing or wrong API key: send 'Authorization: Bearer <key>'")
         return None
 
@@ -88,12 +92,19 @@ class AccessGuard:
             return
         route = scope["path"] if str(scope["path"]).startswith("/v1/") else "other"
         metrics.REQUESTS.labels(route, str(err.status)).inc()
-        body = json.dumps(err.body()).encode()
+        extra: list[tuple[bytes, bytes]] = []
+        if scope["path"] == "/v1/messages":  # Anthropic's error shape and request-id header
+            rid = anthropic_request_id()
+            body = json.dumps(anthropic_error_body(err.status, err.message, rid)).encode()
+            extra.append((b"request-id", rid.encode()))
+        else:
+            body = json.dumps(err.body()).encode()
         # connection: close: the request's body, if any, is never read.
         headers = [
             (b"content-type", b"application/json"),
             (b"content-length", str(len(body)).encode()),
             (b"connection", b"close"),
+            *extra,
         ]
         if err.status == 401:
             headers.append((b"www-authenticate", b"Bearer"))

@@ -24,7 +24,7 @@ from starlette.types import Receive, Scope, Send
 from streamslo.server import http_api, metrics
 from streamslo.server.access import AccessGuard
 from streamslo.server.config import ServerConfig
-from streamslo.server.dialects import anthropic_error_body
+from streamslo.server.dialects import anthropic_error_body, anthropic_request_id
 from streamslo.server.protocol import APIError, error_body
 from streamslo.server.runtime import Runtime
 from streamslo.server.ws_api import ws_endpoint
@@ -61,13 +61,26 @@ def _refusal_headers(request: Request, extra: Mapping[str, str] | None = None) -
 async def _api_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, APIError)
     _count(request, exc.status)
-    retry = {"retry-after": "1"} if exc.status in (429, 503) else None
-    body = (
-        anthropic_error_body(exc.status, exc.message)
-        if request.scope["path"] == "/v1/messages"
-        else exc.body()
-    )
-    return JSONResponse(body, status_code=exc.status, headers=_refusal_headers(request, retry))
+    retry = {"retry-after": "1"} if exc.status in (429, 503) else {}
+    return _error_response(request, exc.status, exc.message, exc.body(), retry)
+
+
+def _error_response(
+    request: Request,
+    status: int,
+    message: str,
+    body: dict[str, object],
+    headers: Mapping[str, str] | None = None,
+) -> JSONResponse:
+    """An error answer: OpenAI's ``{"error": {...}}``, or on ``/v1/messages`` Anthropic's
+    ``{"type": "error", "error": {"type", "message"}, "request_id"}`` with its ``request-id``
+    header (the shape an Anthropic client reads, whatever the error)."""
+    extra = dict(headers or {})
+    if request.scope["path"] == "/v1/messages":
+        rid = anthropic_request_id()
+        body = anthropic_error_body(status, message, rid)
+        extra["request-id"] = rid
+    return JSONResponse(body, status_code=status, headers=_refusal_headers(request, extra))
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -77,17 +90,16 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     msg = {404: f"no route {path}", 405: f"method {request.method} not allowed on {path}"}.get(
         exc.status_code, str(exc.detail)
     )
-    return JSONResponse(
-        error_body(exc.status_code, msg),
-        status_code=exc.status_code,
-        headers=_refusal_headers(request, exc.headers),
+    return _error_response(
+        request, exc.status_code, msg, error_body(exc.status_code, msg), exc.headers
     )
 
 
 async def _internal_error(request: Request, exc: Exception) -> Response:
     log.error("internal error on %s", request.scope["path"], exc_info=exc)
     _count(request, 500)
-    return JSONResponse(error_body(500, f"internal error: {type(exc).__name__}"), status_code=500)
+    msg = f"internal error: {type(exc).__name__}"
+    return _error_response(request, 500, msg, error_body(500, msg))
 
 
 async def _not_found(scope: Scope, receive: Receive, send: Send) -> None:

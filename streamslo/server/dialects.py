@@ -25,6 +25,7 @@ from streamslo.server.protocol import (
     ParsedRequest,
     load_json_object,
     parse_temperature,
+    tool_arguments,
 )
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "MessagesChunks",
     "ResponsesChunks",
     "anthropic_error_body",
+    "anthropic_request_id",
     "chunk_factory",
     "parse_dialect_request",
 ]
@@ -43,21 +45,37 @@ DIALECT_KINDS = ("responses", "messages")
 _ANTHROPIC_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
+    402: "billing_error",
     403: "permission_error",
     404: "not_found_error",
     413: "request_too_large",
     429: "rate_limit_error",
     500: "api_error",
     503: "overloaded_error",
+    504: "timeout_error",
+    529: "overloaded_error",
 }
 
 
-def anthropic_error_body(status: int, message: str) -> dict[str, object]:
-    """Anthropic's error object: ``{"type": "error", "error": {"type", "message"}}``."""
-    return {
+def anthropic_error_body(
+    status: int, message: str, request_id: str | None = None
+) -> dict[str, object]:
+    """Anthropic's error object: ``{"type": "error", "error": {"type", "message"}}``, with the
+    ``request_id`` an HTTP error body carries (an in-stream ``error`` event has none). Other
+    4xx statuses are ``invalid_request_error``, as Anthropic's errors page says."""
+    default = "invalid_request_error" if 400 <= status < 500 else "api_error"
+    body: dict[str, object] = {
         "type": "error",
-        "error": {"type": _ANTHROPIC_TYPES.get(status, "api_error"), "message": message},
+        "error": {"type": _ANTHROPIC_TYPES.get(status, default), "message": message},
     }
+    if request_id is not None:
+        body["request_id"] = request_id
+    return body
+
+
+def anthropic_request_id() -> str:
+    """A ``req_...`` id for an HTTP error body (and its ``request-id`` header)."""
+    return f"req_{random.getrandbits(96):024x}"
 
 
 def _bad(msg: str) -> APIError:
@@ -220,6 +238,11 @@ class EventChunks(ChunkFactory):
         self._texts: list[str] = []
         """The answer's tokens (for the final object)."""
 
+    def _tool_piece(self, text: str) -> str:
+        """The arguments' piece of the tool token just taken by :meth:`_next_kind`."""
+        assert self._tool_from is not None
+        return tool_arguments(text, self._i - 1, self._tool_from, self.req.max_tokens)
+
     def _next_kind(self) -> str:
         """What the next token is: ``tool``, ``reasoning`` or ``answer``."""
         if self._tool_from is not None:
@@ -255,6 +278,7 @@ class ResponsesChunks(EventChunks):
         self._thoughts: list[str] = []
         self._msg_id = f"msg_{random.getrandbits(64):016x}"
         self._rs_id = f"rs_{random.getrandbits(64):016x}"
+        self._item_status = "completed"  # "incomplete" when the length runs out
         # The answer delta's fixed part, encoded once (a token's event is this plus its text).
         self._delta_head = (
             'event: response.output_text.delta\ndata: {"type":"response.output_text.delta",'
@@ -267,16 +291,26 @@ class ResponsesChunks(EventChunks):
         return _event(name, obj)
 
     def _response(self, status: str, **extra: Any) -> dict[str, Any]:
+        # Every field the Response object's reference marks required (the nullable ones
+        # included): a client that validates it (the OpenAI SDKs' models) accepts it.
         return {
             "id": self.id,
             "object": "response",
             "created_at": self.created,
             "status": status,
-            "model": self.req.model,
-            "output": [],
-            "usage": None,
             "error": None,
             "incomplete_details": None,
+            "instructions": None,
+            "max_output_tokens": self.req.max_tokens,
+            "metadata": {},
+            "model": self.req.model,
+            "output": [],
+            "parallel_tool_calls": True,
+            "temperature": self.req.temperature,
+            "tool_choice": "auto",
+            "tools": [],
+            "top_p": 1.0,
+            "usage": None,
             **extra,
         }
 
@@ -337,7 +371,9 @@ class ResponsesChunks(EventChunks):
         return {
             "id": self._msg_id,
             "type": "message",
-            "status": "completed",
+            # The last item ends as its response does; one closed before (a tool call came
+            # after it) was complete.
+            "status": self._item_status if self._phase == "message" else "completed",
             "role": "assistant",
             "content": [{"type": "output_text", "text": "".join(self._texts), "annotations": []}],
         }
@@ -401,7 +437,7 @@ class ResponsesChunks(EventChunks):
     def token(self, text: str) -> str:
         kind = self._next_kind()
         if kind == "tool":
-            return self._tool(text)
+            return self._tool(self._tool_piece(text))
         if kind == "reasoning":
             out = ""
             if not self._phase:
@@ -431,13 +467,13 @@ class ResponsesChunks(EventChunks):
         if self._texts:
             items.append(self._message_item())
         if self._args:
-            items.append(self._fc_item("completed"))
+            items.append(self._fc_item(self._item_status))
         return items
 
     def _usage_obj(self, n: int) -> dict[str, Any]:
         return {
             "input_tokens": self.prompt_tokens,
-            "input_tokens_details": {"cached_tokens": self.cached_tokens},
+            "input_tokens_details": {"cached_tokens": self.cached_tokens, "cache_write_tokens": 0},
             "output_tokens": n,
             "output_tokens_details": {"reasoning_tokens": self._reasoning},
             "total_tokens": self.prompt_tokens + n,
@@ -445,6 +481,8 @@ class ResponsesChunks(EventChunks):
 
     def finish(self, reason: str, completion_tokens: int) -> str:
         out = ""
+        if reason == "length":  # the item the length cut ends "incomplete", as its response
+            self._item_status = "incomplete"
         if self._phase == "reasoning":
             out += self._close_reasoning()
         elif self._phase == "message":
@@ -458,7 +496,7 @@ class ResponsesChunks(EventChunks):
                 arguments="".join(self._args),
             )
             out += self._ev(
-                "response.output_item.done", output_index=i, item=self._fc_item("completed")
+                "response.output_item.done", output_index=i, item=self._fc_item(self._item_status)
             )
         usage = self._usage_obj(completion_tokens)
         if reason == "length":
@@ -481,6 +519,7 @@ class ResponsesChunks(EventChunks):
         self._texts = [text]
         self._phase = "message"
         status = "incomplete" if reason == "length" else "completed"
+        self._item_status = status
         details = {"reason": "max_output_tokens"} if reason == "length" else None
         return self._response(
             status,
@@ -517,7 +556,14 @@ class MessagesChunks(EventChunks):
             "model": self.req.model,
             "stop_reason": None,
             "stop_sequence": None,
-            "usage": {"input_tokens": self.prompt_tokens, "output_tokens": 0},
+            # Anthropic's input_tokens leave out the tokens read from the cache: the prompt is
+            # input_tokens + cache_creation_input_tokens + cache_read_input_tokens.
+            "usage": {
+                "input_tokens": self.prompt_tokens - self.cached_tokens,
+                "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": self.cached_tokens,
+                "output_tokens": 0,
+            },
         }
         return _event("message_start", {"type": "message_start", "message": message}) + _event(
             "ping", {"type": "ping"}
@@ -552,6 +598,7 @@ class MessagesChunks(EventChunks):
         t = json.dumps(text)
         kind = self._next_kind()
         if kind == "tool":
+            t = json.dumps(self._tool_piece(text))
             out = ""
             if self._phase != "tool":
                 out = self._block(
@@ -570,7 +617,7 @@ class MessagesChunks(EventChunks):
         if kind == "reasoning":
             out = ""
             if self._phase != "thinking":
-                out = self._block({"type": "thinking", "thinking": ""})
+                out = self._block({"type": "thinking", "thinking": "", "signature": ""})
                 self._phase = "thinking"
             return (
                 f'{out}event: content_block_delta\ndata: {{"type":"content_block_delta","index":{self._index},'
@@ -616,7 +663,12 @@ class MessagesChunks(EventChunks):
             "content": [{"type": "text", "text": text}],
             "stop_reason": "max_tokens" if reason == "length" else "end_turn",
             "stop_sequence": None,
-            "usage": {"input_tokens": self.prompt_tokens, "output_tokens": completion_tokens},
+            "usage": {
+                "input_tokens": self.prompt_tokens - self.cached_tokens,
+                "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": self.cached_tokens,
+                "output_tokens": completion_tokens,
+            },
         }
 
 

@@ -28,6 +28,7 @@ __all__ = [
     "load_json_object",
     "parse_request",
     "parse_temperature",
+    "tool_arguments",
 ]
 
 _TYPES = {
@@ -240,6 +241,21 @@ def parse_request(
     )
 
 
+def tool_arguments(text: str, i: int, first: int, max_tokens: int) -> str:
+    """The piece of a tool call's arguments that token ``i`` carries (``--tool-call-tokens``).
+
+    Every dialect documents the arguments as JSON text that the deltas build up (OpenAI's
+    ``arguments``, Anthropic's ``partial_json`` whose whole is the ``input`` object): the first
+    tool token opens ``{"query": "``, each token adds its text inside that string, and the last
+    one a forced length allows (``max_tokens - 1``) closes it, so a client that parses the
+    arguments (the official SDKs do) gets an object. One token, one delta, as before.
+    """
+    inner = json.dumps(text, ensure_ascii=False)[1:-1]
+    head = '{"query": "' if i == first else ""
+    tail = '"}' if i == max_tokens - 1 else ""
+    return head + inner + tail
+
+
 class ChunkFactory:
     """Builds one request's chunks (SSE data or WS frames) and its non-streaming response.
 
@@ -302,7 +318,8 @@ class ChunkFactory:
                 i = self._i
                 self._i += 1
                 if i >= self._tool_from:
-                    return self._tool_token(t)
+                    piece = tool_arguments(text, i, self._tool_from, self.req.max_tokens)
+                    return self._tool_token(json.dumps(piece))
             if self._reasoning_left:
                 self._reasoning_left -= 1
                 return f'{self._head}"delta":{{"reasoning_content":{t}}},"finish_reason":null}}]}}'

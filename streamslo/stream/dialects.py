@@ -10,9 +10,9 @@ terminal event) and replaces only what one message means:
 - **OpenAI Responses** (``/v1/responses``): ``response.output_text.delta`` (and
   ``response.refusal.delta``) are answer tokens, ``response.reasoning_text.delta`` and
   ``response.reasoning_summary_text.delta`` reasoning tokens,
-  ``response.function_call_arguments.delta`` tool tokens; ``response.completed`` and
-  ``response.incomplete`` are the terminal marker (with the usage of the response they
-  carry); ``response.failed`` and ``error`` are in-band errors.
+  ``response.function_call_arguments.delta`` (and the hosted tools' input deltas) tool tokens;
+  ``response.completed`` and ``response.incomplete`` are the terminal marker (with the usage
+  of the response they carry); ``response.failed`` and ``error`` are in-band errors.
 - **Anthropic Messages** (``/v1/messages``): ``content_block_delta`` with ``text_delta``
   (answer), ``thinking_delta`` (reasoning) or ``input_json_delta`` (tool) is a token;
   ``message_delta`` carries ``stop_reason`` and the cumulative ``usage.output_tokens``;
@@ -135,6 +135,20 @@ class EventTracker(StreamTracker):
     def on_ws_text(self, t: float, text: str) -> None:
         super().on_ws_text(t, text)
         self.progress_t = self._tok_t
+
+    def on_ws_close(self, t: float, code: int | None, reason: str = "") -> None:
+        if self.rec.outcome is None and self._ws_content_seen:
+            shown = 1006 if code is None else code
+            detail = f"ws close {shown}" + (f": {reason[:120]}" if reason else "")
+            self._finish(t, Outcome.TRUNCATED, f"{detail} before {self.TERMINAL}")
+            return
+        super().on_ws_close(t, code, reason)
+
+    def _began(self) -> None:
+        """The dialect's first event (``response.created``, ``message_start``): on WebSocket
+        the stream has begun, so an error from here on is ``error_event``, as after an SSE
+        stream's 200."""
+        self._ws_content_seen = True
 
     def on_eof(self, t: float, body_complete: bool) -> None:
         if self.rec.outcome is None and not (
@@ -336,6 +350,10 @@ _RESPONSES_DELTAS: Mapping[str, int] = {
     "response.reasoning_summary_text.delta": REASONING,
     "response.function_call_arguments.delta": TOOL,
     "response.custom_tool_call_input.delta": TOOL,
+    # Hosted tools whose input the model writes token by token: without them a long tool call
+    # would look like a stall.
+    "response.mcp_call_arguments.delta": TOOL,
+    "response.code_interpreter_call_code.delta": TOOL,
 }
 
 
@@ -370,6 +388,10 @@ class ResponsesTracker(EventTracker):
             self.rec.finish_reason = str(reason)
             self._end(t)
             return
+        if kind == "response.created":
+            self._began()
+            self._other(kind)
+            return
         if kind == "response.failed":
             response = obj.get("response")
             error = response.get("error") if isinstance(response, dict) else None
@@ -392,6 +414,25 @@ _ANTHROPIC_DELTAS: Mapping[str, tuple[str, int]] = {
     "thinking_delta": ("thinking", REASONING),
     "input_json_delta": ("partial_json", TOOL),
 }
+#: Anthropic's error types -> the HTTP status each stands for (its errors page); an in-band
+#: ``error`` event carries only the type.
+_ANTHROPIC_STATUS: Mapping[str, int] = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "billing_error": 402,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "timeout_error": 504,
+    "overloaded_error": 529,
+}
+
+
+def _int_field(obj: Mapping[str, object], key: str) -> int | None:
+    v = obj.get(key)
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
 class AnthropicTracker(EventTracker):
@@ -422,25 +463,41 @@ class AnthropicTracker(EventTracker):
                 t, delta.get("stop_reason"), "stop_reason"
             ):
                 return
-            self._usage(obj.get("usage"), "input_tokens", "output_tokens", t)
+            usage = obj.get("usage")
+            if self._usage(usage, "input_tokens", "output_tokens", t) and isinstance(usage, dict):
+                self._prompt(usage)
             return
         if kind == "message_stop":
             self._end(t)
             return
         if kind == "message_start":
+            self._began()
             message = obj.get("message")
             usage = message.get("usage") if isinstance(message, dict) else None
             if isinstance(usage, dict):
-                inp = usage.get("input_tokens")
-                if isinstance(inp, int) and not isinstance(inp, bool):
-                    self.rec.usage_prompt_tokens = inp
+                self._prompt(usage)
                 self._cached(usage)
             self._other(kind)
             return
         if kind == "error":
-            self._dialect_error(t, obj.get("error"))
+            error = obj.get("error")
+            if isinstance(error, dict) and "code" not in error:
+                status = _ANTHROPIC_STATUS.get(str(error.get("type")))
+                if status is not None:
+                    error = {**error, "code": status}
+            self._dialect_error(t, error)
             return
         self._other(kind)
+
+    def _prompt(self, usage: dict[str, Any]) -> None:
+        """The prompt's tokens: Anthropic's ``input_tokens`` leave out the cache's, so the
+        prompt is ``input_tokens + cache_creation_input_tokens + cache_read_input_tokens``."""
+        inp = _int_field(usage, "input_tokens")
+        if inp is None:
+            return
+        for key in ("cache_creation_input_tokens", "cache_read_input_tokens"):
+            inp += _int_field(usage, key) or 0
+        self.rec.usage_prompt_tokens = inp
 
 
 _TRACKERS: Mapping[str, type[EventTracker]] = {

@@ -23,7 +23,8 @@ RESULTS = BENCH / "results"
 
 
 @pytest.mark.parametrize(
-    "name", ["stream_users", "accuracy", "burst", "memory", "scaleout", "relay", "replay"]
+    "name",
+    ["stream_users", "accuracy", "burst", "memory", "scaleout", "relay", "replay", "dialects"],
 )
 def test_committed_results_render(name: str) -> None:
     """The JSON of bench/results (what RESULTS.md shows) still renders with today's code."""
@@ -109,6 +110,38 @@ def test_burst(tmp_path: Path) -> None:
     ov = data["overhead"]
     assert ov["raw"]["tokens_per_s"] > 0 and ov["overhead"] > 0
     assert "Serving overhead" in _rendered("bench_burst", data)
+
+
+@bench_run
+def test_dialects(tmp_path: Path) -> None:
+    data = run_bench(
+        "bench_dialects",
+        tmp_path / "dialects.json",
+        "--duration",
+        "4",
+        "--rounds",
+        "1",
+        "--users",
+        "4",
+        "--max-tokens",
+        "8",
+        "--warmup-run",
+        "1",
+        "--warmup",
+        "0.5",
+        "--reasoning-duration",
+        "4",
+    )
+    for rows in (data["rows"], data["reasoning"]):
+        for api, row in rows.items():
+            assert row["ok_rate"] == 1.0 and row["tokens_equal_usage"] == row["ok"], (api, row)
+    assert set(data["rows"]) == {
+        "openai-chat",
+        "openai-completions",
+        "openai-responses",
+        "anthropic-messages",
+    }
+    assert "ttfo p50 - TTFT p50" in _rendered("bench_dialects", data)
 
 
 @bench_run

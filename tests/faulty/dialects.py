@@ -336,13 +336,37 @@ class DialectStream:
         ]
         return anthropic_events(self.n, **kw)
 
+    @property
+    def ws(self) -> bool:
+        """Over a WebSocket gateway: one event per text frame (no SSE framing)."""
+        return self.out.proto == "ws"
+
     async def send(self, events: list[Event]) -> None:
         for name, obj in events:
             await self.event(name, obj)
 
     async def event(self, name: str, obj: dict[str, Any]) -> None:
         data = json.dumps(obj, separators=(",", ":"))
+        if self.ws:
+            await self.out.data(data)
+            return
         await self.out.body(f"event: {name}\ndata: {data}\n\n".encode())
+
+    async def raw(self, data: bytes) -> None:
+        """SSE bytes as they are (a comment, ``data: [DONE]``); on WS, the data's text as one
+        frame (a comment is not sent)."""
+        if not self.ws:
+            await self.out.body(data)
+        elif data.startswith(b"data: "):
+            await self.out.data(data[6:].strip().decode())
+
+    async def end(self) -> None:
+        """End the response without a terminal event: SSE, the end of the body; WS, a normal
+        close (1000) of the connection."""
+        if self.ws:
+            await self.out.close_normal()
+        else:
+            await self.out.finish()
 
 
 ScenarioFn = Callable[[DialectStream], Awaitable[None]]
@@ -391,6 +415,9 @@ async def _ok_split(s: DialectStream) -> None:
     """Every event written in two HTTP chunks cut mid-line, 1 ms apart."""
     head, tail = s.events()
     await s.out.begin()
+    if s.ws:  # a WebSocket message is whole: nothing to split
+        await s.send(head + tail)
+        return
     for name, obj in head + tail:
         raw = f"event: {name}\r\ndata: {json.dumps(obj)}\r\n\r\n".encode()
         cut = len(raw) // 2
@@ -444,11 +471,11 @@ async def _cut(s: DialectStream) -> None:
 
 @_scenario("no_terminal", "truncated", "truncated")
 async def _no_terminal(s: DialectStream) -> None:
-    """Every delta, then the body ends cleanly without the terminal event."""
+    """Every delta, then the body ends cleanly without the terminal event (WS: close 1000)."""
     head, tail = s.events()
     await s.out.begin()
     await s.send(head + tail[:-1])
-    await s.out.finish()
+    await s.end()
 
 
 @_scenario("error_midway", "error_event", "error_event")
@@ -512,7 +539,7 @@ async def _keepalive(s: DialectStream) -> None:
             )
         else:
             await s.event("ping", {"type": "ping"})
-        await s.out.body(b": keep-alive\n\n")
+        await s.raw(b": keep-alive\n\n")
         await asyncio.sleep(0.2)
     await s.out.drop()
 
@@ -565,7 +592,7 @@ async def _done_after(s: DialectStream) -> None:
     head, tail = s.events()
     await s.out.begin()
     await s.send(head + tail)
-    await s.out.body(b"data: [DONE]\n\n")
+    await s.raw(b"data: [DONE]\n\n")
     await s.out.finish()
 
 

@@ -21,7 +21,11 @@ The package is split by responsibility:
 Routes (the OpenAI-compatible protocol the suite speaks): ``POST /v1/chat/completions``,
 ``POST /v1/completions``, ``POST /v1/stream``, ``GET /v1/models``, ``GET /health`` and
 WebSocket ``GET /v1/ws`` (one JSON text frame per request; chunk frames, then a ``[DONE]``
-text frame; the connection may carry the next request).
+text frame; the connection may carry the next request). ``POST /v1/responses`` and
+``/v1/messages`` stream the event dialects (:mod:`tests.faulty.dialects`); ``/v1/ws`` plays a
+gateway of them too, one event per text frame: a Responses request (``{"type":
+"response.create", ...}``, or a body with ``input``), or a Messages body on a connection whose
+handshake carried ``anthropic-version``.
 
 Selecting a scenario:
 
@@ -231,11 +235,24 @@ async def _handle_dialect(
     return keep and not conn.closed
 
 
+def _ws_dialect(body: dict[str, Any], headers: dict[str, str]) -> str | None:
+    """The event dialect a WebSocket request frame asks for, or None (OpenAI chunks).
+
+    A gateway's frame for the Responses API is OpenAI's WebSocket mode,
+    ``{"type": "response.create", ...}`` (the request's fields flat, or under ``response``),
+    or a bare Responses body (it has ``input``); an Anthropic Messages one is a Messages body
+    on a connection whose handshake carried ``anthropic-version``."""
+    if body.get("type") == "response.create" or "input" in body:
+        return "openai-responses"
+    if "anthropic-version" in headers:
+        return "anthropic-messages"
+    return None
+
+
 async def _handle_ws(conn: Conn, http: HttpRequest, forced: str | None) -> None:
-    if forced is not None and SCENARIOS[forced].handshake is not None:
-        handshake = SCENARIOS[forced].handshake
-        assert handshake is not None
-        await handshake(conn)
+    scenario = SCENARIOS.get(forced) if forced is not None else None
+    if scenario is not None and scenario.handshake is not None:
+        await scenario.handshake(conn)
         return
     key = http.headers.get("sec-websocket-key")
     if (
@@ -274,6 +291,20 @@ async def _handle_ws(conn: Conn, http: HttpRequest, forced: str | None) -> None:
                 )
                 await ws.close(1008, "bad request")
                 break
+            dialect = _ws_dialect(body, http.headers)
+            if dialect is not None:
+                inner = body.get("response")
+                if body.get("type") == "response.create" and isinstance(inner, dict):
+                    body = inner
+                name = str(forced or body.get("model") or "ok")
+                if name not in DIALECT_SCENARIOS:
+                    await ws.send_frame(
+                        0x1, dumps(error_body(404, f"no scenario {name!r}")).encode()
+                    )
+                    await ws.close(1008, "model not found")
+                    break
+                await run_dialect(WsOut(ws, Request("chat", body, name)), dialect, body, name)
+                continue
             name = forced or body.get("model") or "ok"
             if name not in SCENARIOS:
                 message_text = f"model {name!r} not found"

@@ -224,3 +224,199 @@ def test_tool_events_follow_the_documented_shape(tool_server: Server) -> None:
         and d["delta"]["type"] == "input_json_delta"
     ]  # type: ignore[index]
     assert len(parts) == TOOL
+
+
+# ------------------------------------------------- the documented shapes, field by field
+#: The Response object's required fields (the OpenAI reference; nullable ones included).
+RESPONSE_FIELDS = {
+    "id",
+    "object",
+    "created_at",
+    "status",
+    "error",
+    "incomplete_details",
+    "instructions",
+    "metadata",
+    "model",
+    "output",
+    "parallel_tool_calls",
+    "temperature",
+    "tool_choice",
+    "tools",
+    "top_p",
+    "usage",
+}
+
+
+def test_every_response_object_has_the_required_fields(tool_server: Server) -> None:
+    _, evs = events(tool_server.url, "/v1/responses", RESPONSES)
+    responses = [d["response"] for n, d in evs if "response" in d]
+    assert [n for n, d in evs if "response" in d] == [
+        "response.created",
+        "response.in_progress",
+        "response.incomplete",
+    ]
+    for r in responses:
+        assert isinstance(r, dict) and set(r) >= RESPONSE_FIELDS, RESPONSE_FIELDS - set(r)  # type: ignore[arg-type]
+        assert r["object"] == "response" and r["tools"] == [] and r["parallel_tool_calls"] is True  # type: ignore[index]
+    final = responses[-1]
+    assert isinstance(final, dict)
+    usage = final["usage"]
+    assert set(usage) == {
+        "input_tokens",
+        "input_tokens_details",
+        "output_tokens",
+        "output_tokens_details",
+        "total_tokens",
+    }
+    assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"]
+    # A response cut by the length leaves its last item "incomplete", as the response.
+    statuses = [(i["type"], i["status"]) for i in final["output"] if i["type"] != "reasoning"]
+    assert statuses == [("message", "completed"), ("function_call", "incomplete")]
+    for name, d in evs:
+        if name.startswith("response.") and name.endswith(".delta"):
+            assert {"item_id", "output_index", "delta", "sequence_number"} <= set(d)
+        if name in ("response.output_text.delta", "response.reasoning_text.delta"):
+            assert "content_index" in d
+
+
+def test_tool_arguments_are_json_in_every_dialect(tool_server: Server) -> None:
+    """The argument deltas build a JSON object (OpenAI's ``arguments``; Anthropic's
+    ``partial_json`` whose whole is the tool_use ``input``), as the official SDKs parse them."""
+    _, evs = events(tool_server.url, "/v1/responses", RESPONSES)
+    args = "".join(str(d["delta"]) for n, d in evs if n == "response.function_call_arguments.delta")
+    done = [d for n, d in evs if n == "response.function_call_arguments.done"]
+    assert isinstance(json.loads(args), dict) and done[0]["arguments"] == args
+    _, evs = events(tool_server.url, "/v1/messages", MESSAGES)
+    parts = "".join(
+        str(d["delta"]["partial_json"])  # type: ignore[index]
+        for n, d in evs
+        if n == "content_block_delta" and d["delta"]["type"] == "input_json_delta"  # type: ignore[index]
+    )
+    assert isinstance(json.loads(parts), dict)
+    body = {
+        "model": "m",
+        "messages": [{"role": "user", "content": "hi"}],
+        "stream": True,
+        "max_tokens": N,
+        "ignore_eos": True,
+    }
+    with httpx.stream("POST", tool_server.url + "/v1/chat/completions", json=body, timeout=30) as r:
+        chat = "".join(
+            call["function"].get("arguments", "")
+            for line in r.iter_lines()
+            if line.startswith("data: {")
+            for choice in json.loads(line[6:])["choices"]
+            for call in choice["delta"].get("tool_calls", [])
+        )
+    assert isinstance(json.loads(chat), dict)
+
+
+def test_messages_blocks_and_usage_follow_the_documented_shape(reasoning_server: Server) -> None:
+    _, evs = events(reasoning_server.url, "/v1/messages", MESSAGES)
+    start = evs[0][1]["message"]
+    assert isinstance(start, dict)
+    assert {
+        "id",
+        "type",
+        "role",
+        "content",
+        "model",
+        "stop_reason",
+        "stop_sequence",
+        "usage",
+    } <= set(start)
+    usage = start["usage"]
+    assert {"input_tokens", "output_tokens", "cache_read_input_tokens"} <= set(usage)
+    thinking = [
+        d["content_block"]
+        for n, d in evs
+        if n == "content_block_start" and d["content_block"]["type"] == "thinking"  # type: ignore[index]
+    ]
+    assert thinking == [{"type": "thinking", "thinking": "", "signature": ""}]
+    # the signature_delta comes just before the thinking block's stop
+    names = [(n, d.get("delta", {}).get("type")) for n, d in evs]  # type: ignore[union-attr]
+    sig = names.index(("content_block_delta", "signature_delta"))
+    assert names[sig + 1][0] == "content_block_stop"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "headers", "status", "etype"),
+    [
+        ("POST", "/v1/messages", {}, 401, "authentication_error"),
+        ("GET", "/v1/messages", {"x-api-key": "sekrit"}, 405, "invalid_request_error"),
+    ],
+)
+def test_messages_http_errors_have_the_anthropic_shape(
+    tmp_path: Path, method: str, path: str, headers: dict[str, str], status: int, etype: str
+) -> None:
+    """Every error on /v1/messages, the access guard's and the router's included:
+    ``{"type": "error", "error": {"type", "message"}, "request_id"}`` and a ``request-id``
+    header (Anthropic's errors page)."""
+    s = start_server(
+        ["--mode", "fixed", "--api-key-env", "DIALECT_KEY"], tmp_path, env={"DIALECT_KEY": "sekrit"}
+    )
+    try:
+        r = httpx.request(method, s.url + path, json=MESSAGES, headers=headers, timeout=10)
+        assert r.status_code == status
+        body = r.json()
+        assert body["type"] == "error" and body["error"]["type"] == etype
+        assert (
+            body["request_id"].startswith("req_") and r.headers["request-id"] == body["request_id"]
+        )
+        if status == 401:
+            assert "x-api-key" in body["error"]["message"]
+        # The OpenAI paths keep OpenAI's shape.
+        r = httpx.post(s.url + "/v1/responses", json=RESPONSES, timeout=10)
+        assert r.status_code == 401 and set(r.json()) == {"error"}
+    finally:
+        s.stop()
+
+
+@pytest.fixture(scope="module")
+def cancelling_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """Incident C in every dialect: generation cut after 0.3 s, ended as a natural stop."""
+    s = start_server(
+        [
+            "--mode",
+            "fixed",
+            "--token-interval-ms",
+            "20",
+            "--fault",
+            "silent-cancel",
+            "--cancel-after",
+            "0.3",
+        ],
+        tmp_path_factory.mktemp("cancel"),
+    )
+    yield s
+    s.stop()
+
+
+@pytest.mark.parametrize(
+    ("api", "reason"),
+    [
+        ("openai-chat", "stop"),
+        ("openai-completions", "stop"),
+        ("openai-responses", "completed"),
+        ("anthropic-messages", "end_turn"),
+    ],
+)
+def test_the_same_incident_in_every_dialect(
+    cancelling_server: Server, api: str, reason: str
+) -> None:
+    """The silent-cancel fault ends each dialect's stream the way that dialect ends a natural
+    stop, after fewer tokens than asked: every dialect's reader sees the same silent
+    truncation."""
+    opts = RequestOptions(api=api, max_tokens=60)
+    rec = StreamRecord(api, "sse", "test", time.time(), time.perf_counter())
+    stream_sse(
+        Target.from_url(cancelling_server.url),
+        opts.path,
+        build_body(opts, "hello"),
+        tracker_for(api, rec, opts.expectations()),
+        ClientLimits(stall_timeout=10, request_timeout=30),
+    )
+    assert rec.outcome == "silent_truncation", rec.error
+    assert rec.finish_reason == reason and 0 < rec.tokens < 60
+    assert rec.tokens == rec.usage_completion_tokens  # an honest usage: only the stop says it
