@@ -231,7 +231,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-valgrind", action="store_true")
     p.add_argument("--json", default=str(BENCH / "results" / "token_cpu.json"))
     args = p.parse_args(argv)
-    variants: list[tuple[str, Path | None]] = [("current", None)]
+    # The working tree as it is now (a copy: editing it while this runs changes nothing here).
+    cur = Path(tempfile.mkdtemp(prefix="streamslo-cur-"))
+    shutil.copytree(REPO / "streamslo", cur / "streamslo")
+    variants: list[tuple[str, Path | None]] = [("current", cur)]
     base = None
     if args.baseline:
         base = _export(args.baseline)
@@ -261,8 +264,9 @@ def main(argv: list[str] | None = None) -> int:
                     rows.append(row)
                     print(json.dumps(row), file=sys.stderr, flush=True)
     finally:
-        if base is not None:
-            shutil.rmtree(base, ignore_errors=True)
+        for tmp in (base, cur):
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
     # Ratios against the first variant (the baseline), per protocol and shape.
     lines = [
         "| protocol | chunk | code | µs/token (median of runs) | instructions/token | vs baseline (µs, instructions) |",
