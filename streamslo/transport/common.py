@@ -150,14 +150,34 @@ class Exchange(Protocol):
     def fail(self, t: float, exc: BaseException) -> None: ...
 
 
+_PEEK = socket.MSG_PEEK | getattr(socket, "MSG_DONTWAIT", 0)
+
+
 def unasked_bytes(sock: socket.socket) -> bool:
     """Whether bytes (or an EOF) wait on an idle kept-alive connection before a request goes
     out: stray data after the last answer (a flood after ``[DONE]``), or the server's close.
     Either way the connection must not carry the next request (it would read them as its
-    answer). One poll, no wait (cooperative under gevent).
+    answer). One look, no wait.
+
+    A plain connection is looked at with a non-blocking ``MSG_PEEK`` of one byte on the OS
+    socket (under gevent the one it wraps), which never yields: gevent's ``select``, even with
+    a zero timeout, goes round the event loop, and every other stream's pending reads ran
+    before the request was sent (at 16 streams, 0.5-0.7 ms of the request's trip in TTFT).
+    TLS keeps the ``select`` (its buffered bytes are not the socket's).
     """
-    if isinstance(sock, ssl.SSLSocket) and sock.pending():
-        return True
+    if isinstance(sock, ssl.SSLSocket) or hasattr(sock, "_sslobj"):
+        pending: Callable[[], int] = getattr(sock, "pending")  # noqa: B009 (gevent's TLS too)
+        if pending():
+            return True
+    elif _PEEK & getattr(socket, "MSG_DONTWAIT", 0):
+        raw = getattr(sock, "_sock", sock)  # gevent's socket wraps the OS socket
+        try:
+            raw.recv(1, _PEEK)
+        except BlockingIOError:
+            return False  # nothing waits: idle and open
+        except OSError:
+            return True  # reset or broken: not reusable
+        return True  # a byte waits, or b"": the server closed
     try:
         readable, _, _ = select.select([sock], [], [], 0)
     except (OSError, ValueError):
