@@ -84,6 +84,7 @@ Run (about 5 minutes with the defaults)::
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib.util
 import json
 import sys
@@ -140,6 +141,36 @@ LABELS = {"asyncio raw": "asyncio raw (no JSON, idealised)"}
 NEEDS = {"asyncio aiohttp": "aiohttp", "asyncio httpx": "httpx", "asyncio websockets": "websockets"}
 
 
+#: --baseline: a revision -> the directory holding its ``streamslo/`` (``git archive``).
+BASELINES: dict[str, Path] = {}
+
+
+def _export(rev: str) -> Path:
+    """``streamslo/`` at ``rev`` in a temp directory, imported first through ``PYTHONPATH``."""
+    import subprocess
+    import tempfile
+
+    out = Path(tempfile.mkdtemp(prefix="streamslo-base-"))
+    tar = subprocess.run(
+        ["git", "-C", str(BENCH.parent), "archive", rev, "streamslo"],
+        check=True,
+        capture_output=True,
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(out)], input=tar, check=True)
+    return out
+
+
+def _export_tree() -> Path:
+    """The working tree's ``streamslo/`` copied to a temp directory (the "current" rows of a
+    --baseline run: editing the tree while the bench runs changes nothing)."""
+    import shutil
+    import tempfile
+
+    out = Path(tempfile.mkdtemp(prefix="streamslo-cur-"))
+    shutil.copytree(BENCH.parent / "streamslo", out / "streamslo")
+    return out
+
+
 def _label(client: str) -> str:
     return LABELS.get(client, client)
 
@@ -150,6 +181,12 @@ def _client_cmd(
     import os
 
     env = dict(os.environ)
+    code = BASELINES.get("")  # --baseline: the working tree's code, copied when the run began
+    if " @" in client:  # the same client on a baseline revision's code (--baseline)
+        client, rev = client.split(" @", 1)
+        code = BASELINES[rev]
+    if code is not None:
+        env["PYTHONPATH"] = str(code) + os.pathsep + env.get("PYTHONPATH", "")
     if client.startswith("streamslo"):
         mode = "per-stream" if client == "streamslo WS" else client.split()[-1]
         proto = ["--protocol", "ws"] if client == "streamslo WS" else []
@@ -167,6 +204,10 @@ def _client_cmd(
             mode,
             *proto,
         )
+        if code is not None:
+            # -P: no working directory (this repository) first on sys.path, so the copy on
+            # PYTHONPATH is what runs (python -m puts the working directory before PYTHONPATH).
+            cmd.insert(1, "-P")
     elif client in ("HttpUser+requests", "FastHttpUser readline"):
         kind = client.split("+")[0].split()[0]
         lf = work / f"plain_{kind}_locustfile.py"
@@ -470,6 +511,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--keep", action="store_true", help="keep each cell's work directory")
     p.add_argument(
+        "--baseline",
+        default="",
+        help=(
+            "a git revision: each streamslo client runs again on that revision's code "
+            "(row 'streamslo ... @REV'), side by side in the same run (the old path)"
+        ),
+    )
+    p.add_argument(
         "--nice",
         type=int,
         default=-5,
@@ -481,6 +530,18 @@ def main(argv: list[str] | None = None) -> int:
     for c in clients:
         if c not in CLIENTS:
             p.error(f"unknown client {c!r}; choose from {', '.join(CLIENTS)}")
+    if args.baseline:
+        import shutil
+
+        BASELINES[args.baseline] = _export(args.baseline)
+        BASELINES[""] = _export_tree()
+        for path in BASELINES.values():
+            atexit.register(shutil.rmtree, path, True)
+        clients = [
+            v
+            for c in clients
+            for v in ((c, f"{c} @{args.baseline}") if c.startswith("streamslo") else (c,))
+        ]
     skipped = []
     for c in list(clients):
         mod = NEEDS.get(c)

@@ -123,6 +123,26 @@ class SSEDecoder:
         events: list[SSEEvent] = []
         if not chunk:
             return events
+        if (
+            chunk[:5] == b"data:"
+            and chunk.find(b"\n") == len(chunk) - 2
+            and chunk[-1:] == b"\n"
+            and not self._pend
+            and self._started
+            and not self._skip_lf
+            and not self._data
+            and self._event is None
+            and not self._event_bytes
+            and len(chunk) - 2 < self._fast_cap
+            and b"\r" not in chunk
+        ):
+            # The most common read of a token stream: one whole one-line "data:" event, the
+            # decoder between events, no cap near. Dispatched as the whole-events path below
+            # would (same value, same accounting), without splitting anything.
+            self.completed_line = True
+            value = chunk[6:-2] if chunk[5:6] == b" " else chunk[5:-2]
+            events.append(SSEEvent(value.decode("utf-8", "replace"), "message", self._last_id))
+            return events
         try:
             if self._skip_lf:
                 self._skip_lf = False

@@ -454,7 +454,7 @@ class StreamTracker:
         if self._done:
             self._after_done_malformed("data after [DONE]")
             return
-        if data == _DONE or data.strip() == _DONE:
+        if data == _DONE or (_DONE in data and data.strip() == _DONE):  # (no strip per chunk)
             self._done = True
             rec.e2e_s = t - rec.t0
             self._terminal(t)
@@ -524,12 +524,20 @@ class StreamTracker:
                     return
                 rec.finish_reason = fr
             if position != TOKEN:
-                p = token_position(choice)
-                if p:
-                    position = p
-                    if p == TOKEN:
-                        # An empty text field (a held-back token) is an answer token.
-                        kind = has_text(choice) or ANSWER
+                delta = choice.get("delta")
+                content = delta.get("content") if type(delta) is dict else None
+                if type(content) is str and content and "text" not in choice:
+                    # The common chunk, read in one pass: a chat delta with answer text is a
+                    # token position of kind ANSWER (what token_position and has_text say).
+                    position = TOKEN
+                    kind = ANSWER
+                else:
+                    p = token_position(choice)
+                    if p:
+                        position = p
+                        if p == TOKEN:
+                            # An empty text field (a held-back token) is an answer token.
+                            kind = has_text(choice) or ANSWER
             ids = choice.get("token_ids")
             if type(ids) is list:
                 listed = len(ids)

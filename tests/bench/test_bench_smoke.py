@@ -64,6 +64,55 @@ def test_stream_users(tmp_path: Path) -> None:
 
 
 @bench_run
+def test_stream_users_baseline(tmp_path: Path) -> None:
+    """--baseline REV: the streamslo row again on REV's code, in the same run."""
+    data = run_bench(
+        "bench_stream_users",
+        tmp_path / "su.json",
+        "--levels",
+        "6",
+        "--seconds",
+        "4",
+        "--warmup",
+        "0",
+        "--clients",
+        "streamslo per-stream",
+        "--baseline",
+        "HEAD",
+    )
+    cells = {c["client"]: c for c in data["cells"]}
+    assert set(cells) == {"streamslo per-stream", "streamslo per-stream @HEAD"}
+    for c in cells.values():
+        assert c["tokens_received"] > 0 and c["unmatched"] == 0, c
+
+
+def test_token_cpu(tmp_path: Path) -> None:
+    """The Sans-I/O CPU bench: old and new side by side (timings only: no valgrind here)."""
+    data = run_bench(
+        "bench_token_cpu",
+        tmp_path / "tc.json",
+        "--baseline",
+        "HEAD",
+        "--streams",
+        "3",
+        "--repeats",
+        "1",
+        "--protocols",
+        "sse,ws",
+        "--shapes",
+        "emitter",
+        "--no-valgrind",
+    )
+    assert {(r["protocol"], r["code"]) for r in data["rows"]} == {
+        ("sse", "HEAD"),
+        ("sse", "current"),
+        ("ws", "HEAD"),
+        ("ws", "current"),
+    }
+    assert all(r["us_per_token_median"] > 0 for r in data["rows"])
+
+
+@bench_run
 def test_accuracy(tmp_path: Path) -> None:
     data = run_bench(
         "bench_accuracy",

@@ -1,0 +1,69 @@
+"""The faulty-server matrix again, under gevent, as the Locust users read.
+
+Under gevent the transport waits for a socket to be readable before it reads
+(``streamslo.transport.common._wait_first``) instead of trying the read first; every outcome,
+hostile cases included, must stay what the plain blocking read gives (tests/faulty/server.py's
+``EXPECTED``). The reads run in a child process patched by ``gevent.monkey``, eight greenlets at
+a time, as in ``test_faulty_matrix``, whose timing cases (a 1 s stall timeout) are as sensitive
+to a loaded machine.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.faulty.server import EXPECTED
+
+REPO = Path(__file__).resolve().parents[2]
+
+CHILD = """
+from gevent import monkey
+
+monkey.patch_all()
+
+import json
+import socket
+import sys
+
+from gevent.pool import Pool
+
+from streamslo.transport.common import _wait_first
+from tests.faulty.scenarios import HOSTILE
+from tests.stream.test_faulty_matrix import CASES, CONCURRENT, LIMITS, run_case
+
+probe = socket.socket()
+assert type(probe).__module__.startswith("gevent"), "not gevent's sockets"
+assert _wait_first(probe, LIMITS) is not None, "the gevent read path is not in use"
+probe.close()
+out = {}
+for batch in ([c for c in CASES if c[0] not in HOSTILE], [c for c in CASES if c[0] in HOSTILE]):
+    pool = Pool(CONCURRENT)
+    for case, rec in pool.imap_unordered(lambda c: (c, run_case(sys.argv[1], *c)), batch):
+        out["|".join(case)] = [rec.outcome, rec.error, rec.tokens]
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def gevent_matrix(faulty_server) -> dict[str, list[object]]:
+    res = subprocess.run(
+        [sys.executable, "-c", CHILD, faulty_server.base_url],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    out: dict[str, list[object]] = json.loads(res.stdout.strip().splitlines()[-1])
+    return out
+
+
+@pytest.mark.parametrize("case", sorted(EXPECTED), ids=[f"{s}-{p}" for s, p in sorted(EXPECTED)])
+def test_outcome_under_gevent(gevent_matrix, case):
+    outcome, error, _ = gevent_matrix["|".join(case)]
+    assert outcome == EXPECTED[case], f"{case}: got {outcome} ({error})"
