@@ -218,9 +218,8 @@ def _wait_first(
     wake-up with nothing to read falls back to gevent's own loop. Ends like :func:`recv`: None
     when the watchdog ended the read.
 
-    Every read now passes through the event loop once, so a stream whose server floods it no
-    longer keeps the loop to itself until its cap: the other streams (and the read watchdog)
-    run between its reads.
+    Only after a short read: a read that filled the buffer is followed by a plain ``recv``
+    (:func:`pump`), so a flood is read as before, to its cap, without a wait between reads.
     """
     wait = getattr(sock, "_wait", None)
     event = getattr(sock, "_read_event", None)
@@ -278,8 +277,9 @@ def pump(
     timer counts from there: bytes of an unfinished line do not reset it) and its deadline:
     the request's, or a short wait's :attr:`Exchange.cutoff`. A transport error goes to
     :meth:`Exchange.fail`; the caller decides about retries before calling this. Each read
-    takes everything the socket holds (up to ``recv_size``); under gevent, after the first read
-    it waits for the socket to be readable before reading (:func:`_wait_first`).
+    takes everything the socket holds (up to ``recv_size``); under gevent, after a short read
+    it waits for the socket to be readable before reading (:func:`_wait_first`), after a full
+    one it reads first.
     """
     waiting = _wait_first(sock, limits) if _WAIT_FIRST else None
     first = True
@@ -290,7 +290,6 @@ def pump(
         try:
             if waiting is None or first:
                 data = recv(sock, limits, watch)
-                first = False
             else:
                 data = waiting(watch)
         except OSError as exc:
@@ -300,6 +299,10 @@ def pump(
         if data is None:
             exchange.expire(t, "stall" if watch.expired == "stall" else "deadline")
             return
+        # A read that filled the buffer left more behind, most likely (a flood, a burst):
+        # the next one tries first, as gevent does, so a flood reaches its cap in one turn of
+        # the loop; a short read (a token) means the socket is empty: wait first.
+        first = len(data) >= limits.recv_size
         exchange.receive(t, data)
         if after_read is not None and not exchange.done:
             after_read()
