@@ -288,10 +288,7 @@ def pump(
         end = exchange.cutoff
         watch.deadline = deadline if end is None else min(deadline, end)
         try:
-            if waiting is None or first:
-                data = recv(sock, limits, watch)
-            else:
-                data = waiting(watch)
+            data = recv(sock, limits, watch) if waiting is None or first else waiting(watch)
         except OSError as exc:
             exchange.fail(_now(), exc)
             return
