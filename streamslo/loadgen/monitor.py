@@ -8,10 +8,10 @@ each sample to the window aggregator (``windows.csv``: ``gen_cpu_pct``, ``gen_la
 ``gen_rss_mb``, ``active_streams``).
 
 Memory stays bounded however long the run: lag goes into a histogram (1 % precision), CPU into
-counts and sums, the worst lags into a heap of three. Every 30 s it also gives the C heap's free
-pages back to the system (:mod:`streamslo.loadgen.heap`): without that, glibc kept every page
-the generator ever freed in the middle of its heaps, and RSS crept up while the memory in use
-stayed flat. Nothing is sorted on the event loop (a
+counts and sums, the worst lags into a heap of three. Every 30 s it also collects the young
+generation and gives the C heap's free pages back to the system (:mod:`streamslo.loadgen.heap`):
+without that, glibc kept every page the generator ever freed in the middle of its heaps, and
+RSS crept up while the memory in use stayed flat. Nothing is sorted on the event loop (a
 list of every sample, sorted at each save, grew to 72,000 samples an hour and paused every
 stream while it sorted).
 """
@@ -103,7 +103,7 @@ class GeneratorMonitor:
             if self._n % 20 == 0:  # once a second
                 self.add_second(self._proc.cpu_percent(None), float(self._proc.memory_info().rss))
             if self._trim_every and self._n % self._trim_every == 0:
-                heap.trim()  # free pages inside the C heap back to the system (loadgen/heap.py)
+                heap.compact()  # young cycles freed, the C heap's free pages given back
 
     def add_lag(self, lag_ms: float) -> None:
         """One lag sample (ms)."""
