@@ -26,6 +26,14 @@ from collections.abc import Callable
 __all__ = ["TRIM_EVERY_S", "compact", "trim"]
 
 
+# Arrow's buffers (the gap part files, every 2 s) in the C heap, which trim() reaches, not in
+# its default mimalloc: mimalloc kept them resident in a 1 GiB arena of transparent huge pages
+# (a 2-hour soak's generator: 8 -> 17 MiB there and back, in 2 MiB steps). Read once, when
+# pyarrow starts: the load generator imports this module before pyarrow. Set it to "mimalloc"
+# (or "jemalloc") to keep arrow's own.
+os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
+
+
 #: How often the generator gives its free heap pages back (seconds); ``STREAMSLO_HEAP_TRIM_S``
 #: sets it (0: never, as before; ``bench/bench_soak_memory.py --no-trim``).
 def _period(default: float = 30.0) -> float:
