@@ -8,7 +8,7 @@ steady window: after every stream is open, before any ends.
 
 - **generator**: the real locustfile (``-u N -r N``, core 1) against the lean emitter (core 0)
   with long, slow streams (``--max-tokens 100000``, one token every ``--period-ms``, default
-  100 ms: the streams stay open and the CPU stays low), ``--results-dir`` set (each finished
+  1000 ms: the streams stay open and the CPU stays low), ``--results-dir`` set (each finished
   stream is a row, but none finishes in the window);
 - **server**: ``python -m streamslo.server --mode fixed`` (core 0), N streams of a long
   ``max_tokens`` held open by an asyncio client in this process (core 1): SSE (raw HTTP/1.1
@@ -224,7 +224,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--server-levels", default="10,250", help="server stream counts (two)")
     p.add_argument("--protocols", default="sse,ws")
     p.add_argument("--seconds", type=int, default=14)
-    p.add_argument("--period-ms", type=float, default=100.0)
+    # One token a second: a stream also holds 64 bytes per token received (its gap and its time,
+    # two Python floats in lists), so at 10 tokens/s the figure grew with how long the streams
+    # had been open (20 -> 27 KiB between an 8 s and a 24 s run); this measures the stream.
+    p.add_argument("--period-ms", type=float, default=1000.0)
     p.add_argument("--no-server", action="store_true")
     p.add_argument("--json", default="", help="default bench/results/memory.json")
     p.add_argument("--keep", action="store_true")

@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from array import array
 from pathlib import Path
 from typing import Any
 
@@ -71,8 +72,8 @@ def make_record(i: int, tokens: int, now: float | None = None) -> StreamRecord:
     )
     rec.tokens = rec.expected_tokens = rec.usage_completion_tokens = tokens
     rec.finish_reason, rec.bytes = "length", 180 * tokens
-    rec.gap_s = [0.02 + 1e-5 * (k % 7) for k in range(tokens - 1)]
-    rec.gap_t = [t0 + 0.3 + 0.02 * (k + 1) for k in range(tokens - 1)]
+    rec.gap_s = array("d", [0.02 + 1e-5 * (k % 7) for k in range(tokens - 1)])
+    rec.gap_t = array("d", [t0 + 0.3 + 0.02 * (k + 1) for k in range(tokens - 1)])
     return rec
 
 

@@ -53,6 +53,7 @@ from streamslo.loadgen.listeners import (
     StreamFailure,
     WriteRow,
 )
+from streamslo.loadgen.locust_stats import trim_locust_stats
 from streamslo.loadgen.monitor import GeneratorMonitor
 from streamslo.loadgen.options import LoadOptions
 from streamslo.options.cancel import CancelPlan
@@ -326,6 +327,9 @@ class RunRecorder:
             gevent.sleep(2.0)
             try:
                 self.flush()
+                # Locust's per-second counts grow a key a second per entry for ever (its
+                # reported figures read the last 12 s): keep the last minute.
+                trim_locust_stats(self.env, time.time())
             except Exception:  # a full disk (say) must not end the periodic flush
                 log.exception("streamslo: flush failed; retrying in 2 s")
 
