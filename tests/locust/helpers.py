@@ -92,8 +92,10 @@ class PipeReader:
                 raise AssertionError(f"{text!r} not seen in {timeout}s:\n{self.text}")
 
     def join(self, timeout: float = 60) -> str:
-        """Everything read, once the pipe closed."""
+        """Everything read, once the process closed its end (ours is closed then)."""
         self._thread.join(timeout)
+        if not self._thread.is_alive():
+            self._pipe.close()  # type: ignore[attr-defined]
         return self.text
 
     @property
