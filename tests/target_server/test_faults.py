@@ -109,7 +109,6 @@ def test_unbounded_write_grows_backlog_fixed_bounds_and_times_out(serve) -> None
 def test_training_contention_runs_a_trainer_process(serve) -> None:
     s = serve("--fault", "training-contention")
     plain = serve("--mode", "fixed")
-    time.sleep(1)
 
     def trainers(server: Server) -> list[psutil.Process]:
         return [
@@ -118,6 +117,9 @@ def test_training_contention_runs_a_trainer_process(serve) -> None:
             if "streamslo.server.trainer" in " ".join(p.cmdline())
         ]
 
+    deadline = time.monotonic() + 60  # the trainer starts beside the server (bounds a hang)
+    while not trainers(s) and time.monotonic() < deadline:
+        time.sleep(0.1)
     (trainer,) = trainers(s)
     assert trainer.nice() == 19  # fixed mode isolates it
     assert trainers(plain) == []
@@ -141,7 +143,12 @@ def test_admission_control_429_and_ws_1013(serve) -> None:
     s = serve("--max-streams", "2", "--token-interval-ms", "50")
     with cf.ThreadPoolExecutor(2) as pool:
         futs = [pool.submit(sse, s.url, "/v1/stream", {**BODY, "max_tokens": 60}) for _ in range(2)]
-        time.sleep(1.0)
+        # Both streams admitted (the server says it is full), however slow the machine: each
+        # then runs 3 s (60 tokens, 50 ms apart), the window for the refusals below.
+        deadline = time.monotonic() + 60
+        while httpx.get(s.url + "/readyz", timeout=30).status_code != 503:
+            assert time.monotonic() < deadline and not any(f.done() for f in futs)
+            time.sleep(0.05)
         r = httpx.post(s.url + "/v1/stream", json=BODY, timeout=30)
         assert r.status_code == 429 and r.headers["retry-after"]
         assert r.json()["error"]["code"] == 429
