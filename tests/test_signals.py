@@ -29,8 +29,9 @@ SCRIPT = textwrap.dedent(
         with StopSignals(grace=2.0):
             # A child process group of two processes, as Locust's or a server's would be.
             child = subprocess.Popen(["sh", "-c", "sleep 120 & sleep 120; wait"], start_new_session=True)
-            print("ready", child.pid, flush=True)
             try:
+                # inside the try: a signal sent as soon as this is read lands in it
+                print("ready", child.pid, flush=True)
                 time.sleep(60)
             except KeyboardInterrupt:
                 print("interrupted", flush=True)
