@@ -107,6 +107,9 @@ def test_kept_alive_streams_end_stalled_not_cancelled(faulty_server, tmp_path, s
         "4",
         "--request-timeout",
         "300",
+        # The preflight's own streams would stall too, 5 s a protocol, before any load: the
+        # load's streams are under test here (the preflight's verdicts: first_contact).
+        "--no-preflight",
     )
     assert r.returncode == 99, r.stdout + r.stderr
     s = streams(out)
