@@ -1,7 +1,7 @@
 """The README's demo as the README runs it (16 s a run): on a quiet machine the fixed server
 meets the SLO, its ITL p99 under the SLO's 200 ms.
 
-A timing that holds on a quiet machine only: the default suite runs a shorter compare and checks
+A timing that holds on a quiet machine only: the default suite runs the same compare and checks
 that the verdict matches the fixed run's SLO result (tests/test_compare.py); ``tox -e bench``
 (``STREAMSLO_BENCH_SMOKE=1``) runs this.
 """
