@@ -21,3 +21,29 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.option.basetemp is None and not hasattr(config, "workerinput"):
         tag = hashlib.sha256(str(REPO).encode()).hexdigest()[:10]
         config.option.basetemp = str(Path(tempfile.gettempdir()) / f"streamslo-tests-{tag}")
+
+
+#: Seconds each slow test file took in a whole run (``python -m tests.file_times JUNIT.xml``
+#: writes it): the slowest files are scheduled first.
+FILE_TIMES = REPO / "tests" / "file_times.json"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The slowest files first, each file's tests kept together and in order: with ``--dist
+    loadfile`` a worker takes one file at a time in this order, so the long files start at once
+    and the short ones fill in at the end (a long file started last was the suite's tail)."""
+    import json
+
+    try:
+        seconds: dict[str, float] = json.loads(FILE_TIMES.read_text())
+    except (OSError, ValueError):
+        return
+    first_seen: dict[str, int] = {}
+    for i, item in enumerate(items):
+        first_seen.setdefault(item.nodeid.split("::", 1)[0], i)
+
+    def key(item: pytest.Item) -> tuple[float, int]:
+        path = item.nodeid.split("::", 1)[0]
+        return (-seconds.get(path, 0.0), first_seen[path])
+
+    items.sort(key=key)  # stable: a file's own order is kept

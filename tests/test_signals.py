@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from streamslo.run.signals import Interrupted, StopSignals, exit_code_of
+from streamslo.run.signals import REPEAT_WINDOW_S, Interrupted, StopSignals, exit_code_of
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -29,8 +29,9 @@ SCRIPT = textwrap.dedent(
         with StopSignals(grace=2.0):
             # A child process group of two processes, as Locust's or a server's would be.
             child = subprocess.Popen(["sh", "-c", "sleep 120 & sleep 120; wait"], start_new_session=True)
-            print("ready", child.pid, flush=True)
             try:
+                # inside the try: a signal sent as soon as this is read lands in it
+                print("ready", child.pid, flush=True)
                 time.sleep(60)
             except KeyboardInterrupt:
                 print("interrupted", flush=True)
@@ -53,6 +54,17 @@ def _alive(proc: psutil.Process) -> bool:
         return False
 
 
+def _gone(procs: list[psutil.Process], timeout: float = 10) -> bool:
+    """Every one of ``procs`` has ended, or does within ``timeout`` (a SIGKILLed process still
+    runs until the kernel schedules its exit: on a loaded machine, a little later)."""
+    deadline = time.monotonic() + timeout
+    while any(_alive(p) for p in procs):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def _start(mode: str) -> tuple[subprocess.Popen[str], list[psutil.Process]]:
     proc = subprocess.Popen(
         [sys.executable, "-c", SCRIPT, mode],
@@ -70,9 +82,26 @@ def _start(mode: str) -> tuple[subprocess.Popen[str], list[psutil.Process]]:
     return proc, [group, *group.children()]
 
 
-def _finish(proc: subprocess.Popen[str]) -> tuple[str, str]:
+def _finish(proc: subprocess.Popen[str], seen: str = "") -> tuple[str, str]:
     out, err = proc.communicate(timeout=30)
-    return out, err
+    return seen + out, err
+
+
+def _handled(pipe, text: str) -> str:
+    """Read ``pipe`` up to the line holding ``text``: the handler ran (an event, however late the
+    loaded machine ran it); the lines read are returned."""
+    seen = ""
+    while text not in seen:
+        line = pipe.readline()
+        assert line, f"{text!r} never came: {seen!r}"
+        seen += line
+    return seen
+
+
+def _after_the_window() -> None:
+    """Wait past the repeat window, counted from a handler that already ran: the next signal of
+    the same kind is a real repeat."""
+    time.sleep(REPEAT_WINDOW_S + 0.3)
 
 
 @pytest.mark.parametrize(
@@ -84,7 +113,7 @@ def test_first_signal_interrupts_and_leftovers_are_reaped(sig, code):
     out, err = _finish(proc)
     assert proc.returncode == code, err
     assert out.split()[-2:] == ["interrupted", "Interrupted"]
-    assert not any(_alive(c) for c in children)  # nobody stopped them: the reaper did
+    assert _gone(children)  # nobody stopped them: the reaper did
 
 
 def test_a_repeat_within_the_window_counts_once():
@@ -92,7 +121,8 @@ def test_a_repeat_within_the_window_counts_once():
     proc, children = _start("drain")
     proc.send_signal(signal.SIGTERM)
     proc.send_signal(signal.SIGTERM)
-    time.sleep(1.0)
+    _handled(proc.stdout, "interrupted")
+    _after_the_window()
     assert proc.poll() is None  # still draining: the repeat did not escalate
     assert all(_alive(c) for c in children)
     proc.send_signal(signal.SIGTERM)  # now a real second signal
@@ -104,25 +134,29 @@ def test_a_repeat_within_the_window_counts_once():
 def test_second_signal_kills_the_child_groups_at_once():
     proc, children = _start("drain")
     proc.send_signal(signal.SIGTERM)
-    time.sleep(0.8)
+    seen = _handled(proc.stdout, "interrupted")  # SIGINT first would decide the exit code
     t0 = time.monotonic()
     proc.send_signal(signal.SIGINT)
-    out, err = _finish(proc)
+    out, err = _finish(proc, seen)
     assert out.split()[-2:] == ["interrupted", "Interrupted"]
     assert time.monotonic() - t0 < 5
     assert proc.returncode == 143  # the first signal decides the exit code
     assert "killing the child processes now" in err
-    assert not any(_alive(c) for c in children)
+    assert _gone(children)
 
 
 def test_third_signal_ends_the_process_by_the_signal():
     proc, children = _start("stuck")
-    for _ in range(3):
-        proc.send_signal(signal.SIGTERM)
-        time.sleep(0.7)
+    proc.send_signal(signal.SIGTERM)
+    _handled(proc.stdout, "interrupted")
+    _after_the_window()
+    proc.send_signal(signal.SIGTERM)
+    _handled(proc.stderr, "second stop signal")
+    _after_the_window()
+    proc.send_signal(signal.SIGTERM)
     _finish(proc)
     assert proc.returncode == -signal.SIGTERM
-    assert not any(_alive(c) for c in children)
+    assert _gone(children)
 
 
 def test_exit_codes():

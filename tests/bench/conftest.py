@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from tests.faulty.fixtures import faulty_server  # noqa: F401
+
 __all__ = ["BENCH", "REPO", "bench_module", "bench_run", "run_bench"]
 
 REPO = Path(__file__).resolve().parents[2]

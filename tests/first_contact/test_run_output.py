@@ -164,9 +164,7 @@ def test_a_master_waiting_for_its_workers_says_so(faulty_server, tmp_path: Path)
 
 
 @pytest.mark.parametrize("command", ["sweep", "report"])
-def test_other_commands_name_a_path_they_cannot_write(
-    faulty_server, tmp_path: Path, command: str
-) -> None:
+def test_other_commands_name_a_path_they_cannot_write(tmp_path: Path, command: str) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x")
     if command == "sweep":
@@ -180,21 +178,10 @@ def test_other_commands_name_a_path_they_cannot_write(
             str(blocker / "sweep"),
         )
     else:
-        run = tmp_path / "run"
-        made = streamslo(
-            "run",
-            "--host",
-            faulty_server.base_url,
-            "--out",
-            str(run),
-            "--users",
-            "1",
-            "--duration",
-            "1",
-            "--quiet",
-            "--allow-invalid",
-        )
-        assert made.returncode == 0, made.stderr
+        # A hand-built results directory (no load run needed to reach the unwritable --out).
+        from tests.reports.conftest import write_fixed
+
+        run = write_fixed(tmp_path / "run").path
         r = streamslo("report", str(run), "--out", str(blocker / "report.html"))
     assert r.returncode == 2, r.stderr
     assert str(blocker) in r.stderr and "Traceback" not in r.stderr

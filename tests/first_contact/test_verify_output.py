@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -62,7 +63,12 @@ def test_verify_prints_only_the_verdicts(run_dir: Path) -> None:
     # the default SLO's four thresholds: truncation, 5xx and connection-error rates, ITL p99
     assert [ln.split()[0] for ln in lines[1:5]] == ["FAIL", "PASS", "PASS", "PASS"]
     assert lines[-1] == f"streamslo verify: SLO checks failed ({run_dir / 'slo.json'})"
-    assert len(lines) == 6
+    # A loaded machine may make the run invalid (its generator lagged): allowed, and said so
+    # on a line of its own.
+    invalid = json.loads((run_dir / "run.json").read_text()).get("valid") is False
+    assert len(lines) == 6 + invalid, lines
+    if invalid:
+        assert lines[5].split()[:2] == ["SKIP", "test_run_is_valid:"], lines
     for noise in ("test session starts", "rootdir", "::", "PASSED", "warnings summary", "platform"):
         assert noise not in r.stdout + r.stderr
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from tests.locust.helpers import REPO, streams, streamslo_run
@@ -12,10 +13,11 @@ from tests.locust.helpers import REPO, streams, streamslo_run
 pytestmark = pytest.mark.load
 
 
-def test_open_loop_rate_and_scheduled_latency(faulty_server, tmp_path):
+def open_loop_run(server, tmp_path) -> tuple[pd.DataFrame, dict]:
+    """Poisson arrivals at 10/s for 5 s: the streams and summary.json."""
     out = tmp_path / "run"
     r = streamslo_run(
-        faulty_server.base_url,
+        server.base_url,
         out,
         "--model",
         "timed",
@@ -31,7 +33,11 @@ def test_open_loop_rate_and_scheduled_latency(faulty_server, tmp_path):
         "3",
     )
     assert r.returncode == 0, r.stdout + r.stderr
-    s = streams(out)
+    return streams(out), json.loads((out / "summary.json").read_text())
+
+
+def test_open_loop_rate_and_scheduled_latency(faulty_server, tmp_path):
+    s, summary = open_loop_run(faulty_server, tmp_path)
     # Poisson arrivals at 10/s for 5 s: about 50, whatever the server does (a slow machine may
     # start the arrival loop late, so the rate is judged over the span the arrivals cover).
     assert s["scheduled_at"].notna().all()
@@ -39,20 +45,22 @@ def test_open_loop_rate_and_scheduled_latency(faulty_server, tmp_path):
     span = s["scheduled_at"].max() - s["scheduled_at"].min()
     assert 5 <= (len(s) - 1) / span <= 20, (len(s), span)
     lag = s["started_at"] - s["scheduled_at"]
-    assert (lag > -0.01).all() and lag.median() < 0.05
+    # Never before its time; how soon after (median < 50 ms) is a quiet machine's figure:
+    # tests/bench/test_load_timing.py.
+    assert (lag > -0.01).all()
     assert set(s["user_class"]) == {"OpenLoopStreamUser"}
-    summary = json.loads((out / "summary.json").read_text())
     assert summary["ttft_sched_ms"]["count"] == len(s)
     assert summary["ttft_sched_ms"]["p50"] >= summary["ttft_ms"]["p50"]
 
 
-def test_open_loop_max_concurrency_drops_instead_of_bursting(faulty_server, tmp_path):
+def capped_open_loop_run(server, tmp_path) -> tuple[pd.DataFrame, dict, dict]:
+    """20 arrivals/s, at most 2 in flight: the streams, summary.json and run.json."""
     out = tmp_path / "run"
     # 'timed' streams of 8 tokens last ~0.65 s; at 20/s with at most 2 in flight most arrivals
     # find the cap reached: they are dropped and counted (k6's dropped_iterations), and the
     # ones sent go at their scheduled time (no waiting, then a catch-up burst).
     r = streamslo_run(
-        faulty_server.base_url,
+        server.base_url,
         out,
         "--model",
         "timed",
@@ -68,11 +76,16 @@ def test_open_loop_max_concurrency_drops_instead_of_bursting(faulty_server, tmp_
         "3",
     )
     assert r.returncode in (0, 99), r.stderr
-    s = streams(out)
-    late = (s["started_at"] - s["scheduled_at"]).to_numpy()
-    assert late.max() < 0.2, late.max()
     summary = json.loads((out / "summary.json").read_text())
-    run = json.loads((out / "run.json").read_text())
+    return streams(out), summary, json.loads((out / "run.json").read_text())
+
+
+def test_open_loop_max_concurrency_drops_instead_of_bursting(faulty_server, tmp_path):
+    s, summary, run = capped_open_loop_run(faulty_server, tmp_path)
+    late = (s["started_at"] - s["scheduled_at"]).to_numpy()
+    # Never early; how late at most (< 0.2 s, no queue) is timed in tests/bench. A queue would
+    # also show as more streams sent than dropped, and more than 2 in flight.
+    assert late.min() > -0.01, late.min()
     dropped = summary["dropped_iterations"]
     assert dropped > len(s) and summary["dropped_iterations_by_scenario"] == {"default": dropped}
     assert run["dropped_iterations"] == dropped
@@ -155,7 +168,8 @@ def test_scenario_with_abort_on_fail_stops_early(faulty_server, tmp_path):
     assert not slo["passed"]
 
 
-def test_soak_runs_a_scenario(faulty_server, tmp_path):
+def soak_run(server, tmp_path) -> tuple[pd.DataFrame, dict]:
+    """``streamslo soak`` of a two-stage scenario of 'timed' streams: streams and summary.json."""
     import subprocess
     import sys
 
@@ -174,7 +188,7 @@ def test_soak_runs_a_scenario(faulty_server, tmp_path):
             "--scenario",
             str(scenario),
             "--host",
-            faulty_server.base_url,
+            server.base_url,
             "--out",
             str(out),
             "--allow-invalid",
@@ -185,11 +199,15 @@ def test_soak_runs_a_scenario(faulty_server, tmp_path):
         cwd=REPO,
     )
     assert r.returncode == 0, r.stdout + r.stderr
-    s = streams(out)
+    return streams(out), json.loads((out / "summary.json").read_text())
+
+
+def test_soak_runs_a_scenario(faulty_server, tmp_path):
+    s, summary = soak_run(faulty_server, tmp_path)
     assert len(s) > 5 and set(s["outcome"]) == {"ok"}
-    assert np.isclose(
-        np.median(json.loads((out / "summary.json").read_text())["itl_ms"]["p50"]), 50, atol=10
-    )
+    # The server waits 50 ms between tokens: the median gap is no shorter (within 50 +- 10 ms
+    # on a quiet machine: tests/bench/test_load_timing.py).
+    assert np.median(summary["itl_ms"]["p50"]) >= 40
 
 
 def test_spike_shape(faulty_server, tmp_path):

@@ -217,9 +217,8 @@ def test_ctrl_c_keeps_and_finalizes_the_results(faulty_server, tmp_path):
     import signal
     import subprocess
     import sys
-    import time
 
-    from tests.locust.helpers import REPO
+    from tests.locust.helpers import REPO, wait_rows
 
     out = tmp_path / "run"
     proc = subprocess.Popen(
@@ -249,7 +248,7 @@ def test_ctrl_c_keeps_and_finalizes_the_results(faulty_server, tmp_path):
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(6)
+    wait_rows(out / "streams.csv", proc)  # the load runs, and some streams ended
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr

@@ -21,10 +21,11 @@ from streamslo.stream.outcome import OUTCOMES
 
 pytestmark = pytest.mark.load
 
-DURATION_S = 20
+DURATION_S = 12
 DRAIN_S = 10
-#: Locust's start and stop, the finalization: measured at 1-3 s alone, more on a busy machine.
-SLACK_S = 12
+#: Locust's start and stop, the finalization: measured at 1-3 s alone, 20 s and more on a busy
+#: machine (load 10 on 2 cores). It bounds a run the hostile servers would hold past its drain.
+SLACK_S = 40
 #: The load generator under hostile input (the issue's goal: under 300 MB).
 RSS_LIMIT = 300 * 1024 * 1024
 #: ``streamslo run`` itself, which at the end loads every gap (800,000 here, from the drip cases)
@@ -90,7 +91,7 @@ def test_run_against_hostile_servers_ends_on_time_and_classifies_every_stream(
     assert wall < DURATION_S + DRAIN_S + SLACK_S, f"the run took {wall:.1f} s"
 
     rows = pd.read_csv(out / "streams.csv")
-    assert len(rows) >= 100  # 12 users for 20 s, most streams end in milliseconds
+    assert len(rows) >= 100  # 12 users for 12 s, most streams end in milliseconds
     assert set(rows["outcome"]) <= set(OUTCOMES)
     assert rows["outcome"].notna().all()
     # Every stream ended within the drain (request timeout 8 s < drain 10 s): none was left
