@@ -15,8 +15,6 @@ no HTML report) nothing reads it, and only its last :data:`HISTORY_KEEP` points 
 
 from __future__ import annotations
 
-from typing import Any
-
 __all__ = ["HISTORY_KEEP", "KEEP_S", "trim_locust_stats"]
 
 #: Seconds of per-second counts kept (Locust reads the last 12).
@@ -37,7 +35,7 @@ def _trim_seconds(counts: dict[int, int], before: int) -> None:
         del counts[t]
 
 
-def trim_locust_stats(environment: Any, now: float) -> None:
+def trim_locust_stats(environment: object, now: float) -> None:
     """Drop the per-second counts older than :data:`KEEP_S` from every entry of Locust's
     statistics, and its chart history beyond :data:`HISTORY_KEEP` points when no web UI or
     HTML report will show it."""

@@ -39,8 +39,10 @@ class ProcessWatch:
         while not self._stop.wait(0.1):
             try:
                 procs = psutil.Process(self.root).children(recursive=True)
+            except psutil.NoSuchProcess:
+                return  # the root is gone: nothing more will start
             except psutil.Error:
-                return
+                continue  # a child went away while it was listed: look again
             for p in procs:
                 if p.pid not in self.seen:
                     try:
