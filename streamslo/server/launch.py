@@ -383,10 +383,6 @@ def _check(cfg: ServerConfig, args: argparse.Namespace) -> None:
     )
 
 
-def _ignore(sig: int, frame: FrameType | None) -> None:
-    """Stands in for the default handlers Uvicorn re-raises after a graceful stop."""
-
-
 def _serve_uvicorn(cfg: ServerConfig, args: argparse.Namespace) -> int:
     import asyncio
 
@@ -414,9 +410,15 @@ def _serve_uvicorn(cfg: ServerConfig, args: argparse.Namespace) -> int:
         **uvicorn_kwargs(cfg),
     )
     server = DrainingServer(config, cfg.graceful_timeout_s)
-    # Uvicorn re-raises the stop signal after shutting down; make that a no-op: exit code 0.
-    signal.signal(signal.SIGTERM, _ignore)
-    signal.signal(signal.SIGINT, _ignore)
+
+    def stop(sig: int, frame: FrameType | None) -> None:
+        # Before Uvicorn's own handlers are in (the event loop starting): stop as soon as it
+        # has started, rather than lose the signal. After its graceful stop Uvicorn re-raises
+        # the signal to this handler, where it changes nothing: exit code 0.
+        server.should_exit = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
     asyncio.run(server.serve(sockets=[sock]))
     return 0 if server.started else 1
 

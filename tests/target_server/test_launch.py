@@ -59,3 +59,48 @@ def test_options_reach_the_config_and_gunicorn():
     assert cmd[cmd.index("--workers") + 1] == "3" and cmd[cmd.index("--timeout") + 1] == "7"
     assert cmd[cmd.index("--bind") + 1] == "127.0.0.1:8123"
     assert cmd[-1] == "streamslo.server.app:create_app()"
+
+
+_EARLY_STOP = """
+import os, signal, sys
+from streamslo.server import server as srv
+
+real = srv.DrainingServer.serve
+
+
+async def serve(self, sockets=None):
+    os.kill(os.getpid(), signal.SIGTERM)  # the stop comes before Uvicorn's handlers are in
+    await real(self, sockets=sockets)
+
+
+srv.DrainingServer.serve = serve
+from streamslo.cli import main
+
+sys.exit(main(["serve", "--mode", "naive", "--port", sys.argv[1]]))
+"""
+
+
+def test_a_stop_signal_before_uvicorn_takes_over_still_stops_the_server():
+    """``streamslo serve`` handles SIGTERM/SIGINT itself until Uvicorn installs its own: a
+    signal in that window stops the server once it has started (it was lost, and the server
+    served on: a test's terminate() waited 30 s in vain under load)."""
+    import subprocess
+    import sys
+
+    from streamslo.server.bundled import free_port
+    from tests.locust.helpers import REPO
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _EARLY_STOP, str(free_port())],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, out
