@@ -15,7 +15,7 @@ from streamslo.stream.timing import STREAM_COLUMNS
 from tests.faulty.dialects import DIALECT_EXPECTED
 from tests.faulty.scenarios import MIXES
 from tests.locust.helpers import gaps, streams, streamslo_run
-from tests.target_server.servers import Server, start_server
+from tests.target_server.servers import Server, model_server
 
 pytestmark = pytest.mark.load
 
@@ -26,19 +26,8 @@ INTERVAL_MS = 20
 
 @pytest.fixture(scope="module")
 def reasoning_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    s = start_server(
-        [
-            "--mode",
-            "fixed",
-            "--token-interval-ms",
-            str(INTERVAL_MS),
-            "--reasoning-tokens",
-            str(REASONING),
-        ],
-        tmp_path_factory.mktemp("reasoning"),
-    )
-    yield s
-    s.stop()
+    with model_server(tmp_path_factory.mktemp("reasoning"), INTERVAL_MS, reasoning=REASONING) as s:
+        yield s
 
 
 @pytest.mark.parametrize("api", APIS)

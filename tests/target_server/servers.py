@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,7 +16,7 @@ import httpx
 
 from streamslo.server.bundled import free_port
 
-__all__ = ["ROOT", "Server", "start_server"]
+__all__ = ["ROOT", "Server", "model_server", "start_server"]
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -70,3 +72,21 @@ def start_server(
         time.sleep(0.2)
     server.stop()
     raise RuntimeError(f"server not ready in {ready_timeout} s:\n{server.output()}")
+
+
+@contextlib.contextmanager
+def model_server(
+    tmp: Path, interval_ms: int, reasoning: int = 0, tool: int = 0
+) -> Iterator[Server]:
+    """A fixed-mode server playing a model: ``interval_ms`` a token, the first ``reasoning``
+    tokens reasoning, the last ``tool`` a tool call's arguments; stopped on the way out."""
+    args = ["--mode", "fixed", "--token-interval-ms", str(interval_ms)]
+    if reasoning:
+        args += ["--reasoning-tokens", str(reasoning)]
+    if tool:
+        args += ["--tool-call-tokens", str(tool)]
+    server = start_server(args, tmp)
+    try:
+        yield server
+    finally:
+        server.stop()

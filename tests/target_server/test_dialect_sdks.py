@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.target_server.conftest import Server, start_server
+from tests.target_server.servers import Server, model_server
 
 openai = pytest.importorskip("openai")
 anthropic = pytest.importorskip("anthropic")
@@ -25,21 +25,8 @@ TOOL = 3
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    s = start_server(
-        [
-            "--mode",
-            "fixed",
-            "--token-interval-ms",
-            "2",
-            "--reasoning-tokens",
-            str(REASONING),
-            "--tool-call-tokens",
-            str(TOOL),
-        ],
-        tmp_path_factory.mktemp("sdks"),
-    )
-    yield s
-    s.stop()
+    with model_server(tmp_path_factory.mktemp("sdks"), 2, reasoning=REASONING, tool=TOOL) as s:
+        yield s
 
 
 def raw_events(url: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> list[Any]:

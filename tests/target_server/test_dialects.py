@@ -17,7 +17,7 @@ from streamslo.stream.dialects import tracker_for
 from streamslo.stream.timing import StreamRecord
 from streamslo.transport.sync import ClientLimits, Target, stream_sse
 from streamslo.workload.requests import RequestOptions, build_body
-from tests.target_server.conftest import Server, start_server
+from tests.target_server.servers import Server, model_server, start_server
 
 N = 10
 REASONING = 3
@@ -25,12 +25,8 @@ REASONING = 3
 
 @pytest.fixture(scope="module")
 def reasoning_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    s = start_server(
-        ["--mode", "fixed", "--token-interval-ms", "5", "--reasoning-tokens", str(REASONING)],
-        tmp_path_factory.mktemp("reasoning"),
-    )
-    yield s
-    s.stop()
+    with model_server(tmp_path_factory.mktemp("reasoning"), 5, reasoning=REASONING) as s:
+        yield s
 
 
 def events(
@@ -171,21 +167,8 @@ TOOL = 3
 
 @pytest.fixture(scope="module")
 def tool_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    s = start_server(
-        [
-            "--mode",
-            "fixed",
-            "--token-interval-ms",
-            "5",
-            "--reasoning-tokens",
-            "2",
-            "--tool-call-tokens",
-            str(TOOL),
-        ],
-        tmp_path_factory.mktemp("tools"),
-    )
-    yield s
-    s.stop()
+    with model_server(tmp_path_factory.mktemp("tools"), 5, reasoning=2, tool=TOOL) as s:
+        yield s
 
 
 @pytest.mark.parametrize("api", ["openai-chat", "openai-responses", "anthropic-messages"])
