@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from streamslo.oslimits import raise_open_files
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -18,6 +20,10 @@ def pytest_configure(config: pytest.Config) -> None:
     checkout running meanwhile removed directories under this one (rm_rf errors at the end,
     failures under filterwarnings = error). ``--basetemp`` still wins; xdist workers get theirs
     from the controller."""
+    # Like the commands (Locust raises its own to 10000): tests that hold hundreds of
+    # connections in one process (client, proxy and upstream sockets together) must not meet a
+    # soft open-files limit of 1024 on the CI machine.
+    raise_open_files(16384)
     if config.option.basetemp is None and not hasattr(config, "workerinput"):
         tag = hashlib.sha256(str(REPO).encode()).hexdigest()[:10]
         config.option.basetemp = str(Path(tempfile.gettempdir()) / f"streamslo-tests-{tag}")

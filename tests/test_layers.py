@@ -16,8 +16,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "streamslo"
 
-#: The modules at the top of the package: the entry points and the exception tree.
-TOP_LEVEL = {"__init__.py", "__main__.py", "cli.py", "errors.py"}
+#: The modules at the top of the package: the entry points, and the bottom layer that every
+#: package may use (the exception tree, the process's open-files limit).
+TOP_LEVEL = {"__init__.py", "__main__.py", "cli.py", "errors.py", "oslimits.py"}
 
 #: File names used by more than one module, and why that is right.
 REPEATED_NAMES = {

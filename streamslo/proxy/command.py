@@ -15,6 +15,7 @@ import signal
 
 from streamslo.errors import BadInputError
 from streamslo.options.units import duration_arg, fraction_arg, positive_int_arg
+from streamslo.oslimits import raise_open_files
 from streamslo.proxy.config import (
     Direction,
     Endpoint,
@@ -33,6 +34,8 @@ from streamslo.proxy.process import READY_PREFIX, STATS_PREFIX
 __all__ = ["add_arguments", "main"]
 
 log = logging.getLogger("streamslo.proxy")
+
+_OPEN_FILES = 65536
 
 
 def _listen_arg(text: str) -> Endpoint:
@@ -212,6 +215,9 @@ async def _serve(proxy: FaultProxy) -> int:
 
 def main(args: argparse.Namespace) -> int:
     """Run the proxy until SIGINT/SIGTERM; 0 on a clean stop, 2 on bad input."""
+    # Two sockets per connection: the common soft limit of 1024 would cap it near 500, and a
+    # connection past that limit is reset (the upstream socket cannot be opened).
+    raise_open_files(_OPEN_FILES)
     limits = ProxyLimits(max_buffer=args.max_buffer, connect_timeout_s=args.connect_timeout)
     proxy = FaultProxy(args.upstream, _faults(args), listen=args.listen, limits=limits)
     return asyncio.run(_serve(proxy))

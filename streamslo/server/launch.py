@@ -22,7 +22,6 @@ import argparse
 import ipaddress
 import logging
 import os
-import resource
 import signal
 import socket
 import subprocess
@@ -35,6 +34,7 @@ from types import FrameType
 from typing import Any
 
 from streamslo.errors import BadInputError
+from streamslo.oslimits import raise_open_files
 from streamslo.server.config import CONFIG_ENV, FAULTS, ServerConfig
 from streamslo.server.deps import require_server_extra
 
@@ -346,16 +346,11 @@ def warn_if_exposed(host: str, port: int, keyed: bool) -> None:
 def _raise_fd_limit(cfg: ServerConfig) -> None:
     """Let the connection cap, not the open-files limit, be what refuses connections."""
     want = cfg.max_connections + 256  # files, the listener, the trainer's pipes
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft >= want:
-        return
-    target = want if hard == resource.RLIM_INFINITY else min(want, hard)
-    if target > soft:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-    if target < want:
+    got = raise_open_files(want)
+    if got < want:
         log.warning(
             "open-files limit %d is below --max-connections %d: connections past it fail at accept",
-            target,
+            got,
             cfg.max_connections,
         )
 

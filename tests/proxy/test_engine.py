@@ -386,7 +386,7 @@ async def test_hundreds_of_concurrent_connections():
             if proxy.stats.active == 0:
                 break
             await asyncio.sleep(0.01)
-    assert all(results), f"{results.count(False)} of {n} connections lost bytes"
+    assert all(results), f"{results.count(False)} of {n} connections lost bytes: {proxy.stats}"
     assert proxy.stats.connections == n
     assert proxy.stats.active == 0
     assert (
