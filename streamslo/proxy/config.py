@@ -329,8 +329,14 @@ class ProxyLimits:
     """Seconds to connect to the upstream; on failure the client is reset."""
     flush_timeout_s: float = 2.0
     """Before a reset, seconds to wait for the bytes already written to leave the kernel."""
+    backlog: int = 2048
+    """The listener's accept queue (the kernel caps it at ``net.core.somaxconn``). asyncio's
+    default of 100 overflows when hundreds of clients connect at once: the kernel drops the
+    handshakes past it, and a client that believed itself connected is never accepted."""
 
     def __post_init__(self) -> None:
+        if self.backlog < 1:
+            raise ProxyConfigError("the listen backlog must be at least 1")
         if self.max_buffer < 1 or self.read_size < 1:
             raise ProxyConfigError("--max-buffer and the read size must be at least 1 byte")
         if not self.connect_timeout_s > 0 or not self.flush_timeout_s >= 0:

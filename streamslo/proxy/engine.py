@@ -331,7 +331,9 @@ class FaultProxy:
         Raises:
             OSError: the address cannot be bound.
         """
-        self._server = await asyncio.start_server(self._accept, self.listen.host, self.listen.port)
+        self._server = await asyncio.start_server(
+            self._accept, self.listen.host, self.listen.port, backlog=self.limits.backlog
+        )
         host, port = self._server.sockets[0].getsockname()[:2]
         self._address = Endpoint(str(host), int(port))
         log.debug(

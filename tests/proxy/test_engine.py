@@ -8,6 +8,7 @@ import contextlib
 import hashlib
 import logging
 import os
+import select
 import socket
 import struct
 import time
@@ -45,7 +46,9 @@ async def upstream(handler: Handler) -> AsyncIterator[str]:
         finally:
             w.transport.abort()
 
-    server = await asyncio.start_server(wrapped, "127.0.0.1", 0)
+    # The proxy opens one connection here per client at once (hundreds): asyncio's default
+    # backlog of 100 would drop the handshakes past it.
+    server = await asyncio.start_server(wrapped, "127.0.0.1", 0, backlog=2048)
     try:
         yield f"127.0.0.1:{server.sockets[0].getsockname()[1]}"
     finally:
@@ -392,6 +395,39 @@ async def test_hundreds_of_concurrent_connections():
     assert (
         proxy.stats.bytes_up == proxy.stats.bytes_down == sum(8192 + len(str(i)) for i in range(n))
     )
+
+
+async def test_hundreds_of_handshakes_while_the_proxy_is_busy_all_complete():
+    """The kernel completes handshakes into the listener's accept queue while the proxy's loop
+    is busy; past the queue's length it drops them. asyncio's default backlog (100) lost
+    connections that way when 300 clients arrived at once: each client believed itself
+    connected, and the proxy never accepted it."""
+    n = 300
+    async with upstream(sends(b"hello")) as up, FaultProxy(up) as proxy:
+        socks = []
+        try:
+            for _ in range(n):
+                sock = socket.socket()
+                sock.setblocking(False)
+                sock.connect_ex((proxy.address.host, proxy.address.port))
+                socks.append(sock)
+            # Block the loop (no accept runs) while the handshakes complete in the kernel.
+            pending, done = list(socks), 0
+            # (A SYN past a full queue is dropped, and its retries too while nothing accepts.)
+            deadline = time.monotonic() + 2.0
+            while pending and time.monotonic() < deadline:
+                _, writable, _ = select.select([], pending, [], 0.2)
+                for sock in writable:
+                    assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0
+                    pending.remove(sock)
+                    done += 1
+            assert done == n, f"{n - done} of {n} handshakes did not complete"
+            results = await asyncio.gather(*(recv_all(sock) for sock in socks))
+        finally:
+            for sock in socks:
+                sock.close()
+    assert all(data == b"hello" and err is None for data, err, _ in results)
+    assert proxy.stats.connections == n
 
 
 async def test_every_nth_connection_is_faulted():
