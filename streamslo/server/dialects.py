@@ -23,6 +23,7 @@ from streamslo.server.protocol import (
     APIError,
     ChunkFactory,
     ParsedRequest,
+    field_of,
     load_json_object,
     parse_temperature,
     tool_arguments,
@@ -79,7 +80,7 @@ def anthropic_request_id() -> str:
 
 
 def _bad(msg: str) -> APIError:
-    return APIError(400, msg)
+    return APIError(400, msg, param=field_of(msg))
 
 
 def _text_of(content: Any, where: str) -> str:
@@ -169,6 +170,7 @@ def parse_dialect_request(
             400,
             f"prompt is {len(prompt)} characters; the limit is {MAX_PROMPT_CHARS}",
             "context_length_exceeded",
+            "input" if kind == "responses" else "messages",
         )
     if not 1 <= max_tokens <= max_tokens_limit:
         raise _bad(f"'{name}' must be between 1 and {max_tokens_limit}, got {max_tokens}")

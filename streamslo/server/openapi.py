@@ -21,10 +21,11 @@ _ERROR = {
     "properties": {
         "error": {
             "type": "object",
-            "required": ["message", "type", "code"],
+            "required": ["message", "type", "param", "code"],
             "properties": {
                 "message": {"type": "string"},
                 "type": {"type": "string"},
+                "param": {"type": ["string", "null"]},
                 "code": {"type": "integer"},
             },
         }

@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import json
 import random
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ __all__ = [
     "ChunkFactory",
     "ParsedRequest",
     "error_body",
+    "field_of",
     "load_json_object",
     "parse_request",
     "parse_temperature",
@@ -48,25 +50,48 @@ _TYPES = {
 _ids = itertools.count(1)
 
 
-def error_body(status: int, message: str, type_: str | None = None) -> dict[str, object]:
-    """The error object: ``{"error": {"message", "type", "code"}}``."""
+def error_body(
+    status: int, message: str, type_: str | None = None, param: str | None = None
+) -> dict[str, object]:
+    """OpenAI's error object: ``{"error": {"message", "type", "param", "code"}}``, with
+    ``param`` the request field at fault (null when no one field is) and ``code`` the HTTP
+    status, as vLLM sends it."""
     return {
-        "error": {"message": message, "type": type_ or _TYPES.get(status, "error"), "code": status}
+        "error": {
+            "message": message,
+            "type": type_ or _TYPES.get(status, "error"),
+            "param": param,
+            "code": status,
+        }
     }
 
 
-class APIError(Exception):
-    """A request the server refuses, with its HTTP status (and WebSocket close code)."""
+def field_of(message: str) -> str | None:
+    """The request field a validation message names first (``'max_tokens' must be...`` gives
+    ``max_tokens``; ``'messages[0].content' ...`` gives ``messages``), or None."""
+    m = _FIELD.search(message)
+    return m.group(1) if m else None
 
-    def __init__(self, status: int, message: str, type_: str | None = None) -> None:
+
+_FIELD = re.compile(r"'([A-Za-z_][A-Za-z0-9_]*)")
+
+
+class APIError(Exception):
+    """A request the server refuses, with its HTTP status (and WebSocket close code) and, for
+    a bad field, the field's name (``param``)."""
+
+    def __init__(
+        self, status: int, message: str, type_: str | None = None, param: str | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.type = type_ or _TYPES.get(status, "error")
+        self.param = param
 
     def body(self) -> dict[str, object]:
         """``{"error": {...}}`` for this error."""
-        return error_body(self.status, self.message, self.type)
+        return error_body(self.status, self.message, self.type, self.param)
 
     @property
     def ws_close_code(self) -> int:
@@ -95,7 +120,7 @@ class ParsedRequest:
 
 
 def _bad(msg: str) -> APIError:
-    return APIError(400, msg)
+    return APIError(400, msg, param=field_of(msg))
 
 
 def load_json_object(raw: bytes | str) -> dict[str, Any]:
@@ -201,6 +226,7 @@ def parse_request(
             400,
             f"prompt is {len(prompt)} characters; the limit is {MAX_PROMPT_CHARS}",
             "context_length_exceeded",
+            "messages" if kind == "chat" else "prompt",
         )
     model = body.get("model", MODEL_ID)
     if model is None:

@@ -102,6 +102,29 @@ def test_bad_http_input_is_4xx_json(
     assert r.status_code == status, r.text
     err = r.json()["error"]
     assert err["code"] == status and err["message"] and err["type"]
+    # OpenAI's error object has a "param" on every error: the field at fault, else null
+    assert err["param"] == PARAMS.get(name), err
+
+
+#: The field each bad request names in its error's "param" (the rest have null).
+PARAMS = {
+    "missing messages": "messages",
+    "empty messages": "messages",
+    "message not object": "messages",
+    "missing prompt": "prompt",
+    "prompt wrong type": "prompt",
+    "max_tokens zero": "max_tokens",
+    "max_tokens huge": "max_tokens",
+    "max_tokens string": "max_tokens",
+    "max_tokens float": "max_tokens",
+    "temperature bad": "temperature",
+    "temperature range": "temperature",
+    "stream not bool": "stream",
+    "seed not int": "seed",
+    "stream_options bad": "stream_options",
+    "n > 1": "n",
+    "prompt too long": "prompt",
+}
 
 
 def test_chunked_oversized_body_is_413(fixed_server: Server) -> None:
