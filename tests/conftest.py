@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import compileall
 import hashlib
 import os
 import tempfile
@@ -25,6 +26,11 @@ def pytest_configure(config: pytest.Config) -> None:
     # connections in one process (client, proxy and upstream sockets together) must not meet a
     # soft open-files limit of 1024 on the CI machine.
     raise_open_files(16384)
+    if not hasattr(config, "workerinput"):
+        # The suite starts hundreds of processes that import streamslo (servers, Locust, the
+        # CLI). Where PYTHONDONTWRITEBYTECODE is set nothing caches their bytecode, and each
+        # one compiled the package again: compile it once here (a no-op when it is current).
+        compileall.compile_dir(REPO / "streamslo", quiet=2)
     if config.option.basetemp is None and not hasattr(config, "workerinput"):
         tag = hashlib.sha256(str(REPO).encode()).hexdigest()[:10]
         config.option.basetemp = str(Path(tempfile.gettempdir()) / f"streamslo-tests-{tag}")

@@ -14,9 +14,23 @@ import pytest
 
 from tests.target_server.servers import Server, model_server
 
-openai = pytest.importorskip("openai")
-anthropic = pytest.importorskip("anthropic")
-pydantic = pytest.importorskip("pydantic")
+
+# The SDKs are imported by the tests that use them, not at collection (about a second of
+# imports in every worker of the suite).
+@pytest.fixture(scope="module")
+def openai() -> Any:
+    return pytest.importorskip("openai")
+
+
+@pytest.fixture(scope="module")
+def anthropic() -> Any:
+    return pytest.importorskip("anthropic")
+
+
+@pytest.fixture(scope="module")
+def pydantic() -> Any:
+    return pytest.importorskip("pydantic")
+
 
 N = 12
 REASONING = 3
@@ -39,7 +53,7 @@ def raw_events(url: str, body: dict[str, Any], headers: dict[str, str] | None = 
     return out
 
 
-def test_openai_sdk_streams_a_response(server: Server) -> None:
+def test_openai_sdk_streams_a_response(server: Server, openai: Any) -> None:
     client = openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0)
     # The SDK's stream helper accumulates every event into its snapshot of the response (by
     # output_index and content_index: it raises on an event it cannot place). Its
@@ -63,7 +77,9 @@ def test_openai_sdk_streams_a_response(server: Server) -> None:
     assert final.output_text == text  # the SDK's own reading of the output items
 
 
-def test_every_responses_event_validates_against_the_sdk_models(server: Server) -> None:
+def test_every_responses_event_validates_against_the_sdk_models(
+    server: Server, openai: Any, pydantic: Any
+) -> None:
     from openai.types.responses import ResponseStreamEvent
 
     adapter = pydantic.TypeAdapter(ResponseStreamEvent)
@@ -80,7 +96,7 @@ def test_every_responses_event_validates_against_the_sdk_models(server: Server) 
     assert [e["sequence_number"] for e in events] == list(range(len(events)))
 
 
-def test_anthropic_sdk_streams_a_message(server: Server) -> None:
+def test_anthropic_sdk_streams_a_message(server: Server, anthropic: Any) -> None:
     client = anthropic.Anthropic(base_url=server.url, api_key="unused", max_retries=0)
     with client.messages.stream(
         model="m",
@@ -99,7 +115,9 @@ def test_anthropic_sdk_streams_a_message(server: Server) -> None:
     assert isinstance(tool.input, dict) and tool.input  # the partial_json pieces, parsed
 
 
-def test_every_messages_event_validates_against_the_sdk_models(server: Server) -> None:
+def test_every_messages_event_validates_against_the_sdk_models(
+    server: Server, anthropic: Any, pydantic: Any
+) -> None:
     from anthropic.types import RawMessageStreamEvent
 
     adapter = pydantic.TypeAdapter(RawMessageStreamEvent)
@@ -120,7 +138,7 @@ def test_every_messages_event_validates_against_the_sdk_models(server: Server) -
     assert kinds.count("message_stop") == 1
 
 
-def test_the_anthropic_sdk_reads_an_error(server: Server) -> None:
+def test_the_anthropic_sdk_reads_an_error(server: Server, anthropic: Any) -> None:
     """A refused request: the SDK raises its typed error from Anthropic's error body."""
     client = anthropic.Anthropic(base_url=server.url, api_key="unused", max_retries=0)
     with pytest.raises(anthropic.BadRequestError) as info:

@@ -10,21 +10,20 @@ import json
 import socket
 import threading
 import time
+from typing import TYPE_CHECKING
 
 import httpx
 import psutil
 import pytest
-import torch
 from websockets.exceptions import ConnectionClosed
 from websockets.frames import Close, Frame, Opcode
 from websockets.streams import StreamReader
 from websockets.sync.client import connect
 
-from streamslo.server.config import ServerConfig
-from streamslo.server.engine import BatchEngine, GenRequest, StreamItem, TokenStream
-from streamslo.server.model import GPT, GPTConfig, KVCache
-from streamslo.server.tokenizer import Tokenizer
 from tests.target_server.conftest import Server
+
+if TYPE_CHECKING:
+    from streamslo.server.engine import StreamItem, TokenStream
 
 LONG = {"prompt": "Explain quantum entanglement", "max_tokens": 500, "ignore_eos": True}
 SERVER_ERRORS = ("Exception in ASGI application", "internal error", "Traceback")
@@ -106,16 +105,6 @@ def test_client_disconnects_are_not_server_errors(serve) -> None:
 POISON = 7  # a token id; a prompt holding it makes the test model's prefill raise
 
 
-class _PoisonedPrefillGPT(GPT):
-    """The real model, except that prefill raises for a prompt holding :data:`POISON`. No real
-    input makes prefill raise today; this injects the failure the engine must contain."""
-
-    def prefill(self, cache: KVCache, slot: int, ids: list[int]) -> torch.Tensor:
-        if POISON in ids:
-            raise RuntimeError("injected prefill failure")
-        return super().prefill(cache, slot, ids)
-
-
 async def _drain(stream: TokenStream) -> list[StreamItem]:
     items: list[StreamItem] = []
     try:
@@ -131,6 +120,24 @@ async def _drain(stream: TokenStream) -> list[StreamItem]:
 
 
 def test_a_failing_prefill_fails_only_its_own_stream() -> None:
+    # torch and the model, imported here rather than at collection (seconds in every worker)
+    import torch
+
+    from streamslo.server.config import ServerConfig
+    from streamslo.server.engine import BatchEngine, GenRequest
+    from streamslo.server.model import GPT, GPTConfig, KVCache
+    from streamslo.server.tokenizer import Tokenizer
+
+    class _PoisonedPrefillGPT(GPT):
+        """The real model, except that prefill raises for a prompt holding :data:`POISON`. No
+        real input makes prefill raise today; this injects the failure the engine must
+        contain."""
+
+        def prefill(self, cache: KVCache, slot: int, ids: list[int]) -> torch.Tensor:
+            if POISON in ids:
+                raise RuntimeError("injected prefill failure")
+            return super().prefill(cache, slot, ids)
+
     cfg = ServerConfig.build(token_interval_ms=2, max_streams=8)
     tok = Tokenizer.from_seed(cfg.seed)
     model = _PoisonedPrefillGPT.from_seed(GPTConfig(vocab_size=tok.size), cfg.seed)
