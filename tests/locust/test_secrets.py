@@ -129,10 +129,11 @@ def _leaks_in_files(directory: Path) -> list[str]:
 
 
 def _cmdlines_with(
-    values: tuple[str, ...], typed_by_user: int
+    values: tuple[str, ...], typed_by_user: list[str]
 ) -> tuple[list[str], list[list[str]]]:
     """Command lines of every process that hold one of ``values``: the secrets must be on none,
-    and a plain ``--header`` value on none but the one the user typed (``typed_by_user``)."""
+    and a plain ``--header`` value on none but the one the user typed (``typed_by_user``; a
+    child forked by it shows that same command line until it execs its own)."""
     leaks, all_lines = [], []
     for proc in psutil.process_iter(["cmdline"]):
         line = proc.info.get("cmdline") or []
@@ -141,7 +142,7 @@ def _cmdlines_with(
         leaks += [
             f"pid {proc.pid}: {v}"
             for v in values
-            if v in text and not (v == PLAIN and proc.pid == typed_by_user)
+            if v in text and not (v == PLAIN and line == typed_by_user)
         ]
     return leaks, all_lines
 
@@ -183,7 +184,7 @@ def test_run_keeps_header_values_off_command_lines_and_keys_out_of_results(echo_
     saw_locust = False
     deadline = time.monotonic() + 120
     while proc.poll() is None and time.monotonic() < deadline:
-        found, lines = _cmdlines_with((*SECRETS, PLAIN), typed_by_user=proc.pid)
+        found, lines = _cmdlines_with((*SECRETS, PLAIN), typed_by_user=cmd)
         leaks += found
         saw_locust |= any(
             "locust" in " ".join(line) and str(out) in " ".join(line) for line in lines
