@@ -228,8 +228,12 @@ def test_a_server_that_leaks_hung_up_streams_fails_the_check(tmp_path):
         run_json = json.loads((out / "run.json").read_text())
         freed = run_json["server_freed"]
         hung = int((pd.read_csv(out / "streams.csv")["outcome"] == "client_cancelled").sum())
-        assert freed["passed"] is False and freed["last"] == hung > 0 and freed["baseline"] == 0
-        assert _metrics(leak.url)["streamslo_requests_running"] == hung
+        # Every stream the server leaked is one the client hung up on; a stream the client hung
+        # up on may still have ended on the server first (all its tokens written while a
+        # loaded client was reading its third), so the leak is at most that count.
+        assert freed["passed"] is False and 0 < freed["last"] <= hung and freed["baseline"] == 0
+        assert hung - freed["last"] <= max(2, hung // 10), (freed, hung)
+        assert _metrics(leak.url)["streamslo_requests_running"] == freed["last"]
 
 
 def test_prefix_groups_hit_rate_matches_the_servers_count(server, tmp_path):
