@@ -42,6 +42,8 @@ StreamItem = tuple[str, str]
 
 #: Prefills per decode step (each costs about a decode step of a small batch).
 _ADMIT_PER_STEP = 16
+#: The share of a step's interval after which no further prefill starts in that step.
+_PREFILL_SHARE = 0.75
 
 
 class Overloaded(Exception):
@@ -326,11 +328,17 @@ class BatchEngine(Producer):
             self.cache.move(last, i)
         self._active.pop()
 
-    def _admit(self, out: list[tuple[TokenStream, StreamItem]]) -> None:
+    def _admit(self, out: list[tuple[TokenStream, StreamItem]], step_start: float) -> None:
         # A bounded number of prefills per step, so a burst of arrivals cannot stretch one
-        # step (every running stream's inter-token gap) by hundreds of milliseconds.
+        # step (every running stream's inter-token gap) by hundreds of milliseconds; and no
+        # prefill past the step's time budget once one has run: prefills then wait a step or
+        # two (a little TTFT) rather than lengthen every running stream's gap, as a real
+        # engine's per-step token budget does.
         budget = _ADMIT_PER_STEP
+        deadline = step_start + _PREFILL_SHARE * self.cfg.token_interval_ms / 1000.0
         while len(self._active) < self.cfg.max_streams and budget > 0:
+            if budget < _ADMIT_PER_STEP and time.perf_counter() > deadline:
+                return
             budget -= 1
             try:
                 stream = self._pending.get_nowait()
@@ -353,6 +361,7 @@ class BatchEngine(Producer):
             out.extend(first)
 
     def _step(self) -> None:
+        start = time.perf_counter()
         out: list[tuple[TokenStream, StreamItem]] = []
         # Drop finished/cancelled streams, then pack ready streams first.
         i = 0
@@ -368,7 +377,7 @@ class BatchEngine(Producer):
             ids = torch.tensor([e.last for e in self._active[:b]], device=self.device)
             logits = self.model.decode(self.cache, ids)  # (B, vocab)
             self._emit_batch(self._active[:b], logits, out)
-        self._admit(out)
+        self._admit(out, start)
         metrics.ENGINE_BATCH.observe(b)
         if out:
             self._post(out)
