@@ -23,10 +23,40 @@ from typing import Any
 
 from streamslo.errors import SLOFileError
 
-__all__ = ["TomlFile", "parse_toml", "read_toml"]
+__all__ = ["TomlFile", "header_line", "key_line", "parse_toml", "read_toml"]
 
 _TOML_POS = re.compile(r"\s*\(at line (\d+), column \d+\)\s*$")
 _TOML_END = re.compile(r"\s*\(at end of document\)\s*$")
+
+
+def _part(name: str) -> str:
+    esc = re.escape(name)
+    return rf"""(?:"{esc}"|'{esc}'|{esc})"""
+
+
+def header_line(text: str, *parts: str, prefix: bool = False) -> int | None:
+    """The 1-based line of the table header ``[a.b]`` (each part bare or quoted, spaces around
+    the dots, ``[[...]]`` too), None when absent. With ``prefix``, a header that begins with
+    the parts counts as well (``[a.b.c]`` for ``a.b``)."""
+    name = r"\s*\.\s*".join(_part(p) for p in parts)
+    end = r"(?![A-Za-z0-9_-])" if prefix else r"\s*\]"
+    pat = re.compile(rf"^\s*\[+\s*{name}{end}")
+    return next((i + 1 for i, ln in enumerate(text.splitlines()) if pat.match(ln)), None)
+
+
+def key_line(text: str, head: int | None, key: str) -> int | None:
+    """The 1-based line that sets ``key`` (bare or quoted) in the table whose header is on line
+    ``head``, before the next header; ``head`` when the key is not there, None without one."""
+    if head is None:
+        return None
+    lines = text.splitlines()
+    pat = re.compile(rf"^\s*{_part(key)}\s*=")
+    for i in range(head, len(lines)):
+        if lines[i].lstrip().startswith("["):
+            break
+        if pat.match(lines[i]):
+            return i + 1
+    return head
 
 
 @dataclass(frozen=True)
@@ -45,22 +75,11 @@ class TomlFile:
 
     def table_line(self, name: str) -> int | None:
         """The line of the table header ``[name]`` (or ``[name.``...), None when absent."""
-        pat = re.compile(rf"^\s*\[+\s*{re.escape(name)}\b")
-        return next((i + 1 for i, ln in enumerate(self.text.splitlines()) if pat.match(ln)), None)
+        return header_line(self.text, name, prefix=True)
 
     def key_line(self, table: str, key: str) -> int | None:
         """The line that sets ``key`` in ``[table]`` (else the table's header line)."""
-        head = self.table_line(table)
-        if head is None:
-            return None
-        lines = self.text.splitlines()
-        pat = re.compile(r"^\s*[\"']?" + re.escape(key) + r"[\"']?\s*=")
-        for i in range(head, len(lines)):
-            if lines[i].lstrip().startswith("["):
-                break
-            if pat.match(lines[i]):
-                return i + 1
-        return head
+        return key_line(self.text, self.table_line(table), key)
 
     def error(self, line: int | None, message: str) -> SLOFileError:
         """An error in this file (``path:line: message``)."""

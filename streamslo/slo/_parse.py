@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from streamslo.errors import SLOFileError
-from streamslo.options.toml_file import TomlFile, parse_toml, read_toml
+from streamslo.options.toml_file import TomlFile, header_line, parse_toml, read_toml
 
 __all__ = [
     "AGGREGATIONS",
@@ -285,7 +285,7 @@ def parse_thresholds_table(
     if not table:
         raise SLOFileError(
             source,
-            _table_line(text or "", "thresholds"),
+            header_line(text or "", "thresholds", prefix=True),
             '[thresholds] is empty: expected at least one threshold, e.g. itl_ms = ["p(99)<200"]',
         )
     out: list[Threshold] = []
@@ -442,11 +442,6 @@ def thresholds_of(toml: TomlFile) -> SLO | None:
     if "thresholds" not in toml.doc:
         return None
     return parse_thresholds_table(toml.doc["thresholds"], source=toml.path, text=toml.text)
-
-
-def _table_line(text: str, name: str) -> int | None:
-    pat = re.compile(rf"^\s*\[+\s*{re.escape(name)}\b")
-    return next((i + 1 for i, ln in enumerate(text.splitlines()) if pat.match(ln)), None)
 
 
 def load_slo(path: str | Path) -> SLO:

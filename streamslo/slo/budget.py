@@ -23,7 +23,6 @@ Errors are :class:`~streamslo.errors.SLOFileError`, naming the file and line.
 from __future__ import annotations
 
 import math
-import re
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -32,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from streamslo.errors import SLOFileError
 from streamslo.figures.metrics import RATE_METRICS, metric_kind
-from streamslo.options.toml_file import TomlFile, read_toml
+from streamslo.options.toml_file import TomlFile, header_line, key_line, read_toml
 from streamslo.options.units import format_duration, parse_duration
 from streamslo.results.layout import iso_utc
 from streamslo.slo.live_eval import LIVE_UNSUPPORTED, rate_from_counts
@@ -154,26 +153,20 @@ def budget_line(text: str | None, key: str | None = None, needle: str | None = N
     ``needle``) in ``text``; None when unknown."""
     if not text:
         return None
-    lines = text.splitlines()
-    head = next((i for i, ln in enumerate(lines) if re.match(r"^\s*\[\s*budget\s*\]", ln)), None)
-    if head is None:
-        return None
-    end = next(
-        (i for i in range(head + 1, len(lines)) if re.match(r"^\s*\[", lines[i])), len(lines)
-    )
-    if key is None and needle is None:
-        return head + 1
+    head = header_line(text, "budget")
+    if head is None or (key is None and needle is None):
+        return head
     start = head
     if key is not None:
-        pat = re.compile(rf"^\s*{re.escape(key)}\s*=")
-        found = next((i for i in range(head + 1, end) if pat.match(lines[i])), None)
-        if found is None:
-            return head + 1
-        start = found
-        if needle is None:
-            return found + 1
+        start = key_line(text, head, key) or head
+        if needle is None or start == head:
+            return start
     assert needle is not None
-    return next((i + 1 for i in range(start, end) if needle in lines[i]), start + 1)
+    lines = text.splitlines()
+    end = next(
+        (i for i in range(head, len(lines)) if lines[i].lstrip().startswith("[")), len(lines)
+    )
+    return next((i + 1 for i in range(start - 1, end) if needle in lines[i]), start)
 
 
 def _duration(value: Any, what: str) -> float:

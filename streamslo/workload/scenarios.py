@@ -23,6 +23,7 @@ from typing import Any
 from streamslo.errors import SLOFileError
 from streamslo.options.lengths import LengthDist
 from streamslo.options.stages import Stage
+from streamslo.options.toml_file import header_line, key_line
 from streamslo.options.units import parse_duration
 from streamslo.results.schema import Dropped
 
@@ -186,36 +187,15 @@ def process_share(total: int, index: int, processes: int) -> int:
 
 
 # ------------------------------------------------------------------------------ parsing
-def _header_line(text: str, name: str) -> int | None:
-    pat = re.compile(r"^\s*\[\s*scenarios\s*\.\s*[\"']?" + re.escape(name) + r"[\"']?\s*\]")
-    for i, ln in enumerate(text.splitlines()):
-        if pat.match(ln):
-            return i + 1
-    return None
-
-
-def _key_line(text: str, start: int | None, key: str) -> int | None:
-    if start is None:
-        return None
-    lines = text.splitlines()
-    pat = re.compile(r"^\s*[\"']?" + re.escape(key) + r"[\"']?\s*=")
-    for i in range(start, len(lines)):
-        if lines[i].lstrip().startswith("["):
-            break
-        if pat.match(lines[i]):
-            return i + 1
-    return start
-
-
 class _Table:
     """One ``[scenarios.NAME]`` table being read: typed getters whose errors name the line."""
 
     def __init__(self, name: str, table: Mapping[str, Any], source: str, text: str) -> None:
         self.name, self.table, self.source, self.text = name, table, source, text
-        self.line = _header_line(text, name)
+        self.line = header_line(text, "scenarios", name)
 
     def fail(self, key: str | None, message: str) -> ScenarioFileError:
-        line = _key_line(self.text, self.line, key) if key else self.line
+        line = key_line(self.text, self.line, key) if key else self.line
         where = f"[scenarios.{self.name}]" + (f" {key}" if key else "")
         return ScenarioFileError(self.source, line, f"{where}: {message}")
 
@@ -453,7 +433,7 @@ def parse_scenarios(table: object, source: str, text: str = "") -> tuple[Scenari
         if not _NAME_RE.match(name):
             raise ScenarioFileError(
                 source,
-                _header_line(text, name),
+                header_line(text, "scenarios", name),
                 f"bad scenario name {name!r} (use letters, digits, _ . -)",
             )
         if not isinstance(sub, dict):

@@ -65,6 +65,30 @@ def test_line_lookups():
     assert toml.key_line("load", "nope") == 2 and toml.table_line("budget") is None
 
 
+def test_one_line_lookup_serves_every_section():
+    """Headers bare or quoted, with spaces around the dots; a table's key, not the same key in
+    the next table; and no section keeps a lookup of its own (the old copies are gone)."""
+    from streamslo.options.toml_file import header_line, key_line
+
+    text = (
+        "[load]\nusers = 2\n[ scenarios . 'a-b' ]\nrate = 1\n"
+        '[scenarios."c"]\n"rate" = 3\n[thresholds.extra]\n[budget]\nwindow = "1h"\n'
+    )
+    assert header_line(text, "scenarios", "a-b") == 3 and header_line(text, "scenarios", "c") == 5
+    assert header_line(text, "scenarios", "a") is None  # not a prefix of a-b
+    assert header_line(text, "thresholds") is None
+    assert header_line(text, "thresholds", prefix=True) == 7
+    assert key_line(text, 3, "rate") == 4 and key_line(text, 5, "rate") == 6
+    assert key_line(text, 1, "rate") == 1  # [load] has none: its header
+    assert key_line(text, None, "rate") is None
+    sources = [
+        (PACKAGE / f).read_text(encoding="utf-8")
+        for f in ("slo/_parse.py", "slo/budget.py", "workload/scenarios.py")
+    ]
+    assert not [s for s in sources if "def _table_line" in s or "def _header_line" in s]
+    assert not [s for s in sources if "def _key_line" in s]
+
+
 def test_a_scenario_file_is_read_into_typed_sections(tmp_path):
     path = tmp_path / "s.toml"
     path.write_text(SCENARIO)
