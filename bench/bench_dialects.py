@@ -206,6 +206,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--server-core", default="0")
     p.add_argument("--client-core", default="1")
     p.add_argument("--no-reasoning", action="store_true", help="skip the reasoning rows")
+    p.add_argument(
+        "--reasoning-users",
+        default="25,100",
+        help="stream counts of the reasoning rows, comma-separated (25,100): the lead at a load "
+        "the server's core carries, and at the main table's",
+    )
     p.add_argument("--json", help="the results JSON (default bench/results/dialects.json)")
     args = p.parse_args(argv)
     try:
@@ -254,16 +260,18 @@ def main(argv: list[str] | None = None) -> int:
             )
             try:
                 rper = rdur / args.rounds
-                rruns: dict[str, list[tuple[Path, list[tuple[float, float]]]]] = {
-                    a: [] for a in REASONING_APIS
-                }
-                for k in range(args.rounds):
+                for users in (int(u) for u in args.reasoning_users.split(",") if u.strip()):
+                    rargs = argparse.Namespace(**{**vars(args), "users": users})
+                    rruns: dict[str, list[tuple[Path, list[tuple[float, float]]]]] = {
+                        a: [] for a in REASONING_APIS
+                    }
+                    for k in range(args.rounds):
+                        for api in REASONING_APIS:
+                            out = work / f"r{users}-{api}-{k}"
+                            run = one_run(f"http://127.0.0.1:{port}", api, out, rargs, rper)
+                            rruns[api].append((out, run["samples"]))
                     for api in REASONING_APIS:
-                        out = work / f"r-{api}-{k}"
-                        run = one_run(f"http://127.0.0.1:{port}", api, out, args, rper)
-                        rruns[api].append((out, run["samples"]))
-                for api in REASONING_APIS:
-                    reasoning[api] = summarise(rruns[api], args.warmup, rper)
+                        reasoning[f"{api} @ {users}"] = summarise(rruns[api], args.warmup, rper)
             finally:
                 stop_server(server)
     try:
@@ -362,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
             "",
             md_table(
                 [
-                    "dialect",
+                    "dialect @ streams at once",
                     "streams",
                     "ok",
                     "TTFT p50 ms",

@@ -180,7 +180,14 @@ def test_dialects(tmp_path: Path) -> None:
         "0.5",
         "--reasoning-duration",
         "4",
+        "--reasoning-users",
+        "2,4",
     )
+    assert set(data["reasoning"]) == {
+        f"{api} @ {n}"
+        for api in ("openai-chat", "openai-responses", "anthropic-messages")
+        for n in (2, 4)
+    }
     for rows in (data["rows"], data["reasoning"]):
         for api, row in rows.items():
             assert row["ok_rate"] == 1.0 and row["tokens_equal_usage"] == row["ok"], (api, row)
