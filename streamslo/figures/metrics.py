@@ -432,9 +432,33 @@ def answer_gaps(streams: pd.DataFrame, gaps: pd.DataFrame) -> pd.DataFrame:
     lead_of = ids.map(lead).to_numpy(dtype=float)
     start = ids.map(first_t).to_numpy(dtype=float)
     end = gaps["t"].to_numpy(dtype=float)
-    keep = (lead_of <= 0.0005) | (end - start > lead_of / 1000.0 + 1e-6)  # (ms rounding in the CSV)
+    since = end - start - lead_of / 1000.0
+    tol = 2e-6  # (ms rounding in the CSV)
+    # Tokens read together share one time: a gap that ends with the first answer token can end
+    # with the next ones too. Among those, the answer's are the gaps past the tokens that came
+    # before the answer (its reasoning, and its tool calls when they came first).
+    before = _series(_tokens_before_answer(streams), streams["stream_id"].astype(str))
+    tie = (np.abs(since) <= tol) & (gaps["index"].to_numpy() > ids.map(before).to_numpy(float))
+    keep = (lead_of <= 0.0005) | (since > tol) | tie
     keep &= ~np.isnan(lead_of)
     return gaps[keep]
+
+
+def _tokens_before_answer(streams: pd.DataFrame) -> np.ndarray:
+    """Per stream, the tokens before its first answer token: its reasoning tokens, plus its
+    tool-call tokens when the first tool call came before the answer."""
+    n = len(streams)
+    reasoning = (
+        streams["reasoning_tokens"].fillna(0).to_numpy(dtype=float)
+        if "reasoning_tokens" in streams.columns
+        else np.zeros(n)
+    )
+    if "tool_tokens" in streams.columns and "ttftc_ms" in streams.columns:
+        tools_first = (streams["ttftc_ms"] < streams["ttfo_ms"]).to_numpy(dtype=bool)
+        reasoning = reasoning + np.where(
+            tools_first, streams["tool_tokens"].fillna(0).to_numpy(dtype=float), 0.0
+        )
+    return reasoning
 
 
 def _series(values: np.ndarray, index: Any) -> Any:

@@ -51,6 +51,32 @@ def test_answer_gaps_are_those_after_the_first_answer_token():
     assert sorted(trend_samples(data, "ttfo_ms").tolist()) == [40.0, 80.0]
 
 
+def test_tokens_read_together_are_told_apart_by_count():
+    """One read held the last reasoning token and the first two answer tokens (one time for
+    all three, gaps of 0): the gap that ends at the first answer token is not the answer's, the
+    one that ends at the second is, though both end at the same instant."""
+    streams = pd.DataFrame(
+        {
+            "stream_id": pd.array(["r"], dtype="string"),
+            "ttft_ms": [50.0],
+            "ttfo_ms": [70.0],
+            "reasoning_tokens": pd.array([3], dtype="Int64"),
+            "tool_tokens": pd.array([0], dtype="Int64"),
+            "ttftc_ms": [None],
+        }
+    )
+    # tokens 1..6 at 1.050, 1.060, 1.070, 1.070, 1.070, 1.090 s: 3 reasoning, then 3 answer
+    times = [1.050, 1.060, 1.070, 1.070, 1.070, 1.090]
+    gaps = pd.DataFrame(
+        [
+            {"stream_id": "r", "index": i, "gap_ms": (b - a) * 1000, "t": b, "open": False}
+            for i, (a, b) in enumerate(zip(times, times[1:]), 1)
+        ]
+    )
+    kept = answer_gaps(streams, gaps)
+    assert list(kept["index"]) == [4, 5]  # gap 3 ends at the first answer token
+
+
 def test_the_selector_in_a_threshold():
     slo = thresholds.parse_slo(
         '[thresholds]\n"itl_ms{token:answer}" = ["max<=20"]\nitl_ms = ["max<=20"]\n'
