@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pandas as pd
 import pytest
 
@@ -70,7 +72,7 @@ def test_tokens_read_together_are_told_apart_by_count():
     gaps = pd.DataFrame(
         [
             {"stream_id": "r", "index": i, "gap_ms": (b - a) * 1000, "t": b, "open": False}
-            for i, (a, b) in enumerate(zip(times, times[1:]), 1)
+            for i, (a, b) in enumerate(itertools.pairwise(times), 1)
         ]
     )
     kept = answer_gaps(streams, gaps)
