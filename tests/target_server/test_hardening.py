@@ -165,6 +165,55 @@ def test_a_failing_prefill_fails_only_its_own_stream() -> None:
     assert engine.inflight == 0
 
 
+def test_a_burst_of_prefills_is_spread_over_steps() -> None:
+    """Prefills that would take a step past its interval wait for the next steps: 8 arrivals
+    whose prefills take 10 ms each, at 20 ms a step, get their first tokens over several steps
+    (all 8 in one step made that step 80 ms long, every running stream's gap with it)."""
+    import torch
+
+    from streamslo.server.config import ServerConfig
+    from streamslo.server.engine import BatchEngine, GenRequest
+    from streamslo.server.model import GPT, GPTConfig, KVCache
+    from streamslo.server.tokenizer import Tokenizer
+
+    class _SlowPrefillGPT(GPT):
+        def prefill(self, cache: KVCache, slot: int, ids: list[int]) -> torch.Tensor:
+            time.sleep(0.01)
+            return super().prefill(cache, slot, ids)
+
+    cfg = ServerConfig.build(token_interval_ms=20, max_streams=16)
+    tok = Tokenizer.from_seed(cfg.seed)
+    engine = BatchEngine(
+        cfg,
+        _SlowPrefillGPT.from_seed(GPTConfig(vocab_size=tok.size), cfg.seed),
+        tok,
+        torch.device("cpu"),
+    )
+    posts: list[int] = []  # per post of the engine: how many first tokens it carries
+    post = engine._post
+
+    def counting_post(out: list[tuple[TokenStream, StreamItem]]) -> None:
+        posts.append(sum(1 for st, item in out if item[0] == "token" and st.produced == 1))
+        post(out)
+
+    engine._post = counting_post  # type: ignore[method-assign]
+    engine.start()
+
+    async def main() -> list[list[StreamItem]]:
+        streams = [
+            engine.submit(GenRequest([0, 40 + i], 4, 1.0, i, ignore_eos=True)) for i in range(8)
+        ]
+        return await asyncio.wait_for(asyncio.gather(*map(_drain, streams)), timeout=30)
+
+    try:
+        results = asyncio.run(main())
+    finally:
+        engine.stop()
+    assert all([k for k, _ in r].count("token") == 4 for r in results)
+    firsts = [n for n in posts if n]
+    assert sum(firsts) == 8 and len(firsts) >= 3, posts
+
+
 def _ws_handshake(port: int) -> socket.socket:
     sock = socket.create_connection(("127.0.0.1", port), timeout=10)
     sock.sendall(
