@@ -384,11 +384,13 @@ def _serve_uvicorn(cfg: ServerConfig, args: argparse.Namespace) -> int:
     import uvicorn
 
     from streamslo.server.app import create_app
-    from streamslo.server.server import DrainingServer, uvicorn_kwargs
+    from streamslo.server.server import DrainingServer, no_delay, uvicorn_kwargs
 
     _check(cfg, args)
-    sock = socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET)
+    family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    no_delay(sock)
     if cfg.sndbuf_bytes:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, cfg.sndbuf_bytes)
     try:

@@ -104,3 +104,40 @@ def test_a_stop_signal_before_uvicorn_takes_over_still_stops_the_server():
             proc.kill()
             proc.communicate()
     assert proc.returncode == 0, out
+
+
+def test_connections_accepted_on_our_listeners_have_nagle_off():
+    """asyncio turns Nagle off only on sockets made with IPPROTO_TCP as their protocol; a plain
+    ``socket.socket()`` (the server's own listener, Gunicorn's) is not one, and with Nagle on a
+    stream's first tokens waited for a delayed ACK on kept-alive connections (they left
+    together, tens of ms late). ``no_delay`` on the listener reaches every accepted socket."""
+    import asyncio
+    import socket
+
+    from streamslo.server.server import no_delay
+
+    async def accepted_nodelay(fix: bool) -> int:
+        lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)  # proto 0, as Gunicorn's
+        if fix:
+            no_delay(lsock)
+        lsock.bind(("127.0.0.1", 0))
+        lsock.listen()
+        got: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+        async def handler(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+            s = w.get_extra_info("socket")
+            got.set_result(s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            w.close()
+
+        server = await asyncio.start_server(handler, sock=lsock)
+        try:
+            _, w = await asyncio.open_connection(*lsock.getsockname()[:2])
+            value = await asyncio.wait_for(got, 10)
+            w.close()
+        finally:
+            server.close()
+            await server.wait_closed()
+        return value
+
+    assert asyncio.run(accepted_nodelay(fix=False)) == 0  # the trap
+    assert asyncio.run(accepted_nodelay(fix=True)) != 0
