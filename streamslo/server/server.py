@@ -35,7 +35,7 @@ __all__ = [
 ]
 
 
-def no_delay(sock: Any) -> None:
+def no_delay(sock: socket.socket) -> None:
     """Turn Nagle's algorithm off on a listening socket; Linux passes it on to every accepted
     connection. asyncio turns it off only on sockets made with ``IPPROTO_TCP`` as their
     protocol, which a plain ``socket.socket()`` (ours, Gunicorn's) is not: a small write (a
