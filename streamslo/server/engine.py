@@ -44,6 +44,8 @@ StreamItem = tuple[str, str]
 _ADMIT_PER_STEP = 16
 #: The share of a step's interval after which no further prefill starts in that step.
 _PREFILL_SHARE = 0.75
+#: Steps over which the output phase (see ``BatchEngine._run``) is the peak of the steps' work.
+_PHASE_WINDOW = 64
 
 
 class Overloaded(Exception):
@@ -233,6 +235,30 @@ class Producer:
         raise NotImplementedError
 
 
+class _SlidingMax:
+    """The largest of the last ``n`` values added (a monotonic deque: O(1) amortised)."""
+
+    def __init__(self, n: int) -> None:
+        self._n = n
+        self._i = 0
+        self._q: deque[tuple[int, float]] = deque()  # (index, value), values decreasing
+
+    def add(self, value: float) -> float:
+        """Add ``value``; return the largest of the last ``n`` values."""
+        q = self._q
+        while q and q[-1][1] <= value:
+            q.pop()
+        q.append((self._i, value))
+        if q[0][0] <= self._i - self._n:
+            q.popleft()
+        self._i += 1
+        return q[0][1]
+
+    def clear(self) -> None:
+        """Forget every value."""
+        self._q.clear()
+
+
 def _deliver(batch: list[tuple[TokenStream, StreamItem]]) -> None:
     """Runs on the loop: hand one engine step's items to their streams."""
     for stream, item in batch:
@@ -290,22 +316,42 @@ class BatchEngine(Producer):
             self._cuda_stream = torch.cuda.Stream(device=self.device, priority=-1)  # type: ignore[no-untyped-call]
         interval = self.cfg.token_interval_ms / 1000.0
         next_step = time.perf_counter()
+        # Output phase: a step's tokens leave this long after its scheduled start, or when its
+        # work ends if that is later. The phase is the peak of the last _PHASE_WINDOW steps'
+        # work (at most the prefill budget), so that every step hands its tokens over at the
+        # same point of its interval: a step with prefills (longer) would otherwise post later
+        # than the next one, and a new stream's first gap would be an interval less its
+        # admitting step's prefill work. (A decaying peak moved every post a little earlier:
+        # a bias in every gap.)
+        peak = _SlidingMax(_PHASE_WINDOW)
+        cap = _PREFILL_SHARE * interval
         while not self._stop.is_set():
             if not self._active and self._pending.empty():
                 time.sleep(0.002)
                 next_step = time.perf_counter()
+                peak.clear()
                 continue
             t0 = time.perf_counter()
+            out: list[tuple[TokenStream, StreamItem]] = []
             try:
                 if self._cuda_stream is not None:
                     with torch.cuda.stream(self._cuda_stream):
-                        self._step()
+                        self._step(out)
                 else:
-                    self._step()
+                    self._step(out)
             except Exception:  # keep serving: fail the streams in the batch, not the thread
                 log.exception("decode step failed")
                 self._fail_all("internal error in the decode engine")
-            metrics.ENGINE_STEP.observe(time.perf_counter() - t0)
+                out = []
+            work = time.perf_counter() - t0
+            metrics.ENGINE_STEP.observe(work)
+            phase = min(peak.add(work), cap)
+            # From the step's scheduled start, so the sleep's own lateness does not move it.
+            hold = min(t0, next_step) + phase - time.perf_counter()
+            if hold > 0:
+                time.sleep(hold)
+            if out:
+                self._post(out)
             next_step = max(next_step + interval, time.perf_counter() - interval)
             delay = next_step - time.perf_counter()
             if delay > 0:
@@ -360,9 +406,9 @@ class BatchEngine(Producer):
             self._active.append(entry)
             out.extend(first)
 
-    def _step(self) -> None:
+    def _step(self, out: list[tuple[TokenStream, StreamItem]]) -> None:
+        """One decode step and its admissions; the items for the loop go to ``out``."""
         start = time.perf_counter()
-        out: list[tuple[TokenStream, StreamItem]] = []
         # Drop finished/cancelled streams, then pack ready streams first.
         i = 0
         while i < len(self._active):
@@ -379,8 +425,6 @@ class BatchEngine(Producer):
             self._emit_batch(self._active[:b], logits, out)
         self._admit(out, start)
         metrics.ENGINE_BATCH.observe(b)
-        if out:
-            self._post(out)
 
     def _partition(self) -> None:
         """Ready streams to slots 0..R-1, parked (full buffer) ones after them."""
