@@ -385,13 +385,13 @@ class BatchEngine(Producer):
         while len(self._active) < self.cfg.max_streams and budget > 0:
             if budget < _ADMIT_PER_STEP and time.perf_counter() > deadline:
                 return
-            budget -= 1
             try:
                 stream = self._pending.get_nowait()
             except queue.Empty:
                 return
             if stream.cancelled:
-                continue
+                continue  # costs nothing: neither a prefill of the budget nor the one always run
+            budget -= 1
             entry = _Active(stream, last=-1)
             first: list[tuple[TokenStream, StreamItem]] = []
             try:
