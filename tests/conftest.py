@@ -5,6 +5,7 @@ from __future__ import annotations
 import compileall
 import hashlib
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -26,6 +27,10 @@ def pytest_configure(config: pytest.Config) -> None:
     # connections in one process (client, proxy and upstream sockets together) must not meet a
     # soft open-files limit of 1024 on the CI machine.
     raise_open_files(16384)
+    # Where PYTHONDONTWRITEBYTECODE is set, every worker rewrote every test module's asserts
+    # and compiled every helper module again, in every run (about 4 s of CPU a worker): cache
+    # them, as an unset PYTHONDONTWRITEBYTECODE would (the caches are ignored by git).
+    sys.dont_write_bytecode = False
     if not hasattr(config, "workerinput"):
         # The suite starts hundreds of processes that import streamslo (servers, Locust, the
         # CLI). Where PYTHONDONTWRITEBYTECODE is set nothing caches their bytecode, and each
@@ -38,13 +43,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    """``-n auto`` starts two workers per core: the suite mostly waits (servers streaming at a
-    set pace, load runs of a set length; a worker averages under half a core), so one worker
-    per core left the cores idle (10 min on 2 cores, 6.5 min with 4 workers).
+    """``-n auto`` starts three workers per core (at most 24): the suite mostly waits (servers
+    streaming at a set pace, load runs of a set length; a worker averages under half a core).
+    On 2 cores with a CPU hog on one of them the suite took 8:08 to 8:30 with 4 workers and
+    6:26 with 6; one worker per core left the cores idle (10 min without the hog).
     ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still decides when set."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS") or config.option.numprocesses != "auto":
         return None
-    return 2 * max(1, len(os.sched_getaffinity(0)))
+    return min(24, 3 * max(1, len(os.sched_getaffinity(0))))
 
 
 #: Seconds each slow test file took in a whole run (``python -m tests.file_times JUNIT.xml``

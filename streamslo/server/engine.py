@@ -44,7 +44,7 @@ StreamItem = tuple[str, str]
 _ADMIT_PER_STEP = 16
 #: The share of a step's interval after which no further prefill starts in that step.
 _PREFILL_SHARE = 0.75
-#: Steps over which the output phase (see ``BatchEngine._run``) is the peak of the steps' work.
+#: Steps over which :class:`_OutputPhase` takes the peak of the steps' work.
 _PHASE_WINDOW = 64
 
 
@@ -235,27 +235,36 @@ class Producer:
         raise NotImplementedError
 
 
-class _SlidingMax:
-    """The largest of the last ``n`` values added (a monotonic deque: O(1) amortised)."""
+class _OutputPhase:
+    """When a decode step hands its tokens to the loop: at the same point of every step's
+    interval, the peak of the last ``window`` steps' work (at most ``cap`` seconds after the
+    step's scheduled start), or when the step's work ends if that is later.
 
-    def __init__(self, n: int) -> None:
-        self._n = n
+    A step that admits streams is longer by their prefills. Had it posted its tokens as soon
+    as its work ended, it would post later than the next step, and a new stream's first gap
+    would be an interval less its admitting step's prefill work. A peak that decayed instead of
+    leaving the window would move every post a little earlier: a bias in every gap.
+    """
+
+    def __init__(self, cap: float, window: int = _PHASE_WINDOW) -> None:
+        self._cap = cap
+        self._n = window
         self._i = 0
-        self._q: deque[tuple[int, float]] = deque()  # (index, value), values decreasing
+        self._q: deque[tuple[int, float]] = deque()  # (step, work); works decreasing
 
-    def add(self, value: float) -> float:
-        """Add ``value``; return the largest of the last ``n`` values."""
+    def after(self, work: float) -> float:
+        """Seconds after its scheduled start at which a step whose work took ``work`` posts."""
         q = self._q
-        while q and q[-1][1] <= value:
+        while q and q[-1][1] <= work:
             q.pop()
-        q.append((self._i, value))
+        q.append((self._i, work))
         if q[0][0] <= self._i - self._n:
             q.popleft()
         self._i += 1
-        return q[0][1]
+        return max(work, min(q[0][1], self._cap))
 
     def clear(self) -> None:
-        """Forget every value."""
+        """Forget the steps so far (the engine went idle)."""
         self._q.clear()
 
 
@@ -316,20 +325,12 @@ class BatchEngine(Producer):
             self._cuda_stream = torch.cuda.Stream(device=self.device, priority=-1)  # type: ignore[no-untyped-call]
         interval = self.cfg.token_interval_ms / 1000.0
         next_step = time.perf_counter()
-        # Output phase: a step's tokens leave this long after its scheduled start, or when its
-        # work ends if that is later. The phase is the peak of the last _PHASE_WINDOW steps'
-        # work (at most the prefill budget), so that every step hands its tokens over at the
-        # same point of its interval: a step with prefills (longer) would otherwise post later
-        # than the next one, and a new stream's first gap would be an interval less its
-        # admitting step's prefill work. (A decaying peak moved every post a little earlier:
-        # a bias in every gap.)
-        peak = _SlidingMax(_PHASE_WINDOW)
-        cap = _PREFILL_SHARE * interval
+        phase = _OutputPhase(_PREFILL_SHARE * interval)
         while not self._stop.is_set():
             if not self._active and self._pending.empty():
                 time.sleep(0.002)
                 next_step = time.perf_counter()
-                peak.clear()
+                phase.clear()
                 continue
             t0 = time.perf_counter()
             out: list[tuple[TokenStream, StreamItem]] = []
@@ -345,9 +346,8 @@ class BatchEngine(Producer):
                 out = []
             work = time.perf_counter() - t0
             metrics.ENGINE_STEP.observe(work)
-            phase = min(peak.add(work), cap)
             # From the step's scheduled start, so the sleep's own lateness does not move it.
-            hold = min(t0, next_step) + phase - time.perf_counter()
+            hold = min(t0, next_step) + phase.after(work) - time.perf_counter()
             if hold > 0:
                 time.sleep(hold)
             if out:

@@ -123,9 +123,12 @@ def test_the_faulty_dialect_mix_through_a_run(faulty_server, tmp_path: Path, api
     assert got <= expected, got - expected
     assert {"ok", "truncated", "error_event", "silent_truncation", "stalled"} <= got
     stalled = s[s["outcome"] == "stalled"]
-    assert stalled["error"].str.contains("kept alive by").all()
+    # The keep-alive case is told as such. (On a loaded machine another case's stream may also
+    # go a whole second without a token and stall: those say only how long.)
+    kept = stalled[stalled["error"].str.contains("kept alive by")]
+    assert len(kept) >= 1 and stalled["error"].str.startswith("no ").all(), stalled
     # The stall timeout (1 s) counts from the last token, through the keep-alives: each stream
     # ends stalled well before the server's keep-alives stop (STALL_S after the last token;
     # a reader fooled by them would wait for that FIN). From the first token, not the request,
     # so that a loaded machine's late start does not count.
-    assert (stalled["e2e_ms"] - stalled["ttft_ms"] < STALL_S * 1000 - 500).all(), stalled
+    assert (kept["e2e_ms"] - kept["ttft_ms"] < STALL_S * 1000 - 500).all(), kept

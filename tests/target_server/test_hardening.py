@@ -278,69 +278,23 @@ def test_a_broken_frame_gets_an_error_frame_and_1002(fixed_server: Server) -> No
     assert Close.parse(frames[-1].data).code == 1002
 
 
-def test_a_new_streams_first_gap_is_a_whole_interval() -> None:
-    """Every step hands its tokens to the loop at the same point of its interval, so the step
-    that admits a stream (longer by its prefill) does not post later than the next: with 8 ms
-    prefills at 20 ms a step, a new stream's first gap was 12 ms (an interval less the prefill)
-    while a running stream's gaps stay an interval."""
-    import itertools
-    import statistics
+def test_every_step_posts_at_the_same_point_of_its_interval() -> None:
+    """The engine's output phase: a step posts at the peak work of the last steps (the longest
+    step's, an admitting one's prefills included), so the step after a long one posts at the
+    same point of its interval, not earlier; never before its own work ends; at most at the
+    cap unless the work itself is longer; a peak that leaves the window is forgotten."""
+    from streamslo.server.engine import _OutputPhase
 
-    import torch
-
-    from streamslo.server.config import ServerConfig
-    from streamslo.server.engine import BatchEngine, GenRequest
-    from streamslo.server.model import GPT, GPTConfig, KVCache
-    from streamslo.server.tokenizer import Tokenizer
-
-    class _SlowPrefillGPT(GPT):
-        def prefill(self, cache: KVCache, slot: int, ids: list[int]) -> torch.Tensor:
-            time.sleep(0.008)
-            return super().prefill(cache, slot, ids)
-
-    cfg = ServerConfig.build(token_interval_ms=20, max_streams=16)
-    tok = Tokenizer.from_seed(cfg.seed)
-    engine = BatchEngine(
-        cfg,
-        _SlowPrefillGPT.from_seed(GPTConfig(vocab_size=tok.size), cfg.seed),
-        tok,
-        torch.device("cpu"),
-    )
-    engine.start()
-
-    async def timed(stream: TokenStream) -> list[float]:
-        loop = asyncio.get_running_loop()
-        times: list[float] = []
-        try:
-            async for item in stream:
-                if item[0] != "token":
-                    break
-                times.append(loop.time())
-                stream.mark_consumed()
-        finally:
-            stream.cancel()
-        return times
-
-    async def main() -> tuple[list[float], list[list[float]]]:
-        running = asyncio.ensure_future(
-            timed(engine.submit(GenRequest([0, 40], 60, 1.0, 1, ignore_eos=True)))
-        )
-        news = []
-        for i in range(8):  # one new stream every 130 ms (six and a half steps) while it runs
-            await asyncio.sleep(0.13)
-            req = GenRequest([0, 41 + i], 4, 1.0, 2 + i, ignore_eos=True)
-            news.append(asyncio.ensure_future(timed(engine.submit(req))))
-        return await asyncio.wait_for(running, 30), await asyncio.wait_for(
-            asyncio.gather(*news), 30
-        )
-
-    try:
-        running, news = asyncio.run(main())
-    finally:
-        engine.stop()
-    assert len(running) == 60 and all(len(t) == 4 for t in news)
-    first_gaps = [(t[1] - t[0]) * 1000 for t in news]
-    running_gaps = [(b - a) * 1000 for a, b in itertools.pairwise(running)]
-    # Before: ~12 ms (20 - 8). Bounds wide enough for a busy machine's thread wake-ups.
-    assert statistics.median(first_gaps) > 17.0, first_gaps
-    assert 18.0 < statistics.median(running_gaps) < 22.0, running_gaps
+    phase = _OutputPhase(cap=0.015, window=4)
+    # Decode-only steps of 2 ms, then one that admitted streams (10 ms with their prefills).
+    assert [phase.after(w) for w in (0.002, 0.002, 0.010)] == [0.002, 0.002, 0.010]
+    # The next three steps post 10 ms in as well: the new streams' first gap is a whole interval.
+    assert [phase.after(0.002) for _ in range(3)] == [0.010] * 3
+    # Four steps on, the long step has left the window.
+    assert phase.after(0.003) == 0.003
+    # A step never posts before its work ends, and the cap bounds the wait, not the work.
+    assert phase.after(0.004) == 0.004
+    assert phase.after(0.030) == 0.030
+    assert phase.after(0.002) == 0.015
+    phase.clear()
+    assert phase.after(0.002) == 0.002
