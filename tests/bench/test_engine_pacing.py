@@ -9,12 +9,12 @@ gap by more than the prefill it checks): the default suite checks the rule that 
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.bench.conftest import bench_run
+from tests.target_server.test_hardening import slow_prefill_engine
 
 if TYPE_CHECKING:
     from streamslo.server.engine import TokenStream
@@ -30,26 +30,9 @@ def test_a_new_streams_first_gap_is_a_whole_interval() -> None:
     import itertools
     import statistics
 
-    import torch
+    from streamslo.server.engine import GenRequest
 
-    from streamslo.server.config import ServerConfig
-    from streamslo.server.engine import BatchEngine, GenRequest
-    from streamslo.server.model import GPT, GPTConfig, KVCache
-    from streamslo.server.tokenizer import Tokenizer
-
-    class _SlowPrefillGPT(GPT):
-        def prefill(self, cache: KVCache, slot: int, ids: list[int]) -> torch.Tensor:
-            time.sleep(0.008)
-            return super().prefill(cache, slot, ids)
-
-    cfg = ServerConfig.build(token_interval_ms=20, max_streams=16)
-    tok = Tokenizer.from_seed(cfg.seed)
-    engine = BatchEngine(
-        cfg,
-        _SlowPrefillGPT.from_seed(GPTConfig(vocab_size=tok.size), cfg.seed),
-        tok,
-        torch.device("cpu"),
-    )
+    engine = slow_prefill_engine(prefill_s=0.008, interval_ms=20)
     engine.start()
 
     async def timed(stream: TokenStream) -> list[float]:

@@ -23,7 +23,7 @@ from websockets.sync.client import connect
 from tests.target_server.conftest import Server
 
 if TYPE_CHECKING:
-    from streamslo.server.engine import StreamItem, TokenStream
+    from streamslo.server.engine import BatchEngine, StreamItem, TokenStream
 
 LONG = {"prompt": "Explain quantum entanglement", "max_tokens": 500, "ignore_eos": True}
 SERVER_ERRORS = ("Exception in ASGI application", "internal error", "Traceback")
@@ -165,30 +165,34 @@ def test_a_failing_prefill_fails_only_its_own_stream() -> None:
     assert engine.inflight == 0
 
 
-def test_a_burst_of_prefills_is_spread_over_steps() -> None:
-    """Prefills that would take a step past its interval wait for the next steps: 8 arrivals
-    whose prefills take 10 ms each, at 20 ms a step, get their first tokens over several steps
-    (all 8 in one step made that step 80 ms long, every running stream's gap with it)."""
+def slow_prefill_engine(prefill_s: float, interval_ms: float) -> BatchEngine:
+    """A fixed-mode engine (not started) on the CPU whose every prefill takes ``prefill_s``
+    longer: a long prompt's prefill, without the prompt."""
     import torch
 
     from streamslo.server.config import ServerConfig
-    from streamslo.server.engine import BatchEngine, GenRequest
+    from streamslo.server.engine import BatchEngine
     from streamslo.server.model import GPT, GPTConfig, KVCache
     from streamslo.server.tokenizer import Tokenizer
 
     class _SlowPrefillGPT(GPT):
         def prefill(self, cache: KVCache, slot: int, ids: list[int]) -> torch.Tensor:
-            time.sleep(0.01)
+            time.sleep(prefill_s)
             return super().prefill(cache, slot, ids)
 
-    cfg = ServerConfig.build(token_interval_ms=20, max_streams=16)
+    cfg = ServerConfig.build(token_interval_ms=interval_ms, max_streams=16)
     tok = Tokenizer.from_seed(cfg.seed)
-    engine = BatchEngine(
-        cfg,
-        _SlowPrefillGPT.from_seed(GPTConfig(vocab_size=tok.size), cfg.seed),
-        tok,
-        torch.device("cpu"),
-    )
+    model = _SlowPrefillGPT.from_seed(GPTConfig(vocab_size=tok.size), cfg.seed)
+    return BatchEngine(cfg, model, tok, torch.device("cpu"))
+
+
+def test_a_burst_of_prefills_is_spread_over_steps() -> None:
+    """Prefills that would take a step past its interval wait for the next steps: 8 arrivals
+    whose prefills take 10 ms each, at 20 ms a step, get their first tokens over several steps
+    (all 8 in one step made that step 80 ms long, every running stream's gap with it)."""
+    from streamslo.server.engine import GenRequest
+
+    engine = slow_prefill_engine(prefill_s=0.01, interval_ms=20)
     posts: list[int] = []  # per post of the engine: how many first tokens it carries
     post = engine._post
 
