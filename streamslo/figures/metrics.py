@@ -415,7 +415,8 @@ def answer_gaps(streams: pd.DataFrame, gaps: pd.DataFrame) -> pd.DataFrame:
     A stream's gaps run on its own clock: its first token came at the end of gap 1 minus that
     gap, its first answer token ``ttfo_ms - ttft_ms`` later; a gap is the answer's when it ends
     after that (all of a stream's gaps when its first token was an answer token; none without
-    an answer token). Tool-call tokens after the answer stay in (docs/metrics.md).
+    an answer token). Gaps that end at the same instant as the first answer token (one read held
+    several tokens) are told apart by count: the answer's are those past its reasoning tokens. Tool-call tokens after the answer stay in (docs/metrics.md).
     """
     if "ttfo_ms" not in streams.columns:
         return gaps.iloc[0:0]  # a directory from before results schema 5: no answer known
@@ -438,8 +439,12 @@ def answer_gaps(streams: pd.DataFrame, gaps: pd.DataFrame) -> pd.DataFrame:
     # with the next ones too. Among those, the answer's are the gaps past the tokens that came
     # before the answer (its reasoning, and its tool calls when they came first).
     before = _series(_tokens_before_answer(streams), streams["stream_id"].astype(str))
-    tie = (np.abs(since) <= tol) & (gaps["index"].to_numpy() > ids.map(before).to_numpy(float))
-    keep = (lead_of <= 0.0005) | (since > tol) | tie
+    before_of = ids.map(before).to_numpy(float)
+    tie = (np.abs(since) <= tol) & (gaps["index"].to_numpy() > before_of)
+    # A first token that was the answer's: every gap is. (A lead of 0 after reasoning tokens is
+    # a read that held them and the answer's first token together: the tie rule decides.)
+    answer_first = (lead_of <= 0.0005) & (before_of == 0)
+    keep = answer_first | (since > tol) | tie
     keep &= ~np.isnan(lead_of)
     return gaps[keep]
 

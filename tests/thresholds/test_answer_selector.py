@@ -79,6 +79,30 @@ def test_tokens_read_together_are_told_apart_by_count():
     assert list(kept["index"]) == [4, 5]  # gap 3 ends at the first answer token
 
 
+def test_reasoning_and_answer_read_together_from_the_first_token():
+    """A server behind sent every reasoning token and the first answer tokens in one write:
+    TTFO equals TTFT. The first token was still a reasoning one: the gaps up to the first
+    answer token are not the answer's (they were all kept, as if the answer had come first)."""
+    streams = pd.DataFrame(
+        {
+            "stream_id": pd.array(["r"], dtype="string"),
+            "ttft_ms": [120.0],
+            "ttfo_ms": [120.0],
+            "reasoning_tokens": pd.array([4], dtype="Int64"),
+        }
+    )
+    # tokens 1..5 (4 reasoning, the first answer) at 1.734 s, tokens 6..8 at 1.898 s
+    times = [1.734] * 5 + [1.898] * 3
+    gaps = pd.DataFrame(
+        [
+            {"stream_id": "r", "index": i, "gap_ms": (b - a) * 1000, "t": b, "open": False}
+            for i, (a, b) in enumerate(itertools.pairwise(times), 1)
+        ]
+    )
+    kept = answer_gaps(streams, gaps)
+    assert list(kept["index"]) == [5, 6, 7]  # gap 4 ends at the first answer token
+
+
 def test_the_selector_in_a_threshold():
     slo = thresholds.parse_slo(
         '[thresholds]\n"itl_ms{token:answer}" = ["max<=20"]\nitl_ms = ["max<=20"]\n'
