@@ -16,7 +16,8 @@ Measurement hooks:
 - the emitter keeps every write's epoch per stream, and on SIGTERM/SIGINT writes them to
   ``--log`` (JSON: one object per stream with ``t_req``, ``bytes`` = body bytes after de-chunking,
   ``w`` = the write epochs of tokens 1..n, ``done``);
-- each response starts with one SSE comment line whose length is ``seq % 1024`` bytes (on
+- each response starts with one SSE comment line whose length is ``seq % 1024`` bytes (not with
+  ``--no-tag``; on
   WebSocket: a ``"p"`` field of that length in the first chunk), so the body size of a complete
   stream identifies the stream (with its start time) for clients that keep only byte counts,
   not chunk ids (streamslo's results directory);
@@ -129,7 +130,10 @@ class Stream:
 class Emitter:
     """The schedule: a heap of (due, seq, stream); one timer callback writes what is due."""
 
-    def __init__(self, period: float, slack: float, ttft: float | None = None) -> None:
+    def __init__(
+        self, period: float, slack: float, ttft: float | None = None, tag: bool = True
+    ) -> None:
+        self.tag = tag
         self.period = period
         self.ttft = period if ttft is None else ttft
         self.slack = slack
@@ -155,9 +159,12 @@ class Emitter:
                 + (b"Connection: close\r\n" if close_after else b"")
                 + b"\r\n"
             )
-            pad = b":" + b"p" * (self.seq % 1024) + b"\n"
-            st.body_bytes += len(pad)
-            proto.transport.write(head + _chunk(pad))
+            if self.tag:
+                pad = b":" + b"p" * (self.seq % 1024) + b"\n"
+                st.body_bytes += len(pad)
+                proto.transport.write(head + _chunk(pad))
+            else:
+                proto.transport.write(head)
         proto.stream = st
         if n <= 0:
             self._finish(st, b"")
@@ -343,7 +350,7 @@ class EmitterProtocol(asyncio.Protocol):
 
 async def _main(args: argparse.Namespace) -> None:
     ttft = None if args.ttft_ms is None else args.ttft_ms / 1000.0
-    emitter = Emitter(args.period_ms / 1000.0, args.slack_ms / 1000.0, ttft)
+    emitter = Emitter(args.period_ms / 1000.0, args.slack_ms / 1000.0, ttft, not args.no_tag)
     loop = asyncio.get_running_loop()
     emitter.loop = loop
     server = await loop.create_server(
@@ -374,6 +381,12 @@ def main() -> None:
         "--ttft-ms", type=float, default=None, help="first token's delay (default: the period)"
     )
     p.add_argument("--slack-ms", type=float, default=0.2, help="write tokens due this soon early")
+    p.add_argument(
+        "--no-tag",
+        action="store_true",
+        help="no size-tag comment before an SSE stream's first event (vLLM's bench client, which "
+        "strips each read's trailing blank line, then never finds an event's end after a comment)",
+    )
     asyncio.run(_main(p.parse_args()))
 
 

@@ -143,6 +143,7 @@ def start_emitter(
     nice: int = 0,
     period_ms: float = 20.0,
     ttft_ms: float | None = None,
+    tag: bool = True,
 ) -> tuple[subprocess.Popen[Any], int]:
     """Start ``bench/_emitter.py`` (its write log goes to ``work/emitter.json`` at SIGTERM);
     returns the process and its port."""
@@ -159,6 +160,8 @@ def start_emitter(
     ]
     if ttft_ms is not None:
         cmd += ["--ttft-ms", str(ttft_ms)]
+    if not tag:
+        cmd.append("--no-tag")
     err = open(work / "emitter.err", "w")  # noqa: SIM115 (the child owns it)
     proc = subprocess.Popen(pinned(core, cmd, nice), stdout=subprocess.DEVNULL, stderr=err)
     deadline = time.time() + 10
@@ -266,7 +269,8 @@ def locust_cmd(url: str, users: int, seconds: float, *extra: str) -> list[str]:
 class Sampler:
     """Samples processes every ``period`` seconds: CPU % (``psutil``), RSS, preemptions.
 
-    ``procs`` maps a name to a pid; a process's children are summed in when ``children``.
+    ``procs`` maps a name to a pid; a process's children (their RSS and CPU) are summed in when
+    ``children``.
     """
 
     procs: dict[str, int]
@@ -282,6 +286,7 @@ class Sampler:
         import psutil
 
         self._ps = {k: psutil.Process(pid) for k, pid in self.procs.items()}
+        self._kids: dict[int, Any] = {}  # pid -> psutil.Process (cpu_percent needs the same one)
         for k, p in self._ps.items():
             self.cpu[k], self.rss[k], self.preempt[k] = [], [], []
             with contextlib.suppress(psutil.Error):
@@ -294,11 +299,18 @@ class Sampler:
         now, alive = time.time(), False
         for k, p in self._ps.items():
             try:
-                procs = [p, *(p.children(recursive=True) if self.children else [])]
-                rss = sum(q.memory_info().rss for q in procs)
+                kids = [
+                    self._kids.setdefault(q.pid, q)
+                    for q in (p.children(recursive=True) if self.children else [])
+                ]
+                rss = sum(q.memory_info().rss for q in [p, *kids])
                 t = p.cpu_times()
                 self.cpu_s[k] = t.user + t.system
-                self.cpu[k].append((now, p.cpu_percent(None)))
+                cpu = p.cpu_percent(None)
+                for q in kids:  # a child's first sample reads 0: it is seen from the next one
+                    with contextlib.suppress(psutil.Error):
+                        cpu += q.cpu_percent(None)
+                self.cpu[k].append((now, cpu))
                 self.rss[k].append((now, rss))
                 self.preempt[k].append((now, p.num_ctx_switches().involuntary))
                 alive = True

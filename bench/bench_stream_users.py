@@ -29,6 +29,16 @@ Setup, per cell (client x concurrency), side by side in one run:
     ``json.loads`` the chunk (emit epoch from the decoded ``id``, the delta's content read);
   * ``asyncio httpx``: one shared ``httpx.AsyncClient`` (``Limits(max_connections=None)``),
     ``client.stream("POST", ...)`` and ``aiter_lines()``; per ``data:`` line the same as aiohttp;
+  * ``vLLM bench serve`` (the peer row): vLLM's own benchmark client (``vllm bench serve
+    --backend openai-chat --max-concurrency N --request-rate inf --save-detailed``, random
+    prompts) from a venv of its own (``--peer-venv``, default ``$STREAMSLO_VLLM_VENV``; a
+    tokenizer directory ``--peer-model``, default ``$STREAMSLO_VLLM_MODEL``; ``--install-peer
+    DIR`` makes both with ``tests/realserver/vllm_setup.py``), run by ``bench/_vllm_peer.py``,
+    which turns its per-request TTFT and ITLs into receive epochs. vLLM keeps no chunk ids: its
+    requests are paired with the emitter's streams in start order, and the emitter sends no
+    size-tag comment to it (vLLM's client strips each read's trailing blank line and then never
+    finds the end of an event that followed a comment: every request failed). CPU is vLLM's
+    process, a child of the wrapper. Without a vLLM venv the row is skipped with a note;
   * ``asyncio raw`` (shown as "asyncio raw (no JSON, idealised)"): ``asyncio.open_connection``,
     HTTP/1.1 ``Connection: close``, ``readline()``, one ``time.time()`` per ``data:`` line and
     no JSON decode at all. No real client is this lean: it is a reference floor, not a rival.
@@ -87,6 +97,8 @@ import argparse
 import atexit
 import importlib.util
 import json
+import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -97,6 +109,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _clients import locustfile
 from _harness import (
     BENCH,
+    REPO,
     fmt,
     locust_cmd,
     match_streamslo,
@@ -123,6 +136,7 @@ CLIENTS = (
     "asyncio httpx",
     "asyncio raw",
     "asyncio websockets",
+    "vLLM bench serve",
 )
 DEFAULT_CLIENTS = (
     "streamslo per-stream",
@@ -132,6 +146,7 @@ DEFAULT_CLIENTS = (
     "asyncio aiohttp",
     "asyncio raw",
     "asyncio websockets",
+    "vLLM bench serve",
 )
 # The real asyncio clients (parse SSE, decode each chunk's JSON); issue 4's "best asyncio client".
 REAL_ASYNCIO = ("asyncio aiohttp", "asyncio httpx")
@@ -139,6 +154,12 @@ REAL_ASYNCIO = ("asyncio aiohttp", "asyncio httpx")
 LABELS = {"asyncio raw": "asyncio raw (no JSON, idealised)"}
 # Optional third-party modules a client row needs; a row whose module is missing is skipped.
 NEEDS = {"asyncio aiohttp": "aiohttp", "asyncio httpx": "httpx", "asyncio websockets": "websockets"}
+
+
+#: The peer row (``vLLM bench serve``): vLLM's venv and a tokenizer directory (--peer-venv,
+#: --peer-model; bench/_vllm_peer.py).
+PEER: dict[str, Path] = {}
+PEER_ROW = "vLLM bench serve"
 
 
 #: --baseline: a revision -> the directory holding its ``streamslo/`` (``git archive``).
@@ -215,6 +236,25 @@ def _client_cmd(
         env["BENCH_OUT"] = str(work / "client.json")
         env["BENCH_MAX_TOKENS"] = str(MAX_TOKENS)
         cmd = locust_cmd(url, users, seconds, "-f", str(lf))
+    elif client == PEER_ROW:
+        cmd = [
+            sys.executable,
+            str(BENCH / "_vllm_peer.py"),
+            "--venv",
+            str(PEER["venv"]),
+            "--tokenizer",
+            str(PEER["model"]),
+            "--url",
+            url,
+            "--users",
+            str(users),
+            "--seconds",
+            str(seconds),
+            "--max-tokens",
+            str(MAX_TOKENS),
+            "--out",
+            str(work / "client.json"),
+        ]
     else:
         lib = client.split()[-1]  # aiohttp | httpx | raw | websockets
         cmd = [
@@ -291,7 +331,11 @@ def run_cell(
     """One client at one concurrency against a fresh emitter; its lateness, CPU and counts."""
     with workdir(client.split()[0][:8] + f"-{users}", keep) as work:
         cmd, env = _client_cmd(client, "{url}", users, seconds, work)
-        run = run_against_emitter(work, cmd, seconds, env=env, nice=nice)
+        # The peer's client is a child of its wrapper: sum it in.
+        peer = client == PEER_ROW
+        run = run_against_emitter(
+            work, cmd, seconds, env=env, nice=nice, children=peer, tag=not peer
+        )
         rc, sampler, emitted, t_start = run.rc, run.sampler, run.emitted, run.t_start
         unmatched = 0
         if client.startswith("streamslo"):
@@ -303,6 +347,10 @@ def run_cell(
         else:
             streams = _streams_plain(work / "client.json")
             tokens = sum(len(s["recv"]) for s in streams)
+            if client == PEER_ROW:
+                from _vllm_peer import join_emitter
+
+                unmatched = join_emitter(streams, emitted)
         res = analyse(streams, emitted, warmup)
         t_first = min((s["t_req"] for s in emitted), default=t_start)
         t_last = max((s["t_req"] for s in emitted), default=time.time())
@@ -519,6 +567,25 @@ def main(argv: list[str] | None = None) -> int:
         ),
     )
     p.add_argument(
+        "--peer-venv",
+        type=Path,
+        default=os.environ.get("STREAMSLO_VLLM_VENV"),
+        help=f"the '{PEER_ROW}' row: a venv with vLLM (default $STREAMSLO_VLLM_VENV)",
+    )
+    p.add_argument(
+        "--peer-model",
+        type=Path,
+        default=os.environ.get("STREAMSLO_VLLM_MODEL"),
+        help="a model directory with a tokenizer, for vLLM's random prompts "
+        "(default $STREAMSLO_VLLM_MODEL)",
+    )
+    p.add_argument(
+        "--install-peer",
+        type=Path,
+        metavar="DIR",
+        help=f"make DIR/venv (vLLM's CPU build, minutes) and DIR/model for the '{PEER_ROW}' row",
+    )
+    p.add_argument(
         "--nice",
         type=int,
         default=-5,
@@ -543,6 +610,34 @@ def main(argv: list[str] | None = None) -> int:
             for v in ((c, f"{c} @{args.baseline}") if c.startswith("streamslo") else (c,))
         ]
     skipped = []
+    if PEER_ROW in clients:
+        if args.install_peer is not None:
+            sys.path.insert(0, str(REPO / "tests" / "realserver"))
+            import vllm_setup
+
+            args.peer_venv, args.peer_model = (
+                args.install_peer / "venv",
+                args.install_peer / "model",
+            )
+            if not (args.peer_venv / "bin" / "vllm").exists():
+                vllm_setup.install(args.peer_venv)
+            if not (args.peer_model / "tokenizer.json").exists():
+                subprocess.run(
+                    [
+                        str(args.peer_venv / "bin" / "python"),
+                        vllm_setup.__file__,
+                        "build-model",
+                        str(args.peer_venv),
+                        str(args.peer_model),
+                    ],
+                    check=True,
+                )
+        if args.peer_venv is None or not (Path(args.peer_venv) / "bin" / "vllm").exists():
+            clients.remove(PEER_ROW)
+            skipped.append(f"{PEER_ROW} (no vLLM venv: --peer-venv, or --install-peer DIR)")
+            print(f"note: skipping client {skipped[-1]}", file=sys.stderr, flush=True)
+        else:
+            PEER["venv"], PEER["model"] = Path(args.peer_venv), Path(args.peer_model)
     for c in list(clients):
         mod = NEEDS.get(c)
         if mod is not None and importlib.util.find_spec(mod) is None:
