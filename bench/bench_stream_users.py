@@ -236,32 +236,20 @@ def _client_cmd(
         env["BENCH_OUT"] = str(work / "client.json")
         env["BENCH_MAX_TOKENS"] = str(MAX_TOKENS)
         cmd = locust_cmd(url, users, seconds, "-f", str(lf))
-    elif client == PEER_ROW:
-        cmd = [
-            sys.executable,
-            str(BENCH / "_vllm_peer.py"),
-            "--venv",
-            str(PEER["venv"]),
-            "--tokenizer",
-            str(PEER["model"]),
-            "--url",
-            url,
-            "--users",
-            str(users),
-            "--seconds",
-            str(seconds),
-            "--max-tokens",
-            str(MAX_TOKENS),
-            "--out",
-            str(work / "client.json"),
-        ]
     else:
-        lib = client.split()[-1]  # aiohttp | httpx | raw | websockets
+        # Plain clients and the peer: a script of bench/ with the same run arguments.
+        if client == PEER_ROW:
+            script = "_vllm_peer.py"
+            own = ["--venv", str(PEER["venv"]), "--tokenizer", str(PEER["model"])]
+        else:
+            script, own = (
+                "_clients.py",
+                ["--lib", client.split()[-1]],
+            )  # aiohttp|httpx|raw|websockets
         cmd = [
             sys.executable,
-            str(BENCH / "_clients.py"),
-            "--lib",
-            lib,
+            str(BENCH / script),
+            *own,
             "--url",
             url,
             "--users",
