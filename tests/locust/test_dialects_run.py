@@ -130,5 +130,11 @@ def test_the_faulty_dialect_mix_through_a_run(faulty_server, tmp_path: Path, api
     # The stall timeout (1 s) counts from the last token, through the keep-alives: each stream
     # ends stalled well before the server's keep-alives stop (STALL_S after the last token;
     # a reader fooled by them would wait for that FIN). From the first token, not the request,
-    # so that a loaded machine's late start does not count.
-    assert (kept["e2e_ms"] - kept["ttft_ms"] < STALL_S * 1000 - 500).all(), kept
+    # so that a loaded machine's late start does not count. Not in a run the generator itself
+    # calls invalid: a CPU-starved machine held its loop for seconds (run.json says so, and
+    # why), and no timing of that run holds.
+    run = json.loads((out / "run.json").read_text())
+    if run["valid"]:
+        assert (kept["e2e_ms"] - kept["ttft_ms"] < STALL_S * 1000 - 500).all(), kept
+    else:
+        assert "greenlet lag" in run["invalid_reason"], run["invalid_reason"]
