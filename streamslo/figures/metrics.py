@@ -416,7 +416,8 @@ def answer_gaps(streams: pd.DataFrame, gaps: pd.DataFrame) -> pd.DataFrame:
     gap, its first answer token ``ttfo_ms - ttft_ms`` later; a gap is the answer's when it ends
     after that (all of a stream's gaps when its first token was an answer token; none without
     an answer token). Gaps that end at the same instant as the first answer token (one read held
-    several tokens) are told apart by count: the answer's are those past its reasoning tokens. Tool-call tokens after the answer stay in (docs/metrics.md).
+    several tokens) are told apart by count: the answer's are those past its reasoning tokens.
+    Tool-call tokens after the answer stay in (docs/metrics.md).
     """
     if "ttfo_ms" not in streams.columns:
         return gaps.iloc[0:0]  # a directory from before results schema 5: no answer known
