@@ -242,10 +242,8 @@ def _client_cmd(
             script = "_vllm_peer.py"
             own = ["--venv", str(PEER["venv"]), "--tokenizer", str(PEER["model"])]
         else:
-            script, own = (
-                "_clients.py",
-                ["--lib", client.split()[-1]],
-            )  # aiohttp|httpx|raw|websockets
+            lib = client.split()[-1]  # aiohttp | httpx | raw | websockets
+            script, own = "_clients.py", ["--lib", lib]
         cmd = [
             sys.executable,
             str(BENCH / script),
@@ -335,7 +333,7 @@ def run_cell(
         else:
             streams = _streams_plain(work / "client.json")
             tokens = sum(len(s["recv"]) for s in streams)
-            if client == PEER_ROW:
+            if peer:
                 from _vllm_peer import join_emitter
 
                 unmatched = join_emitter(streams, emitted)
