@@ -1,9 +1,12 @@
-"""A real vLLM for the real-server tests (``tox -e vllm``): skipped, visibly, unless
-``STREAMSLO_VLLM_VENV`` names a venv with vLLM's CPU build (``vllm_setup.py install``).
+"""Real servers for the real-server tests, each skipped, visibly, unless its variable is set:
 
-``STREAMSLO_VLLM_MODEL`` keeps the built model between sessions (else a temporary folder).
-One server per module; start-up takes 45–70 s on a quiet 2-core machine, up to 2 minutes on a
-busy one.
+- vLLM (``tox -e vllm``): ``STREAMSLO_VLLM_VENV`` names a venv with vLLM's CPU build
+  (``vllm_setup.py install``). ``STREAMSLO_VLLM_MODEL`` keeps the built model between sessions
+  (else a temporary folder). One server per module; start-up takes 45–70 s on a quiet 2-core
+  machine, up to 2 minutes on a busy one.
+- llama.cpp (``tox -e llamacpp``): ``STREAMSLO_LLAMACPP_DIR`` names a directory where
+  ``llamacpp_setup.py build`` built ``llama-server``; the model is built there too (cached).
+  One server per module; it starts in under a second.
 """
 
 from __future__ import annotations
@@ -25,12 +28,14 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 VENV_ENV = "STREAMSLO_VLLM_VENV"
 MODEL_ENV = "STREAMSLO_VLLM_MODEL"
+LLAMACPP_ENV = "STREAMSLO_LLAMACPP_DIR"
 
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
+import llamacpp_setup  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
 import vllm_setup  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
 
-__all__ = ["Run", "run_streamslo"]
+__all__ = ["Run", "assert_healthy", "run_streamslo"]
 
 
 @pytest.fixture(scope="session")
@@ -79,6 +84,48 @@ def vllm(
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def llamacpp_dir() -> Path:
+    """The llama.cpp directory with a finished build of ``llama-server``, or a visible skip."""
+    value = os.environ.get(LLAMACPP_ENV)
+    if not value:
+        pytest.skip(
+            f"no real llama.cpp: set {LLAMACPP_ENV} to a directory built by "
+            "tests/realserver/llamacpp_setup.py build (tox -e llamacpp does)"
+        )
+    directory = Path(value).resolve()
+    if not llamacpp_setup.is_built(directory):
+        pytest.skip(
+            f"no real llama.cpp: {LLAMACPP_ENV}={value} has no finished build "
+            f"({llamacpp_setup.binary(directory)} missing; run llamacpp_setup.py build)"
+        )
+    return directory
+
+
+@pytest.fixture(scope="session")
+def llamacpp_model(llamacpp_dir: Path) -> Path:
+    """The tiny Llama's GGUF, built in the llama.cpp directory (cached there)."""
+    subprocess.run(
+        [sys.executable, str(HERE / "llamacpp_setup.py"), "build-model", str(llamacpp_dir)],
+        check=True,
+        timeout=1200,
+    )
+    return Path(llamacpp_setup.gguf_path(llamacpp_dir))
+
+
+@pytest.fixture(scope="module")
+def llamacpp(
+    llamacpp_dir: Path, llamacpp_model: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Any]:
+    """``llama-server`` on a free loopback port, its process group killed at the end."""
+    log = tmp_path_factory.mktemp("llamacpp-log") / "serve.log"
+    server = llamacpp_setup.start_server(llamacpp_dir, free_port(), log)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 class Run:
     """A finished ``streamslo run``: its exit code and results directory."""
 
@@ -112,3 +159,27 @@ def run_streamslo(url: str, out: Path, *args: str, timeout: float = 300) -> Run:
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout)
     assert proc.returncode in (0, 99), f"exit {proc.returncode}:\n{proc.stderr[-3000:]}"
     return Run(proc.returncode, out, proc.stderr)
+
+
+def assert_healthy(
+    run: Run, max_tokens: int = 64, length_reason: str = "length", min_streams: int = 20
+) -> None:
+    """A healthy server's run: at least 99 % of the streams that were not cancelled ``ok``, on
+    every ``ok`` stream as many tokens as its usage says and ``max_tokens`` of them, ending for
+    its length (``length_reason``: the dialect's own word, e.g. ``max_tokens`` for Anthropic
+    Messages), and exit 0."""
+    s = run.streams
+    counted = s[s["outcome"] != "cancelled"]
+    ok = counted[counted["outcome"] == "ok"]
+    # what came of it, in the message, whichever way it fails
+    msg = (
+        f"outcomes {run.outcomes()}; tokens vs usage of the first rows: "
+        f"{s[['tokens', 'usage_completion_tokens', 'error']].head(3).to_dict('records')}"
+    )
+    assert len(counted) >= min_streams, msg
+    assert len(ok) >= 0.99 * len(counted), msg
+    assert (ok["tokens"] == ok["usage_completion_tokens"]).all(), msg
+    assert (ok["usage_completion_tokens"] == max_tokens).all() and (
+        ok["finish_reason"] == length_reason
+    ).all()
+    assert run.code == 0, msg

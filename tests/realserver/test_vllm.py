@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from tests.realserver.conftest import REPO, Run, run_streamslo
+from tests.realserver.conftest import assert_healthy as _healthy
 
 pytestmark = [pytest.mark.realserver, pytest.mark.load]
 
@@ -51,22 +52,6 @@ def chat_run(vllm: Any, tmp_path_factory: pytest.TempPathFactory) -> Run:
 def completions_run(vllm: Any, tmp_path_factory: pytest.TempPathFactory) -> Run:
     out = tmp_path_factory.mktemp("completions") / "run"
     return run_streamslo(vllm.url, out, "--endpoint", "completions", *LOAD)
-
-
-def _healthy(run: Run) -> None:
-    s = run.streams
-    counted = s[s["outcome"] != "cancelled"]
-    ok = counted[counted["outcome"] == "ok"]
-    # what came of it, in the message, whichever way it fails
-    msg = (
-        f"outcomes {run.outcomes()}; tokens vs usage of the first rows: "
-        f"{s[['tokens', 'usage_completion_tokens', 'error']].head(3).to_dict('records')}"
-    )
-    assert len(counted) >= 20, msg
-    assert len(ok) >= 0.99 * len(counted), msg
-    assert (ok["tokens"] == ok["usage_completion_tokens"]).all(), msg
-    assert (ok["usage_completion_tokens"] == 64).all() and (ok["finish_reason"] == "length").all()
-    assert run.code == 0, msg
 
 
 def test_a_healthy_vllm_is_all_ok_on_chat(chat_run: Run) -> None:
