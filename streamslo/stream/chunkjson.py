@@ -31,6 +31,7 @@ from streamslo.stream.caps import MAX_JSON_DEPTH
 
 __all__ = [
     "ANSWER",
+    "BARE_FINISH",
     "EMPTY_FINISH",
     "NOT_A_TOKEN",
     "REASONING",
@@ -172,13 +173,17 @@ TOKEN = 1
 #: its last token's chunk; OpenAI and llama.cpp send a separate finish chunk with no text). The
 #: tracker decides at the end.
 EMPTY_FINISH = 2
+#: ... or a delta with no fields (``{}``) that carries the ``finish_reason``: the bare finish
+#: chunk OpenAI and llama.cpp send after the last token; no token (a stream that ends inside an
+#: unfinished UTF-8 sequence has its unsent tokens here: docs/outcomes.md).
+BARE_FINISH = 3
 
 
 def token_position(choice: dict[str, Any]) -> int:
     """Whether one choice of a chunk is a token position (docs/outcomes.md, "Token positions").
 
     Returns:
-        :data:`TOKEN`, :data:`NOT_A_TOKEN` or :data:`EMPTY_FINISH`.
+        :data:`TOKEN`, :data:`NOT_A_TOKEN`, :data:`EMPTY_FINISH` or :data:`BARE_FINISH`.
     """
     text = choice.get("text")
     if isinstance(text, str):  # completions: every text field is a token, an empty one too
@@ -205,8 +210,8 @@ def token_position(choice: dict[str, Any]) -> int:
         return NOT_A_TOKEN  # the role announcement
     if choice.get("finish_reason") is not None:
         # The finish chunk: vLLM sends the last token's delta there ({"content": ""} when its
-        # text was held back; {} when a reasoning or tool parser kept the token back).
-        return EMPTY_FINISH
+        # text was held back); OpenAI and llama.cpp a bare {} after the last token.
+        return EMPTY_FINISH if empty else BARE_FINISH
     return TOKEN if empty else NOT_A_TOKEN  # {} / only nulls mid-stream: a keep-alive
 
 

@@ -38,6 +38,7 @@ from streamslo.stream.chunkjson import (
     error_status,
     loads_chunk,
 )
+from streamslo.stream.counts import EndRules, judge_end
 from streamslo.stream.outcome import Outcome
 from streamslo.stream.sse import DEFAULT_MAX_EVENT_BYTES
 from streamslo.stream.timing import StreamExpectations, StreamRecord
@@ -86,8 +87,8 @@ _DONE = "[DONE]"
 class EventTracker(StreamTracker):
     """A tracker for a dialect of typed events (``{"type": ...}`` per SSE event or WS message).
 
-    Subclasses say what each event type means (:meth:`_event`) and which stop reasons end a
-    stream as it should (:attr:`OK_REASONS`, :attr:`LENGTH_REASON`). Progress for the stall
+    Subclasses say what each event type means (:meth:`_event`) and what their stop reasons
+    mean (:attr:`RULES`). Progress for the stall
     rule is a token (or the response head), not any complete line.
     """
 
@@ -97,10 +98,6 @@ class EventTracker(StreamTracker):
     """The ``--api`` name (for messages)."""
     TERMINAL = ""
     """The terminal event's name (for messages)."""
-    OK_REASONS: frozenset[str] = frozenset()
-    """Stop reasons of a complete stream when no length was forced."""
-    LENGTH_REASON = ""
-    """The stop reason that says the length ran out (the only one a forced length accepts)."""
 
     def __init__(
         self,
@@ -223,6 +220,7 @@ class EventTracker(StreamTracker):
             return
         if kind == ANSWER and self.text is not None:
             self.text.append(text)
+        self._ledger.add_text(text)
         self._token(t, kind)
 
     def _other(self, kind: str) -> None:
@@ -288,58 +286,14 @@ class EventTracker(StreamTracker):
             self.state = TrackerState.AFTER_DONE
 
     def _terminal(self, t: float) -> None:
-        """The terminal event (or, with ``--no-done-marker``, the body's end): check the stop
+        """The terminal event (or, with ``--no-done-marker``, the body's end): judge the stop
         reason and the counts (docs/outcomes.md)."""
-        rec, ex = self.rec, self._expect
+        rec = self.rec
         if self._done is False:
             self._done = True
             rec.e2e_s = t - rec.t0
-        usage = rec.usage_completion_tokens
-        n = rec.tokens
-        if ex.coalesced_chunks and usage is not None:
-            rec.reported_tokens = usage
-        reason = rec.finish_reason
-        if reason is None:
-            self._finish(t, Outcome.MALFORMED, f"{self.TERMINAL} with no stop reason")
-            return
-        if ex.max_tokens is not None and n > ex.max_tokens:
-            self._finish(t, Outcome.MALFORMED, f"{n} token deltas for max_tokens {ex.max_tokens}")
-            return
-        if usage is not None and n > usage:
-            self._finish(t, Outcome.MALFORMED, f"{n} token deltas but usage says {usage} tokens")
-            return
-        forced = ex.ignore_eos and ex.max_tokens is not None
-        if forced and reason != self.LENGTH_REASON:
-            self._finish(
-                t,
-                Outcome.SILENT_TRUNCATION,
-                f"stop reason {reason!r} under ignore_eos after {n} of {ex.max_tokens} tokens",
-            )
-            return
-        if not forced and reason not in self.OK_REASONS:
-            self._finish(t, Outcome.SILENT_TRUNCATION, f"stop reason {reason!r} after {n} tokens")
-            return
-        if forced and usage is not None and ex.max_tokens is not None and usage < ex.max_tokens:
-            self._finish(
-                t,
-                Outcome.SILENT_TRUNCATION,
-                f"usage output tokens {usage} below max_tokens {ex.max_tokens}",
-            )
-            return
-        if not ex.coalesced_chunks:
-            if usage is not None and n < usage:
-                self._finish(
-                    t,
-                    Outcome.SILENT_TRUNCATION,
-                    f"{n} token deltas arrived of {usage} the server counted",
-                )
-                return
-            if usage is None and forced and ex.max_tokens is not None and n < ex.max_tokens:
-                self._finish(
-                    t, Outcome.SILENT_TRUNCATION, f"{n} token deltas of max_tokens {ex.max_tokens}"
-                )
-                return
-        self._finish(t, Outcome.OK)
+        outcome, error = judge_end(rec, self._expect, self.RULES, self._ledger)
+        self._finish(t, outcome, error)
 
 
 # --------------------------------------------------------------------- OpenAI Responses
@@ -357,20 +311,93 @@ _RESPONSES_DELTAS: Mapping[str, int] = {
 }
 
 
-class ResponsesTracker(EventTracker):
-    """OpenAI Responses API streaming events (``/v1/responses``)."""
+#: The parts of a final response's ``output`` items whose text the deltas streamed, by kind.
+_RESPONSES_PARTS: Mapping[str, int] = {
+    "output_text": ANSWER,
+    "refusal": ANSWER,
+    "reasoning_text": REASONING,
+    "summary_text": REASONING,
+}
 
-    __slots__ = ()
+
+def _response_texts(response: Mapping[str, object]) -> tuple[str, str, str] | None:
+    """The answer, reasoning and tool-input text a final response holds, in order; None when it
+    holds no output to compare."""
+    output = response.get("output")
+    if not isinstance(output, list) or not output:
+        return None
+    texts: dict[int, list[str]] = {ANSWER: [], REASONING: [], TOOL: []}
+    for item in output:
+        if not isinstance(item, dict):
+            return None
+        if item.get("type") in ("function_call", "custom_tool_call"):
+            args = item.get("arguments", item.get("input"))
+            if isinstance(args, str):
+                texts[TOOL].append(args)
+            continue
+        for key in ("summary", "content"):
+            parts = item.get(key)
+            if not isinstance(parts, list):
+                continue
+            for part in parts:
+                if not isinstance(part, dict):
+                    continue
+                kind = _RESPONSES_PARTS.get(str(part.get("type")))
+                value = part.get("refusal" if part.get("type") == "refusal" else "text")
+                if kind is not None and isinstance(value, str):
+                    texts[kind].append(value)
+    return "".join(texts[ANSWER]), "".join(texts[REASONING]), "".join(texts[TOOL])
+
+
+class ResponsesTracker(EventTracker):
+    """OpenAI Responses API streaming events (``/v1/responses``).
+
+    The final response repeats the whole output: when the deltas' text matches it, nothing was
+    lost in transit, and deltas fewer than ``output_tokens`` are tokens the server's
+    detokenizer held back (vLLM sends no delta for them), not a truncation.
+    """
+
+    __slots__ = ("_streamed",)
+
+    def __init__(
+        self,
+        record: StreamRecord,
+        expect: StreamExpectations,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        collect_text: bool = False,
+    ) -> None:
+        super().__init__(record, expect, max_event_bytes, collect_text)
+        self._streamed: dict[int, list[str]] = {ANSWER: [], REASONING: [], TOOL: []}
+
+    def _check_text(self, response: Mapping[str, object]) -> None:
+        """Whether the final response's text is what the deltas brought."""
+        final = _response_texts(response)
+        if final is None:
+            return
+        s = self._streamed
+        arrived = ("".join(s[ANSWER]), "".join(s[REASONING]), "".join(s[TOOL]))
+        self._ledger.whole_text = any(final) and final == arrived
 
     DIALECT = "openai-responses"
     TERMINAL = "response.completed"
-    OK_REASONS = frozenset({"completed", "max_output_tokens"})
-    LENGTH_REASON = "max_output_tokens"
+    RULES = EndRules(
+        terminal="response.completed",
+        noun="token deltas",
+        length=frozenset({"max_output_tokens"}),
+        complete=frozenset({"completed", "max_output_tokens"}),
+        cut=frozenset({"content_filter"}),
+        # vLLM and llama.cpp end a stream at max_output_tokens with response.completed.
+        complete_is_length_at_limit="completed",
+        strict=True,
+    )
 
     def _event(self, t: float, kind: str, obj: dict[str, Any]) -> None:
         token = _RESPONSES_DELTAS.get(kind)
         if token is not None:
-            self._delta(t, obj.get("delta"), token, kind)
+            delta = obj.get("delta")
+            if isinstance(delta, str):
+                self._streamed[token].append(delta)
+            self._delta(t, delta, token, kind)
             return
         if kind in ("response.completed", "response.incomplete"):
             response = obj.get("response")
@@ -379,12 +406,16 @@ class ResponsesTracker(EventTracker):
                 return
             if not self._usage(response.get("usage"), "input_tokens", "output_tokens", t):
                 return
-            if kind == "response.completed":
+            status = response.get("status")
+            if kind == "response.completed" and status != "incomplete":
                 reason: object = "completed"
             else:
+                # response.incomplete, or (vLLM) response.completed holding an incomplete
+                # response: the reason is in incomplete_details.
                 details = response.get("incomplete_details")
                 reason = details.get("reason") if isinstance(details, dict) else None
                 reason = reason if isinstance(reason, str) and reason else "incomplete"
+            self._check_text(response)
             self.rec.finish_reason = str(reason)
             self._end(t)
             return
@@ -442,8 +473,14 @@ class AnthropicTracker(EventTracker):
 
     DIALECT = "anthropic-messages"
     TERMINAL = "message_stop"
-    OK_REASONS = frozenset({"end_turn", "stop_sequence", "tool_use", "max_tokens", "pause_turn"})
-    LENGTH_REASON = "max_tokens"
+    RULES = EndRules(
+        terminal="message_stop",
+        noun="token deltas",
+        length=frozenset({"max_tokens"}),
+        complete=frozenset({"end_turn", "stop_sequence", "tool_use", "max_tokens", "pause_turn"}),
+        cut=frozenset({"refusal", "model_context_window_exceeded"}),
+        strict=True,
+    )
 
     def _event(self, t: float, kind: str, obj: dict[str, Any]) -> None:
         if kind == "content_block_delta":

@@ -35,7 +35,8 @@ from typing import cast
 from streamslo.stream.caps import MAX_AFTER_DONE_BYTES, MAX_ERROR_BODY_BYTES
 from streamslo.stream.chunkjson import (
     ANSWER,
-    EMPTY_FINISH,
+    BARE_FINISH,
+    NOT_A_TOKEN,
     REASONING,
     TOKEN,
     error_message,
@@ -44,6 +45,7 @@ from streamslo.stream.chunkjson import (
     loads_chunk,
     token_position,
 )
+from streamslo.stream.counts import TAIL_TOKENS, EndRules, Ledger, judge_end, text_capacity
 from streamslo.stream.outcome import Outcome, status_began
 from streamslo.stream.sse import DEFAULT_MAX_EVENT_BYTES, SSEDecoder, SSEEvent, SSEProtocolError
 from streamslo.stream.timing import StreamExpectations, StreamRecord
@@ -56,6 +58,57 @@ WS_CLOSE_4XX = frozenset({1008, 1009, 1013})
 WS_CLOSE_5XX = frozenset({1011})
 
 _DONE = "[DONE]"
+
+#: The OpenAI chunk dialects' stop reasons (docs/outcomes.md, "Stop reasons").
+CHAT_RULES = EndRules(
+    terminal="[DONE]",
+    noun="token positions",
+    length=frozenset({"length"}),
+    complete=frozenset(
+        {"stop", "length", "tool_calls", "function_call", "eos_token", "stop_sequence"}
+    ),
+    cut=frozenset({"content_filter"}),
+)
+
+
+def _choice_text(choice: dict[str, object]) -> str:
+    """The text a choice carries, of any kind (answer, reasoning, tool-call arguments)."""
+    text = choice.get("text")
+    if isinstance(text, str):
+        return text
+    delta = choice.get("delta")
+    if not isinstance(delta, dict):
+        return ""
+    parts = [
+        v
+        for k in ("content", "reasoning_content", "reasoning")
+        if isinstance(v := delta.get(k), str)
+    ]
+    calls = delta.get("tool_calls")
+    if isinstance(calls, list):
+        for call in calls:
+            fn = call.get("function") if isinstance(call, dict) else None
+            if isinstance(fn, dict):
+                parts.extend(v for k in ("name", "arguments") if isinstance(v := fn.get(k), str))
+    return "".join(parts)
+
+
+def _server_count(chunk: dict[str, object], has_choices: bool) -> int:
+    """The server's own count of the tokens it sent so far, carried on this chunk, or -1:
+    llama.cpp's ``timings.predicted_n`` (asked with ``timings_per_token``), or a ``usage`` on
+    a chunk that also carries a choice (vLLM's ``continuous_usage_stats``)."""
+    timings = chunk.get("timings")
+    if type(timings) is dict:
+        n = timings.get("predicted_n")
+        if type(n) is int and n >= 0:
+            return n
+    if has_choices:
+        usage = chunk.get("usage")
+        if type(usage) is dict:
+            n = usage.get("completion_tokens")
+            if type(n) is int and n >= 0:
+                return n
+    return -1
 
 
 def _content_text(choices: list[object]) -> str:
@@ -99,6 +152,9 @@ class StreamTracker:
             sends it back as the assistant's message).
     """
 
+    RULES: EndRules = CHAT_RULES
+    """What the dialect's stop reasons mean (the OpenAI chunk dialects here)."""
+
     __slots__ = (
         "_comments_at_token",
         "_decoder",
@@ -106,7 +162,9 @@ class StreamTracker:
         "_expect",
         "_idle",
         "_last_token_t",
+        "_ledger",
         "_pending_finish_t",
+        "_server_n",
         "_ws_content_seen",
         "first_token_timeout",
         "pings",
@@ -145,6 +203,8 @@ class StreamTracker:
         self._last_token_t: float | None = None
         self._ws_content_seen = False
         self._pending_finish_t: float | None = None  # an empty finish chunk, counted at the end
+        self._ledger = Ledger()  # what the arrivals can account for (merged chunks)
+        self._server_n = 0  # the server's own running count at its last counted chunk
         self._idle = 0  # chunks without a token position since the last token
         self._comments_at_token = 0
         if expect.ignore_eos and expect.max_tokens is not None:
@@ -513,6 +573,7 @@ class StreamTracker:
         position = 0
         kind = 0  # the token's kind (chunkjson.ANSWER, REASONING, TOOL)
         listed = -1  # tokens the chunk lists in ``token_ids`` (vLLM's return_token_ids); -1: none
+        text = ""  # the token's text, of any kind
         for choice in choices:
             if not isinstance(choice, dict):
                 self._finish(t, Outcome.MALFORMED, "a choice is not an object")
@@ -531,6 +592,7 @@ class StreamTracker:
                     # token position of kind ANSWER (what token_position and has_text say).
                     position = TOKEN
                     kind = ANSWER
+                    text = content
                 else:
                     p = token_position(choice)
                     if p:
@@ -538,27 +600,52 @@ class StreamTracker:
                         if p == TOKEN:
                             # An empty text field (a held-back token) is an answer token.
                             kind = has_text(choice) or ANSWER
+                            text = _choice_text(choice)
             ids = choice.get("token_ids")
             if type(ids) is list:
                 listed = len(ids)
-        if listed >= 0 and position:
+        if position == NOT_A_TOKEN:
+            self._idle += 1
+            return
+        ledger = self._ledger
+        if listed >= 0:
             # The server lists the chunk's tokens: that count is exact, whether it merged several
             # tokens into one chunk (vLLM, when its API server falls behind its engine) or held
             # a token's text back. A chunk listing none carries no token.
+            ledger.counted = True
             if listed:
                 if self.text is not None:
                     self.text.append(_content_text(choices))
                 self._token(t, kind or has_text(choices[0]) or ANSWER, listed)
             else:
                 self._idle += 1
-        elif position == TOKEN:
+            return
+        count = _server_count(chunk, True)
+        if position == TOKEN:
+            n = 1
+            if count >= 0:
+                # The server's running count (llama.cpp's timings, continuous usage): a chunk
+                # holds the tokens counted since the last, as far as its text can hold them.
+                ledger.counted = True
+                n = count - self._server_n
+                self._server_n = count
+                n = max(1, min(n, text_capacity(text) if text else TAIL_TOKENS))
+            elif text:
+                ledger.add_text(text)
             if self.text is not None:
                 self.text.append(_content_text(choices))
-            self._token(t, kind)
-        elif position == EMPTY_FINISH:
-            self._pending_finish_t = t
+            self._token(t, kind, n)
+        elif count >= 0:  # the finish chunk, with the server's count: the unsent tail's tokens
+            ledger.counted = True
+            ledger.tail = True
+            n = min(count - self._server_n, TAIL_TOKENS)
+            self._server_n = count
+            if n > 0:
+                self._token(t, ANSWER, n)
+        elif position == BARE_FINISH:
+            ledger.tail = True
         else:
-            self._idle += 1
+            self._pending_finish_t = t
 
     def _error(self, t: float, message: str, status: int | None) -> None:
         """An in-band error (any shape :func:`inband_error` knows)."""
@@ -618,67 +705,24 @@ class StreamTracker:
             )
 
     def _terminal(self, t: float) -> None:
-        """The terminal marker arrived: check the counts (docs/outcomes.md)."""
+        """The terminal marker arrived: judge the stop reason and the counts (docs/outcomes.md)."""
         rec, ex = self.rec, self._expect
         if self._done is False:
             self._done = True  # body end acting as the marker (--no-done-marker)
             rec.e2e_s = t - rec.t0
-        usage = rec.usage_completion_tokens
         pending = self._pending_finish_t
         if pending is not None:
             # An empty chunk carrying the finish_reason is the last token when the server's
-            # count says one more (vLLM: the finish rides on its last token's chunk), and a
-            # bare finish chunk otherwise (OpenAI, llama.cpp): docs/outcomes.md.
-            counted = usage
+            # count says exactly one more (vLLM: the finish rides on its last token's chunk),
+            # and a bare finish chunk otherwise (OpenAI, llama.cpp): docs/outcomes.md.
+            self._pending_finish_t = None
+            self._ledger.tail = True
+            counted = rec.usage_completion_tokens
             if counted is None and ex.ignore_eos and rec.finish_reason == "length":
                 counted = ex.max_tokens
-            if counted is not None and rec.tokens < counted:
-                self._pending_finish_t = None
+            if counted is not None and counted == rec.tokens + 1:
                 self._token(pending)
                 if rec.outcome is not None:
                     return
-        n = rec.tokens
-        if ex.coalesced_chunks and usage is not None:
-            rec.reported_tokens = usage
-        if rec.finish_reason is None:
-            self._finish(t, Outcome.MALFORMED, "[DONE] with no finish_reason on the choice")
-            return
-        if ex.max_tokens is not None and n > ex.max_tokens:
-            self._finish(
-                t, Outcome.MALFORMED, f"{n} token positions for max_tokens {ex.max_tokens}"
-            )
-            return
-        if usage is not None and n > usage:
-            self._finish(t, Outcome.MALFORMED, f"{n} token positions but usage says {usage} tokens")
-            return
-        if ex.ignore_eos and ex.max_tokens is not None:
-            if rec.finish_reason != "length":
-                self._finish(
-                    t,
-                    Outcome.SILENT_TRUNCATION,
-                    f"finish_reason {rec.finish_reason!r} under ignore_eos after {n} of {ex.max_tokens} tokens",
-                )
-                return
-            if usage is not None and usage < ex.max_tokens:
-                self._finish(
-                    t,
-                    Outcome.SILENT_TRUNCATION,
-                    f"usage.completion_tokens {usage} below max_tokens {ex.max_tokens}",
-                )
-                return
-        if not ex.coalesced_chunks:
-            if usage is not None and n < usage:
-                self._finish(
-                    t,
-                    Outcome.SILENT_TRUNCATION,
-                    f"{n} token positions arrived of {usage} the server counted",
-                )
-                return
-            if usage is None and ex.ignore_eos and ex.max_tokens is not None and n < ex.max_tokens:
-                self._finish(
-                    t,
-                    Outcome.SILENT_TRUNCATION,
-                    f"{n} token positions of max_tokens {ex.max_tokens}",
-                )
-                return
-        self._finish(t, Outcome.OK)
+        outcome, error = judge_end(rec, ex, self.RULES, self._ledger)
+        self._finish(t, outcome, error)

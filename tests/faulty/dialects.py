@@ -427,10 +427,11 @@ async def _ok_split(s: DialectStream) -> None:
     await s.out.finish()
 
 
-@_scenario("natural_end", "silent_truncation", "silent_truncation")
+@_scenario("natural_end", "ok", "silent_truncation")
 async def _natural_end(s: DialectStream) -> None:
-    """All n tokens, but ended as if the model stopped (``completed`` / ``end_turn``): under a
-    forced length that stop reason contradicts it."""
+    """All n tokens, but ended as if the model stopped (``completed`` / ``end_turn``). Under a
+    forced length ``end_turn`` contradicts it; ``completed`` with ``output_tokens`` at
+    ``max_output_tokens`` is how vLLM and llama.cpp end a stream at the limit: complete."""
     await _whole(s, stop="natural")
 
 

@@ -1,0 +1,202 @@
+"""How a stream's end is judged: its stop reason and its token counts, the same rules for every
+dialect (docs/outcomes.md, "Token positions" and "Stop reasons").
+
+Every tracker (the OpenAI chunk dialects and the event dialects) calls :func:`judge_end` once,
+when the terminal marker arrives; the dialect only says which stop reasons mean what
+(:class:`EndRules`). Nothing here reads a clock or does I/O.
+
+**Merged chunks.** An engine may put several tokens into one chunk: llama.cpp sends nothing for a
+token whose text ends inside an unfinished UTF-8 sequence, and its bytes come with the next
+token; vLLM's Responses and Messages streams send no delta for a token whose text its
+detokenizer holds back. ``usage`` then counts more tokens than chunks arrived, though nothing
+was lost. Where the server gives a per-chunk count (vLLM's ``token_ids``, llama.cpp's
+``timings.predicted_n``, a cumulative ``usage`` on every chunk) the tracker counts from it, and a
+jump is believed only as far as the chunk's text can hold it (:func:`text_capacity`): a lost
+chunk is not counted as arrived. Where the server gives none, a shortfall against ``usage`` is
+explained by the text that arrived (:class:`Ledger`): every byte of a multi-byte character in it
+may have been a token held back, so a stream whose missing positions fit there is whole. What
+cannot then be seen: a lost chunk whose tokens fit in the spare room that merged chunks left (one
+lost event beside merged ones). A stream of plain ASCII text has no spare room: every missing
+position is a loss.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from streamslo.stream.outcome import Outcome
+from streamslo.stream.timing import StreamExpectations, StreamRecord
+
+__all__ = [
+    "GAVE_UP_REASONS",
+    "KNOWN_REASONS",
+    "TAIL_TOKENS",
+    "EndRules",
+    "Ledger",
+    "judge_end",
+    "text_capacity",
+]
+
+#: Tokens an empty chunk can stand for at the end of a stream: the bytes of an unfinished UTF-8
+#: sequence (at most 3) that a server never sends, though its ``usage`` counts their tokens.
+TAIL_TOKENS = 3
+
+#: Stop reasons that say the server gave up on the request (vLLM's ``abort`` when its engine
+#: aborted it, ``error``; SGLang's ``abort``): the server's failure, whatever the counts say.
+GAVE_UP_REASONS: frozenset[str] = frozenset(
+    {"abort", "aborted", "error", "cancelled", "canceled", "failed", "timeout"}
+)
+
+
+def text_capacity(text: str) -> int:
+    """How many tokens one arrival carrying ``text`` can hold.
+
+    One, plus one for every byte of a multi-byte character in it: a token held back because its
+    bytes ended inside an unfinished UTF-8 sequence comes with a later one, and every such token
+    ends at a distinct byte of a multi-byte character (a replacement character, U+FFFD, stands
+    for up to three bytes a server could not decode). Plain ASCII text holds one token.
+    """
+    if text.isascii():
+        return 1
+    return 1 + sum(len(c.encode("utf-8", "surrogatepass")) for c in text if not c.isascii())
+
+
+@dataclass(frozen=True, slots=True)
+class EndRules:
+    """What a dialect's stop reasons mean."""
+
+    terminal: str
+    """The terminal marker's name, for messages (``[DONE]``, ``message_stop``...)."""
+    noun: str
+    """What the dialect's token arrivals are called in messages (``token positions``)."""
+    length: frozenset[str]
+    """Stop reasons that say the length limit ran out (a forced length's complete end)."""
+    complete: frozenset[str]
+    """Stop reasons of a complete stream when no length was forced."""
+    cut: frozenset[str] = frozenset()
+    """Stop reasons that say content was withheld (``content_filter``, ``refusal``): always a
+    silent truncation."""
+    complete_is_length_at_limit: str = ""
+    """A stop reason that also ends a forced length when the usage reached the limit (the
+    Responses API's ``completed``: vLLM and llama.cpp send it at ``max_output_tokens``)."""
+    strict: bool = False
+    """An unknown stop reason is a silent truncation (the event dialects name every reason); in
+    the OpenAI chunk dialects an unknown one without a forced length is judged by the counts
+    and reported in the summary."""
+
+
+#: Every stop reason some dialect documents as an ordinary end (a reason outside it and
+#: :data:`GAVE_UP_REASONS` is reported as unknown in the run's summary).
+KNOWN_REASONS: frozenset[str] = frozenset(
+    {
+        "stop",
+        "length",
+        "tool_calls",
+        "function_call",
+        "content_filter",
+        "eos_token",
+        "stop_sequence",
+        "completed",
+        "max_output_tokens",
+        "end_turn",
+        "tool_use",
+        "max_tokens",
+        "pause_turn",
+        "refusal",
+        "model_context_window_exceeded",
+    }
+)
+
+
+class Ledger:
+    """What the arrivals of one stream can account for, beyond one token each."""
+
+    __slots__ = ("counted", "spare", "tail", "whole_text")
+
+    def __init__(self) -> None:
+        self.spare = 0
+        """Tokens the text that arrived could hold beyond one an arrival (:func:`text_capacity`)."""
+        self.counted = False
+        """The server counted the tokens of its chunks itself: nothing more is explained."""
+        self.tail = False
+        """The stream ended with a chunk without text (where an unfinished UTF-8 sequence's
+        tokens would be)."""
+        self.whole_text = False
+        """The terminal event repeated the whole text, and it matched what arrived: nothing was
+        lost in transit, whatever the count of deltas."""
+
+    def add_text(self, text: str) -> None:
+        """An arrival counted as one token carried ``text``."""
+        if not text.isascii():
+            self.spare += text_capacity(text) - 1
+
+    def explains(self, missing: int) -> bool:
+        """Whether ``missing`` positions fit in what the arrivals could hold."""
+        if self.whole_text:
+            return True
+        if self.counted:
+            return False
+        room = self.spare
+        if room and self.tail:
+            room += TAIL_TOKENS  # (only beside multi-byte text: plain ASCII has no tail to hold)
+        return missing <= room
+
+
+def judge_end(
+    rec: StreamRecord, expect: StreamExpectations, rules: EndRules, ledger: Ledger
+) -> tuple[Outcome, str]:
+    """The outcome of a stream whose terminal marker arrived, and its reason (empty for ok).
+
+    Sets ``rec.reported_tokens`` where the count is the server's (``--coalesced-chunks``, or
+    merged chunks that the text accounts for).
+    """
+    usage = rec.usage_completion_tokens
+    n = rec.tokens
+    mt = expect.max_tokens
+    noun = rules.noun
+    if expect.coalesced_chunks and usage is not None:
+        rec.reported_tokens = usage
+    reason = rec.finish_reason
+    if reason is None:
+        return Outcome.MALFORMED, f"{rules.terminal} with no stop reason"
+    if reason in GAVE_UP_REASONS:
+        return (
+            Outcome.ERROR_EVENT,
+            f"the server gave up: stop reason {reason!r} after {n} {noun}",
+        )
+    if mt is not None and n > mt:
+        return Outcome.MALFORMED, f"more {noun} ({n}) than max_tokens ({mt})"
+    if usage is not None and n > usage:
+        return Outcome.MALFORMED, f"{n} {noun} but usage says {usage} tokens"
+    forced = expect.ignore_eos and mt is not None
+    if forced:
+        at_limit = (
+            reason == rules.complete_is_length_at_limit
+            and usage is not None
+            and mt is not None
+            and usage >= mt
+        )
+        if reason not in rules.length and not at_limit:
+            return (
+                Outcome.SILENT_TRUNCATION,
+                f"stop reason {reason!r} under ignore_eos after {n} of {mt} tokens",
+            )
+        if usage is not None and mt is not None and usage < mt:
+            return (
+                Outcome.SILENT_TRUNCATION,
+                f"the server counted {usage} tokens, below max_tokens {mt}",
+            )
+    elif reason in rules.cut or (rules.strict and reason not in rules.complete):
+        return Outcome.SILENT_TRUNCATION, f"stop reason {reason!r} after {n} {noun}"
+    if expect.coalesced_chunks:
+        return Outcome.OK, ""
+    counted = usage if usage is not None else (mt if forced else None)
+    if counted is not None and n < counted:
+        if ledger.explains(counted - n):
+            # Merged chunks: the server's count is the stream's (docs/outcomes.md).
+            rec.reported_tokens = counted
+            return Outcome.OK, ""
+        if usage is not None:
+            return Outcome.SILENT_TRUNCATION, f"{n} {noun} arrived of {usage} the server counted"
+        return Outcome.SILENT_TRUNCATION, f"{n} {noun} of max_tokens {mt}"
+    return Outcome.OK, ""
