@@ -66,6 +66,7 @@ from streamslo.stream.outcome import Outcome
 from streamslo.stream.timing import StreamRecord
 from streamslo.transport.fetch import fetch
 from streamslo.transport.sync import Target
+from streamslo.workload.engines import adapt_request
 from streamslo.workload.requests import RequestOptions, Workload, first_model_id, first_model_owner
 
 if TYPE_CHECKING:
@@ -126,10 +127,6 @@ def _first_model(target: Target) -> tuple[str | None, str | None]:
     except (OSError, ProtocolError, ValueError) as exc:
         log.warning("could not list models at %s (%s); sending no model name", url, exc)
     return None, None
-
-
-#: The dialects whose chunks can list their token ids (vLLM's ``return_token_ids``).
-_TOKEN_ID_APIS = ("openai-chat", "openai-completions")
 
 
 class RunRecorder:
@@ -207,18 +204,17 @@ class RunRecorder:
                     from dataclasses import replace
 
                     req = self.opts.request
-                    auto_ids = req.token_ids == "auto" and req.dialect in _TOKEN_ID_APIS
-                    if req.model is None or auto_ids:
+                    owner: str | None = None
+                    if req.model is None or req.token_ids == "auto":
                         model, owner = _first_model(self.target)
                         if req.model is None and model is not None:
                             req = replace(req, model=model)
-                        if auto_ids and owner == "vllm":
-                            req = replace(req, token_ids="on")
-                    if req.token_ids == "on" and "return_token_ids" not in req.extra:
-                        # Each chunk lists its token ids: exact counts when vLLM merges several
-                        # tokens into one chunk (its API server behind its engine), which
-                        # otherwise reads as tokens lost (docs/servers.md).
-                        req = replace(req, extra={**req.extra, "return_token_ids": True})
+                    # The engine's own per-chunk count (vLLM's token ids, llama.cpp's timings),
+                    # and what its dialect ignores: docs/servers.md.
+                    adapted = adapt_request(req, owner)
+                    for note in adapted.notes:
+                        log.warning("%s", note)
+                    req = adapted.request
                     self._request = req
         return self._request
 

@@ -8,9 +8,12 @@ sent over the run's transport (:mod:`streamslo.transport`) and judged by the sam
 (``docs/outcomes.md``). Only what says *the target is wrong* stops the run
 (:class:`PreflightFailed`, exit code 2): no connection (refused, DNS, TLS, timeout), a
 scheme that is not http(s), 401/403, 404 (a wrong path or an unknown model), another 4xx that
-rejects the request itself, a 2xx whose body is not an event stream. A server that answers
-but misbehaves (a cut stream, a lying usage, a 5xx, a 429) is what a load test is for: it is
-reported as a note and the run goes on.
+rejects the request itself, a 2xx whose body is not an event stream, an answer that is not
+HTTP at all (TLS on a plain port: only when the bytes start a TLS record). A server that
+answers but misbehaves (a cut stream, a lying usage, a 5xx, a 429) is what a load test is for:
+it is reported as a note and the run goes on. A server that spoke HTTP and broke its answer
+(a bad header, a cut head) gets up to :data:`PREFLIGHT_TRIES` tries; the run goes on, with a
+warning that says how many answers were broken.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from streamslo.stream.dialects import API_PATHS, EVENT_APIS, tracker_for
 from streamslo.stream.envelope import WSEnvelope
 from streamslo.stream.timing import StreamRecord
 from streamslo.stream.tracker import StreamTracker
-from streamslo.transport.common import ClientLimits, Target
+from streamslo.transport.common import ClientLimits, Target, connect
 from streamslo.transport.fetch import fetch
 from streamslo.transport.sse import stream_sse
 from streamslo.transport.ws import WSConnection
@@ -35,6 +38,7 @@ from streamslo.workload.requests import WS_PATH, RequestOptions, build_body, fir
 __all__ = [
     "PREFLIGHT_HEADER",
     "PREFLIGHT_MAX_TOKENS",
+    "PREFLIGHT_TRIES",
     "Diagnosis",
     "PreflightFailed",
     "PreflightResult",
@@ -52,6 +56,9 @@ PREFLIGHT_HEADER = "X-Streamslo-Preflight"
 #: ``max_tokens`` of a preflight request: enough to see a few tokens and the end marker.
 PREFLIGHT_MAX_TOKENS = 4
 
+#: Tries a server gets that spoke HTTP and broke its answer (one good answer is enough).
+PREFLIGHT_TRIES = 3
+
 #: Time limits of a preflight request: a wrong target fails well under 10 s.
 PREFLIGHT_LIMITS = ClientLimits(stall_timeout=5.0, request_timeout=8.0, connect_timeout=3.0)
 
@@ -68,6 +75,8 @@ class Diagnosis:
     """What to change."""
     fatal: bool = True
     """The target is wrong (stop before any load); False: the server answered, the run goes on."""
+    retry: bool = False
+    """The server spoke HTTP and broke this answer: ask again (:data:`PREFLIGHT_TRIES`)."""
 
 
 @dataclass(frozen=True)
@@ -360,19 +369,51 @@ def diagnose(
             "point --host at an OpenAI-compatible server that streams (text/event-stream); "
             "check the path and --endpoint",
         )
-    if (
-        outcome == "malformed"
-        and "HTTPProtocolError" in error
-        and target.scheme == "http"
-        and rec.status is None
-    ):
-        return Diagnosis(
-            f"the answer is not HTTP ({error})",
-            f"if the server speaks TLS, use https://{target.host_header}{target.prefix}",
-        )
+    if outcome == "malformed" and rec.status is None:  # the answer's head did not parse
+        return _broken_head(target, error)
     # The server answered: whatever went wrong is what the run measures.
     return Diagnosis(
         f"{outcome}" + (f" ({error})" if error else ""), "the run goes on", fatal=False
+    )
+
+
+#: The first bytes of a TLS record (a handshake or an alert, TLS 1.0-1.3): what a TLS server
+#: answers to bytes that are not a ClientHello.
+_TLS_RECORD = (b"\x16\x03", b"\x15\x03")
+
+
+def first_bytes(target: Target, limits: ClientLimits = PREFLIGHT_LIMITS) -> bytes:
+    """The first bytes the server sends back to a plain ``GET /v1/models`` (b"" for none)."""
+    plain = replace(target, scheme="http", ssl_context=None)
+    try:
+        sock = connect(plain, limits)
+    except OSError:
+        return b""
+    try:
+        sock.settimeout(limits.connect_timeout)
+        request = f"GET {target.prefix}/v1/models HTTP/1.1\r\nHost: {target.host_header}\r\n\r\n"
+        sock.sendall(request.encode("latin-1"))
+        return sock.recv(16)
+    except OSError:
+        return b""
+    finally:
+        sock.close()
+
+
+def _broken_head(target: Target, error: str) -> Diagnosis:
+    """An answer whose HTTP head did not parse: name only what its bytes show."""
+    head = first_bytes(target)
+    if target.scheme == "http" and head.startswith(_TLS_RECORD):
+        return Diagnosis(
+            f"the server answered with TLS ({error})",
+            f"use https://{target.host_header}{target.prefix}",
+        )
+    if head.startswith(b"HTTP/"):
+        return Diagnosis(f"a broken HTTP answer ({error})", "the run goes on", False, retry=True)
+    shown = repr(head[:12]) if head else "nothing"
+    return Diagnosis(
+        f"the answer is not HTTP ({error}; it starts with {shown})",
+        "check the host and port in --host: something other than an HTTP server answers there",
     )
 
 
@@ -408,10 +449,24 @@ def preflight(
     request = replace(request, max_tokens=min(request.max_tokens, PREFLIGHT_MAX_TOKENS))
     results: list[PreflightResult] = []
     for protocol in protocols:
-        t = time.perf_counter()
-        rec, _ = one_stream(target, protocol, request, envelope=envelope, limits=limits)
-        seconds = time.perf_counter() - t
-        diagnosis = diagnose(protocol, rec, target, request, models)
+        broken, broken_error = 0, ""
+        for _ in range(PREFLIGHT_TRIES):
+            t = time.perf_counter()
+            rec, _ = one_stream(target, protocol, request, envelope=envelope, limits=limits)
+            seconds = time.perf_counter() - t
+            diagnosis = diagnose(protocol, rec, target, request, models)
+            if diagnosis is None or not diagnosis.retry:
+                break
+            broken += 1
+            broken_error = rec.error
+        if broken:
+            # Broken HTTP answers are a server fault the run measures, not a wrong target.
+            good = diagnosis is None
+            diagnosis = Diagnosis(
+                f"{broken} of {broken + good} preflight answers were broken HTTP ({broken_error})",
+                "the run goes on and measures it",
+                fatal=False,
+            )
         if (
             diagnosis is not None
             and diagnosis.fatal
