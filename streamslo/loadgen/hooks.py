@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -23,6 +24,7 @@ from streamslo.errors import EXIT_BAD_INPUT, BadInputError
 from streamslo.loadgen import live_windows, loadtime, relay
 from streamslo.loadgen.executors import install_done_listener
 from streamslo.loadgen.live import live_payload, live_rows
+from streamslo.loadgen.locust_stats import count_streams_only
 from streamslo.loadgen.options import register_arguments
 from streamslo.loadgen.prewarm import prewarm
 from streamslo.loadgen.recorder import RunRecorder, get_recorder
@@ -183,6 +185,8 @@ def install() -> None:
         register_arguments(parser)
 
     def _init(environment: Any, runner: Any = None, web_ui: Any = None, **_: Any) -> None:
+        # Locust's totals (the web UI's header and charts, --csv) count streams, not timings.
+        count_streams_only(environment)
         try:
             get_recorder(environment)
             if not isinstance(runner, WorkerRunner):
@@ -202,6 +206,7 @@ def install() -> None:
             _install_web_ui(environment, web_ui)
 
     def _start(environment: Any, **_: Any) -> None:
+        _stopped.clear()
         prewarm()  # before any stream: Locust's stop() would otherwise stall the last ones
         get_recorder(environment).on_test_start(
             generating=not isinstance(environment.runner, MasterRunner)
@@ -210,6 +215,7 @@ def install() -> None:
             loadtime.start(environment)
 
     def _stop(environment: Any, **_: Any) -> None:
+        _stopped.setdefault("at", time.time())  # the run's end: Locust's web UI outlives it
         get_recorder(environment).on_test_stop()
 
     def _remember(environment: Any, **_: Any) -> None:
@@ -224,7 +230,7 @@ def install() -> None:
         if d is not None:
             from streamslo.run.finalize import finalize_plain_locust
 
-            finalize_plain_locust(environment, d, rec.run_start)
+            finalize_plain_locust(environment, d, rec.run_start, _stopped.get("at"))
 
     # Locust's hooks are untyped: register through Any, not as decorators (which would make
     # every listener untyped for mypy).
@@ -242,3 +248,5 @@ def install() -> None:
 
 
 _env_holder: dict[str, Any] = {}
+#: ``"at"``: when the last test stopped (a test started since clears it).
+_stopped: dict[str, float] = {}

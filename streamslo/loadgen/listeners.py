@@ -12,7 +12,7 @@ listener              on ``finished``                          on ``flushing``
 :class:`WriteRow`     a ``streams.csv`` row into the writer    (the writer's own ``flush``)
 :class:`RelayRow`     a worker's row to its master             :class:`RelayFlush`: the final batch
 windows               ``WindowAggregator.add``                 --
-:class:`LocustStats`  Locust's ``ttft``/``itl``/``stream``     --
+:class:`LocustStats`  Locust's ``stream`` and token entries    --
 relay receiver        --                                       ``poll``: lost workers, relay.json
 generator monitor     --                                       :class:`SaveFigures`
 ====================  =======================================  ====================================
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from streamslo.results.writer import ResultsWriter
 
 __all__ = [
+    "TOKEN_ENTRIES",
     "Hook",
     "LocustStats",
     "RelayFlush",
@@ -173,13 +174,22 @@ class SaveFigures:
         self.monitor.save()
 
 
+#: Locust entries that time a stream's tokens: measurements of the ``stream`` entry's requests,
+#: not requests of their own. Locust's total (``Aggregated``, the web UI's header and charts,
+#: ``--csv``) leaves them out (:func:`streamslo.loadgen.locust_stats.count_streams_only`); their
+#: names sort after ``stream``, so the table shows the requests first.
+TTFT_ENTRY, ITL_ENTRY, MAX_GAP_ENTRY = "token ttft", "token itl", "token max_gap"
+TOKEN_ENTRIES = frozenset((TTFT_ENTRY, ITL_ENTRY, MAX_GAP_ENTRY))
+
+
 class LocustStats:
     """A finished stream reported to Locust's statistics as named entries per protocol
-    (``SSE``/``WS``): ``ttft``; ``itl`` and ``max_gap`` per stream, or ``itl`` per gap, or none
-    (``--itl-events``); ``stream``, a failure named by its outcome.
+    (``SSE``/``WS``): ``stream``, one request, a failure named by its outcome; and its token
+    timings (:data:`TOKEN_ENTRIES`, never failures): ``token ttft``; ``token itl`` and
+    ``token max_gap`` per stream, or ``token itl`` per gap, or none (``--itl-events``).
 
     A stream the run cancelled is not reported; one the client hung up on
-    (``client_cancelled``) reports its ``ttft`` and gaps but no ``stream`` entry.
+    (``client_cancelled``) reports its token timings but no ``stream`` entry.
 
     Args:
         fire: Locust's ``events.request.fire``.
@@ -206,15 +216,15 @@ class LocustStats:
         if outcome == "cancelled":
             return
         if rec.ttft_s is not None:
-            self._entry(kind, "ttft", rec.ttft_s * 1000.0)
+            self._entry(kind, TTFT_ENTRY, rec.ttft_s * 1000.0)
         mode = self.itl_events
         if rec.gap_s and mode != "off":
             if mode == "per-gap":
                 for g in rec.gap_s:
-                    self._entry(kind, "itl", g * 1000.0)
+                    self._entry(kind, ITL_ENTRY, g * 1000.0)
             else:
-                self._entry(kind, "itl", sum(rec.gap_s) / len(rec.gap_s) * 1000.0)
-                self._entry(kind, "max_gap", max(rec.gap_s) * 1000.0)
+                self._entry(kind, ITL_ENTRY, sum(rec.gap_s) / len(rec.gap_s) * 1000.0)
+                self._entry(kind, MAX_GAP_ENTRY, max(rec.gap_s) * 1000.0)
         if outcome == "client_cancelled":
             return  # hung up on purpose: its TTFT and gaps count, its cut-short stream neither way
         exc = (

@@ -66,7 +66,8 @@ def slo_rows(
     slo: SLO, totals: Mapping[Group, GroupAggregate], elapsed_s: float
 ) -> list[dict[str, str]]:
     """One row per threshold: name, value, SLO expression, PASS / FAIL / no data / checked
-    at the end (a metric the totals cannot give)."""
+    at the end (a metric the totals cannot give); the failing ones first, each group in the
+    SLO's order (a person reads the first screen)."""
     rows = []
     for th in slo.thresholds:
         res = evaluate_live(th, totals, elapsed_s)
@@ -89,6 +90,7 @@ def slo_rows(
                 "status": status,
             }
         )
+    rows.sort(key=lambda row: row["status"] != "FAIL")  # stable: the SLO's order within each
     return rows
 
 

@@ -320,8 +320,15 @@ def finalize_killed(
     return summary, checks, True
 
 
-def finalize_plain_locust(environment: Environment, directory: Path, run_start: float) -> None:
-    """Finalize when Locust ran without ``streamslo run`` (best effort; logs, never raises)."""
+def finalize_plain_locust(
+    environment: Environment, directory: Path, run_start: float, end: float | None = None
+) -> None:
+    """Finalize when Locust ran without ``streamslo run`` (best effort; logs, never raises).
+
+    Args:
+        end: when the test stopped (its epoch); None: now. Locust's web UI stays up after a
+            test stops, and the run's length (``requests_per_s``) must not count that idle time.
+    """
     import logging
 
     import locust
@@ -332,8 +339,9 @@ def finalize_plain_locust(environment: Environment, directory: Path, run_start: 
     def option(name: str) -> Any:
         return getattr(opts, name, None)
 
-    try:
+    if end is None or end <= run_start:
         end = time.time()
+    try:
         finalize(
             directory,
             {

@@ -62,9 +62,9 @@ def _stats(mode: str, rec: StreamRecord) -> list[dict]:
 def test_locust_stats_per_stream():
     fired = _stats("per-stream", _rec())
     assert [(f["name"], round(f["response_time"], 6)) for f in fired] == [
-        ("ttft", 50.0),
-        ("itl", 20.0),
-        ("max_gap", 30.0),
+        ("token ttft", 50.0),
+        ("token itl", 20.0),
+        ("token max_gap", 30.0),
         ("stream", 500.0),
     ]
     assert {f["request_type"] for f in fired} == {"SSE"}
@@ -72,13 +72,18 @@ def test_locust_stats_per_stream():
 
 
 def test_locust_stats_per_gap_off_and_failures():
-    assert [f["name"] for f in _stats("per-gap", _rec())] == ["ttft", "itl", "itl", "stream"]
-    assert [f["name"] for f in _stats("off", _rec())] == ["ttft", "stream"]
+    assert [f["name"] for f in _stats("per-gap", _rec())] == [
+        "token ttft",
+        "token itl",
+        "token itl",
+        "stream",
+    ]
+    assert [f["name"] for f in _stats("off", _rec())] == ["token ttft", "stream"]
     assert _stats("per-stream", _rec(Outcome.CANCELLED)) == []
     assert [f["name"] for f in _stats("per-stream", _rec("client_cancelled"))] == [
-        "ttft",
-        "itl",
-        "max_gap",
+        "token ttft",
+        "token itl",
+        "token max_gap",
     ]
     bad = _rec("truncated")
     bad.error = "x" * 100

@@ -92,3 +92,66 @@ def test_the_chart_history_is_kept_whole_for_an_html_report():
     d = _run("report.html")
     assert d["history"] == d["plain_history"]
     assert all(s <= d["keep"] + 3 for s in d["sizes"])
+
+
+# A worker's statistics, its report to a master, the master's: Locust's own code throughout.
+_TOTALS = """
+import json
+from types import SimpleNamespace
+import locust.stats as ls
+from locust.event import Events
+from streamslo.loadgen.listeners import TOKEN_ENTRIES, LocustStats, StreamFailure
+from streamslo.loadgen.locust_stats import StreamTotals, count_streams_only
+from streamslo.stream.timing import StreamRecord
+
+def env():
+    e = SimpleNamespace(stats=ls.RequestStats(), events=Events())
+    count_streams_only(e)
+    count_streams_only(e)  # twice: no harm
+    return e
+
+worker, master = env(), env()
+def on_request(request_type, name, response_time, response_length, exception=None, **_):
+    worker.stats.log_request(request_type, name, response_time, response_length)  # as Locust's runner
+    if exception:
+        worker.stats.log_error(request_type, name, exception)
+worker.events.request.add_listener(on_request)
+listener = LocustStats(worker.events.request.fire, "per-gap")
+for i in range(10):
+    rec = StreamRecord(stream_id=f"s{i}", protocol="ws" if i % 5 == 0 else "sse",
+                       user_class="U", started_at=100.0, t0=0.0)
+    rec.outcome = "ok" if i % 2 else "truncated"
+    rec.ttft_s, rec.e2e_s, rec.gap_s, rec.bytes = 0.05, 0.5, [0.01, 0.02, 0.03], 100
+    listener(rec)
+def figures(stats):
+    return {
+        "class": type(stats).__name__,
+        "total": [stats.total.num_requests, stats.total.num_failures],
+        "entries": {f"{m} {n}": [e.num_requests, e.num_failures] for (n, m), e in stats.entries.items()},
+    }
+seen = {"worker": figures(worker.stats)}
+ls.setup_distributed_stats_event_listeners(worker.events, worker.stats)
+ls.setup_distributed_stats_event_listeners(master.events, master.stats)
+data = {}
+worker.events.report_to_master.fire(client_id="w", data=data)  # clears the worker's figures
+master.events.worker_report.fire(client_id="w", data=data)
+seen["master"] = figures(master.stats)
+print(json.dumps({**seen, "tokens": sorted(TOKEN_ENTRIES)}))
+"""
+
+
+def test_locusts_totals_count_streams_and_the_timings_keep_their_rows():
+    r = subprocess.run(
+        [sys.executable, "-c", _TOTALS], capture_output=True, text=True, timeout=120, cwd=REPO
+    )
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["tokens"] == ["token itl", "token max_gap", "token ttft"]
+    for side in ("worker", "master"):  # a master adds up its workers' totals as they come
+        f = d[side]
+        assert f["class"] == "StreamTotals"
+        assert f["total"] == [10, 5], f  # ten streams, five truncated: 50 %, not 12.5 %
+        assert f["entries"]["SSE stream"] == [8, 4] and f["entries"]["WS stream"] == [2, 1]
+        assert f["entries"]["SSE token ttft"] == [8, 0]
+        assert f["entries"]["SSE token itl"] == [24, 0]  # per gap
+        assert f["entries"]["WS token itl"] == [6, 0]
