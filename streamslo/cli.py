@@ -20,6 +20,7 @@ from collections.abc import Sequence
 
 from streamslo import __version__
 from streamslo.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, BadInputError
+from streamslo.options.units import duration_arg, unit_form
 from streamslo.run.signals import StopSignals, exit_code_of
 
 __all__ = ["COMMANDS", "GLOBAL_FLAGS", "STOPPABLE", "build_parser", "main"]
@@ -117,13 +118,52 @@ def _did_you_mean(parser: argparse.ArgumentParser, message: str) -> str:
         return message
     known = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
     hints = []
-    for word in message[len(prefix) :].split():
+    for word in message[len(prefix) :].split("\n", 1)[0].split():
         if not word.startswith("-"):
             continue
         close = difflib.get_close_matches(word.split("=", 1)[0], known, n=1, cutoff=0.6)
         if close:
             hints.append(f"{word}: did you mean {close[0]}?")
     return message + ("\n  " + "\n  ".join(hints) if hints else "")
+
+
+def _is_duration(action: argparse.Action) -> bool:
+    return action.type is duration_arg or getattr(action.type, "__name__", "") == "duration"
+
+
+def _stray_words(parser: argparse.ArgumentParser, argv: list[str], extra: list[str]) -> str:
+    """Hints for the bare words left over right after an option's value: ``--duration 5
+    minutes`` (a duration is one word: ``5m``), ``--prompt hello world`` (quote it)."""
+    by_flag = {o: a for a in parser._actions for o in a.option_strings}
+    hints: list[str] = []
+    i = 0
+    while i < len(argv):
+        flag, eq, inline = argv[i].partition("=")
+        action = by_flag.get(flag)
+        if action is None or action.nargs == 0 or not flag.startswith("-"):
+            i += 1
+            continue
+        value_at = i if eq else i + 1
+        value = inline if eq else (argv[value_at] if value_at < len(argv) else "")
+        j = value_at + 1
+        words = []
+        while j < len(argv) and not argv[j].startswith("-") and argv[j] in extra:
+            words.append(argv[j])
+            j += 1
+        if words:
+            whole = " ".join([value, *words])
+            spelled = unit_form(whole) if _is_duration(action) else None
+            if spelled:
+                hints.append(
+                    f"{flag} {whole}: a duration is one word: {flag} {spelled}"
+                    " (500ms, 30s, 5m, 1h, 1m30s)"
+                )
+            elif _is_duration(action):
+                hints.append(f"{flag} takes one word, {value}: a duration is 500ms, 30s, 5m, 1h")
+            else:
+                hints.append(f'{flag} takes one value: quote it if it has spaces, {flag} "{whole}"')
+        i = j
+    return "".join(f"\n  {h}" for h in hints)
 
 
 def _split_globals(argv: list[str]) -> tuple[list[str], bool]:
@@ -236,7 +276,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv = _negative_values(sub, argv)
     args, extra = parser.parse_known_args(argv)
     if extra:
-        (sub or parser).error(f"unrecognized arguments: {' '.join(extra)}")
+        hints = _stray_words(sub or parser, argv, extra)
+        (sub or parser).error(f"unrecognized arguments: {' '.join(extra)}{hints}")
     args.verbose = verbose
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,

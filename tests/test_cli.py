@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from streamslo.cli import COMMANDS
-from streamslo.options.units import parse_duration
+from streamslo.options.units import parse_duration, unit_form
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
@@ -70,6 +70,29 @@ def test_durations(text, seconds):
 def test_bad_durations(bad):
     with pytest.raises(ValueError):
         parse_duration(bad)
+
+
+@pytest.mark.parametrize(
+    "words, written",
+    [
+        ("5 minutes", "5m"),
+        ("1 hour 30 min", "1h30m"),
+        ("1h 30m", "1h30m"),
+        ("2.5 hours", "2.5h"),
+        ("90 secs", "90s"),
+        ("250 milliseconds", "250ms"),
+        ("5 fortnights", None),
+        ("minutes", None),
+        ("5 minutes later", None),
+        ("", None),
+    ],
+)
+def test_a_duration_in_words_and_how_it_is_written(words, written):
+    assert unit_form(words) == written
+    if written is not None:
+        with pytest.raises(ValueError, match=f"did you mean {written}\\?"):
+            parse_duration(words)
+        assert parse_duration(written) > 0
 
 
 PUBLIC = [

@@ -86,6 +86,58 @@ class TomlFile:
         return SLOFileError(self.path, line, message)
 
 
+_CLOSERS = {"[": "]", "{": "}"}
+#: A line that starts a statement: a table header or ``key =``.
+_STATEMENT = re.compile(r"""^\s*(?:\[|(?:[A-Za-z0-9_-]+|"[^"]*"|'[^']*')\s*(?:\.|=))""")
+
+
+def _open_brackets(text: str, stop_line: int | None) -> list[tuple[str, int]]:
+    """The ``[`` and ``{`` still open (each with its 1-based line) where the parser stopped:
+    the start of ``stop_line``'s next line, or the end (None). Strings and comments skipped."""
+    stack: list[tuple[str, int]] = []
+    i, line, n = 0, 1, len(text)
+    while i < n:
+        c = text[i]
+        if c == "\n":
+            if stop_line is not None and line >= stop_line:
+                break
+            line += 1
+        elif c == "#":
+            while i + 1 < n and text[i + 1] != "\n":
+                i += 1
+        elif c in "\"'":
+            quote = text[i : i + 3] if text[i : i + 3] in ('"""', "'''") else c
+            i += len(quote)
+            while i < n and not text.startswith(quote, i):
+                if text[i] == "\\" and c == '"':
+                    i += 1
+                elif text[i] == "\n":
+                    if len(quote) == 1:
+                        break  # a one-line string left open: tomllib names that line itself
+                    line += 1
+                i += 1
+            i += len(quote) - 1
+        elif c in _CLOSERS:
+            stack.append((c, line))
+        elif stack and c == _CLOSERS[stack[-1][0]]:
+            stack.pop()
+        i += 1
+    return stack
+
+
+def _left_open(text: str, line: int | None) -> tuple[int, str] | None:
+    """Where an array or inline table was left open, when that is why the parser stopped on a
+    later line (the next statement, or the end): its line and its missing closer."""
+    lines = text.splitlines()
+    if line is not None and not (0 < line <= len(lines) and _STATEMENT.match(lines[line - 1])):
+        return None  # the parser stopped inside the value: its own line is the mistake
+    stack = _open_brackets(text, None if line is None else line - 1)
+    if not stack:
+        return None
+    opener, opened = stack[0]
+    return opened, _CLOSERS[opener]
+
+
 def parse_toml(text: str, path: str = "<string>") -> TomlFile:
     """Parse TOML text.
 
@@ -101,11 +153,26 @@ def parse_toml(text: str, path: str = "<string>") -> TomlFile:
     except tomllib.TOMLDecodeError as exc:
         msg = str(exc)
         line: int | None = None
+        at_end = False
         m = _TOML_POS.search(msg)
         if m is not None:
             line, msg = int(m.group(1)), msg[: m.start()]
         elif _TOML_END.search(msg):
-            line, msg = max(1, len(text.splitlines())), _TOML_END.sub("", msg)
+            at_end, msg = True, _TOML_END.sub("", msg)
+        # An array or inline table left open is noticed on the next statement (or at the end):
+        # name the line that opened it, where the mistake is, and the line the parser reached.
+        left_open = _left_open(text, None if at_end else line)
+        if left_open is not None and left_open[0] != line:
+            opened, closer = left_open
+            reached = "the end of the file" if at_end else f"line {line}"
+            raise SLOFileError(
+                path,
+                opened,
+                f"not valid TOML: the {'array' if closer == ']' else 'inline table'} opened on "
+                f"this line is not closed: no {closer!r} before {reached} ({msg} there)",
+            ) from None
+        if at_end:
+            line = max(1, len(text.splitlines()))
         raise SLOFileError(path, line, f"not valid TOML: {msg}") from None
     return TomlFile(path, text, doc)
 

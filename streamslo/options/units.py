@@ -22,12 +22,34 @@ __all__ = [
     "parse_fraction",
     "parse_int",
     "positive_int_arg",
+    "unit_form",
 ]
 
 _T = TypeVar("_T")
 
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+#: Units as people spell them, and the one each is written as.
+_UNIT_WORDS = {
+    **dict.fromkeys(("ms", "msec", "msecs", "millisecond", "milliseconds"), "ms"),
+    **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), "s"),
+    **dict.fromkeys(("m", "min", "mins", "minute", "minutes"), "m"),
+    **dict.fromkeys(("h", "hr", "hrs", "hour", "hours"), "h"),
+}
+_SPELLED = re.compile(r"(\d+(?:\.\d+)?)\s*([a-z]+)")
+
+
+def unit_form(text: str) -> str | None:
+    """A duration spelled out in words, as a duration is written: ``"5 minutes"`` → ``"5m"``,
+    ``"1 hour 30 min"`` → ``"1h30m"``; None when ``text`` is not one."""
+    s = text.strip().lower().replace(",", " ").replace(" and ", " ")
+    pos, parts = 0, []
+    for m in _SPELLED.finditer(s):
+        if s[pos : m.start()].strip() or m.group(2) not in _UNIT_WORDS:
+            return None
+        parts.append(m.group(1) + _UNIT_WORDS[m.group(2)])
+        pos = m.end()
+    return "".join(parts) if parts and not s[pos:].strip() else None
 
 
 def parse_duration(text: str | float | int) -> float:
@@ -58,8 +80,10 @@ def parse_duration(text: str | float | int) -> float:
                 value += float(m.group(1)) * _UNIT_S[m.group(2)]
                 pos = m.end()
             if pos != len(s) or not s:
+                spelled = unit_form(s)
+                hint = f": did you mean {spelled}?" if spelled else ""
                 raise ValueError(
-                    f"not a duration: {text!r} (use seconds, or 500ms, 30s, 5m, 1h)"
+                    f"not a duration: {text!r}{hint} (use seconds, or 500ms, 30s, 5m, 1h)"
                 ) from None
     if value < 0:
         raise ValueError(f"a duration cannot be negative: {text!r}")

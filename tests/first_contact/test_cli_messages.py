@@ -44,6 +44,29 @@ def test_a_negative_duration_says_what_is_wrong() -> None:
     assert r.stderr.startswith("streamslo run: error: --duration: must be positive, got -5s\n")
 
 
+def test_a_duration_in_words_unquoted_gets_its_unit_form() -> None:
+    r = streamslo("run", "--host", "http://x", "--out", "/tmp/x", "--duration", "5", "minutes")
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert lines[0] == "streamslo run: error: unrecognized arguments: minutes"
+    assert (
+        lines[1].strip().startswith("--duration 5 minutes: a duration is one word: --duration 5m")
+    )
+    assert lines[2] == "usage: streamslo run --out DIR [options]"
+    # Quoted, the value itself is refused, with the same unit form.
+    r = streamslo("run", "--host", "http://x", "--out", "/tmp/x", "--warmup=1 hour 30 min")
+    assert "--warmup: not a duration: '1 hour 30 min': did you mean 1h30m?" in r.stderr
+    # A bare word after a value that is not a duration: quote it; a typo still gets its hint.
+    r = streamslo(
+        "run", "--host", "http://x", "--out", "/tmp/x", "--system-prompt", "be", "brief", "--usres"
+    )
+    assert (
+        '--system-prompt takes one value: quote it if it has spaces, --system-prompt "be brief"'
+        in (r.stderr)
+    )
+    assert "--usres: did you mean --users?" in r.stderr
+
+
 def test_a_missing_required_option_is_named_and_shown_as_required() -> None:
     r = streamslo("run", "--host", "http://x")
     assert r.returncode == 2 and "required: --out" in r.stderr

@@ -212,7 +212,16 @@ def _error(tmp_path: Path, text: str) -> SLOFileError:
 @pytest.mark.parametrize(
     ("text", "line", "fragment"),
     [
-        ('[thresholds]\nitl_ms = ["p(99)<200"\n', 2, "not valid TOML: Unclosed array"),
+        (
+            '[thresholds]\nitl_ms = ["p(99)<200"\n',
+            2,
+            "not valid TOML: the array opened on this line is not closed: no ']' before the end",
+        ),
+        (
+            '[thresholds]\nitl_ms = ["p(99)<200"]\nttft_ms = ["p(95)<2000"\nhttp_5xx_rate = []\n',
+            3,
+            "the array opened on this line is not closed: no ']' before line 4",
+        ),
         ('[thresholds]\nitl_ms = "p(99)<200" x\n', 2, "not valid TOML"),
         (
             '# SLO\n\n[thresholds]\nitl_ms = ["p(99)<200"]\nitl = ["p(99)<200"]\n',

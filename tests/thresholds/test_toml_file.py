@@ -59,6 +59,31 @@ def test_bad_toml_names_the_file_and_the_line(tmp_path):
         read_toml(tmp_path / "missing.toml")
 
 
+@pytest.mark.parametrize(
+    ("text", "line", "fragment"),
+    [
+        # Left open: the parser notices on the next statement (or at the end); the opener's
+        # line is named, and the line the parser reached.
+        (
+            '[load]\nusers = 2\nstages = [{ duration = "1m", target = 4 },\n\n[scenarios.a]\n',
+            3,
+            "the array opened on this line is not closed: no ']' before line 5",
+        ),
+        ('a = 1\nb = ["x]", \'[\', # ]\n"c" = 2\n', 2, "no ']' before line 3"),
+        ("a = { b = 1\nc = 2\n", 1, "Unclosed inline table"),
+        ('a = """\n[\n"""\nb = [1,\n', 4, "no ']' before the end of the file"),
+        # The mistake inside a value that spans lines: the parser's own line.
+        ("a = [\n  1,\n  2 3,\n]\n", 3, "not valid TOML: Unclosed array"),
+        ('a = "x\nb = 1\n', 1, "not valid TOML: Illegal character"),
+    ],
+)
+def test_a_bad_toml_file_names_the_line_of_the_mistake(text, line, fragment):
+    with pytest.raises(SLOFileError) as err:
+        parse_toml(text, "f.toml")
+    assert err.value.line == line, str(err.value)
+    assert fragment in str(err.value)
+
+
 def test_line_lookups():
     toml = parse_toml('# x\n[load]\nusers = 2\n\n[thresholds]\n"itl_ms" = ["p(99)<1"]\n', "f")
     assert toml.table_line("load") == 2 and toml.key_line("load", "users") == 3
