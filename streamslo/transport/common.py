@@ -3,6 +3,7 @@ under the stall/deadline rules, with transport failures mapped onto the tracker.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import select
@@ -51,7 +52,11 @@ class ClientLimits:
     first_token_timeout: float | None = None
     """Seconds from the response head to the first token (None: the stall timeout)."""
     connect_timeout: float = 10.0
-    """Seconds to establish TCP (and TLS)."""
+    """Seconds to establish TCP (and TLS, unless :attr:`tls_timeout` says otherwise)."""
+    tls_timeout: float | None = None
+    """Seconds the TLS handshake may take once TCP is up (None: :attr:`connect_timeout`). A
+    plain-HTTP port never answers a TLS hello (it waits for a request head): past this the
+    connection fails saying the server did not answer TLS."""
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
     """The largest SSE event or WebSocket message accepted (``malformed`` beyond)."""
     recv_size: int = 65536
@@ -111,6 +116,27 @@ def make_ssl_context(insecure: bool = False) -> ssl.SSLContext:
     return ctx
 
 
+def _handshake(sock: socket.socket, limits: ClientLimits) -> None:
+    """The TLS handshake of a wrapped socket, bounded by :attr:`ClientLimits.tls_timeout`.
+
+    Raises:
+        ssl.SSLError: the handshake failed, or got no answer in time ("the server did not
+            answer TLS": the standard library and gevent each word a timeout their own way).
+    """
+    wait = limits.connect_timeout if limits.tls_timeout is None else limits.tls_timeout
+    sock.settimeout(wait)
+    try:
+        getattr(sock, "do_handshake")()  # noqa: B009 (an ssl.SSLSocket, or gevent's)
+    except (TimeoutError, ssl.SSLError) as exc:
+        if isinstance(exc, TimeoutError) or "timed out" in str(exc):
+            raise ssl.SSLError(
+                errno.ETIMEDOUT,
+                f"the server did not answer TLS within {wait:g} s (a plain-HTTP port waits "
+                "for a request head and never answers a TLS hello: use http://)",
+            ) from None
+        raise
+
+
 def connect(target: Target, limits: ClientLimits) -> socket.socket:
     """A TCP (and TLS) connection to ``target``, with no timeout left on it."""
     sock = socket.socket(
@@ -123,7 +149,10 @@ def connect(target: Target, limits: ClientLimits) -> socket.socket:
         sock.settimeout(limits.connect_timeout)
         sock.connect((target.host, target.port))
         if target.ssl_context is not None:
-            sock = target.ssl_context.wrap_socket(sock, server_hostname=target.host)
+            sock = target.ssl_context.wrap_socket(
+                sock, server_hostname=target.host, do_handshake_on_connect=False
+            )
+            _handshake(sock, limits)
         sock.settimeout(None)  # reads are timed by the watchdog, not by a timer per recv
     except BaseException:
         sock.close()

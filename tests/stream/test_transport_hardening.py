@@ -249,3 +249,112 @@ def test_stray_bytes_on_an_idle_connection_do_not_become_the_next_answer(faulty_
     assert [o for o, _ in outcomes] == ["ok", "ok", "ok"]
     assert outcomes[1][1]  # a fresh connection after the stray bytes
     assert not outcomes[2][1]  # and that one is reused
+
+
+# --- TLS to a port that never answers it -------------------------------------------------------
+
+_GEVENT_TLS = """
+from gevent import monkey
+
+monkey.patch_all()
+
+import sys, time
+
+from streamslo.transport.common import ClientLimits, connect
+from streamslo.transport.sync import Target
+
+t = time.perf_counter()
+try:
+    connect(Target.from_url(sys.argv[1]), ClientLimits(connect_timeout=5.0, tls_timeout=0.5))
+except OSError as exc:
+    print(f"{type(exc).__name__}|{exc}|{time.perf_counter() - t:.2f}")
+"""
+
+
+def test_a_tls_handshake_that_gets_no_answer_fails_in_its_own_time_saying_so(servers):
+    """``https://`` to a plain-HTTP port: the server waits for a request head that a TLS hello
+    never completes. The handshake gives up after ``tls_timeout`` (not the connect timeout),
+    and says what happened, under the plain sockets and under gevent's (Locust's)."""
+    from streamslo.transport.common import ClientLimits
+    from streamslo.transport.sse import stream_sse
+
+    plain = servers(lambda conn, head: conn.sendall(b"HTTP/1.1 404 X\r\nContent-Length: 0\r\n\r\n"))
+    url = f"https://127.0.0.1:{plain.port}"
+    rec = StreamRecord(stream_id="s", protocol="sse", user_class="U", started_at=0.0, t0=0.0)
+    tracker = StreamTracker(rec, StreamExpectations(max_tokens=4))
+    limits = ClientLimits(connect_timeout=5.0, tls_timeout=0.5)
+    t = time.perf_counter()
+    guard(
+        tracker,
+        lambda: stream_sse(Target.from_url(url), "/v1/chat/completions", b"{}", tracker, limits),
+    )
+    took = time.perf_counter() - t
+    assert rec.outcome == "connect_error", rec
+    assert rec.error.startswith("SSLError: the server did not answer TLS within 0.5 s"), rec.error
+    assert 0.4 < took < 3.0, took  # its own bound: not the 5 s connect timeout
+    child = subprocess.run(
+        [sys.executable, "-c", _GEVENT_TLS, url], capture_output=True, text=True, timeout=60
+    )
+    kind, message, seconds = child.stdout.strip().split("|")
+    assert kind == "SSLError" and message.startswith("the server did not answer TLS within 0.5 s")
+    assert 0.4 < float(seconds) < 3.0, child.stdout + child.stderr
+
+
+def test_a_tls_server_that_answers_is_read_and_its_certificate_checked(tmp_path):
+    """The handshake, now bounded on its own, still completes against a TLS server, and still
+    refuses a certificate nobody vouches for unless ``insecure``."""
+    import shutil
+    import ssl
+
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("no openssl to make a test certificate")
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(
+        [
+            openssl,
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    body = b'{"data":[{"id":"tls-ok"}]}'
+
+    def answer(conn: socket.socket) -> None:
+        with contextlib.suppress(OSError), ctx.wrap_socket(conn, server_side=True) as tls:
+            head = b""
+            while b"\r\n\r\n" not in head:
+                head += tls.recv(4096)
+            tls.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def loop() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = listener.accept()
+                threading.Thread(target=answer, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=loop, daemon=True).start()
+    url = f"https://127.0.0.1:{listener.getsockname()[1]}"
+    try:
+        assert fetch(Target.from_url(url, insecure=True), "/v1/models", timeout=5) == (200, body)
+        with pytest.raises(ssl.SSLCertVerificationError):
+            fetch(Target.from_url(url), "/v1/models", timeout=5)
+    finally:
+        listener.close()
