@@ -592,7 +592,10 @@ def _preflight(cfg: RunConfig) -> list[dict[str, Any]] | None:
         include_usage=cfg.usage,
         done_marker=cfg.done_marker,
         coalesced_chunks=cfg.coalesced_chunks,
+        token_ids=cfg.token_ids,
         system_prompt=resolve_system_prompt(cfg.system_prompt),
+        api=cfg.api,
+        path_override=cfg.path,
     )
     envelope = WSEnvelope.from_options(
         cfg.ws_request_template, cfg.ws_chunk_path, cfg.ws_done_message
@@ -629,6 +632,9 @@ def _preflight(cfg: RunConfig) -> list[dict[str, Any]] | None:
             exc.protocol, exc.url, d, "nothing else was sent; --no-preflight skips this check"
         ) from None
     out = []
+    if not cfg.quiet:
+        for note in results[0].adapted if results else ():
+            print(f"streamslo run: {note}", file=sys.stderr)
     for r in results:
         if not cfg.quiet and r.diagnosis is not None:
             error = f" ({cfg.headers.redactor()(r.record.error)})" if r.record.error else ""
@@ -641,6 +647,8 @@ def _preflight(cfg: RunConfig) -> list[dict[str, Any]] | None:
                 "status": r.record.status,
                 "error": cfg.headers.redactor()(r.record.error) or None,
                 "seconds": round(r.seconds, 3),
+                "engine": r.engine,
+                "adapted": list(r.adapted),
             }
         )
     return out

@@ -33,7 +33,14 @@ from streamslo.transport.common import ClientLimits, Target, connect
 from streamslo.transport.fetch import fetch
 from streamslo.transport.sse import stream_sse
 from streamslo.transport.ws import WSConnection
-from streamslo.workload.requests import WS_PATH, RequestOptions, build_body, first_model_id
+from streamslo.workload.engines import adapt_request
+from streamslo.workload.requests import (
+    WS_PATH,
+    RequestOptions,
+    build_body,
+    first_model_id,
+    first_model_owner,
+)
 
 __all__ = [
     "PREFLIGHT_HEADER",
@@ -44,6 +51,7 @@ __all__ = [
     "PreflightResult",
     "diagnose",
     "list_models",
+    "models_and_owner",
     "one_stream",
     "parse_target",
     "preflight",
@@ -88,6 +96,10 @@ class PreflightResult:
     record: StreamRecord
     seconds: float
     diagnosis: Diagnosis | None
+    engine: str | None = None
+    """The engine ``/v1/models`` named (its ``owned_by``), if any."""
+    adapted: tuple[str, ...] = ()
+    """How the run's requests were adapted to that engine (docs/servers.md)."""
 
     def describe(self) -> str:
         rec = self.record
@@ -140,16 +152,25 @@ def list_models(
     target: Target, limits: ClientLimits = PREFLIGHT_LIMITS
 ) -> tuple[int | None, list[str]]:
     """``GET /v1/models``: the status (None: no answer) and the model ids listed."""
+    status, ids, _ = models_and_owner(target, limits)
+    return status, ids
+
+
+def models_and_owner(
+    target: Target, limits: ClientLimits = PREFLIGHT_LIMITS
+) -> tuple[int | None, list[str], str | None]:
+    """``GET /v1/models``: the status (None: no answer), the model ids listed, and who serves
+    the first (``owned_by``: the engine, docs/servers.md)."""
     try:
         status, body = fetch(target, "/v1/models", timeout=limits.request_timeout, limits=limits)
     except (OSError, ProtocolError, ValueError):
-        return None, []
+        return None, [], None
     if status != 200:
-        return status, []
+        return status, [], None
     try:
         listing = loads_chunk(body.decode("utf-8", "replace"))
     except ValueError:
-        return status, []
+        return status, [], None
     data = listing.get("data") if isinstance(listing, dict) else None
     ids = (
         [str(m["id"]) for m in data if isinstance(m, dict) and "id" in m]
@@ -158,7 +179,7 @@ def list_models(
     )
     if not ids and first_model_id(listing):
         ids = [str(first_model_id(listing))]
-    return status, ids
+    return status, ids, first_model_owner(listing)
 
 
 def one_stream(
@@ -442,10 +463,14 @@ def preflight(
     """
     target = parse_target(host, {**(headers or {}), PREFLIGHT_HEADER: "1"}, insecure)
     models: list[str] = []
-    if request.model is None:
-        _, models = list_models(target, limits)
-        if models:
+    owner: str | None = None
+    if request.model is None or request.token_ids == "auto":
+        _, models, owner = models_and_owner(target, limits)
+        if models and request.model is None:
             request = replace(request, model=models[0])
+    # Judged as the run will judge it: adapted to the engine (docs/servers.md).
+    adapted = adapt_request(request, owner)
+    request = adapted.request
     request = replace(request, max_tokens=min(request.max_tokens, PREFLIGHT_MAX_TOKENS))
     results: list[PreflightResult] = []
     for protocol in protocols:
@@ -483,5 +508,7 @@ def preflight(
         url = f"{target.scheme}://{target.host_header}{target.prefix}{path}"
         if diagnosis is not None and diagnosis.fatal:
             raise PreflightFailed(protocol, url, diagnosis)
-        results.append(PreflightResult(protocol, url, rec, seconds, diagnosis))
+        results.append(
+            PreflightResult(protocol, url, rec, seconds, diagnosis, owner, adapted.notes)
+        )
     return results

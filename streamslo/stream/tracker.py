@@ -574,6 +574,7 @@ class StreamTracker:
         kind = 0  # the token's kind (chunkjson.ANSWER, REASONING, TOOL)
         listed = -1  # tokens the chunk lists in ``token_ids`` (vLLM's return_token_ids); -1: none
         text = ""  # the token's text, of any kind
+        finish_here = False
         for choice in choices:
             if not isinstance(choice, dict):
                 self._finish(t, Outcome.MALFORMED, "a choice is not an object")
@@ -584,6 +585,7 @@ class StreamTracker:
                     self._finish(t, Outcome.MALFORMED, "finish_reason is not a string")
                     return
                 rec.finish_reason = fr
+                finish_here = True
             if position != TOKEN:
                 delta = choice.get("delta")
                 content = delta.get("content") if type(delta) is dict else None
@@ -620,7 +622,9 @@ class StreamTracker:
             else:
                 self._idle += 1
             return
-        count = _server_count(chunk, True)
+        # A count on the finish chunk is the final one (llama.cpp's last timings, a usage riding on
+        # the last chunk), not a running count, unless the chunks before it carried one too.
+        count = _server_count(chunk, True) if ledger.counted or not finish_here else -1
         if position == TOKEN:
             n = 1
             if count >= 0:

@@ -227,3 +227,22 @@ def test_ordinary_stop_reasons_end_a_free_stream(reason):
     rec = run(FREE, chunks)
     assert rec.outcome == "ok", rec.error
     assert rec.finish_reason == reason
+
+
+def test_a_count_on_the_finish_chunk_alone_is_the_final_count_not_a_running_one():
+    """llama.cpp without timings_per_token puts timings on its last chunk only; the bundled server
+    and others put the usage on the finish chunk: the arrivals before it are explained by their
+    text, and the finish chunk is no token."""
+    chunks = [chat({"content": t}) for t in ["a", "b", "中", "c"]]
+    last = {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}
+    last["usage"] = {"prompt_tokens": 2, "completion_tokens": 6}
+    last["timings"] = {"predicted_n": 6}
+    rec = run(StreamExpectations(max_tokens=6), [*chunks, event(last), DONE])
+    assert rec.outcome == "ok", rec.error
+    assert rec.tokens == 4 and rec.row()["tokens"] == 6
+    plain = [chat({"content": t}) for t in ["a", "b"]]
+    last["usage"] = {"prompt_tokens": 2, "completion_tokens": 2}
+    last["timings"] = {"predicted_n": 2}
+    rec = run(StreamExpectations(max_tokens=2), [*plain, event(last), DONE])
+    assert rec.outcome == "ok", rec.error
+    assert rec.tokens == 2

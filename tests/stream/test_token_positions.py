@@ -111,8 +111,6 @@ def test_chunks_without_a_token_position(delta):
         # vLLM: the finish rides on the last token's chunk, whose text was held back.
         (2, chat({"content": ""}, "length"), True),
         (2, chat({"content": ""}, "length"), False),  # counted by max_tokens under ignore_eos
-        # vLLM with a reasoning or tool parser: the last token's delta was kept back: {}.
-        (2, chat({}, "length"), True),
         # OpenAI / llama.cpp: a bare finish chunk after the last token.
         (3, chat({}, "length"), True),
         (3, chat({"content": ""}, "length"), True),
@@ -125,6 +123,35 @@ def test_empty_finish_chunk_counts_only_when_the_server_counts_it(n_before, last
     assert rec.outcome == "ok", rec.error
     assert rec.tokens == 3
     assert len(rec.gap_s) == 2
+
+
+def test_a_bare_finish_chunk_is_never_a_token():
+    """A ``{}`` finish chunk carries no position, even when usage says one more (vLLM with a
+    reasoning or tool parser sends its last token so: a run asks vLLM for token ids, which
+    count it exactly): the missing token is reported, not assumed."""
+    reads = [(10.1 + i * 0.1, chat({"content": f"t{i}"})) for i in range(2)]
+    reads.append((10.9, chat({}, "length") + usage(3) + DONE))
+    rec, _ = run(E3, reads)
+    assert rec.outcome == "silent_truncation"
+    assert rec.error == "2 token positions arrived of 3 the server counted"
+    ids = [
+        (10.1, event({"choices": [{"index": 0, "delta": {"content": "a"}, "token_ids": [7]}]})),
+        (10.2, event({"choices": [{"index": 0, "delta": {"content": "b"}, "token_ids": [8]}]})),
+        (
+            10.3,
+            event(
+                {
+                    "choices": [
+                        {"index": 0, "delta": {}, "finish_reason": "length", "token_ids": [9]}
+                    ]
+                }
+            ),
+        ),
+        (10.4, usage(3) + DONE),
+    ]
+    rec, _ = run(E3, ids)
+    assert rec.outcome == "ok", rec.error
+    assert rec.tokens == 3
 
 
 def test_completions_empty_text_is_a_token():
