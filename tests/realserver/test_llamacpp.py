@@ -2,7 +2,7 @@
 ``llamacpp_setup.py``), with no server-specific flags: a healthy server reads healthy in each
 dialect it serves (OpenAI chat and completions, OpenAI Responses, Anthropic Messages) and with
 prompts heavy in multibyte text, ``streamslo check`` passes, and a killed server fails the
-default SLO. Skipped unless ``STREAMSLO_LLAMACPP_DIR`` is set (``tox -e llamacpp``).
+default SLO. Anthropic Messages needs ``--no-ignore-eos``: llama.cpp drops ``ignore_eos`` there. Skipped unless ``STREAMSLO_LLAMACPP_DIR`` is set (``tox -e llamacpp``).
 
 llama.cpp holds back the text of byte tokens until they make whole UTF-8 characters, then sends
 them in one chunk, and the tiny model's random weights emit many byte tokens: these runs are
@@ -43,32 +43,109 @@ LOAD = (
     "--allow-invalid",
 )
 
-#: dialect flags -> the finish reason of a stream that ran to max_tokens, in that dialect's word.
+#: dialect -> its flags, and the finish reason of a stream that ran to max_tokens. llama.cpp ends
+#: a Responses stream at max_output_tokens with ``response.completed`` (status "completed", no
+#: ``incomplete_details``), so that is the reason there.
 DIALECTS = {
     "chat": (("--endpoint", "chat"), "length"),
     "completions": (("--endpoint", "completions"), "length"),
-    "responses": (("--api", "openai-responses"), "max_output_tokens"),
-    "messages": (("--api", "anthropic-messages"), "max_tokens"),
+    "responses": (("--api", "openai-responses"), "completed"),
 }
+
+#: Prompts after which the tiny model's greedy answer is its end-of-sequence within 4 tokens
+#: (found by trying against this build and model: 3 tokens, the third the EOS).
+EOS_PROMPTS = (
+    "wave harbour rock fish night island sea lighthouse",
+    "night night island night island wave lighthouse harbour",
+    "fish rock lighthouse harbour rock lamp island lighthouse",
+    "rock island storm rock harbour rock lighthouse fish",
+    "boat night rock wave rock island sea lamp",
+)
 
 
 @pytest.mark.parametrize("dialect", list(DIALECTS))
 def test_a_healthy_llamacpp_is_all_ok(llamacpp: Any, tmp_path: Path, dialect: str) -> None:
     flags, length_reason = DIALECTS[dialect]
     run = run_streamslo(llamacpp.url, tmp_path / "run", *flags, *LOAD)
-    assert_healthy(run, length_reason=length_reason)
+    assert_healthy(run, finish_reasons=(length_reason,))
+
+
+def test_a_healthy_llamacpp_is_all_ok_on_anthropic_messages(llamacpp: Any, tmp_path: Path) -> None:
+    """``--no-ignore-eos``: llama.cpp's /v1/messages drops ``ignore_eos`` (its Anthropic-to-chat
+    conversion passes on only temperature, top_p, top_k, stream and chat_template_kwargs), so
+    some streams end at the model's end-of-sequence with ``end_turn`` before max_tokens. There
+    ``usage.output_tokens`` counts the end-of-sequence token, which streams no text: one more
+    than the deltas."""
+    run = run_streamslo(
+        llamacpp.url,
+        tmp_path / "run",
+        "--api",
+        "anthropic-messages",
+        "--no-ignore-eos",
+        *LOAD,
+    )
+    s = run.streams
+    counted = s[s["outcome"] != "cancelled"]
+    ok = counted[counted["outcome"] == "ok"]
+    msg = f"outcomes {run.outcomes()}; finish {s['finish_reason'].value_counts().to_dict()}"
+    assert len(counted) >= 20, msg
+    assert len(ok) >= 0.99 * len(counted), msg
+    full = ok[ok["finish_reason"] == "max_tokens"]
+    eos = ok[ok["finish_reason"] == "end_turn"]
+    assert len(full) + len(eos) == len(ok), msg
+    assert (full["usage_completion_tokens"] == 64).all(), msg
+    assert (full["tokens"] == full["usage_completion_tokens"]).all(), msg
+    assert (eos["usage_completion_tokens"] <= 64).all(), msg
+    assert (eos["tokens"] == eos["usage_completion_tokens"] - 1).all(), (
+        msg,
+        eos[["tokens", "usage_completion_tokens"]].head(5).to_dict("records"),
+    )
+    assert run.code == 0, msg
+
+
+def test_llamacpp_honours_ignore_eos_on_chat_and_drops_it_on_anthropic_messages(
+    llamacpp: Any, tmp_path: Path
+) -> None:
+    """The same prompts, whose greedy answer ends at the EOS after 3 tokens, with default flags
+    (``ignore_eos`` asked): on chat every stream runs to max_tokens, on /v1/messages every stream
+    ends with ``end_turn`` and is a silent truncation (the default SLO fails)."""
+    prompts = tmp_path / "eos.txt"
+    prompts.write_text("\n".join(EOS_PROMPTS) + "\n")
+    load = (
+        "--users",
+        "4",
+        "--spawn-rate",
+        "4",
+        "--duration",
+        "10s",
+        "--max-tokens",
+        "64",
+        "--allow-invalid",
+        "--prompt-file",
+        str(prompts),
+    )
+    chat = run_streamslo(llamacpp.url, tmp_path / "chat", "--endpoint", "chat", *load)
+    assert_healthy(chat)
+    messages = run_streamslo(
+        llamacpp.url, tmp_path / "messages", "--api", "anthropic-messages", *load
+    )
+    s = messages.streams
+    counted = s[s["outcome"] != "cancelled"]
+    msg = f"outcomes {messages.outcomes()}; finish {s['finish_reason'].value_counts().to_dict()}"
+    assert len(counted) >= 20, msg
+    assert (counted["outcome"] == "silent_truncation").all(), msg
+    assert (counted["finish_reason"] == "end_turn").all(), msg
+    assert (counted["usage_completion_tokens"] < 64).all(), msg
+    assert messages.code == 99, msg
 
 
 def test_prompts_heavy_in_multibyte_text_are_all_ok(llamacpp: Any, tmp_path: Path) -> None:
     """CJK, accented Latin, Greek, Cyrillic, Devanagari, Arabic and emoji in every prompt (the
-    tokenizer spells most of them in byte tokens)."""
+    tokenizer spells most of them in byte tokens): each ordered pair of the lines of
+    ``MULTIBYTE_TEXT``, 132 prompts, so that the answers vary."""
     prompts = tmp_path / "prompts.txt"
     prompts.write_text(
-        "\n".join(
-            f"{a} {b}"
-            for a, b in zip(MULTIBYTE_TEXT, MULTIBYTE_TEXT[1:] + MULTIBYTE_TEXT[:1], strict=True)
-        )
-        + "\n",
+        "\n".join(f"{a} {b}" for a in MULTIBYTE_TEXT for b in MULTIBYTE_TEXT if a != b) + "\n",
         encoding="utf-8",
     )
     run = run_streamslo(
