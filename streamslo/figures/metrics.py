@@ -625,8 +625,17 @@ def summarize(data: RunData) -> SummaryJson:
     out["valid"] = data.valid
     if not data.valid:
         out["invalid_reason"] = data.run.get("invalid_reason")
-    from streamslo.figures.server_hints import server_hints  # (lazy: summaries are the only users)
+    # (lazy: summaries are the only users)
+    from streamslo.figures.server_hints import server_hints, unknown_stop_reasons
 
+    if "finish_reason" in s.columns:
+        reasons = s["finish_reason"].dropna().astype(str).value_counts()
+        out["finish_reasons"] = {
+            str(k): int(v) for k, v in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))
+        }
+        unknown = unknown_stop_reasons(s)
+        if unknown:
+            out["unknown_finish_reasons"] = unknown
     hints = server_hints(s)
     if hints:
         out["server_hints"] = hints

@@ -126,6 +126,10 @@ class SummaryJson(TypedDict, total=False):
     outcomes: dict[str, int]
     server_hints: list[str]
     """One rule that explains most failures, and the flag the server needs (server_hints.py)."""
+    finish_reasons: dict[str, int]
+    """Every stop reason the streams ended with, and how many (most frequent first)."""
+    unknown_finish_reasons: dict[str, int]
+    """The stop reasons among them that no dialect documents (judged by their counts)."""
     truncation_rate: float | None
     http_5xx_rate: float | None
     error_rate: float | None
