@@ -25,6 +25,15 @@ What it needs, found by trying (llama-cpp-python 0.3.36, llama.cpp commit 0c1e57
   ``-j2``; a C++17 compiler and CMake are all it needs.
 - ``llama-server`` starts in 0.1-0.4 s with this model, and closes the connection after every
   streamed response (no keep-alive after a stream).
+- What it streams (the captures of ``tox -e llamacpp``'s model): a chunk per token, except that
+  the text of byte tokens is held back until it makes whole UTF-8 characters (or U+FFFD), so
+  2-3 tokens share a chunk now and then; ``"timings_per_token": true`` puts
+  ``timings.predicted_n`` on every chunk. At the end-of-sequence token (``ignore_eos`` off) the
+  usage counts that token, which streams no text. ``/v1/messages`` drops ``ignore_eos`` (its
+  conversion to a chat request passes on only temperature, top_p, top_k, stream and
+  chat_template_kwargs); ``/v1/responses`` passes it on, and ends a stream at
+  ``max_output_tokens`` with ``response.completed`` (status "completed"). A body that is not
+  JSON is answered HTTP 500.
 - The tokenizer: ``convert_hf_to_gguf.py`` refuses a byte-level BPE tokenizer whose
   pre-tokenizer hash it does not know (it keeps a list of the hashes of published models), so
   the tiny model has a SentencePiece BPE tokenizer instead, trained here *with byte fallback*:
@@ -35,7 +44,9 @@ What it needs, found by trying (llama-cpp-python 0.3.36, llama.cpp commit 0c1e57
   ``gguf-py`` (on ``PYTHONPATH``, so that it matches the server). They go in a small venv of
   their own, ``DIR/convert-venv``, with torch's CPU build pinned by its local version
   (``torch==2.13.0+cpu``; PyPI's plain 2.13.0 is the CUDA build, several GB); or, when
-  ``STREAMSLO_VLLM_VENV`` names the vLLM venv and it imports all of them, that one.
+  ``STREAMSLO_VLLM_VENV`` names the vLLM venv and it imports all of them, that one. The GGUF is
+  the same, byte for byte, from either (transformers 4.57.6 and 5.19.0). ``build-model`` took
+  82 s the first time (60 s of it the venv), 16 s with the vLLM venv.
 
 The model: the SentencePiece tokenizer (vocabulary 2,000, byte fallback) trained on the standard
 library's own ``.py`` files plus some multibyte text (:data:`MULTIBYTE_TEXT`: CJK, accented
