@@ -586,6 +586,8 @@ def main(argv: list[str] | None = None) -> int:
         log = directory / "serve.log"
         server = start_server(directory, args.port, log)
         print(f"{server.url} up in {server.startup_s:.1f} s (log {log}); Ctrl-C stops it")
+        # SIGTERM stops the server too (it runs in a session of its own).
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         try:
             server.proc.wait()
         except KeyboardInterrupt:
