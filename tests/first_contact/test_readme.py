@@ -44,6 +44,41 @@ def test_the_readme_has_examples_to_check() -> None:
     assert sum(1 for c in commands() if c[0].endswith("streamslo")) >= 15
 
 
+def _quick_start() -> dict[str, str]:
+    """The quick start's commands by their comment (``1. The main job...``), continuations
+    joined into one line."""
+    block = blocks("bash")[0]
+    out: dict[str, str] = {}
+    for chunk in block.strip().split("\n\n"):
+        comment, _, command = chunk.partition("\n")
+        out[comment] = " ".join(command.replace("\\\n", " ").split())
+    return out
+
+
+def test_the_quick_start_installs_the_cpu_build_of_the_pinned_torch_first() -> None:
+    """A Linux user who pastes either command gets torch's CPU build, not PyPI's CUDA one, at
+    the version the server extra pins."""
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    (pin,) = [r for r in pyproject["project"]["optional-dependencies"]["server"] if "torch" in r]
+    commands = _quick_start()
+    assert len(commands) == 2, commands
+    for command in commands.values():
+        steps = [shlex.split(step) for step in command.split("&&")]
+        torch = next(i for i, s in enumerate(steps) if pin in s)
+        project = next(i for i, s in enumerate(steps) if any(w.startswith(".[server") for w in s))
+        assert torch < project, command
+        words = steps[torch]
+        assert words[:2] == [".venv/bin/pip", "install"] and "--no-deps" in words
+        cpu = words[words.index("--extra-index-url") + 1]
+        assert cpu == "https://download.pytorch.org/whl/cpu"
+
+
+def test_ci_runs_the_readmes_test_command_exactly() -> None:
+    (command,) = [c for comment, c in _quick_start().items() if "test suite" in comment]
+    ci = (REPO / ".ci" / "run").read_text().replace("\\\n", " ")
+    assert command in [" ".join(line.split()) for line in ci.splitlines()], command
+
+
 def test_every_toml_example_parses() -> None:
     for text in blocks("toml"):
         doc = tomllib.loads(text)
