@@ -628,7 +628,8 @@ NAME_WIDTH = len("bad request → 4xx with an error body")
 def format_item(item: CheckItem, width: int = NAME_WIDTH) -> str:
     """One line of the table."""
     flags = f"   [{' '.join(item.flags)}]" if item.flags else ""
-    return f"  {_MARK[item.status]}  {item.name:<{width}}  {item.detail}{flags}"
+    detail = " ".join(item.detail.split())  # a server's message may hold line breaks
+    return f"  {_MARK[item.status]}  {item.name:<{width}}  {detail}{flags}"
 
 
 def format_footer(report: CheckReport) -> str:

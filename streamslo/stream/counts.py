@@ -11,8 +11,10 @@ token; vLLM's Responses and Messages streams send no delta for a token whose tex
 detokenizer holds back. ``usage`` then counts more tokens than chunks arrived, though nothing
 was lost. Where the server gives a per-chunk count (vLLM's ``token_ids``, llama.cpp's
 ``timings.predicted_n``, a cumulative ``usage`` on every chunk) the tracker counts from it, and a
-jump is believed only as far as the chunk's text can hold it (:func:`text_capacity`): a lost
-chunk is not counted as arrived. Where the server gives none, a shortfall against ``usage`` is
+jump is the server's word: a chunk holds the tokens counted since the one before (llama.cpp sends
+no chunk for a token with no text, such as an end-of-sequence token under ``ignore_eos``), so a
+chunk lost on the way cannot be told from such a token. Where the server gives none, a
+shortfall against ``usage`` is
 explained by the text that arrived (:class:`Ledger`): every byte of a multi-byte character in it
 may have been a token held back, so a stream whose missing positions fit there is whole. What
 cannot then be seen: a lost chunk whose tokens fit in the spare room that merged chunks left (one
@@ -117,7 +119,8 @@ class Ledger:
         self.spare = 0
         """Tokens the text that arrived could hold beyond one an arrival (:func:`text_capacity`)."""
         self.counted = False
-        """The server counted the tokens of its chunks itself: nothing more is explained."""
+        """The server counted the tokens of its chunks itself, chunk by chunk: its count is
+        the stream's."""
         self.tail = False
         """The stream ended with a chunk without text (where an unfinished UTF-8 sequence's
         tokens would be)."""
@@ -135,7 +138,10 @@ class Ledger:
         if self.whole_text:
             return True
         if self.counted:
-            return False
+            # The server counted its tokens chunk by chunk: tokens after its last count that
+            # came with no chunk are tokens with no text (llama.cpp sends none for an
+            # end-of-sequence token under ignore_eos, nor for an unfinished UTF-8 sequence).
+            return True
         room = self.spare
         if room and self.tail:
             room += TAIL_TOKENS  # (only beside multi-byte text: plain ASCII has no tail to hold)
@@ -192,7 +198,16 @@ def judge_end(
         return Outcome.OK, ""
     counted = usage if usage is not None else (mt if forced else None)
     if counted is not None and n < counted:
-        if ledger.explains(counted - n):
+        stop_token = (
+            expect.stop_token_counted
+            and not forced
+            and reason in rules.complete
+            and reason not in rules.length
+            and counted - n == 1
+        )
+        if stop_token or ledger.explains(counted - n):
+            # (stop_token: an engine that counts the end-of-sequence token that ended the
+            # answer, a token with no text: llama.cpp.)
             # Merged chunks: the server's count is the stream's (docs/outcomes.md).
             rec.reported_tokens = counted
             return Outcome.OK, ""

@@ -89,6 +89,9 @@ class StreamExpectations:
     """The server may pack several tokens into one chunk: only count checks via usage apply."""
     done_marker: bool = True
     """The stream ends with ``[DONE]``; when False the clean end of the body is the marker."""
+    stop_token_counted: bool = False
+    """The server's usage counts the end-of-sequence token that ended an answer, a token with
+    no text (llama.cpp): a natural end one token short of usage is whole."""
 
 
 def _ms(seconds: float | None) -> float | None:

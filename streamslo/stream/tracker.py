@@ -45,7 +45,7 @@ from streamslo.stream.chunkjson import (
     loads_chunk,
     token_position,
 )
-from streamslo.stream.counts import TAIL_TOKENS, EndRules, Ledger, judge_end, text_capacity
+from streamslo.stream.counts import EndRules, Ledger, judge_end
 from streamslo.stream.outcome import Outcome, status_began
 from streamslo.stream.sse import DEFAULT_MAX_EVENT_BYTES, SSEDecoder, SSEEvent, SSEProtocolError
 from streamslo.stream.timing import StreamExpectations, StreamRecord
@@ -629,11 +629,11 @@ class StreamTracker:
             n = 1
             if count >= 0:
                 # The server's running count (llama.cpp's timings, continuous usage): a chunk
-                # holds the tokens counted since the last, as far as its text can hold them.
+                # holds the tokens counted since the last (llama.cpp sends no chunk for a token
+                # with no text, and holds back an unfinished UTF-8 sequence's).
                 ledger.counted = True
-                n = count - self._server_n
+                n = max(1, count - self._server_n)
                 self._server_n = count
-                n = max(1, min(n, text_capacity(text) if text else TAIL_TOKENS))
             elif text:
                 ledger.add_text(text)
             if self.text is not None:
@@ -642,7 +642,7 @@ class StreamTracker:
         elif count >= 0:  # the finish chunk, with the server's count: the unsent tail's tokens
             ledger.counted = True
             ledger.tail = True
-            n = min(count - self._server_n, TAIL_TOKENS)
+            n = count - self._server_n
             self._server_n = count
             if n > 0:
                 self._token(t, ANSWER, n)

@@ -32,6 +32,8 @@ class Engine:
     uncounted_merges: frozenset[str] = frozenset()
     """Dialects where the engine merges tokens into one delta (any text, not only multi-byte
     characters) and offers no per-delta count: only its usage can count the tokens."""
+    stop_token_counted: bool = False
+    """Its usage counts the end-of-sequence token that ended an answer (no text, no chunk)."""
 
 
 #: ``owned_by`` -> the engine (facts measured on the real servers: docs/servers.md).
@@ -54,6 +56,11 @@ ENGINES: Mapping[str, Engine] = {
             "openai-chat": {"timings_per_token": True},
             "openai-completions": {"timings_per_token": True},
         },
+        # Its /v1/messages (llama.cpp 0c1e570) ends at the model's end of sequence with
+        # end_turn whatever ignore_eos says; its chunks and Responses events honour it.
+        no_forced_length=frozenset({"anthropic-messages"}),
+        # usage counts the end-of-generation token: "stop" after 2 text chunks, usage 3.
+        stop_token_counted=True,
     ),
 }
 
@@ -85,6 +92,8 @@ def adapt_request(req: RequestOptions, owner: str | None) -> Adapted:
             return Adapted(_with_fields(req, ENGINES["vllm"].count_fields[dialect]))
         return Adapted(req)
     notes: list[str] = []
+    if engine.stop_token_counted:
+        req = replace(req, stop_token_counted=True)
     fields = engine.count_fields.get(dialect)
     if fields:
         req = _with_fields(req, fields)

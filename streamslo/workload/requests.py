@@ -71,6 +71,9 @@ class RequestOptions:
     """The server may pack several tokens in one chunk."""
     token_ids: str = DEFAULTS.token_ids
     """``auto``, ``on`` or ``off``: ask for each chunk's token ids (``return_token_ids``)."""
+    stop_token_counted: bool = False
+    """The engine's usage counts the end-of-sequence token (set for llama.cpp by
+    :func:`streamslo.workload.engines.adapt_request`)."""
     system_prompt: str | None = None
     """A system message first in every chat request (the text, already read from a file)."""
     extra: dict[str, object] = field(default_factory=dict)
@@ -110,6 +113,7 @@ class RequestOptions:
             ignore_eos=self.ignore_eos,
             coalesced_chunks=self.coalesced_chunks,
             done_marker=self.done_marker,
+            stop_token_counted=self.stop_token_counted,
         )
 
 

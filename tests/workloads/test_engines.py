@@ -15,7 +15,7 @@ from streamslo.workload.requests import RequestOptions
         ("vllm", "openai-completions", {"return_token_ids": True}),
         ("llamacpp", "openai-chat", {"timings_per_token": True}),
         ("llamacpp", "openai-completions", {"timings_per_token": True}),
-        ("llamacpp", "anthropic-messages", {}),
+        ("llamacpp", "openai-responses", {}),
         ("openai", "openai-chat", {}),
         (None, "openai-chat", {}),
     ],
@@ -47,3 +47,12 @@ def test_vllm_messages_is_judged_as_it_can_be_and_says_so():
     # what the user set already is left alone, and not announced
     mine = RequestOptions(api="anthropic-messages", ignore_eos=False, coalesced_chunks=True)
     assert adapt_request(mine, "vllm").notes == ()
+
+
+def test_llamacpp_messages_has_no_forced_length():
+    """llama.cpp's /v1/messages ends at the model's end of sequence whatever ignore_eos says."""
+    adapted = adapt_request(RequestOptions(api="anthropic-messages"), "llamacpp")
+    assert not adapted.request.ignore_eos and not adapted.request.coalesced_chunks
+    assert adapted.request.expectations().stop_token_counted
+    (note,) = adapted.notes
+    assert note.startswith("llama.cpp's /v1/messages ignores ignore_eos")
