@@ -2,11 +2,15 @@
 ``llamacpp_setup.py``), with no server-specific flags: a healthy server reads healthy in each
 dialect it serves (OpenAI chat and completions, OpenAI Responses, Anthropic Messages) and with
 prompts heavy in multibyte text, ``streamslo check`` passes, and a killed server fails the
-default SLO. Anthropic Messages needs ``--no-ignore-eos``: llama.cpp drops ``ignore_eos`` there. Skipped unless ``STREAMSLO_LLAMACPP_DIR`` is set (``tox -e llamacpp``).
+default SLO. On Anthropic Messages llama.cpp drops ``ignore_eos``: answers that end at the
+end-of-sequence are no failure there. Skipped unless ``STREAMSLO_LLAMACPP_DIR`` is set
+(``tox -e llamacpp``).
 
 llama.cpp holds back the text of byte tokens until they make whole UTF-8 characters, then sends
-them in one chunk, and the tiny model's random weights emit many byte tokens: these runs are
-where merged chunks meet the default flags.
+them in one chunk; bytes still held back when the answer ends (a lead byte, or a run of them,
+that never completes) are never sent, and the tokens that made them have no chunk at all. The
+tiny model's random weights emit many byte tokens: these runs are where both meet the default
+flags.
 
 The last test kills the module's server: keep it last.
 """
@@ -71,23 +75,18 @@ def test_a_healthy_llamacpp_is_all_ok(llamacpp: Any, tmp_path: Path, dialect: st
 
 
 def test_a_healthy_llamacpp_is_all_ok_on_anthropic_messages(llamacpp: Any, tmp_path: Path) -> None:
-    """``--no-ignore-eos``: llama.cpp's /v1/messages drops ``ignore_eos`` (its Anthropic-to-chat
-    conversion passes on only temperature, top_p, top_k, stream and chat_template_kwargs), so
-    some streams end at the model's end-of-sequence with ``end_turn`` before max_tokens. There
-    ``usage.output_tokens`` counts the end-of-sequence token, which streams no text (no delta
-    for it): one more than the tokens whose text was sent."""
-    run = run_streamslo(
-        llamacpp.url,
-        tmp_path / "run",
-        "--api",
-        "anthropic-messages",
-        "--no-ignore-eos",
-        *LOAD,
-    )
+    """llama.cpp's /v1/messages drops ``ignore_eos`` (its Anthropic-to-chat conversion passes on
+    only temperature, top_p, top_k, stream and chat_template_kwargs), so some streams end at the
+    model's end-of-sequence with ``end_turn`` before max_tokens; their ``usage.output_tokens``
+    counts the end-of-sequence token, which streams no text. Neither is a failure."""
+    run = run_streamslo(llamacpp.url, tmp_path / "run", "--api", "anthropic-messages", *LOAD)
     s = run.streams
     counted = s[s["outcome"] != "cancelled"]
     ok = counted[counted["outcome"] == "ok"]
-    msg = f"outcomes {run.outcomes()}; finish {s['finish_reason'].value_counts().to_dict()}"
+    msg = (
+        f"outcomes {run.outcomes()}; finish {s['finish_reason'].value_counts().to_dict()}; "
+        f"errors {s['error'].dropna().head(3).tolist()}"
+    )
     assert len(counted) >= 20, msg
     assert len(ok) >= 0.99 * len(counted), msg
     full = ok[ok["finish_reason"] == "max_tokens"]
@@ -104,12 +103,12 @@ def test_a_healthy_llamacpp_is_all_ok_on_anthropic_messages(llamacpp: Any, tmp_p
     assert run.code == 0, msg
 
 
-def test_llamacpp_honours_ignore_eos_on_chat_and_drops_it_on_anthropic_messages(
+def test_llamacpp_honours_ignore_eos_on_chat_and_not_on_anthropic_messages(
     llamacpp: Any, tmp_path: Path
 ) -> None:
-    """The same prompts, whose greedy answer ends at the EOS after 3 tokens, with default flags
-    (``ignore_eos`` asked): on chat every stream runs to max_tokens, on /v1/messages every stream
-    ends with ``end_turn`` and is a silent truncation (the default SLO fails)."""
+    """The same prompts, whose greedy answer ends at the EOS after 3 tokens, with default flags:
+    on chat (``ignore_eos`` honoured) every stream runs to max_tokens; on /v1/messages every
+    stream ends with ``end_turn`` after 3 tokens, and that is no truncation there."""
     prompts = tmp_path / "eos.txt"
     prompts.write_text("\n".join(EOS_PROMPTS) + "\n")
     load = (
@@ -134,10 +133,10 @@ def test_llamacpp_honours_ignore_eos_on_chat_and_drops_it_on_anthropic_messages(
     counted = s[s["outcome"] != "cancelled"]
     msg = f"outcomes {messages.outcomes()}; finish {s['finish_reason'].value_counts().to_dict()}"
     assert len(counted) >= 20, msg
-    assert (counted["outcome"] == "silent_truncation").all(), msg
     assert (counted["finish_reason"] == "end_turn").all(), msg
     assert (counted["usage_completion_tokens"] < 64).all(), msg
-    assert messages.code == 99, msg
+    assert (counted["outcome"] == "ok").all(), msg
+    assert messages.code == 0, msg
 
 
 def test_prompts_heavy_in_multibyte_text_are_all_ok(llamacpp: Any, tmp_path: Path) -> None:
