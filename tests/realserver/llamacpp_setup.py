@@ -27,8 +27,10 @@ What it needs, found by trying (llama-cpp-python 0.3.36, llama.cpp commit 0c1e57
   streamed response (no keep-alive after a stream).
 - What it streams (the captures of ``tox -e llamacpp``'s model): a chunk per token, except that
   the text of byte tokens is held back until it makes whole UTF-8 characters (or U+FFFD), so
-  2-3 tokens share a chunk now and then; ``"timings_per_token": true`` puts
-  ``timings.predicted_n`` on every chunk. At the end-of-sequence token (``ignore_eos`` off) the
+  2-3 tokens share a chunk now and then, and bytes still held back when the answer ends are
+  never sent (one prompt's greedy answer ends in 30 tokens of the lone byte 0xED: 34 content
+  chunks, usage 64; the non-streamed answer has them, as U+FFFD); ``"timings_per_token": true``
+  puts ``timings.predicted_n`` on every chunk (on the usage chunk as well: 64 there). At the end-of-sequence token (``ignore_eos`` off) the
   usage counts that token, which streams no text. ``/v1/messages`` drops ``ignore_eos`` (its
   conversion to a chat request passes on only temperature, top_p, top_k, stream and
   chat_template_kwargs); ``/v1/responses`` passes it on, and ends a stream at
