@@ -62,6 +62,44 @@ def test_a_healthy_vllm_is_all_ok_on_completions(completions_run: Run) -> None:
     _healthy(completions_run)
 
 
+def test_a_healthy_vllm_is_all_ok_on_responses(vllm: Any, tmp_path: Path) -> None:
+    """/v1/responses: vLLM ends a forced length with response.completed holding an incomplete
+    response (max_output_tokens), and sends no delta for a held-back token; the final
+    response's text equals the deltas', so every stream is whole (read 0 of 362 ok before)."""
+    run = run_streamslo(vllm.url, tmp_path / "run", "--api", "openai-responses", *LOAD)
+    _healthy(run, finish_reasons=("max_output_tokens", "completed"))
+
+
+def test_a_healthy_vllm_is_all_ok_on_messages(vllm: Any, tmp_path: Path) -> None:
+    """/v1/messages: vLLM ignores ignore_eos there and merges tokens into one delta without a
+    count (read 36 of 393 ok before); the run says so, judges it without a forced length and
+    counts tokens by usage."""
+    run = run_streamslo(vllm.url, tmp_path / "run", "--api", "anthropic-messages", *LOAD)
+    s = run.streams
+    counted = s[s["outcome"] != "cancelled"]
+    ok = counted[counted["outcome"] == "ok"]
+    msg = f"outcomes {run.outcomes()}: {counted['error'].value_counts().head(3).to_dict()}"
+    assert len(counted) >= 20 and len(ok) >= 0.99 * len(counted), msg
+    assert (ok["tokens"] == ok["usage_completion_tokens"]).all(), msg
+    assert ok["finish_reason"].isin(["max_tokens", "end_turn"]).all(), msg
+    assert "vLLM's /v1/messages ignores ignore_eos" in run.stderr
+    preflight = json.loads((run.out / "run.json").read_text())["preflight"]
+    assert preflight[0]["engine"] == "vllm" and len(preflight[0]["adapted"]) == 2
+
+
+def test_check_passes_a_healthy_vllm_in_every_dialect(vllm: Any) -> None:
+    for api in ("openai-chat", "openai-completions", "openai-responses", "anthropic-messages"):
+        proc = subprocess.run(
+            [sys.executable, "-m", "streamslo", "check", vllm.url, "--api", api, "--no-ws"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 0, (api, proc.stdout[-2000:])
+        assert "a run against this server needs" not in proc.stdout, (api, proc.stdout)
+
+
 @pytest.mark.parametrize("endpoint", ["chat", "completions"])
 def test_with_coalesced_chunks_a_healthy_vllm_is_all_ok(
     vllm: Any, tmp_path: Path, endpoint: str
