@@ -371,8 +371,17 @@ class _Checker:
         else:
             self.add("max_tokens honoured", "skip", f"no stream: {_describe(rec)}")
         length = self.length
-        if rec.outcome == "ok" and rec.finish_reason == length:
-            self.add("ignore_eos honoured", "pass", f"exactly {n} tokens, finish_reason {length}")
+        at_limit = (
+            rec.finish_reason == "completed"  # Responses at max_output_tokens (vLLM, llama.cpp)
+            and self.api == "openai-responses"
+            and (rec.usage_completion_tokens or 0) >= n
+        )
+        if rec.outcome == "ok" and (rec.finish_reason == length or at_limit):
+            self.add(
+                "ignore_eos honoured",
+                "pass",
+                f"exactly {n} tokens, finish_reason {rec.finish_reason}",
+            )
             return
         natural = rec.finish_reason is not None and rec.finish_reason != length
         if natural and rec.outcome == "silent_truncation":
