@@ -23,7 +23,7 @@ from locust.runners import MasterRunner, WorkerRunner
 from streamslo.errors import EXIT_BAD_INPUT, BadInputError
 from streamslo.loadgen import live_windows, loadtime, relay
 from streamslo.loadgen.executors import install_done_listener
-from streamslo.loadgen.live import live_payload, live_rows
+from streamslo.loadgen.live import TAB_STRUCTURE, live_payload, live_rows, tab_rows
 from streamslo.loadgen.locust_stats import count_streams_only
 from streamslo.loadgen.options import register_arguments
 from streamslo.loadgen.prewarm import prewarm
@@ -129,17 +129,7 @@ def _install_web_ui(environment: Any, web_ui: Any) -> None:
     recorder = get_recorder(environment)
     start_host = environment.host
     web_ui.template_args["extended_tabs"] = [{"title": "Stream SLOs", "key": _TAB_KEY}]
-    web_ui.template_args["extended_tables"] = [
-        {
-            "key": _TAB_KEY,
-            "structure": [
-                {"key": "name", "title": "Metric"},
-                {"key": "value", "title": "Value"},
-                {"key": "slo", "title": "SLO"},
-                {"key": "status", "title": "Status"},
-            ],
-        }
-    ]
+    web_ui.template_args["extended_tables"] = [{"key": _TAB_KEY, "structure": TAB_STRUCTURE}]
 
     def _guard_swarm() -> Any:
         # Locust copies every form field onto its parsed options, shown in the form or not.
@@ -155,7 +145,7 @@ def _install_web_ui(environment: Any, web_ui: Any) -> None:
         if request.path != "/stats/requests" or not response.is_json:
             return response
         data = response.get_json()
-        data["extended_stats"] = [{"key": _TAB_KEY, "data": live_rows(environment)}]
+        data["extended_stats"] = [{"key": _TAB_KEY, "data": tab_rows(live_rows(environment))}]
         response.set_data(json.dumps(data))
         return response
 

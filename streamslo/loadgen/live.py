@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 if TYPE_CHECKING:
     from locust.env import Environment
 
-__all__ = ["active_slo", "live_payload", "live_rows", "slo_rows"]
+__all__ = ["TAB_STRUCTURE", "active_slo", "live_payload", "live_rows", "slo_rows", "tab_rows"]
 
 log = logging.getLogger("streamslo.locust")
 
@@ -120,6 +120,22 @@ def live_rows(environment: Environment) -> list[dict[str, str]]:
         for o in OUTCOMES
     ]
     return rows
+
+
+#: The tab's columns. Locust's web UI sorts a table by its rows' ``name`` unless a column head
+#: is clicked: the metric is shown from ``metric``, and ``name`` holds the rows' own order.
+TAB_STRUCTURE = [
+    {"key": "metric", "title": "Metric"},
+    {"key": "value", "title": "Value"},
+    {"key": "slo", "title": "SLO"},
+    {"key": "status", "title": "Status"},
+]
+
+
+def tab_rows(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    """:func:`live_rows` as the web UI's tab shows them, in their order (failing thresholds
+    first): each row's ``name`` is its place (``"000"``, ``"001"``...), the metric in ``metric``."""
+    return [{**row, "metric": row["name"], "name": f"{i:03d}"} for i, row in enumerate(rows)]
 
 
 def live_payload(environment: Environment) -> dict[str, object]:

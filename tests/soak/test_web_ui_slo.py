@@ -75,6 +75,13 @@ def test_the_tab_checks_the_runs_slo_not_a_default(faulty_server, tmp_path):
         rows["truncation_rate"]["slo"] == "rate<0.5" and rows["truncation_rate"]["status"] == "PASS"
     )
     assert rows["itl_ms p(99)"]["slo"] == "p(99)<1" and rows["itl_ms p(99)"]["status"] == "FAIL"
+    # The failing threshold first (the file's second), then the others in the file's order.
+    assert list(rows)[:4] == [
+        "itl_ms p(99)",
+        "truncation_rate",
+        "ttft_ms{protocol:sse} p(95)",
+        "goodput_fraction",
+    ]
     assert rows["itl_ms p(99)"]["value"].endswith(" ms")
     assert rows["ttft_ms{protocol:sse} p(95)"]["status"] == "PASS"
     assert rows["goodput_fraction"]["status"] == "checked at the end"
