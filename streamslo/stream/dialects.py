@@ -359,22 +359,20 @@ class ResponsesTracker(EventTracker):
 
     __slots__ = ("_streamed",)
 
-    def __init__(
-        self,
-        record: StreamRecord,
-        expect: StreamExpectations,
-        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
-        collect_text: bool = False,
-    ) -> None:
-        super().__init__(record, expect, max_event_bytes, collect_text)
-        self._streamed: dict[int, list[str]] = {ANSWER: [], REASONING: [], TOOL: []}
+    def _texts(self) -> dict[int, list[str]]:
+        """The deltas' text so far, by kind (made at the first delta)."""
+        try:
+            return self._streamed
+        except AttributeError:
+            self._streamed: dict[int, list[str]] = {ANSWER: [], REASONING: [], TOOL: []}
+            return self._streamed
 
     def _check_text(self, response: Mapping[str, object]) -> None:
         """Whether the final response's text is what the deltas brought."""
         final = _response_texts(response)
         if final is None:
             return
-        s = self._streamed
+        s = self._texts()
         arrived = ("".join(s[ANSWER]), "".join(s[REASONING]), "".join(s[TOOL]))
         self._ledger.whole_text = any(final) and final == arrived
 
@@ -396,7 +394,7 @@ class ResponsesTracker(EventTracker):
         if token is not None:
             delta = obj.get("delta")
             if isinstance(delta, str):
-                self._streamed[token].append(delta)
+                self._texts()[token].append(delta)
             self._delta(t, delta, token, kind)
             return
         if kind in ("response.completed", "response.incomplete"):

@@ -282,3 +282,54 @@ def test_a_natural_end_may_count_its_end_of_sequence_token():
     assert rec.outcome == "silent_truncation"
     rec = run(llama, [*texts, chat({}, "length"), usage_chunk(4), DONE])
     assert rec.outcome == "silent_truncation"  # a length end has no stop token
+
+
+# --- the Responses API's whole text -----------------------------------------------------------
+
+
+def _responses(deltas: list[str], final_text: str | None, output_tokens: int) -> bytes:
+    def ev(kind: str, **fields: object) -> bytes:
+        return f"event: {kind}\n".encode() + event({"type": kind, **fields})
+
+    out = ev("response.created", response={"status": "in_progress"})
+    out += b"".join(ev("response.output_text.delta", delta=d) for d in deltas)
+    output = (
+        []
+        if final_text is None
+        else [{"type": "message", "content": [{"type": "output_text", "text": final_text}]}]
+    )
+    response = {
+        "status": "incomplete",
+        "incomplete_details": {"reason": "max_output_tokens"},
+        "output": output,
+        "usage": {"input_tokens": 3, "output_tokens": output_tokens},
+    }
+    return out + ev("response.completed", response=response)
+
+
+def _run_responses(raw: bytes) -> StreamRecord:
+    from streamslo.stream.dialects import tracker_for
+
+    rec = StreamRecord("s", "sse", "T", 1000.0, 10.0)
+    tr = tracker_for("openai-responses", rec, StreamExpectations(max_tokens=6))
+    tr.on_response(10.0, 200, "text/event-stream")
+    tr.on_sse_bytes(10.1, raw)
+    tr.on_eof(10.2, True)
+    return rec
+
+
+def test_responses_whose_final_text_equals_the_deltas_lost_nothing():
+    """vLLM sends no delta for a token its detokenizer holds back (a special token, a byte of
+    a character): 4 deltas for 6 tokens, the final response holding the same text."""
+    rec = _run_responses(_responses(["a", "b", "c", "d"], "abcd", 6))
+    assert rec.outcome == "ok", rec.error
+    assert rec.row()["tokens"] == 6
+    assert rec.finish_reason == "max_output_tokens"  # completed holding an incomplete response
+
+
+def test_responses_whose_final_text_differs_lost_a_delta():
+    rec = _run_responses(_responses(["a", "b", "d"], "abcd", 6))
+    assert rec.outcome == "silent_truncation"
+    assert rec.error == "3 token deltas arrived of 6 the server counted"
+    rec = _run_responses(_responses(["a", "b", "c", "d"], None, 6))  # no text to compare
+    assert rec.outcome == "silent_truncation"
