@@ -47,6 +47,7 @@ __all__ = [
     "CheckReport",
     "Status",
     "exit_code",
+    "for_check",
     "format_footer",
     "format_item",
     "format_table",
@@ -59,7 +60,9 @@ Status = Literal["pass", "warn", "fail", "skip"]
 #: ``max_tokens`` of the contract requests: long enough that an early end shows.
 CHECK_MAX_TOKENS = 12
 
-_LIMITS = ClientLimits(stall_timeout=10.0, request_timeout=30.0, connect_timeout=5.0)
+_LIMITS = ClientLimits(
+    stall_timeout=10.0, request_timeout=30.0, connect_timeout=5.0, tls_timeout=1.5
+)
 
 
 @dataclass(frozen=True)

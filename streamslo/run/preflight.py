@@ -50,6 +50,7 @@ __all__ = [
     "PreflightFailed",
     "PreflightResult",
     "diagnose",
+    "first_bytes",
     "list_models",
     "models_and_owner",
     "one_stream",
@@ -68,7 +69,9 @@ PREFLIGHT_MAX_TOKENS = 4
 PREFLIGHT_TRIES = 3
 
 #: Time limits of a preflight request: a wrong target fails well under 10 s.
-PREFLIGHT_LIMITS = ClientLimits(stall_timeout=5.0, request_timeout=8.0, connect_timeout=3.0)
+PREFLIGHT_LIMITS = ClientLimits(
+    stall_timeout=5.0, request_timeout=8.0, connect_timeout=3.0, tls_timeout=1.0
+)
 
 _seq = itertools.count(1)
 

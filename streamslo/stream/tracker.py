@@ -624,7 +624,9 @@ class StreamTracker:
             return
         # A count on the finish chunk is the final one (llama.cpp's last timings, a usage riding on
         # the last chunk), not a running count, unless the chunks before it carried one too.
-        count = _server_count(chunk, True) if ledger.counted or not finish_here else -1
+        count = -1
+        if (usage is not None or "timings" in chunk) and (ledger.counted or not finish_here):
+            count = _server_count(chunk, True)  # (most chunks carry neither: no call)
         if position == TOKEN:
             n = 1
             if count >= 0:
@@ -634,7 +636,7 @@ class StreamTracker:
                 ledger.counted = True
                 n = max(1, count - self._server_n)
                 self._server_n = count
-            elif text:
+            elif not text.isascii():
                 ledger.add_text(text)
             if self.text is not None:
                 self.text.append(_content_text(choices))
