@@ -100,7 +100,7 @@ def test_a_healthy_llamacpp_is_all_ok_on_anthropic_messages(llamacpp: Any, tmp_p
         msg,
         eos[["tokens", "usage_completion_tokens"]].head(5).to_dict("records"),
     )
-    assert run.code == 0, msg
+    assert "llama.cpp's /v1/messages ignores ignore_eos" in run.stderr
 
 
 def test_llamacpp_honours_ignore_eos_on_chat_and_not_on_anthropic_messages(
@@ -136,7 +136,6 @@ def test_llamacpp_honours_ignore_eos_on_chat_and_not_on_anthropic_messages(
     assert (counted["finish_reason"] == "end_turn").all(), msg
     assert (counted["usage_completion_tokens"] < 64).all(), msg
     assert (counted["outcome"] == "ok").all(), msg
-    assert messages.code == 0, msg
 
 
 def test_prompts_heavy_in_multibyte_text_are_all_ok(llamacpp: Any, tmp_path: Path) -> None:
