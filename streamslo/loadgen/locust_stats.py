@@ -23,8 +23,7 @@ no HTML report) nothing reads it, and only its last :data:`HISTORY_KEEP` points 
 
 from __future__ import annotations
 
-from typing import Any
-
+from locust.env import Environment
 from locust.stats import RequestStats
 
 from streamslo.loadgen.listeners import TOKEN_ENTRIES
@@ -84,7 +83,7 @@ class StreamTotals(RequestStats):
             super().log_error(method, name, error)
 
 
-def count_streams_only(environment: Any) -> None:
+def count_streams_only(environment: Environment) -> None:
     """Make ``environment``'s statistics count streams in their total (:class:`StreamTotals`).
 
     The object stays the same (its class changes): Locust's runner, its web UI, its CSV writer and
