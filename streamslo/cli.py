@@ -25,15 +25,16 @@ from streamslo.run.signals import StopSignals, exit_code_of
 
 __all__ = ["COMMANDS", "GLOBAL_FLAGS", "STOPPABLE", "build_parser", "main"]
 
-#: sub-command -> (owner module, one-line help)
+#: sub-command -> (its shell in :mod:`streamslo.commands`, one-line help); only the chosen one is
+#: imported (tests/test_cli.py checks every shell lives there).
 COMMANDS: dict[str, tuple[str, str]] = {
-    "serve": ("streamslo.server.launch", "run the bundled PyTorch streaming target server"),
+    "serve": ("streamslo.commands.serve", "run the bundled PyTorch streaming target server"),
     "run": ("streamslo.commands.run", "a headless Locust load run that writes a results directory"),
     "verify": (
-        "streamslo.verify.command",
+        "streamslo.commands.verify",
         "check a results directory (or an SLO file) against thresholds",
     ),
-    "report": ("streamslo.reports.command", "the before/after SLO report (HTML, Markdown, JSON)"),
+    "report": ("streamslo.commands.report", "the before/after SLO report (HTML, Markdown, JSON)"),
     "compare": (
         "streamslo.commands.compare",
         "the main job: naive vs fixed bundled server, with report",
@@ -44,7 +45,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "runs at rising request rates: the knee and the highest rate that meets the SLO",
     ),
     "proxy": (
-        "streamslo.proxy.command",
+        "streamslo.commands.proxy",
         "a fault-injecting TCP proxy to put between the suite and a server",
     ),
     "finalize": (
@@ -52,7 +53,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "finalize the results directory of a run that was killed",
     ),
     "check": (
-        "streamslo.check.command",
+        "streamslo.commands.check",
         "check a server's stream contract before load testing it (exit 0 / 99 / 2)",
     ),
 }

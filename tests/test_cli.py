@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -137,7 +138,7 @@ PUBLIC = [
     "streamslo.reports.soak",
     "streamslo.run.preflight",
     "streamslo.check.contract",
-    "streamslo.check.command",
+    "streamslo.commands.check",
     "streamslo.scenario_files",
 ]
 
@@ -155,3 +156,21 @@ def test_all_matches_public_names(name):
     }
     assert public <= declared, f"{name}: public but not in __all__: {sorted(public - declared)}"
     assert all(hasattr(mod, n) for n in declared)
+
+
+def test_every_command_shell_lives_in_commands() -> None:
+    """cli.py imports the chosen shell by name (the layer check cannot see that import): every
+    shell is a module of streamslo.commands, with add_arguments and main, and nothing else in
+    the tree is a shell."""
+    import importlib
+
+    from streamslo.cli import COMMANDS
+
+    assert len(COMMANDS) == 10
+    for name, (module_name, _) in COMMANDS.items():
+        assert module_name.startswith("streamslo.commands."), (name, module_name)
+        module = importlib.import_module(module_name)
+        assert callable(module.add_arguments) and callable(module.main), name
+    root = Path(__file__).resolve().parents[1] / "streamslo"
+    stray = sorted(str(p.relative_to(root)) for p in root.rglob("command.py"))
+    assert stray == [], stray

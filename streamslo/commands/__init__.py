@@ -1,9 +1,10 @@
-"""The shells of the load commands: ``run``, ``compare``, ``soak``, ``sweep`` and ``finalize``, one module
-each, with ``add_arguments(parser)`` and ``main(args)`` (:mod:`streamslo.cli` dispatches),
-independent of each other (what they share, executing a run, is :mod:`streamslo.run.execute`). The
-other commands' shells live beside what they drive: ``serve`` in
-:mod:`streamslo.server.launch`, ``proxy`` in :mod:`streamslo.proxy.command`, ``report`` in
-:mod:`streamslo.reports.command`, ``verify`` in :mod:`streamslo.verify.command`.
+"""The shells of every command, one module each, with ``add_arguments(parser)`` and
+``main(args)`` (:mod:`streamslo.cli` dispatches, importing only the chosen one): ``serve``,
+``run``, ``verify``, ``report``, ``compare``, ``soak``, ``sweep``, ``proxy``, ``finalize`` and
+``check``. They are independent of each other; what they drive lives below them (executing a
+run: :mod:`streamslo.run.execute`; the server: :mod:`streamslo.server.launch`; the proxy:
+:mod:`streamslo.proxy`; the report: :mod:`streamslo.reports`; the SLO checks:
+:mod:`streamslo.verify`; the contract checks: :mod:`streamslo.check`).
 """
 
 __all__: list[str] = []

@@ -9,7 +9,7 @@ outcome it produces.
 Modules: :mod:`~streamslo.proxy.config` (typed settings and parsers),
 :mod:`~streamslo.proxy.schedule` (the decisions, no I/O), :mod:`~streamslo.proxy.engine`
 (asyncio), :mod:`~streamslo.proxy.process` (thread and child-process helpers),
-:mod:`~streamslo.proxy.command` (the sub-command).
+:mod:`~streamslo.commands.proxy` (the sub-command's shell).
 
 Errors::
 

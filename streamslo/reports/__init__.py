@@ -13,8 +13,8 @@ Layout::
     charts.py     matplotlib (Agg) charts as base64 PNG
     tables.py     the tables as rows of text (units, names, judged change, headline)
     render.py     HTML / Markdown / JSON / terminal text
-    build.py      build_report(): all of the above, files written
-    command.py    ``streamslo report``: the output folder, --force, path errors
+    build.py      build_report(): all of the above, files written (``streamslo report``'s
+                  shell is streamslo/commands/report.py)
 
 Importing this package is light (``streamslo --help`` imports it); pandas and matplotlib load
 on first use of :func:`build_report`.

@@ -13,7 +13,7 @@ Layout: :mod:`~streamslo.server.config` (typed settings), :mod:`~streamslo.serve
 (batched decode thread) and :mod:`~streamslo.server.naive` (loop-blocking generation),
 :mod:`~streamslo.server.protocol` (request validation, chunks), :mod:`~streamslo.server.sse_encode` and
 :mod:`~streamslo.server.streaming` (writing a stream), :mod:`~streamslo.server.app` (routes),
-:mod:`~streamslo.server.launch` (the command line, uvicorn or gunicorn).
+:mod:`~streamslo.server.launch` (uvicorn or gunicorn; the shell is :mod:`streamslo.commands.serve`).
 """
 
 __all__: list[str] = []

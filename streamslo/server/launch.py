@@ -41,15 +41,15 @@ from streamslo.server.deps import require_server_extra
 __all__ = [
     "SERVE_OPTIONS",
     "ServeOption",
-    "add_arguments",
+    "add_serve_arguments",
     "config_from_args",
     "gunicorn_command",
     "is_loopback_host",
-    "main",
+    "serve",
     "warn_if_exposed",
 ]
 
-log = logging.getLogger("streamslo.server.launch")
+log = logging.getLogger(__name__)
 
 
 _D = ServerConfig()
@@ -260,7 +260,7 @@ SERVE_OPTIONS: tuple[ServeOption, ...] = (
 )
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``serve``'s options (:data:`SERVE_OPTIONS`) to ``parser``."""
     groups = {name: parser.add_argument_group(name) for name in ("server", "limits", "engine")}
     for opt in SERVE_OPTIONS:
@@ -445,7 +445,7 @@ def _serve_gunicorn(args: argparse.Namespace) -> int:
         os.unlink(state_file)
 
 
-def main(args: argparse.Namespace) -> int:
+def serve(args: argparse.Namespace) -> int:
     """Run the server until SIGTERM/SIGINT; returns the exit code (0 after a clean drain).
 
     Raises:

@@ -19,7 +19,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         The exit code: 0 pass, 99 a threshold failed, 2 bad input, 1 internal error.
     """
     from streamslo.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, BadInputError
-    from streamslo.verify import command as cli
+    from streamslo.verify.runner import add_verify_arguments, verify
 
     class _Parser(argparse.ArgumentParser):
         def error(self, message: str) -> None:  # type: ignore[override]
@@ -27,10 +27,10 @@ def run(argv: Sequence[str] | None = None) -> int:
             self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
 
     parser = _Parser(prog="streamslo verify", description=__doc__)
-    cli.add_arguments(parser)
+    add_verify_arguments(parser)
     args = parser.parse_args(argv)
     try:
-        return cli.main(args)
+        return verify(args)
     except BadInputError as exc:
         print(f"streamslo verify: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -168,7 +168,7 @@ def test_describe():
         "streamslo.proxy.schedule",
         "streamslo.proxy.engine",
         "streamslo.proxy.process",
-        "streamslo.proxy.command",
+        "streamslo.commands.proxy",
     ],
 )
 def test_all_matches_public_names(name):

@@ -20,7 +20,7 @@ MODULES = [
     "streamslo.reports.charts",
     "streamslo.reports.render",
     "streamslo.reports.build",
-    "streamslo.reports.command",
+    "streamslo.commands.report",
     "streamslo.reports.server_series",
 ]
 
@@ -45,7 +45,7 @@ def test_all_matches_public_names(name: str) -> None:
 
 def test_package_import_is_light() -> None:
     code = (
-        "import sys, streamslo.reports, streamslo.reports.command; "
+        "import sys, streamslo.reports, streamslo.commands.report; "
         "heavy = [m for m in ('pandas', 'matplotlib', 'pyarrow') if m in sys.modules]; "
         "print(heavy); sys.exit(1 if heavy else 0)"
     )

@@ -8,7 +8,7 @@ import dataclasses
 from streamslo.server.config import ServerConfig
 from streamslo.server.launch import (
     SERVE_OPTIONS,
-    add_arguments,
+    add_serve_arguments,
     config_from_args,
     gunicorn_command,
 )
@@ -16,7 +16,7 @@ from streamslo.server.launch import (
 
 def _parse(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    add_arguments(parser)
+    add_serve_arguments(parser)
     return parser.parse_args(list(argv))
 
 

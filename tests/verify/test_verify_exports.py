@@ -9,7 +9,7 @@ import pytest
 
 MODULES = [
     "streamslo.slo.thresholds",
-    "streamslo.verify.command",
+    "streamslo.verify.runner",
     "streamslo.verify.explain",
     "streamslo.verify.fixtures",
     "streamslo.verify.plugin",

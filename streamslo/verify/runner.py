@@ -1,4 +1,5 @@
-"""``streamslo verify``: the pytest SLO checks over one run, with k6's exit codes.
+"""``streamslo verify`` (its shell: :mod:`streamslo.commands.verify`; ``python -m streamslo.verify``):
+the pytest SLO checks over one run, with k6's exit codes.
 
 ::
 
@@ -30,13 +31,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EXIT_FOR_PYTEST", "add_arguments", "main", "pytest_args"]
+__all__ = ["EXIT_FOR_PYTEST", "add_verify_arguments", "pytest_args", "verify"]
 
 #: pytest's exit code -> streamslo's.
 EXIT_FOR_PYTEST = {0: 0, 1: 99, 2: 130, 3: 1, 4: 2, 5: 1}
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_verify_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``verify``'s arguments to its sub-parser."""
     parser.add_argument("run_dir", nargs="?", metavar="DIR", help="the results directory of a run")
     parser.add_argument(
@@ -226,7 +227,7 @@ def _check_slo_only(path: str) -> int:
     return 0
 
 
-def main(args: argparse.Namespace) -> int:
+def verify(args: argparse.Namespace) -> int:
     """Run ``streamslo verify``.
 
     Args:
