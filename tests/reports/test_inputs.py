@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from streamslo.commands import report as report_cli
 from streamslo.errors import EXIT_BAD_INPUT, BadInputError, ResultsError
-from streamslo.reports import command as report_cli
 from tests.reports.conftest import write_fixed, write_naive
 
 
