@@ -33,7 +33,7 @@ from streamslo.proxy.process import READY_PREFIX, STATS_PREFIX
 
 __all__ = ["add_arguments", "main"]
 
-log = logging.getLogger("streamslo.proxy")
+log = logging.getLogger(__name__)
 
 _OPEN_FILES = 65536
 

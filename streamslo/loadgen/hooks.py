@@ -35,7 +35,7 @@ from streamslo.workload.requests import user_weights
 
 __all__ = ["install", "swarm_refusal"]
 
-log = logging.getLogger("streamslo.locust")
+log = logging.getLogger(__name__)
 
 _TAB_KEY = "streamslo-slo"
 

@@ -49,7 +49,7 @@ __all__ = [
     "csv_safe_record",
 ]
 
-log = logging.getLogger("streamslo.locust")
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 

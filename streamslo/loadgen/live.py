@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = ["TAB_STRUCTURE", "active_slo", "live_payload", "live_rows", "slo_rows", "tab_rows"]
 
-log = logging.getLogger("streamslo.locust")
+log = logging.getLogger(__name__)
 
 
 @lru_cache(maxsize=8)

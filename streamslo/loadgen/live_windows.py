@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = ["WindowsChannel", "install", "live_book"]
 
-log = logging.getLogger("streamslo.locust")
+log = logging.getLogger(__name__)
 
 #: The key of a worker's report that carries its window parts.
 REPORT_KEY = "streamslo_windows"

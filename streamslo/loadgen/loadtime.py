@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = ["FIRST_REQUEST_POLL_S", "start"]
 
-log = logging.getLogger("streamslo.loadgen")
+log = logging.getLogger(__name__)
 
 #: How often the timer looks for the first request before it starts counting.
 FIRST_REQUEST_POLL_S = 0.005

@@ -80,7 +80,7 @@ __all__ = ["RunRecorder", "StreamFailure", "claim_run_start", "get_recorder"]
 # StreamFailure lives with the listener that raises it (listeners.LocustStats); named here too,
 # where Locust users have always found it.
 
-log = logging.getLogger("streamslo.locust")
+log = logging.getLogger(__name__)
 
 _RECORDER_ATTR = "_streamslo_recorder"
 

@@ -68,7 +68,7 @@ __all__ = [
     "install",
 ]
 
-log = logging.getLogger("streamslo.relay")
+log = logging.getLogger(__name__)
 
 RECORDS = "streamslo_records"
 ACK = "streamslo_ack"

@@ -41,7 +41,7 @@ from streamslo.proxy.schedule import (
 
 __all__ = ["FaultProxy", "ProxyStats"]
 
-log = logging.getLogger("streamslo.proxy")
+log = logging.getLogger(__name__)
 
 _LINGER_RESET = struct.pack("ii", 1, 0)
 

@@ -42,7 +42,7 @@ __all__ = [
     "warm_pyarrow",
 ]
 
-log = logging.getLogger("streamslo.results.layout")
+log = logging.getLogger(__name__)
 
 #: ``os.write``'s signature: the seam tests use to make writes fail.
 WriteFn = Callable[[int, "bytes | memoryview"], int]

@@ -47,7 +47,7 @@ __all__ = [
 
 _BUNDLED = "streamslo-target"
 
-log = logging.getLogger("streamslo.run.evidence")
+log = logging.getLogger(__name__)
 
 
 def _label_value(v: str) -> str:

@@ -333,7 +333,7 @@ def finalize_plain_locust(
 
     import locust
 
-    log = logging.getLogger("streamslo.locust")
+    log = logging.getLogger(__name__)
     opts = environment.parsed_options
 
     def option(name: str) -> Any:

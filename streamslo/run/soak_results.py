@@ -20,7 +20,7 @@ from streamslo.slo.budget import Budget, BurnTracker
 
 __all__ = ["finalize_extras"]
 
-log = logging.getLogger("streamslo.results.layout")
+log = logging.getLogger(__name__)
 
 
 def finalize_extras(

@@ -31,7 +31,7 @@ from streamslo.server.ws_api import ws_endpoint
 
 __all__ = ["create_app"]
 
-log = logging.getLogger("streamslo.server.app")
+log = logging.getLogger(__name__)
 
 
 def _route(path: str) -> str:

@@ -34,7 +34,7 @@ from streamslo.server.tokenizer import EOS_ID, Tokenizer
 
 __all__ = ["BatchEngine", "GenRequest", "Overloaded", "Producer", "StreamItem", "TokenStream"]
 
-log = logging.getLogger("streamslo.server.engine")
+log = logging.getLogger(__name__)
 
 #: ("token", text) | ("end", finish_reason) | ("error", message)
 StreamItem = tuple[str, str]

@@ -69,7 +69,7 @@ LINGER_S = 5.0
 #: is usually a few times the limit; the rest of a larger one gets the reset).
 LINGER_BYTES = 64 * 1024 * 1024
 
-log = logging.getLogger("streamslo.server.guard")
+log = logging.getLogger(__name__)
 
 
 def _limits() -> ServerConfig:

@@ -33,7 +33,7 @@ from streamslo.server.tokenizer import EOS_ID, Tokenizer
 
 __all__ = ["LoopGenerator", "RequestSetup", "freeze_heap", "heavy_boot_heap"]
 
-log = logging.getLogger("streamslo.server.naive")
+log = logging.getLogger(__name__)
 _BOOT_HEAP: list[Any] = []
 
 

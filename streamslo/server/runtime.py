@@ -29,7 +29,7 @@ from streamslo.server.watchdog import LoopWatchdog
 
 __all__ = ["Runtime", "current"]
 
-log = logging.getLogger("streamslo.server.runtime")
+log = logging.getLogger(__name__)
 _CURRENT: list[Runtime] = []
 
 

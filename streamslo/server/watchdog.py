@@ -23,7 +23,7 @@ from streamslo.server import metrics
 
 __all__ = ["KNOWN_CAUSES", "LoopWatchdog"]
 
-log = logging.getLogger("streamslo.server.watchdog")
+log = logging.getLogger(__name__)
 
 #: "file.py:function" -> cause; the first match walking outwards from the innermost frame wins
 KNOWN_CAUSES: dict[str, str] = {

@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 now = _now = time.perf_counter
-log = logging.getLogger("streamslo.transport")
+log = logging.getLogger(__name__)
 _LOGGED: set[type[BaseException]] = set()
 
 

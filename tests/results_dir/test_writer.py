@@ -95,7 +95,7 @@ def test_failed_writes_keep_the_rows_until_they_land_once(tmp_path, caplog, erro
     write.failing = True
     for i in range(3, 8):
         w.add(record(i, error="x" * 100))
-    with caplog.at_level(logging.WARNING, logger="streamslo.results.layout"):
+    with caplog.at_level(logging.WARNING, logger="streamslo.results.writer"):
         w.flush()  # does not raise
         w.flush()
     assert w.write_errors >= 2
@@ -121,7 +121,7 @@ def test_the_last_flush_gives_up_loudly(tmp_path, caplog):
     w = ResultsWriter(tmp_path, run_start=1.0, flush_interval=3600, write=write, final_retry_s=0.3)
     write.failing = True
     w.add(record(1))
-    with caplog.at_level(logging.ERROR, logger="streamslo.results.layout"):
+    with caplog.at_level(logging.ERROR, logger="streamslo.results.writer"):
         w.flush(wait=True)
     assert "giving up on 1 rows" in caplog.text
     totals = writer_totals(tmp_path)
