@@ -44,9 +44,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from streamslo.results.batch import GapColumns, RecordBatch  # noqa: E402
+from streamslo.results.columns import STREAM_COLUMNS, stream_row  # noqa: E402
 from streamslo.results.writer import ResultsWriter  # noqa: E402
 from streamslo.stream.outcome import Outcome  # noqa: E402
-from streamslo.stream.timing import STREAM_COLUMNS, StreamRecord  # noqa: E402
+from streamslo.stream.timing import StreamRecord  # noqa: E402
 
 RUN_START = 1_700_000_000.0
 
@@ -98,7 +99,7 @@ def dec_csv(data: bytes) -> RecordBatch:
 
 
 def enc_columns(recs: list[StreamRecord]) -> bytes:
-    rows = [r.row() for r in recs]
+    rows = [stream_row(r) for r in recs]
     g = GapColumns()
     for r in recs:
         g.add(r)
@@ -122,7 +123,7 @@ def dec_columns(data: bytes) -> RecordBatch:
 def enc_dicts(recs: list[StreamRecord]) -> bytes:
     return _dumps(
         {
-            "rows": [r.row() for r in recs],
+            "rows": [stream_row(r) for r in recs],
             "gaps": [
                 {
                     "stream_id": r.stream_id,

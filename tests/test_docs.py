@@ -81,3 +81,10 @@ def test_every_toml_example_is_a_valid_file(tmp_path: Path) -> None:
         else:  # a [budget] shown alone: checked inside a minimal SLO file
             assert set(doc) == {"budget"}, where
             parse_slo(text + '\n[thresholds]\nitl_ms = ["p(99)<200"]\n', where)
+
+
+def test_the_results_page_lists_every_streams_csv_column() -> None:
+    """docs/results.md's streams.csv table is the column table's (results/columns.py)."""
+    from streamslo.results.columns import docs_table
+
+    assert docs_table() in (DOCS / "results.md").read_text(encoding="utf-8")

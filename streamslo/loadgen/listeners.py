@@ -30,6 +30,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from streamslo.options.redact import csv_safe
+from streamslo.results.columns import SAFE_FIELDS
 from streamslo.stream.timing import StreamRecord
 
 if TYPE_CHECKING:
@@ -95,22 +96,10 @@ class StreamFailure(Exception):
     """A stream that did not end ``ok``; Locust groups failures by this message."""
 
 
-#: The ``StreamRecord`` fields that are text columns of ``streams.csv`` (the others are numbers).
-_TEXT_FIELDS = (
-    "stream_id",
-    "protocol",
-    "user_class",
-    "outcome",
-    "finish_reason",
-    "error",
-    "conversation_id",
-)
-
-
 def csv_safe_record(rec: StreamRecord) -> StreamRecord:
     """``rec``, or a copy whose text cells cannot start a spreadsheet formula."""
     changes: dict[str, str] = {}
-    for name in _TEXT_FIELDS:
+    for name in SAFE_FIELDS:  # (scenario names too: they come from the user's file)
         value = getattr(rec, name)
         if value and isinstance(value, str):
             safe = csv_safe(value)

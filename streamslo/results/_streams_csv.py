@@ -13,50 +13,23 @@ from pathlib import Path
 from typing import Any
 
 from streamslo.errors import ResultsError
-from streamslo.stream.outcome import OUTCOMES
-from streamslo.stream.timing import (
-    REPLAY_COLUMNS,
-    SCENARIO_COLUMNS,
-    STREAM_COLUMNS,
-    TOKEN_KIND_COLUMNS,
-    WORKLOAD_COLUMNS,
+from streamslo.results.columns import (
+    FLOAT_COLUMNS as _FLOAT_COLUMNS,
 )
+from streamslo.results.columns import (
+    INT_COLUMNS as _INT_COLUMNS,
+)
+from streamslo.results.columns import (
+    OPTIONAL_COLUMNS,
+    STREAM_COLUMNS,
+)
+from streamslo.results.columns import (
+    TEXT_COLUMNS as _TEXT_COLUMNS,
+)
+from streamslo.stream.outcome import OUTCOMES
 
 __all__ = ["ParsedStreams", "read_streams"]
 
-_FLOAT_COLUMNS = (
-    "started_at",
-    "scheduled_at",
-    "connect_ms",
-    "ttft_ms",
-    "e2e_ms",
-    "max_gap_ms",
-    "schedule_lag_ms",
-    "ttfo_ms",
-    "ttftc_ms",
-)
-_INT_COLUMNS = (
-    "status",
-    "tokens",
-    "expected_tokens",
-    "usage_completion_tokens",
-    "bytes",
-    "usage_prompt_tokens",
-    "turn",
-    "cached_tokens",
-    "reasoning_tokens",
-    "tool_tokens",
-)
-_TEXT_COLUMNS = (
-    "error",
-    "finish_reason",
-    "user_class",
-    "protocol",
-    "outcome",
-    "stream_id",
-    "conversation_id",
-    "scenario",
-)
 #: How many skipped rows are remembered by number (all are counted).
 _KEEP_SKIPPED = 20
 
@@ -95,7 +68,7 @@ def read_streams(path: Path) -> ParsedStreams:
             table = _read(path, header, skipped, typed=False)
     except (OSError, ValueError, pa.ArrowException) as exc:
         raise ResultsError(f"{path}: cannot be read as CSV ({exc})") from None
-    optional = WORKLOAD_COLUMNS + SCENARIO_COLUMNS + REPLAY_COLUMNS + TOKEN_KIND_COLUMNS
+    optional = OPTIONAL_COLUMNS
     missing = [c for c in STREAM_COLUMNS if c not in table.column_names and c not in optional]
     if missing:
         raise ResultsError(f"{path}: missing columns {', '.join(missing)}")

@@ -21,7 +21,8 @@ from array import array
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from streamslo.stream.timing import STREAM_COLUMNS, StreamRecord
+from streamslo.results.columns import STREAM_COLUMNS, stream_row
+from streamslo.stream.timing import StreamRecord
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -213,7 +214,7 @@ class RecordBatch:
         one line, which is what lets the writer count rows and cut a failed append back to
         whole rows by looking for newlines.
         """
-        row = rec.row()
+        row = stream_row(rec)
         self._csv.writerow([_cell(row[c]) for c in STREAM_COLUMNS])
         self._rows += 1
         self.gaps.add(rec)

@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from streamslo.results.batch import GapColumns, RecordBatch
-from streamslo.stream.timing import STREAM_COLUMNS, StreamRecord
+from streamslo.results.columns import STREAM_COLUMNS
+from streamslo.stream.timing import StreamRecord
 
 if TYPE_CHECKING:
     from streamslo.results.layout import Layout

@@ -2,7 +2,7 @@
 
 Durations are kept in seconds from :func:`time.perf_counter`; only ``started_at`` (and
 ``scheduled_at``) are wall-clock epoch seconds. Milliseconds appear only at the edges
-(:meth:`StreamRecord.row`, Locust's ``response_time``).
+(the ``streams.csv`` row, :func:`streamslo.results.columns.stream_row`; Locust's ``response_time``).
 """
 
 from __future__ import annotations
@@ -12,64 +12,7 @@ from dataclasses import dataclass, field
 
 from streamslo.stream.outcome import Outcome
 
-__all__ = [
-    "REPLAY_COLUMNS",
-    "SCENARIO_COLUMNS",
-    "STREAM_COLUMNS",
-    "TOKEN_KIND_COLUMNS",
-    "WORKLOAD_COLUMNS",
-    "StreamExpectations",
-    "StreamRecord",
-]
-
-#: The columns of ``streams.csv``, in order (``docs/results.md``).
-STREAM_COLUMNS: tuple[str, ...] = (
-    "stream_id",
-    "protocol",
-    "user_class",
-    "started_at",
-    "scheduled_at",
-    "status",
-    "outcome",
-    "connect_ms",
-    "ttft_ms",
-    "e2e_ms",
-    "tokens",
-    "expected_tokens",
-    "usage_completion_tokens",
-    "finish_reason",
-    "max_gap_ms",
-    "bytes",
-    "error",
-    "usage_prompt_tokens",
-    "conversation_id",
-    "turn",
-    "scenario",
-    "schedule_lag_ms",
-    "cached_tokens",
-    "ttfo_ms",
-    "reasoning_tokens",
-    "tool_tokens",
-    "ttftc_ms",
-)
-
-#: The columns added by results schema 3 (token counts, multi-turn conversations): a reader
-#: of an older directory finds them missing and takes them as empty.
-WORKLOAD_COLUMNS: tuple[str, ...] = ("usage_prompt_tokens", "conversation_id", "turn")
-
-#: The column added by results schema 4: the k6-style scenario a stream belongs to (empty for a
-#: run without ``[scenarios.*]``). A reader of an older directory takes it as empty.
-SCENARIO_COLUMNS: tuple[str, ...] = ("scenario",)
-
-#: The columns added with trace replay and the prefix cache: how late a scheduled stream
-#: started (``started_at - scheduled_at``), and the prompt tokens the server served from its
-#: prefix cache (``usage.prompt_tokens_details.cached_tokens``). A reader of an older directory
-#: takes them as empty.
-REPLAY_COLUMNS: tuple[str, ...] = ("schedule_lag_ms", "cached_tokens")
-#: The columns added by results schema 5 (reasoning- and tool-aware timing, docs/timing.md):
-#: the time to the first answer token and the reasoning and tool-call token counts. A reader
-#: of an older directory takes them as empty.
-TOKEN_KIND_COLUMNS: tuple[str, ...] = ("ttfo_ms", "reasoning_tokens", "tool_tokens", "ttftc_ms")
+__all__ = ["StreamExpectations", "StreamRecord"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,10 +35,6 @@ class StreamExpectations:
     stop_token_counted: bool = False
     """The server's usage counts the end-of-sequence token that ended an answer, a token with
     no text (llama.cpp): a natural end one token short of usage is whole."""
-
-
-def _ms(seconds: float | None) -> float | None:
-    return None if seconds is None else round(seconds * 1000.0, 3)
 
 
 @dataclass(slots=True)
@@ -165,39 +104,3 @@ class StreamRecord:
         if self.ttft_s is None or self.e2e_s is None or n < 2:
             return None
         return (self.e2e_s - self.ttft_s) / (n - 1)
-
-    def row(self) -> dict[str, object]:
-        """The ``streams.csv`` row (milliseconds, empty cells as None)."""
-        return {
-            "stream_id": self.stream_id,
-            "protocol": self.protocol,
-            "user_class": self.user_class,
-            "started_at": round(self.started_at, 6),
-            "scheduled_at": None if self.scheduled_at is None else round(self.scheduled_at, 6),
-            "status": self.status,
-            "outcome": self.outcome,
-            "connect_ms": _ms(self.connect_s),
-            "ttft_ms": _ms(self.ttft_s),
-            "e2e_ms": _ms(self.e2e_s),
-            "tokens": self.reported_tokens if self.reported_tokens is not None else self.tokens,
-            "expected_tokens": self.expected_tokens,
-            "usage_completion_tokens": self.usage_completion_tokens,
-            "finish_reason": self.finish_reason,
-            "max_gap_ms": _ms(self.max_gap_s),
-            "bytes": self.bytes,
-            "error": self.error,
-            "usage_prompt_tokens": self.usage_prompt_tokens,
-            "conversation_id": self.conversation_id,
-            "turn": self.turn,
-            "scenario": self.scenario,
-            "schedule_lag_ms": (
-                None
-                if self.scheduled_at is None
-                else round((self.started_at - self.scheduled_at) * 1000.0, 3)
-            ),
-            "cached_tokens": self.cached_tokens,
-            "ttfo_ms": _ms(self.ttfo_s),
-            "reasoning_tokens": self.reasoning_tokens,
-            "tool_tokens": self.tool_tokens,
-            "ttftc_ms": _ms(self.ttftc_s),
-        }

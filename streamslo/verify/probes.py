@@ -19,6 +19,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from streamslo.results.columns import stream_row
 from streamslo.stream import caps
 from streamslo.stream.chunkjson import loads_chunk
 from streamslo.stream.dialects import API_PATHS, ENDPOINT_APIS, tracker_for
@@ -352,7 +353,7 @@ async def health_check(
 
 def describe(rec: StreamRecord) -> str:
     """One line about a probed stream: outcome, tokens, timings, error."""
-    row = rec.row()
+    row = stream_row(rec)
     parts = [
         f"{rec.protocol} probe {rec.stream_id}: {rec.outcome}",
         f"status {rec.status}",

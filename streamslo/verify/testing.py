@@ -33,7 +33,7 @@ def stream_row(stream_id: str, **fields: object) -> dict[str, object]:
     Raises:
         ValueError: a field that is not a column.
     """
-    from streamslo.stream.timing import STREAM_COLUMNS
+    from streamslo.results.columns import STREAM_COLUMNS
 
     row: dict[str, Any] = {
         "stream_id": stream_id,
@@ -93,8 +93,8 @@ def write_run(
     """
     import pandas as pd
 
+    from streamslo.results.columns import STREAM_COLUMNS
     from streamslo.results.layout import Layout
-    from streamslo.stream.timing import STREAM_COLUMNS
 
     layout = Layout(Path(directory))
     out = layout.root

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from streamslo.stream.timing import STREAM_COLUMNS
+from streamslo.results.columns import STREAM_COLUMNS
 from tests.faulty.constants import STALL_S
 from tests.faulty.dialects import DIALECT_EXPECTED
 from tests.faulty.scenarios import MIXES

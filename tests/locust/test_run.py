@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
+from streamslo.results.columns import STREAM_COLUMNS
 from streamslo.stream.outcome import OUTCOMES
-from streamslo.stream.timing import STREAM_COLUMNS
 from tests.faulty.server import TIMED_ITL_S, TIMED_TTFT_S
 from tests.locust.helpers import gaps, streams, streamslo_run
 

@@ -34,6 +34,7 @@ from typing import Any
 
 import pytest
 
+from streamslo.results.columns import stream_row
 from streamslo.run.evidence import ServerEvidence, parse_prometheus_typed
 from streamslo.stream.timing import StreamExpectations, StreamRecord
 from tests.stream.drive import Burst, drive_sse
@@ -158,7 +159,7 @@ def test_an_engine_killed_under_a_stream_is_error_event_with_its_message(size: i
 def test_with_coalesced_chunks_a_complete_stream_is_ok(name: str, size: int) -> None:
     rec = _replay(name, size, 64, coalesced=True)
     assert rec.outcome == "ok", rec.error
-    assert rec.row()["tokens"] == rec.usage_completion_tokens == 64
+    assert stream_row(rec)["tokens"] == rec.usage_completion_tokens == 64
 
 
 def _default(name: str) -> Any:
@@ -179,7 +180,7 @@ def test_a_complete_vllm_stream_is_ok_with_the_default_flags(name: str) -> None:
 @pytest.mark.parametrize("name", DEFAULT_STREAMS)
 def test_tokens_equal_the_servers_usage_with_the_default_flags(name: str) -> None:
     rec = _replay(name, 97, 64)
-    assert rec.row()["tokens"] == rec.usage_completion_tokens == 64
+    assert stream_row(rec)["tokens"] == rec.usage_completion_tokens == 64
 
 
 @pytest.mark.parametrize("size", SPLITS)

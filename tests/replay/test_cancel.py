@@ -112,7 +112,9 @@ def test_cached_tokens_come_from_usage():
         "prompt_tokens_details": {"cached_tokens": 32},
     }
     tr.on_sse_bytes(10.1, chunk("a") + chunk(None, "length", usage) + b"data: [DONE]\n\n")
-    assert rec.outcome == "ok" and rec.cached_tokens == 32 and rec.row()["cached_tokens"] == 32
+    assert (
+        rec.outcome == "ok" and rec.cached_tokens == 32 and stream_row(rec)["cached_tokens"] == 32
+    )
 
 
 def test_client_cancelled_moves_no_rate(tmp_path):

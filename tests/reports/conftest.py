@@ -17,21 +17,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from streamslo.stream.timing import (
-    REPLAY_COLUMNS,
-    SCENARIO_COLUMNS,
-    STREAM_COLUMNS,
-    TOKEN_KIND_COLUMNS,
-    WORKLOAD_COLUMNS,
-)
+from streamslo.results.columns import COLUMNS as _ALL
 
-#: ``streams.csv``'s columns as results schema 2 wrote them: the schema's (stream/timing.py),
-#: less the ones added since, which a reader of an older directory takes as empty.
-COLUMNS = tuple(
-    c
-    for c in STREAM_COLUMNS
-    if c not in (*WORKLOAD_COLUMNS, *SCENARIO_COLUMNS, *REPLAY_COLUMNS, *TOKEN_KIND_COLUMNS)
-)
+#: ``streams.csv``'s columns as results schema 2 wrote them (results/columns.py), less the ones
+#: added since, which a reader of an older directory takes as empty.
+COLUMNS = tuple(c.name for c in _ALL if c.schema <= 2)
 START = 1_700_000_000.0
 
 

@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 
 from streamslo.errors import ResultsError
+from streamslo.results.columns import STREAM_COLUMNS
 from streamslo.results.layout import Layout, load_run
-from streamslo.stream.timing import STREAM_COLUMNS
 from streamslo.verify.testing import stream_row, write_run
 
 

@@ -13,6 +13,7 @@ import json
 
 import pytest
 
+from streamslo.results.columns import stream_row
 from streamslo.stream.counts import Ledger, text_capacity
 from streamslo.stream.timing import StreamExpectations, StreamRecord
 from streamslo.stream.tracker import StreamTracker
@@ -108,21 +109,21 @@ def test_a_merged_multibyte_chunk_is_not_a_truncation():
     assert rec.outcome == "ok", rec.error
     assert rec.tokens == 6  # arrivals: one ITL gap each
     assert len(rec.gap_s) == 5
-    assert rec.row()["tokens"] == 8  # the stream's tokens, by the server's count
+    assert stream_row(rec)["tokens"] == 8  # the stream's tokens, by the server's count
 
 
 def test_unfinished_bytes_at_the_end_are_the_tail_of_a_multibyte_stream():
     # The last two tokens were the first bytes of a character never finished: never sent.
     rec = run(FORCED, llamacpp(["é", "a", "b", "c", "d"], None, 8))
     assert rec.outcome == "ok", rec.error
-    assert rec.row()["tokens"] == 8
+    assert stream_row(rec)["tokens"] == 8
 
 
 def test_a_lost_ascii_chunk_is_a_silent_truncation_naming_both_numbers():
     rec = run(FORCED, llamacpp(["a", "b", "c", "d", "e", "f", "g"], None, 8))
     assert rec.outcome == "silent_truncation"
     assert rec.error == "7 token positions arrived of 8 the server counted"
-    assert rec.row()["tokens"] == 7  # positions that never arrived are not counted
+    assert stream_row(rec)["tokens"] == 7  # positions that never arrived are not counted
 
 
 def test_more_missing_than_the_text_can_hold_is_a_silent_truncation():
@@ -140,7 +141,7 @@ def test_more_missing_than_the_text_can_hold_is_a_silent_truncation():
 def test_predicted_n_counts_a_merged_chunk_exactly():
     rec = run(FORCED, llamacpp(["a", "b", "中", "c", "d", "e"], [1, 2, 5, 6, 7, 8], 8))
     assert rec.outcome == "ok", rec.error
-    assert rec.tokens == 8 == rec.row()["tokens"]
+    assert rec.tokens == 8 == stream_row(rec)["tokens"]
     assert len(rec.gap_s) == 5  # six arrivals
 
 
@@ -242,7 +243,7 @@ def test_a_count_on_the_finish_chunk_alone_is_the_final_count_not_a_running_one(
     last["timings"] = {"predicted_n": 6}
     rec = run(StreamExpectations(max_tokens=6), [*chunks, event(last), DONE])
     assert rec.outcome == "ok", rec.error
-    assert rec.tokens == 4 and rec.row()["tokens"] == 6
+    assert rec.tokens == 4 and stream_row(rec)["tokens"] == 6
     plain = [chat({"content": t}) for t in ["a", "b"]]
     last["usage"] = {"prompt_tokens": 2, "completion_tokens": 2}
     last["timings"] = {"predicted_n": 2}
@@ -260,7 +261,7 @@ def test_llamacpp_tokens_after_its_last_count_are_tokens_without_text():
     chunks[-3] = chat({}, "length")  # the finish chunk, as llama.cpp sends it: no timings
     rec = run(StreamExpectations(max_tokens=64), chunks)
     assert rec.outcome == "ok", rec.error
-    assert rec.tokens == 34 and rec.row()["tokens"] == 64
+    assert rec.tokens == 34 and stream_row(rec)["tokens"] == 64
     # Without the running count (a server that gives none), the same stream is short.
     plain = llamacpp(texts, None, 64)
     rec = run(StreamExpectations(max_tokens=64), plain)
@@ -323,7 +324,7 @@ def test_responses_whose_final_text_equals_the_deltas_lost_nothing():
     a character): 4 deltas for 6 tokens, the final response holding the same text."""
     rec = _run_responses(_responses(["a", "b", "c", "d"], "abcd", 6))
     assert rec.outcome == "ok", rec.error
-    assert rec.row()["tokens"] == 6
+    assert stream_row(rec)["tokens"] == 6
     assert rec.finish_reason == "max_output_tokens"  # completed holding an incomplete response
 
 

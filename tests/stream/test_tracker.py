@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from streamslo.results.columns import stream_row
 from streamslo.stream.timing import StreamExpectations, StreamRecord
 from streamslo.stream.tracker import StreamTracker
 
@@ -73,7 +74,7 @@ def test_ok_timings_and_invariant():
     assert rec.e2e_s == pytest.approx(0.4)  # ends at [DONE], not at the socket close
     assert rec.e2e_s - rec.ttft_s == pytest.approx(sum(rec.gap_s))
     assert rec.tpot_s == pytest.approx(0.1)
-    assert rec.row()["max_gap_ms"] == pytest.approx(150.0)
+    assert stream_row(rec)["max_gap_ms"] == pytest.approx(150.0)
 
 
 def test_cut_stream_adds_open_gap():
@@ -143,7 +144,7 @@ def test_coalesced_chunks_apply_rule_a_only():
     e = StreamExpectations(max_tokens=6, coalesced_chunks=True)
     rec = sse(e, [(10.1, chunk("ab")), (10.2, chunk("cdef", "length", 6) + DONE)])
     assert rec.outcome == "ok"
-    assert rec.row()["tokens"] == 6
+    assert stream_row(rec)["tokens"] == 6
     rec = sse(e, [(10.1, chunk("ab")), (10.2, chunk("cd", "length", 4) + DONE)])
     assert rec.outcome == "silent_truncation"
 

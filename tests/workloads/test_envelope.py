@@ -8,6 +8,7 @@ import json
 import pytest
 
 from streamslo.errors import BadInputError
+from streamslo.results.columns import stream_row
 from streamslo.stream.envelope import WSEnvelope
 from streamslo.stream.timing import StreamExpectations, StreamRecord
 from streamslo.stream.tracker import StreamTracker
@@ -137,4 +138,4 @@ def test_sse_prompt_tokens_and_text_are_recorded():
     assert (
         rec.outcome == "ok" and rec.usage_prompt_tokens == 11 and "".join(tr.text or []) == "hello"
     )
-    assert rec.row()["usage_prompt_tokens"] == 11 and rec.row()["turn"] is None
+    assert stream_row(rec)["usage_prompt_tokens"] == 11 and stream_row(rec)["turn"] is None

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from streamslo.results.columns import stream_row
 from streamslo.stream.timing import StreamRecord
 from streamslo.stream.tracker import StreamTracker
 from streamslo.transport.sync import ClientLimits, Target, stream_sse
@@ -29,7 +30,9 @@ def _opts(shape: Shape) -> RequestOptions:
 def _check(shape: Shape, rec: StreamRecord) -> None:
     assert rec.outcome == shape.outcome, (shape.name, rec.error)
     if shape.tokens is not None:
-        assert rec.row()["tokens"] == shape.tokens, shape.name  # (usage under --coalesced-chunks)
+        assert stream_row(rec)["tokens"] == shape.tokens, (
+            shape.name
+        )  # (usage under --coalesced-chunks)
     if shape.usage is not None:
         assert (rec.usage_prompt_tokens, rec.usage_completion_tokens) == shape.usage, shape.name
 
