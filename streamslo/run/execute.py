@@ -287,8 +287,69 @@ def _locust_command(cfg: RunConfig, locustfile: Path) -> list[str]:
     return [*cmd, *cfg.extra_locust_args]
 
 
+@dataclass
+class _Prepared:
+    """Phase 1, before any load: the results directory, what the run sends, the target's answer."""
+
+    layout: Any
+    """The directory's :class:`~streamslo.results.layout.Layout`."""
+    slo: Any
+    workload: dict[str, Any]
+    preflight: list[dict[str, Any]] | None
+
+
+@dataclass
+class _Target:
+    """Phase 2: what the target says of itself before the load (and the baseline the freed
+    check returns to)."""
+
+    evidence: Any
+    """The :class:`~streamslo.run.evidence.ServerEvidence` that scrapes it during the run."""
+    server: dict[str, Any] | None
+    freed: Any = None
+
+
+@dataclass
+class _Watched:
+    """Phases 3 and 4: how the load generator's run went."""
+
+    start: float
+    watch: Any
+    rc: int | None = None
+    aborted: list[Any] = field(default_factory=list)
+    alert_abort: Any = None
+    overran: bool = False
+    interrupted: KeyboardInterrupt | None = None
+
+    @property
+    def died(self) -> bool:
+        """Locust exited with an error of its own (not stopped by a threshold, an alert, a
+        signal or the safety net)."""
+        return (
+            self.rc not in (0, None)
+            and not self.aborted
+            and self.alert_abort is None
+            and self.interrupted is None
+            and not self.overran
+        )
+
+
+@dataclass
+class _Finalized:
+    """Phase 5: the finalized directory."""
+
+    summary: Any
+    checks: list[Any]
+    data: Any
+    """The run as loaded after finalizing (:class:`~streamslo.results.layout.RunData`)."""
+    server_freed: dict[str, Any] | None
+    tail: str
+    """The end of Locust's log, when it died."""
+
+
 def execute(cfg: RunConfig) -> int:
-    """Run the load, finalize the directory, return the exit code.
+    """Run the load, finalize the directory, return the exit code: prepare (results directory,
+    workload, preflight), ask the target, launch and watch Locust, finalize, report.
 
     The results directory says ``complete: false`` from the start; it is finalized however the
     run ends: at its end, after an ``abortOnFail``, after a stop signal, or after Locust died.
@@ -303,21 +364,28 @@ def execute(cfg: RunConfig) -> int:
             stopped the run; raised again once the directory is finalized, so that a caller
             (``compare``, ``soak``) stops too.
     """
-    from importlib.metadata import version
+    prepared = _prepare(cfg)
+    target = _ask_target(cfg, prepared)
+    start = _write_run_json(cfg, prepared, target)
+    watched = _launch_and_watch(cfg, prepared, target, start)
+    done = _finalize(cfg, prepared, target, watched)
+    _print_report(cfg, prepared, done, watched)
+    return _exit_code(cfg, prepared, done, watched)
 
-    from streamslo import __version__
-    from streamslo.errors import EXIT_INTERNAL
-    from streamslo.results.layout import Layout, load_run, new_run_json, read_run_start, write_json
-    from streamslo.results.summary_table import format_summary
-    from streamslo.run.evidence import ServerEvidence
-    from streamslo.run.finalize import finalize, iso_utc, last_record_epoch
+
+def _prepare(cfg: RunConfig) -> _Prepared:
+    """The results directory (new or empty), the workload read, the preflight passed; a bad
+    input leaves no empty directory behind.
+
+    Raises:
+        BadInputError: a bad directory, dataset, tokenizer, or a wrong target.
+    """
+    from streamslo.results.layout import Layout
     from streamslo.slo import thresholds
 
     layout = Layout(cfg.out)
-    out = layout.root
-    created = not out.exists()
-    prepare_out(out)
-    slo = cfg.slo if cfg.slo is not None else thresholds.DEFAULT_SLO
+    created = not layout.root.exists()
+    prepare_out(layout.root)
     try:
         workload = _describe_workload(cfg)  # a bad dataset or tokenizer: exit 2 before any load
         preflight = _preflight(cfg)  # a wrong target: exit 2 before any load
@@ -326,13 +394,24 @@ def execute(cfg: RunConfig) -> int:
             import contextlib
 
             with contextlib.suppress(OSError):
-                out.rmdir()
+                layout.root.rmdir()
         raise
-    evidence = ServerEvidence(cfg.host, out, insecure=cfg.insecure, metrics_url=cfg.metrics_url)
+    slo = cfg.slo if cfg.slo is not None else thresholds.DEFAULT_SLO
+    return _Prepared(layout, slo, workload, preflight)
+
+
+def _ask_target(cfg: RunConfig, prepared: _Prepared) -> _Target:
+    """What the target says of itself (the bundled server's mode, its evidence), and the
+    in-flight baseline of the freed check (``--cancel-rate``)."""
+    from streamslo.run.evidence import ServerEvidence
+
+    evidence = ServerEvidence(
+        cfg.host, prepared.layout.root, insecure=cfg.insecure, metrics_url=cfg.metrics_url
+    )
     server = evidence.probe()
     if (
         server is None
-        and any(p["outcome"] != "ok" for p in preflight or ())
+        and any(p["outcome"] != "ok" for p in prepared.preflight or ())
         and not _answers(cfg, "/healthz")
     ):
         # The preflight's stream went wrong and /healthz got no answer at all: a server busy
@@ -349,7 +428,19 @@ def execute(cfg: RunConfig) -> int:
 
         freed = FreedCheck(evidence.metrics_url)
         freed.before()  # the in-flight gauge before any load: the baseline it must return to
+    return _Target(evidence, server, freed)
+
+
+def _write_run_json(cfg: RunConfig, prepared: _Prepared, target: _Target) -> float:
+    """run.json as the run starts (``complete: false``); returns the start (epoch s)."""
+    from importlib.metadata import version
+
+    from streamslo import __version__
+    from streamslo.results.layout import new_run_json, write_json
+    from streamslo.run.finalize import iso_utc
+
     start = time.time()
+    server = target.server
     info: RunJson = {
         "tool_version": __version__,
         "start": iso_utc(start),
@@ -375,27 +466,31 @@ def execute(cfg: RunConfig) -> int:
         "slo": cfg.slo_source or ("scenario" if cfg.slo is not None else "default"),
         "window_s": cfg.window,
         "budget": cfg.budget.as_dict() if cfg.budget is not None else None,
-        "metrics_url": evidence.metrics_url,
+        "metrics_url": target.evidence.metrics_url,
         "locust_version": version("locust"),
         "server_mode": str(server["mode"]) if server and server.get("mode") is not None else None,
         "server": server,
-        "workload": workload,
-        "preflight": preflight,
+        "workload": prepared.workload,
+        "preflight": prepared.preflight,
     }
     if cfg.goodput:
         from streamslo.figures.metrics import GoodputBounds
 
         info["goodput"] = GoodputBounds.parse(cfg.goodput).as_dict()
-    write_json(layout.run_json, new_run_json(info))
+    write_json(prepared.layout.run_json, new_run_json(info))
+    return start
+
+
+def _launch_and_watch(
+    cfg: RunConfig, prepared: _Prepared, target: _Target, start: float
+) -> _Watched:
+    """Start Locust and watch it to its end (live thresholds, alerts, progress); a stop signal
+    stops it as at the end of a run (streams in flight get the drain)."""
     locustfile = Path(__file__).resolve().parents[1] / "loadgen" / "locustfile.py"
     env = dict(os.environ, STREAMSLO_RUNNER="1", PYTHONUNBUFFERED="1", **cfg.locust_environment())
-    aborted: list[Any] = []
-    alert_abort: Any = None
-    watch = _new_watch(cfg, slo, out)
-    overran = False
-    interrupted: KeyboardInterrupt | None = None
+    watched = _Watched(start, _new_watch(cfg, prepared.slo, prepared.layout.root))
     proc: subprocess.Popen[bytes] | None = None
-    with open(layout.locust_log, "wb") as log:
+    with open(prepared.layout.locust_log, "wb") as log:
         try:
             proc = subprocess.Popen(
                 _locust_command(cfg, locustfile),
@@ -405,12 +500,12 @@ def execute(cfg: RunConfig) -> int:
                 start_new_session=True,
                 preexec_fn=_die_with_parent,
             )
-            evidence.start()
-            aborted, alert_abort, overran = _watch(proc, cfg, watch)
+            target.evidence.start()
+            watched.aborted, watched.alert_abort, watched.overran = _watch(proc, cfg, watched.watch)
         except KeyboardInterrupt as exc:
             # Ctrl-C, SIGTERM, SIGHUP: stop Locust as at the end of a run (streams in flight
             # get the drain), then finalize what was measured.
-            interrupted = exc
+            watched.interrupted = exc
             print(
                 "streamslo run: interrupted; stopping the load (streams in flight get the drain) "
                 "and keeping the results",
@@ -424,86 +519,110 @@ def execute(cfg: RunConfig) -> int:
                 _stop(proc, 5.0)
             raise
         finally:
-            evidence.stop()
-            watch.finish(time.time() - start)
-            if watch.exporter is not None:
-                watch.exporter.stop()
-    rc = proc.returncode if proc is not None else None
-    died = (
-        rc not in (0, None)
-        and not aborted
-        and alert_abort is None
-        and interrupted is None
-        and not overran
-    )
+            target.evidence.stop()
+            watched.watch.finish(time.time() - start)
+            if watched.watch.exporter is not None:
+                watched.watch.exporter.stop()
+    watched.rc = proc.returncode if proc is not None else None
+    return watched
+
+
+def _finalize(cfg: RunConfig, prepared: _Prepared, target: _Target, w: _Watched) -> _Finalized:
+    """Finalize the directory however the run ended (a killed Locust: its end is its last
+    record).
+
+    Raises:
+        BadInputError: Locust rejected the options.
+    """
+    from streamslo.results.layout import load_run, read_run_start
+    from streamslo.run.finalize import finalize, iso_utc, last_record_epoch
+
+    layout, died = prepared.layout, w.died
     tail = layout.locust_log.read_text(errors="replace")[-2000:] if died else ""
-    if died and (rc == EXIT_BAD_INPUT or ("error:" in tail and "usage:" in tail)):
+    if died and (w.rc == EXIT_BAD_INPUT or ("error:" in tail and "usage:" in tail)):
         raise BadInputError(f"locust rejected the options:\n{tail}")
-    run_start = read_run_start(layout) or start
+    run_start = read_run_start(layout) or w.start
     end = time.time()
+    freed = target.freed
     server_freed = freed.after(cfg.cancel_check) if freed is not None and not died else None
     if died:
         # Locust was killed: the run's end is its last record, not now.
-        end = last_record_epoch(load_run(out)) or end
+        end = last_record_epoch(load_run(layout.root)) or end
     ended: RunJson = {
         "start": iso_utc(run_start),
         "start_epoch": run_start,
         "end": iso_utc(end),
         "end_epoch": end,
-        "aborted": [c.as_dict() for c in aborted] or None,
-        "aborted_by_alert": alert_abort.as_dict() if alert_abort is not None else None,
-        "alerts": [a.as_dict() for a in watch.alerts] if cfg.budget is not None else None,
-        "interrupted": interrupted is not None,
-        "stop_signal": _signal_name(interrupted),
+        "aborted": [c.as_dict() for c in w.aborted] or None,
+        "aborted_by_alert": w.alert_abort.as_dict() if w.alert_abort is not None else None,
+        "alerts": [a.as_dict() for a in w.watch.alerts] if cfg.budget is not None else None,
+        "interrupted": w.interrupted is not None,
+        "stop_signal": _signal_name(w.interrupted),
         "killed": died,
-        "overran": overran,
-        "locust_exit_code": rc,
+        "overran": w.overran,
+        "locust_exit_code": w.rc,
     }
     if server_freed is not None:
         ended["server_freed"] = server_freed
-    summary, checks = finalize(out, ended, slo, extra_checks=aborted)
-    data = load_run(out)
-    failed = [c for c in checks if not c.passed] + list(aborted)
-    if not cfg.quiet:
-        print(format_summary(summary, list(aborted) + list(checks), data.run))
-        for name, d in (summary.get("drift") or {}).items():
-            if d.get("verdict") in ("leak", "shrinking", "restarts"):
-                slope = (
-                    ""
-                    if d.get("slope_per_h") is None
-                    else f": {d['slope_per_h']:+.3g} {d['unit']}/h"
-                )
-                print(
-                    f"drift: {name} {d['verdict']}{slope} (start {d.get('start')}, end {d.get('end')})"
-                )
-        for a in watch.alerts:
-            print(
-                f"budget alert {a.name} fired at {a.fired_at}: burn rate {a.burn_long:g} (long), "
-                f"{a.burn_short:g} (short) > {a.factor:g}{' (abortOnFail: the run stopped)' if a is alert_abort else ''}"
+    summary, checks = finalize(layout.root, ended, prepared.slo, extra_checks=w.aborted)
+    return _Finalized(summary, list(checks), load_run(layout.root), server_freed, tail)
+
+
+def _print_report(cfg: RunConfig, prepared: _Prepared, done: _Finalized, w: _Watched) -> None:
+    """The terminal summary, drift and budget alerts, where the results are and what next."""
+    if cfg.quiet:
+        return
+    from streamslo.results.summary_table import format_summary
+
+    out = prepared.layout.root
+    print(format_summary(done.summary, list(w.aborted) + done.checks, done.data.run))
+    for name, d in (done.summary.get("drift") or {}).items():
+        if d.get("verdict") in ("leak", "shrinking", "restarts"):
+            slope = (
+                "" if d.get("slope_per_h") is None else f": {d['slope_per_h']:+.3g} {d['unit']}/h"
             )
-    if not cfg.quiet:
+            print(
+                f"drift: {name} {d['verdict']}{slope} (start {d.get('start')}, end {d.get('end')})"
+            )
+    for a in w.watch.alerts:
+        stopped = " (abortOnFail: the run stopped)" if a is w.alert_abort else ""
         print(
-            f"\nresults: {out}\nnext:    streamslo verify {out}    # the SLO verdicts (exit 0 / 99)\n"
-            f"         streamslo report {out}    # the HTML / Markdown report"
+            f"budget alert {a.name} fired at {a.fired_at}: burn rate {a.burn_long:g} (long), "
+            f"{a.burn_short:g} (short) > {a.factor:g}{stopped}"
         )
-    if interrupted is not None:
-        raise interrupted
-    if died:
+    print(
+        f"\nresults: {out}\nnext:    streamslo verify {out}    # the SLO verdicts (exit 0 / 99)\n"
+        f"         streamslo report {out}    # the HTML / Markdown report"
+    )
+
+
+def _exit_code(cfg: RunConfig, prepared: _Prepared, done: _Finalized, w: _Watched) -> int:
+    """The run's exit code (k6's); a stop signal is raised again once everything is written.
+
+    Raises:
+        KeyboardInterrupt: the run was stopped by a signal.
+    """
+    from streamslo.errors import EXIT_INTERNAL
+
+    if w.interrupted is not None:
+        raise w.interrupted
+    if w.died:
         print(
-            f"streamslo run: the load generator (locust) {_exit_words(rc)} before the run's end; "
-            f"what it had written is finalized in {out} (run.json killed: true). "
-            f"See {layout.locust_log}:\n{tail}",
+            f"streamslo run: the load generator (locust) {_exit_words(w.rc)} before the run's "
+            f"end; what it had written is finalized in {prepared.layout.root} (run.json killed: "
+            f"true). See {prepared.layout.locust_log}:\n{done.tail}",
             file=sys.stderr,
         )
         return EXIT_INTERNAL
-    if server_freed is not None and server_freed.get("passed") is False:
-        print(f"streamslo run: {server_freed['reason']}", file=sys.stderr)
+    if done.server_freed is not None and done.server_freed.get("passed") is False:
+        print(f"streamslo run: {done.server_freed['reason']}", file=sys.stderr)
         return EXIT_THRESHOLD
-    if failed or alert_abort is not None:
+    if any(not c.passed for c in done.checks) or w.aborted or w.alert_abort is not None:
         return EXIT_THRESHOLD
-    if not data.valid and not cfg.allow_invalid:
+    if not done.data.valid and not cfg.allow_invalid:
         print(
-            f"streamslo run: the run is invalid: {data.run.get('invalid_reason')}", file=sys.stderr
+            f"streamslo run: the run is invalid: {done.data.run.get('invalid_reason')}",
+            file=sys.stderr,
         )
         return EXIT_THRESHOLD
     return EXIT_OK
