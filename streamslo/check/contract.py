@@ -253,7 +253,12 @@ class _Checker:
             if api == self.api:
                 continue
             rec, _ = self.stream(api=api, max_tokens=2)
-            if rec.outcome == "ok":
+            if rec.outcome == "ok" or (
+                rec.status is not None
+                and 200 <= rec.status < 300
+                and "not an event stream" not in rec.error
+            ):
+                # It streams that dialect (a 2-token probe judges no more than that).
                 served.append(api)
             else:
                 what = f"HTTP {rec.status}" if rec.status else str(rec.outcome)
@@ -374,6 +379,14 @@ class _Checker:
         else:
             self.add("max_tokens honoured", "skip", f"no stream: {_describe(rec)}")
         length = self.length
+        if not self.request().ignore_eos:
+            # The engine's path ignores the field: a run does not ask it (the /v1/models line).
+            self.add(
+                "ignore_eos honoured",
+                "skip",
+                "not asked: this path ignores ignore_eos, so runs judge it without a forced length",
+            )
+            return
         at_limit = (
             rec.finish_reason == "completed"  # Responses at max_output_tokens (vLLM, llama.cpp)
             and self.api == "openai-responses"

@@ -57,8 +57,11 @@ ENGINES: Mapping[str, Engine] = {
             "openai-completions": {"timings_per_token": True},
         },
         # Its /v1/messages (llama.cpp 0c1e570) ends at the model's end of sequence with
-        # end_turn whatever ignore_eos says; its chunks and Responses events honour it.
+        # end_turn whatever ignore_eos says; its chunks and Responses events honour it. It sends
+        # no delta for a token with no text and no count with a delta (a healthy stream read 34
+        # deltas of 64 counted): only its usage counts the tokens there.
         no_forced_length=frozenset({"anthropic-messages"}),
+        uncounted_merges=frozenset({"anthropic-messages"}),
         # usage counts the end-of-generation token: "stop" after 2 text chunks, usage 3.
         stop_token_counted=True,
     ),
@@ -107,8 +110,9 @@ def adapt_request(req: RequestOptions, owner: str | None) -> Adapted:
     if dialect in engine.uncounted_merges and not req.coalesced_chunks:
         req = replace(req, coalesced_chunks=True)
         notes.append(
-            f"{engine.name}'s {req.path} merges tokens into one delta and sends no count with it: "
-            "tokens are counted by its usage (--coalesced-chunks; a lost delta cannot be seen)"
+            f"{engine.name}'s {req.path} sends no token count with its deltas (several tokens "
+            "may share one delta, or have none): tokens are counted by its usage "
+            "(--coalesced-chunks; a lost delta cannot be seen)"
         )
     return Adapted(req, tuple(notes))
 

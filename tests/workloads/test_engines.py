@@ -49,10 +49,12 @@ def test_vllm_messages_is_judged_as_it_can_be_and_says_so():
     assert adapt_request(mine, "vllm").notes == ()
 
 
-def test_llamacpp_messages_has_no_forced_length():
-    """llama.cpp's /v1/messages ends at the model's end of sequence whatever ignore_eos says."""
+def test_llamacpp_messages_has_no_forced_length_and_counts_by_usage():
+    """llama.cpp's /v1/messages ends at the model's end of sequence whatever ignore_eos says,
+    and sends no delta for a token with no text, nor a count with its deltas."""
     adapted = adapt_request(RequestOptions(api="anthropic-messages"), "llamacpp")
-    assert not adapted.request.ignore_eos and not adapted.request.coalesced_chunks
+    assert not adapted.request.ignore_eos and adapted.request.coalesced_chunks
     assert adapted.request.expectations().stop_token_counted
-    (note,) = adapted.notes
-    assert note.startswith("llama.cpp's /v1/messages ignores ignore_eos")
+    forced, counted = adapted.notes
+    assert forced.startswith("llama.cpp's /v1/messages ignores ignore_eos")
+    assert "sends no token count" in counted
