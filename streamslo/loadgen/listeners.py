@@ -25,6 +25,7 @@ periodic flush logs it and tries again in 2 s; the end of a test reports it to L
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Generic, TypeVar
@@ -48,6 +49,7 @@ __all__ = [
     "StreamFailure",
     "WriteRow",
     "csv_safe_record",
+    "failure_text",
 ]
 
 log = logging.getLogger(__name__)
@@ -94,6 +96,20 @@ class Hook(Generic[T]):
 
 class StreamFailure(Exception):
     """A stream that did not end ``ok``; Locust groups failures by this message."""
+
+
+#: Counts and durations in an error text (kept: an HTTP status, a close code, an error code).
+_NUMBER = re.compile(r"(?<!HTTP )(?<!close )(?<!error )(?<![\w.])\d+(?:\.\d+)?(?![\w.])")
+
+
+def failure_text(outcome: str, error: str) -> str:
+    """The message Locust groups a failed stream by: its outcome and its error with counts and
+    durations as ``N`` ("silent_truncation: N token positions arrived of N the server
+    counted"), so one way of failing is one row of Locust's Failures tab; ``streams.csv`` keeps
+    the exact text."""
+    if not error:
+        return outcome
+    return f"{outcome}: {_NUMBER.sub('N', error)[:80]}"
 
 
 def csv_safe_record(rec: StreamRecord) -> StreamRecord:
@@ -216,11 +232,7 @@ class LocustStats:
                 self._entry(kind, MAX_GAP_ENTRY, max(rec.gap_s) * 1000.0)
         if outcome == "client_cancelled":
             return  # hung up on purpose: its TTFT and gaps count, its cut-short stream neither way
-        exc = (
-            None
-            if outcome == "ok"
-            else StreamFailure(f"{outcome}: {rec.error[:80]}" if rec.error else outcome)
-        )
+        exc = None if outcome == "ok" else StreamFailure(failure_text(outcome, rec.error))
         self.fire(
             request_type=kind,
             name="stream",

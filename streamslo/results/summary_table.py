@@ -99,7 +99,15 @@ def _relay_warnings(run: Mapping[str, Any]) -> list[str]:
 
 def run_warnings(run: RunJson) -> list[str]:
     """An invalid run (saturated generator), then :func:`integrity_warnings`."""
-    out = [f"INVALID RUN: {run.get('invalid_reason')}"] if not run.get("valid", True) else []
+    out = (
+        [
+            f"INVALID RUN: {run.get('invalid_reason')}: its latencies measure the load "
+            "generator, not the server; rerun with fewer users or more --processes (or pass "
+            "--allow-invalid)"
+        ]
+        if not run.get("valid", True)
+        else []
+    )
     dropped = run.get("dropped_iterations")
     if dropped:  # k6's dropped_iterations: the asked load was not sent (docs/scenarios.md)
         by = ", ".join(

@@ -122,3 +122,16 @@ def test_a_worker_sends_its_stats_then_its_final_batch_only_at_the_end():
     assert calls == []
     listener(True)
     assert calls == ["stats", "flush final=True"]
+
+
+def test_one_way_of_failing_is_one_row_of_locusts_failures():
+    """Locust groups failures by their message: counts become N (the exact text stays in
+    streams.csv), statuses and close codes stay."""
+    from streamslo.loadgen.listeners import failure_text
+
+    a = failure_text("silent_truncation", "34 token positions arrived of 64 the server counted")
+    b = failure_text("silent_truncation", "12 token positions arrived of 64 the server counted")
+    assert a == b == "silent_truncation: N token positions arrived of N the server counted"
+    assert failure_text("http_5xx", "HTTP 503: overloaded") == "http_5xx: HTTP 503: overloaded"
+    assert failure_text("truncated", "ws close 1011 before [DONE]").endswith("1011 before [DONE]")
+    assert failure_text("stalled", "") == "stalled"
