@@ -298,5 +298,12 @@ def verify(args: argparse.Namespace) -> int:
     elif verdict == 0:
         print(f"streamslo verify: all SLO checks passed ({layout.slo_json})")
     elif verdict == 99:
-        print(f"streamslo verify: SLO checks failed ({layout.slo_json})")
+        thresholds_failed = any(not r.passed for r in collector.results)
+        if thresholds_failed or not collector.failed:
+            print(f"streamslo verify: SLO checks failed ({layout.slo_json})")
+        else:  # every threshold held: what failed is the run itself (invalid, incomplete...)
+            print(
+                "streamslo verify: every threshold held, but the run itself failed a check "
+                "(above); --allow-invalid / --allow-incomplete to judge it anyway"
+            )
     return verdict

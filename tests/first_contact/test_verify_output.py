@@ -84,3 +84,26 @@ def test_verbose_shows_pytest(run_dir: Path) -> None:
     r = verify(str(run_dir), "-v")
     assert r.returncode == 99
     assert "test_run_is_complete PASSED" in r.stdout
+
+
+def test_an_invalid_run_whose_thresholds_held_is_not_said_to_fail_its_slo(tmp_path: Path) -> None:
+    """Every threshold held; only the run itself (its saturated generator) failed a check: the
+    last line says so, not "SLO checks failed"."""
+    from streamslo.verify.testing import stream_row, write_run
+
+    rows = [stream_row(f"s{i}") for i in range(20)]
+    gaps = {f"s{i}": [20.0] * 9 for i in range(20)}
+    run_dir = write_run(
+        tmp_path / "run", rows, gaps, run={"valid": False, "invalid_reason": "lag p99 90 ms"}
+    )
+    r = subprocess.run(
+        [sys.executable, "-m", "streamslo", "verify", str(run_dir)],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        cwd=REPO,
+    )
+    assert r.returncode == 99, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    assert all(not ln.startswith("  FAIL  itl") for ln in lines), lines
+    assert "every threshold held, but the run itself failed a check" in lines[-1], lines
