@@ -265,7 +265,7 @@ def _word(v: Any) -> str:
 def comparability_warnings(before: LoadedRun, after: LoadedRun) -> tuple[str, ...]:
     """Every way two runs differ that makes their comparison questionable, in words.
 
-    Checked: scenario, users, protocol (and mix), max_tokens, and duration (more than
+    Checked: scenario, users, protocol (and mix), dialect (``api``), max_tokens, and duration (more than
     :data:`DURATION_TOLERANCE` apart). A value missing from both run.json files is no warning.
     """
     out: list[str] = []
@@ -277,6 +277,11 @@ def comparability_warnings(before: LoadedRun, after: LoadedRun) -> tuple[str, ..
             )
     if _protocol(b) != _protocol(a):
         out.append(f"The runs differ in protocol: {_protocol(b)} before, {_protocol(a)} after.")
+    if b.get("api") and a.get("api") and b.get("api") != a.get("api"):
+        out.append(
+            f"The runs differ in dialect: {b.get('api')} before, {a.get('api')} after (the "
+            "server answers each on another path, with its own events and stop reasons)."
+        )
     if b.get("max_tokens") != a.get("max_tokens"):
         out.append(
             f"The runs differ in max_tokens: {_word(b.get('max_tokens'))} before, "

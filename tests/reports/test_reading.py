@@ -293,3 +293,13 @@ def test_values_carry_units_and_a_tiny_rate_does_not_read_zero() -> None:
     assert value_text("tokens_per_s", 443.8) == "443.8 /s"
     assert value_text("itl_ms", None) == "—" and fmt(None) == "—"
     assert ci_text(None) == "—"
+
+
+def test_runs_of_two_dialects_are_said_to_differ(tmp_path: Path) -> None:
+    b = write_fixed(tmp_path / "chat", run={"server_mode": "fixed", "api": "openai-chat"})
+    a = write_fixed(tmp_path / "msgs", run={"server_mode": "fixed", "api": "anthropic-messages"})
+    res = build_report(b.path, a.path, tmp_path / "out" / "report.html", resamples=50)
+    assert "differ in dialect: openai-chat before, anthropic-messages after" in res.summary
+    same = write_fixed(tmp_path / "chat2", run={"server_mode": "fixed", "api": "openai-chat"})
+    res = build_report(b.path, same.path, tmp_path / "out2" / "report.html", resamples=50)
+    assert "differ in dialect" not in res.summary
