@@ -108,6 +108,10 @@ class LoopWatchdog:
                 break
         if cause == "unknown" and self._gc_during:
             cause = "gc"
+        if cause == "unknown" and samples and all(_idle(stack) for stack in samples):
+            # The loop was waiting in select when it was sampled: it had nothing to run, so
+            # its lateness is the host's (a starved CPU), not the server's work.
+            cause = "host busy"
         self.counts[cause] += 1
         self.total_blocked_s += lag
         metrics.LOOP_STALLS.labels(cause).inc()
@@ -115,7 +119,8 @@ class LoopWatchdog:
         self.recent.append(
             {"at": time.time(), "ms": round(lag * 1000, 1), "cause": cause, "frames": top}
         )
-        log.warning(
+        log.log(
+            logging.DEBUG if cause == "host busy" else logging.WARNING,
             "event loop stalled %.0f ms (cause %s); top frames: %s",
             lag * 1000,
             cause,
@@ -150,3 +155,8 @@ class LoopWatchdog:
             "threshold_ms": self.threshold * 1000,
             "recent": list(self.recent),
         }
+
+
+def _idle(stack: list[str]) -> bool:
+    """Whether a sampled stack (innermost frame last) is the loop waiting in its selector."""
+    return bool(stack) and stack[-1].startswith("selectors.py:") and stack[-1].endswith(" select")

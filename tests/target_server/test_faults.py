@@ -156,3 +156,13 @@ def test_admission_control_429_and_ws_1013(serve) -> None:
         assert code == 1013 and err is not None and err["error"]["code"] == 429
         assert httpx.get(s.url + "/readyz").status_code == 503
         assert all(f.result().done for f in futs)
+
+
+def test_a_stall_while_the_loop_waited_in_select_is_the_hosts():
+    """A loop sampled waiting in its selector had nothing to run: its lateness is a starved
+    CPU's (counted as "host busy", logged at debug), not the server's work."""
+    from streamslo.server.watchdog import _idle
+
+    assert _idle(["base_events.py:1910 _run_once", "selectors.py:468 select"])
+    assert not _idle(["selectors.py:468 select", "naive.py:80 generate"])
+    assert not _idle([])
