@@ -232,7 +232,7 @@ class LocustStats:
                 self._entry(kind, MAX_GAP_ENTRY, max(rec.gap_s) * 1000.0)
         if outcome == "client_cancelled":
             return  # hung up on purpose: its TTFT and gaps count, its cut-short stream neither way
-        exc = None if outcome == "ok" else StreamFailure(failure_text(outcome, rec.error))
+        exc = None if outcome == "ok" else StreamFailure(failure_text(str(outcome), rec.error))
         self.fire(
             request_type=kind,
             name="stream",
