@@ -10,6 +10,7 @@ import pytest
 from streamslo.figures.metrics import summarize
 from streamslo.figures.replay import replay_figures
 from streamslo.options.cancel import CancelAfter, CancelPlan
+from streamslo.results.columns import stream_row as csv_row
 from streamslo.results.layout import load_run
 from streamslo.stream.outcome import FAILURE_OUTCOMES, OUTCOMES
 from streamslo.stream.timing import StreamExpectations, StreamRecord
@@ -112,9 +113,7 @@ def test_cached_tokens_come_from_usage():
         "prompt_tokens_details": {"cached_tokens": 32},
     }
     tr.on_sse_bytes(10.1, chunk("a") + chunk(None, "length", usage) + b"data: [DONE]\n\n")
-    assert (
-        rec.outcome == "ok" and rec.cached_tokens == 32 and stream_row(rec)["cached_tokens"] == 32
-    )
+    assert rec.outcome == "ok" and rec.cached_tokens == 32 and csv_row(rec)["cached_tokens"] == 32
 
 
 def test_client_cancelled_moves_no_rate(tmp_path):
