@@ -77,11 +77,10 @@ import sys
 import sysconfig
 import tarfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
+
+from served import ServedProcess, launch  # (tests/realserver: run as a script or imported)
 
 __all__ = [
     "LLAMA_CPP_COMMIT",
@@ -468,27 +467,8 @@ def build_model(directory: Path, vocab: int = 2000, seed: int = 0) -> Path:
     return target
 
 
-@dataclass
-class LlamaCppServer:
+class LlamaCppServer(ServedProcess):
     """A ``llama-server`` started by :func:`start_server`, in a process group of its own."""
-
-    proc: subprocess.Popen[bytes]
-    url: str
-    """``http://127.0.0.1:PORT``."""
-    startup_s: float
-    """Seconds from the start to the first answer of ``/v1/models``."""
-    log: Path
-
-    def stop(self) -> None:
-        """Kill the server's process group (a server killed already is fine)."""
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=10)
 
 
 def start_server(
@@ -525,28 +505,9 @@ def start_server(
         "--no-webui",
         *extra,
     ]
-    fh = open(log, "wb")  # noqa: SIM115 - the server writes it until it stops
-    t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
-    fh.close()
-    server = LlamaCppServer(proc, f"http://127.0.0.1:{port}", 0.0, log)
-    while time.monotonic() - t0 < timeout:
-        if proc.poll() is not None:
-            break
-        try:
-            with urllib.request.urlopen(server.url + "/v1/models", timeout=2) as r:
-                if r.status == 200:
-                    server.startup_s = time.monotonic() - t0
-                    return server
-        except (urllib.error.URLError, OSError):
-            pass
-        time.sleep(0.1)
-    server.stop()
-    tail = log.read_text(errors="replace")[-4000:]
-    raise RuntimeError(
-        f"llama-server did not come up in {timeout:.0f} s (exit {proc.returncode}); "
-        f"log tail:\n{tail}"
-    )
+    server = launch(LlamaCppServer, "llama-server", cmd, port, log, timeout, poll_s=0.1)
+    assert isinstance(server, LlamaCppServer)
+    return server
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -42,17 +42,15 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import sysconfig
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
+
+from served import ServedProcess, launch  # (tests/realserver: run as a script or imported)
 
 __all__ = [
     "MODEL_NAME",
@@ -250,16 +248,8 @@ def serve_env() -> dict[str, str]:
     return env
 
 
-@dataclass
-class VllmServer:
+class VllmServer(ServedProcess):
     """A ``vllm serve`` started by :func:`start_server`, in a process group of its own."""
-
-    proc: subprocess.Popen[bytes]
-    url: str
-    """``http://127.0.0.1:PORT``."""
-    startup_s: float
-    """Seconds from the start to the first answer of ``/v1/models``."""
-    log: Path
 
     def engine_pids(self) -> list[int]:
         """The PIDs of the server's children (vLLM's engine core runs in one of them)."""
@@ -269,20 +259,6 @@ class VllmServer:
             return [c.pid for c in psutil.Process(self.proc.pid).children(recursive=True)]
         except psutil.Error:
             return []
-
-    def stop(self) -> None:
-        """Kill the whole process group (the API server and every engine process)."""
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=10)
-        # Children left behind by the engine (a group kill reaches them; this makes sure).
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
 
 
 def start_server(
@@ -319,29 +295,9 @@ def start_server(
         "--enforce-eager",
         *extra,
     ]
-    fh = open(log, "wb")  # noqa: SIM115 - the server writes it until it stops
-    t0 = time.monotonic()
-    proc = subprocess.Popen(
-        cmd, stdout=fh, stderr=subprocess.STDOUT, env=serve_env(), start_new_session=True
-    )
-    fh.close()
-    server = VllmServer(proc, f"http://127.0.0.1:{port}", 0.0, log)
-    while time.monotonic() - t0 < timeout:
-        if proc.poll() is not None:
-            break
-        try:
-            with urllib.request.urlopen(server.url + "/v1/models", timeout=2) as r:
-                if r.status == 200:
-                    server.startup_s = time.monotonic() - t0
-                    return server
-        except (urllib.error.URLError, OSError):
-            pass
-        time.sleep(1.0)
-    server.stop()
-    tail = log.read_text(errors="replace")[-4000:]
-    raise RuntimeError(
-        f"vllm serve did not come up in {timeout:.0f} s (exit {proc.returncode}); log tail:\n{tail}"
-    )
+    server = launch(VllmServer, "vllm serve", cmd, port, log, timeout, env=serve_env())
+    assert isinstance(server, VllmServer)
+    return server
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,93 @@
+"""A real server process for the real-server tests: started in a process group of its own,
+waited for until ``/v1/models`` answers, and stopped with its whole group. Shared by
+``vllm_setup.py`` and ``llamacpp_setup.py``; only the standard library (they run it with any
+Python, a venv's included)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["ServedProcess", "launch"]
+
+
+@dataclass
+class ServedProcess:
+    """A server started by :func:`launch`, in a process group of its own."""
+
+    proc: subprocess.Popen[bytes]
+    url: str
+    """``http://127.0.0.1:PORT``."""
+    startup_s: float
+    """Seconds from the start to the first answer of ``/v1/models``."""
+    log: Path
+
+    def stop(self) -> None:
+        """Kill the whole process group (the server and every child; one gone already is
+        fine)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+        # Children left behind (a group kill reaches them; this makes sure).
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+
+
+def launch(
+    cls: type[ServedProcess],
+    name: str,
+    cmd: list[str],
+    port: int,
+    log: Path,
+    timeout: float,
+    *,
+    env: Mapping[str, str] | None = None,
+    poll_s: float = 1.0,
+) -> ServedProcess:
+    """Start ``cmd`` (a server listening on 127.0.0.1:``port``) and wait until ``/v1/models``
+    answers; returns a ``cls``.
+
+    Raises:
+        RuntimeError: the server exited or did not answer within ``timeout`` (its log's tail
+            in the message).
+    """
+    fh = open(log, "wb")  # noqa: SIM115 - the server writes it until it stops
+    t0 = time.monotonic()
+    proc = subprocess.Popen(
+        cmd,
+        stdout=fh,
+        stderr=subprocess.STDOUT,
+        env=dict(env) if env is not None else None,
+        start_new_session=True,
+    )
+    fh.close()
+    server = cls(proc, f"http://127.0.0.1:{port}", 0.0, log)
+    while time.monotonic() - t0 < timeout:
+        if proc.poll() is not None:
+            break
+        try:
+            with urllib.request.urlopen(server.url + "/v1/models", timeout=2) as r:
+                if r.status == 200:
+                    server.startup_s = time.monotonic() - t0
+                    return server
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(poll_s)
+    server.stop()
+    tail = log.read_text(errors="replace")[-4000:]
+    raise RuntimeError(
+        f"{name} did not come up in {timeout:.0f} s (exit {proc.returncode}); log tail:\n{tail}"
+    )
