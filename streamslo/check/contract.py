@@ -31,7 +31,7 @@ from streamslo.run.preflight import (
     one_stream,
     parse_target,
 )
-from streamslo.stream.dialects import API_PATHS, EVENT_APIS, tracker_for
+from streamslo.stream.dialects import API_PATHS, EVENT_APIS, Dialect, tracker_for
 from streamslo.stream.timing import StreamRecord
 from streamslo.stream.tracker import StreamTracker
 from streamslo.transport.common import ClientLimits, Target
@@ -124,13 +124,13 @@ def _describe(rec: StreamRecord) -> str:
 #: Per event dialect: (the terminal event as the tracker names it, as the table shows it, the
 #: stop reason of a forced length, where usage is).
 _EVENT_WORDS: dict[str, tuple[str, str, str, str]] = {
-    "openai-responses": (
+    Dialect.RESPONSES: (
         "response.completed",
         "response.completed or response.incomplete",
         "max_output_tokens",
         "response.usage.output_tokens",
     ),
-    "anthropic-messages": (
+    Dialect.MESSAGES: (
         "message_stop",
         "message_stop",
         "max_tokens",
@@ -389,7 +389,7 @@ class _Checker:
             return
         at_limit = (
             rec.finish_reason == "completed"  # Responses at max_output_tokens (vLLM, llama.cpp)
-            and self.api == "openai-responses"
+            and self.api == Dialect.RESPONSES
             and (rec.usage_completion_tokens or 0) >= n
         )
         if rec.outcome == "ok" and (rec.finish_reason == length or at_limit):

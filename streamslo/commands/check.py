@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from streamslo.errors import BadInputError
-from streamslo.stream.dialects import APIS
+from streamslo.stream.dialects import APIS, Dialect
 
 __all__ = ["add_arguments", "main"]
 
@@ -80,7 +80,7 @@ def main(args: argparse.Namespace) -> int:
     from streamslo.options.redact import Headers, resolve_headers
     from streamslo.stream.dialects import ANTHROPIC_VERSION
 
-    anthropic = args.api == "anthropic-messages"
+    anthropic = args.api == Dialect.MESSAGES
     headers = resolve_headers(args.header, args.header_file, args.api_key_env, anthropic=anthropic)
     if anthropic:  # a default: a header of the user's replaces it
         headers = Headers((("anthropic-version", ANTHROPIC_VERSION),)).merged(headers)

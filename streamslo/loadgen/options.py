@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from streamslo.options.redact import Headers, Redactor, resolve_headers, take_inherited_headers
 from streamslo.options.run_options import RunOptions, from_locust, register_locust_arguments
-from streamslo.stream.dialects import ANTHROPIC_VERSION
+from streamslo.stream.dialects import ANTHROPIC_VERSION, Dialect
 from streamslo.stream.envelope import WSEnvelope
 from streamslo.transport.sync import ClientLimits
 from streamslo.workload.requests import RequestOptions, resolve_system_prompt
@@ -71,7 +71,7 @@ class LoadOptions(RunOptions):
             BadInputError: an option has a bad value (the message names it).
         """
         values = from_locust(options)
-        anthropic = values["api"] == "anthropic-messages"
+        anthropic = values["api"] == Dialect.MESSAGES
         headers = take_inherited_headers().merged(
             resolve_headers(
                 values["header"],

@@ -47,6 +47,7 @@ from streamslo.options.values import (
     ValueType,
     option,
 )
+from streamslo.stream.dialects import Dialect
 from streamslo.transport.common import ClientLimits  # the client's own defaults, stated once
 
 if TYPE_CHECKING:
@@ -73,7 +74,7 @@ __all__ = [
 
 # ------------------------------------------------------------------------------- the table
 _ENDPOINTS = ("chat", "completions", "stream")
-_APIS = ("openai-chat", "openai-completions", "openai-responses", "anthropic-messages")
+_APIS = tuple(d.value for d in Dialect)
 
 
 @dataclass(frozen=True)

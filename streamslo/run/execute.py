@@ -27,7 +27,7 @@ from streamslo.options.run_options import (
     cli_values,
     locust_argv,
 )
-from streamslo.stream.dialects import ENDPOINT_APIS
+from streamslo.stream.dialects import ENDPOINT_APIS, Dialect
 
 if TYPE_CHECKING:
     from streamslo.results.schema import RunJson
@@ -56,7 +56,7 @@ class RunConfig(RunOptions):
             self.header,
             self.header_file,
             self.api_key_env,
-            anthropic=self.api == "anthropic-messages",
+            anthropic=self.api == Dialect.MESSAGES,
         )
         object.__setattr__(self, "headers", headers)
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 
 from streamslo.errors import BadInputError, ProtocolError
 from streamslo.stream.chunkjson import loads_chunk
-from streamslo.stream.dialects import API_PATHS, EVENT_APIS, tracker_for
+from streamslo.stream.dialects import API_PATHS, EVENT_APIS, Dialect, tracker_for
 from streamslo.stream.envelope import WSEnvelope
 from streamslo.stream.timing import StreamRecord
 from streamslo.stream.tracker import StreamTracker
@@ -336,7 +336,7 @@ def diagnose(
         if status in (401, 403):
             header = (
                 "'x-api-key: ...'"
-                if request.dialect == "anthropic-messages"
+                if request.dialect == Dialect.MESSAGES
                 else "'Authorization: Bearer ...'"
             )
             return Diagnosis(

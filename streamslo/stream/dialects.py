@@ -28,6 +28,7 @@ timeout, naming what kept it alive. The stop reasons a dialect names are kept as
 from __future__ import annotations
 
 from collections.abc import Mapping
+from enum import StrEnum
 from typing import Any
 
 from streamslo.stream.chunkjson import (
@@ -51,32 +52,39 @@ __all__ = [
     "ENDPOINT_APIS",
     "EVENT_APIS",
     "AnthropicTracker",
+    "Dialect",
     "EventTracker",
     "ResponsesTracker",
     "tracker_for",
 ]
 
+
+class Dialect(StrEnum):
+    """The streaming dialects (``--api``), in the documented order; each is its ``--api`` name,
+    and compares equal to it."""
+
+    CHAT = "openai-chat"
+    COMPLETIONS = "openai-completions"
+    RESPONSES = "openai-responses"
+    MESSAGES = "anthropic-messages"
+
+
 #: Every ``--api`` name, in the documented order.
-APIS: tuple[str, ...] = (
-    "openai-chat",
-    "openai-completions",
-    "openai-responses",
-    "anthropic-messages",
-)
+APIS: tuple[str, ...] = tuple(d.value for d in Dialect)
 #: The dialects whose streams are typed events (a tracker of this module reads them).
-EVENT_APIS: frozenset[str] = frozenset({"openai-responses", "anthropic-messages"})
+EVENT_APIS: frozenset[str] = frozenset({Dialect.RESPONSES, Dialect.MESSAGES})
 #: Each dialect's path (``--path`` replaces it).
 API_PATHS: Mapping[str, str] = {
-    "openai-chat": "/v1/chat/completions",
-    "openai-completions": "/v1/completions",
-    "openai-responses": "/v1/responses",
-    "anthropic-messages": "/v1/messages",
+    Dialect.CHAT: "/v1/chat/completions",
+    Dialect.COMPLETIONS: "/v1/completions",
+    Dialect.RESPONSES: "/v1/responses",
+    Dialect.MESSAGES: "/v1/messages",
 }
 #: ``--endpoint`` (the older option) -> the dialect it speaks.
 ENDPOINT_APIS: Mapping[str, str] = {
-    "chat": "openai-chat",
-    "completions": "openai-completions",
-    "stream": "openai-completions",
+    "chat": Dialect.CHAT,
+    "completions": Dialect.COMPLETIONS,
+    "stream": Dialect.COMPLETIONS,
 }
 #: The ``anthropic-version`` header sent with every Anthropic Messages request.
 ANTHROPIC_VERSION = "2023-06-01"
@@ -376,7 +384,7 @@ class ResponsesTracker(EventTracker):
         arrived = ("".join(s[ANSWER]), "".join(s[REASONING]), "".join(s[TOOL]))
         self._ledger.whole_text = any(final) and final == arrived
 
-    DIALECT = "openai-responses"
+    DIALECT = Dialect.RESPONSES
     TERMINAL = "response.completed"
     RULES = EndRules(
         terminal="response.completed",
@@ -469,7 +477,7 @@ class AnthropicTracker(EventTracker):
 
     __slots__ = ()
 
-    DIALECT = "anthropic-messages"
+    DIALECT = Dialect.MESSAGES
     TERMINAL = "message_stop"
     RULES = EndRules(
         terminal="message_stop",
@@ -536,8 +544,8 @@ class AnthropicTracker(EventTracker):
 
 
 _TRACKERS: Mapping[str, type[EventTracker]] = {
-    "openai-responses": ResponsesTracker,
-    "anthropic-messages": AnthropicTracker,
+    Dialect.RESPONSES: ResponsesTracker,
+    Dialect.MESSAGES: AnthropicTracker,
 }
 
 

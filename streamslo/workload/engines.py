@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from streamslo.stream.dialects import Dialect
 from streamslo.workload.requests import RequestOptions
 
 __all__ = ["ENGINES", "Adapted", "Engine", "adapt_request", "engine_of"]
@@ -41,27 +42,27 @@ ENGINES: Mapping[str, Engine] = {
     "vllm": Engine(
         name="vLLM",
         count_fields={
-            "openai-chat": {"return_token_ids": True},
-            "openai-completions": {"return_token_ids": True},
+            Dialect.CHAT: {"return_token_ids": True},
+            Dialect.COMPLETIONS: {"return_token_ids": True},
         },
         # vLLM 0.32's /v1/messages builds its request without ignore_eos, and merges tokens into
         # one delta when its API server falls behind (it reads continuous usage internally,
         # but sends no count with a delta).
-        no_forced_length=frozenset({"anthropic-messages"}),
-        uncounted_merges=frozenset({"anthropic-messages"}),
+        no_forced_length=frozenset({Dialect.MESSAGES}),
+        uncounted_merges=frozenset({Dialect.MESSAGES}),
     ),
     "llamacpp": Engine(
         name="llama.cpp",
         count_fields={
-            "openai-chat": {"timings_per_token": True},
-            "openai-completions": {"timings_per_token": True},
+            Dialect.CHAT: {"timings_per_token": True},
+            Dialect.COMPLETIONS: {"timings_per_token": True},
         },
         # Its /v1/messages (llama.cpp 0c1e570) ends at the model's end of sequence with
         # end_turn whatever ignore_eos says; its chunks and Responses events honour it. It sends
         # no delta for a token with no text and no count with a delta (a healthy stream read 34
         # deltas of 64 counted): only its usage counts the tokens there.
-        no_forced_length=frozenset({"anthropic-messages"}),
-        uncounted_merges=frozenset({"anthropic-messages"}),
+        no_forced_length=frozenset({Dialect.MESSAGES}),
+        uncounted_merges=frozenset({Dialect.MESSAGES}),
         # usage counts the end-of-generation token: "stop" after 2 text chunks, usage 3.
         stop_token_counted=True,
     ),

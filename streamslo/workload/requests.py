@@ -19,7 +19,7 @@ from typing import Any
 
 from streamslo.errors import BadInputError
 from streamslo.options.run_options import DEFAULTS, RunOptions
-from streamslo.stream.dialects import API_PATHS, ENDPOINT_APIS
+from streamslo.stream.dialects import API_PATHS, ENDPOINT_APIS, Dialect
 from streamslo.stream.timing import StreamExpectations
 from streamslo.workload.datasets import Conversation, Dataset, load_dataset
 from streamslo.workload.prefix import PrefixGroups
@@ -137,9 +137,9 @@ def build_body(
         body["model"] = opts.model
     dialect = opts.dialect
     n = max_tokens or opts.max_tokens
-    if dialect in ("openai-responses", "anthropic-messages"):
+    if dialect in (Dialect.RESPONSES, Dialect.MESSAGES):
         return _event_dialect_body(opts, dialect, body, prompt, history, n)
-    if dialect == "openai-chat":
+    if dialect == Dialect.CHAT:
         messages: list[dict[str, str]] = []
         if opts.system_prompt:
             messages.append({"role": "system", "content": opts.system_prompt})
@@ -187,7 +187,7 @@ def _event_dialect_body(
     for user, assistant in history:
         messages += [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]
     messages.append({"role": "user", "content": prompt})
-    if dialect == "openai-responses":
+    if dialect == Dialect.RESPONSES:
         if opts.system_prompt:
             body["instructions"] = opts.system_prompt
         body["input"] = messages
