@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Generic, TypeVar
 
@@ -61,11 +61,19 @@ class Hook(Generic[T]):
     """An event with one typed argument: Locust's ``EventHook``, without its keyword arguments
     (``fire(**kwargs)`` is untyped) and without swallowing a listener's exception.
 
-    Listeners run in the order they were added.
+    Listeners run in the order they were added, after the owner's own (:meth:`set_own`), which
+    the owner may replace at any time without dropping a listener someone else added.
     """
 
     def __init__(self) -> None:
         self._listeners: list[Callable[[T], object]] = []
+        self._own = 0  # how many listeners at the front are the owner's
+
+    def set_own(self, listeners: Sequence[Callable[[T], object]]) -> None:
+        """Make ``listeners`` the owner's, in this order, ahead of every other listener (the
+        owner's earlier ones are replaced; the others stay, in their order)."""
+        self._listeners[: self._own] = list(listeners)
+        self._own = len(listeners)
 
     def add_listener(self, listener: Callable[[T], object]) -> Callable[[T], object]:
         """Run ``listener`` on every :meth:`fire`, after those added before it.
@@ -82,7 +90,10 @@ class Hook(Generic[T]):
         Raises:
             ValueError: it was not added.
         """
-        self._listeners.remove(listener)
+        index = self._listeners.index(listener)
+        del self._listeners[index]
+        if index < self._own:
+            self._own -= 1
 
     def fire(self, value: T) -> None:
         """Hand ``value`` to every listener, in order; one that raises stops the rest."""

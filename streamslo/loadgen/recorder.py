@@ -36,6 +36,7 @@ import itertools
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -332,26 +333,28 @@ class RunRecorder:
     def _wire(self) -> None:
         """Hang this process's listeners on :attr:`finished` and :attr:`flushing`, in the order
         they must run (the receiver hands its workers' batches to the writer before it
-        flushes); again whenever one comes or goes (init, the relay, each test start)."""
-        finished: Hook[StreamRecord] = Hook()
-        flushing: Hook[bool] = Hook()
+        flushes); again whenever one comes or goes (init, the relay, each test start). The hooks
+        themselves persist: a listener someone else added stays, after these."""
+        finished: list[Callable[[StreamRecord], object]] = []
+        flushing: list[Callable[[bool], object]] = []
         if self.sender is not None:  # a worker: the master writes its streams
-            finished.add_listener(RelayRow(self.sender))
-            flushing.add_listener(RelayFlush(self.sender, self._report_stats_now))
+            finished.append(RelayRow(self.sender))
+            flushing.append(RelayFlush(self.sender, self._report_stats_now))
         elif self.writer is not None:
-            finished.add_listener(WriteRow(self.writer))
+            finished.append(WriteRow(self.writer))
         if self.aggregator is not None:
             # A worker's window parts travel to its master (loadgen/live_windows.py).
-            finished.add_listener(self.aggregator.add)
-        finished.add_listener(LocustStats(self.env.events.request.fire, self.opts.itl_events))
+            finished.append(self.aggregator.add)
+        finished.append(LocustStats(self.env.events.request.fire, self.opts.itl_events))
         if self.receiver is not None:
             receiver = self.receiver
-            flushing.add_listener(lambda final: receiver.poll())
+            flushing.append(lambda final: receiver.poll())
         if self.writer is not None:
-            flushing.add_listener(self.writer.flush)
+            flushing.append(self.writer.flush)
         if self.monitor is not None:
-            flushing.add_listener(SaveFigures(self.monitor))
-        self.finished, self.flushing = finished, flushing
+            flushing.append(SaveFigures(self.monitor))
+        self.finished.set_own(finished)
+        self.flushing.set_own(flushing)
 
     def _report_stats_now(self) -> None:
         """A worker at the end of a test: send Locust's statistics (and the live figures that

@@ -135,3 +135,19 @@ def test_one_way_of_failing_is_one_row_of_locusts_failures():
     assert failure_text("http_5xx", "HTTP 503: overloaded") == "http_5xx: HTTP 503: overloaded"
     assert failure_text("truncated", "ws close 1011 before [DONE]").endswith("1011 before [DONE]")
     assert failure_text("stalled", "") == "stalled"
+
+
+def test_the_owners_listeners_are_replaced_and_an_outside_listener_stays():
+    """The recorder rewires its own listeners whenever one comes or goes (the relay, each test
+    start); a listener someone else added must survive that (it was dropped before)."""
+    from streamslo.loadgen.listeners import Hook
+
+    seen: list[str] = []
+    hook: Hook[int] = Hook()
+    hook.set_own([lambda v: seen.append(f"writer {v}")])
+    hook.add_listener(lambda v: seen.append(f"outside {v}"))
+    hook.fire(1)
+    hook.set_own([lambda v: seen.append(f"relay {v}"), lambda v: seen.append(f"stats {v}")])
+    hook.fire(2)
+    assert seen == ["writer 1", "outside 1", "relay 2", "stats 2", "outside 2"]
+    assert len(hook) == 3
