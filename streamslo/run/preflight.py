@@ -319,74 +319,9 @@ def diagnose(
     if outcome == "ok":
         return None
     if outcome == "connect_error" and rec.connect_s is None:
-        found = _connect_cause(target, error)
-        if (
-            target.scheme == "https"
-            and "refused" not in error.lower()
-            and "resolve" not in found.cause
-            and _speaks_plain_http(target)
-        ):
-            return Diagnosis(
-                f"TLS handshake failed ({error}): the server speaks plain HTTP",
-                f"use http://{target.host_header}{target.prefix}",
-            )
-        return found
+        return _no_connection(target, error)
     if outcome == "http_4xx" or (status is not None and 400 <= status < 500):
-        low = error.lower()
-        if status in (401, 403):
-            header = (
-                "'x-api-key: ...'"
-                if request.dialect == Dialect.MESSAGES
-                else "'Authorization: Bearer ...'"
-            )
-            return Diagnosis(
-                f"answered {error or f'HTTP {status}'}: the server wants credentials",
-                f"pass the key with --api-key-env VAR (the variable holding it) or --header {header}",
-            )
-        if "model" in low and status in (400, 404, 422, None):
-            listed = f"; the server lists: {', '.join(models[:10])}" if models else ""
-            return Diagnosis(
-                f"answered {error}: unknown model {request.model!r}{listed}",
-                "give --model with a name the server serves"
-                + (f" (e.g. --model {models[0]})" if models else ""),
-            )
-        if status == 404 or "404" in error:
-            if protocol == "ws":
-                return Diagnosis(
-                    f"answered {error}: no WebSocket endpoint there",
-                    "use --protocol sse, or check the URL prefix in --host",
-                )
-            if request.api:
-                return Diagnosis(
-                    f"answered {error}: the server does not serve {request.path}, the "
-                    f"{request.dialect} dialect's path (it may speak another dialect)",
-                    "check --api (" + _API_PATHS_TEXT + ") and the URL prefix in --host; "
-                    "--path PATH if the server serves the dialect elsewhere",
-                )
-            return Diagnosis(
-                f"answered {error}: wrong path",
-                "check the URL prefix in --host (the base URL, without /v1/...) and --endpoint "
-                "(chat: /v1/chat/completions, completions: /v1/completions)",
-            )
-        if status == 405:
-            return Diagnosis(
-                f"answered {error}: the path does not take POST",
-                "check --host and --api" if request.api else "check --host and --endpoint",
-            )
-        if status == 429:
-            return Diagnosis(f"answered {error} (rate limited)", "the run goes on", fatal=False)
-        hint = []
-        if "ignore_eos" in low:
-            hint.append("--no-ignore-eos")
-        if "stream_options" in low or "include_usage" in low or "usage" in low:
-            hint.append("--no-usage")
-        fix = (
-            ("the server rejects a request option: " + " ".join(hint))
-            if hint
-            else "the server rejects the request: check --endpoint, --model and the options it does not accept "
-            "(--no-ignore-eos, --no-usage); `streamslo check URL` shows what it accepts"
-        )
-        return Diagnosis(f"answered {error or f'HTTP {status}'}", fix)
+        return _refused(protocol, error, status, request, models)
     if outcome == "malformed" and "is not an event stream" in error:
         return Diagnosis(
             f"answered {error}: not a streaming endpoint",
@@ -398,6 +333,92 @@ def diagnose(
     # The server answered: whatever went wrong is what the run measures.
     return Diagnosis(
         f"{outcome}" + (f" ({error})" if error else ""), "the run goes on", fatal=False
+    )
+
+
+def _no_connection(target: Target, error: str) -> Diagnosis:
+    """No connection: why (DNS, refused, TLS on a plain port, a timeout...)."""
+    found = _connect_cause(target, error)
+    if (
+        target.scheme == "https"
+        and "refused" not in error.lower()
+        and "resolve" not in found.cause
+        and _speaks_plain_http(target)
+    ):
+        return Diagnosis(
+            f"TLS handshake failed ({error}): the server speaks plain HTTP",
+            f"use http://{target.host_header}{target.prefix}",
+        )
+    return found
+
+
+def _refused(
+    protocol: str,
+    error: str,
+    status: int | None,
+    request: RequestOptions,
+    models: Sequence[str],
+) -> Diagnosis:
+    """A 4xx before the stream: credentials, an unknown model, a wrong path, a rejected option."""
+    low = error.lower()
+    if status in (401, 403):
+        header = (
+            "'x-api-key: ...'"
+            if request.dialect == Dialect.MESSAGES
+            else "'Authorization: Bearer ...'"
+        )
+        return Diagnosis(
+            f"answered {error or f'HTTP {status}'}: the server wants credentials",
+            f"pass the key with --api-key-env VAR (the variable holding it) or --header {header}",
+        )
+    if "model" in low and status in (400, 404, 422, None):
+        listed = f"; the server lists: {', '.join(models[:10])}" if models else ""
+        return Diagnosis(
+            f"answered {error}: unknown model {request.model!r}{listed}",
+            "give --model with a name the server serves"
+            + (f" (e.g. --model {models[0]})" if models else ""),
+        )
+    if status == 404 or "404" in error:
+        return _wrong_path(protocol, error, request)
+    if status == 405:
+        return Diagnosis(
+            f"answered {error}: the path does not take POST",
+            "check --host and --api" if request.api else "check --host and --endpoint",
+        )
+    if status == 429:
+        return Diagnosis(f"answered {error} (rate limited)", "the run goes on", fatal=False)
+    hint = []
+    if "ignore_eos" in low:
+        hint.append("--no-ignore-eos")
+    if "stream_options" in low or "include_usage" in low or "usage" in low:
+        hint.append("--no-usage")
+    fix = (
+        ("the server rejects a request option: " + " ".join(hint))
+        if hint
+        else "the server rejects the request: check --endpoint, --model and the options it does not accept "
+        "(--no-ignore-eos, --no-usage); `streamslo check URL` shows what it accepts"
+    )
+    return Diagnosis(f"answered {error or f'HTTP {status}'}", fix)
+
+
+def _wrong_path(protocol: str, error: str, request: RequestOptions) -> Diagnosis:
+    """A 404: no WebSocket endpoint, a dialect the server does not serve there, a wrong prefix."""
+    if protocol == "ws":
+        return Diagnosis(
+            f"answered {error}: no WebSocket endpoint there",
+            "use --protocol sse, or check the URL prefix in --host",
+        )
+    if request.api:
+        return Diagnosis(
+            f"answered {error}: the server does not serve {request.path}, the "
+            f"{request.dialect} dialect's path (it may speak another dialect)",
+            "check --api (" + _API_PATHS_TEXT + ") and the URL prefix in --host; "
+            "--path PATH if the server serves the dialect elsewhere",
+        )
+    return Diagnosis(
+        f"answered {error}: wrong path",
+        "check the URL prefix in --host (the base URL, without /v1/...) and --endpoint "
+        "(chat: /v1/chat/completions, completions: /v1/completions)",
     )
 
 
@@ -441,6 +462,41 @@ def _broken_head(target: Target, error: str) -> Diagnosis:
     )
 
 
+def _tries(
+    target: Target,
+    protocol: str,
+    request: RequestOptions,
+    models: Sequence[str],
+    envelope: WSEnvelope | None,
+    limits: ClientLimits,
+) -> tuple[StreamRecord, float, Diagnosis | None]:
+    """One preflight request, asked again (up to :data:`PREFLIGHT_TRIES` in all) while the
+    server's answers are broken HTTP; a broken answer is then a warning, never a wrong target.
+
+    Returns:
+        The last request's record, its seconds, and what it says (None: ``ok``).
+    """
+    broken, broken_error = 0, ""
+    for _ in range(PREFLIGHT_TRIES):
+        t = time.perf_counter()
+        rec, _ = one_stream(target, protocol, request, envelope=envelope, limits=limits)
+        seconds = time.perf_counter() - t
+        diagnosis = diagnose(protocol, rec, target, request, models)
+        if diagnosis is None or not diagnosis.retry:
+            break
+        broken += 1
+        broken_error = rec.error
+    if broken:
+        # Broken HTTP answers are a server fault the run measures, not a wrong target.
+        good = diagnosis is None
+        diagnosis = Diagnosis(
+            f"{broken} of {broken + good} preflight answers were broken HTTP ({broken_error})",
+            "the run goes on and measures it",
+            fatal=False,
+        )
+    return rec, seconds, diagnosis
+
+
 def preflight(
     host: str,
     protocols: Sequence[str],
@@ -477,24 +533,7 @@ def preflight(
     request = replace(request, max_tokens=min(request.max_tokens, PREFLIGHT_MAX_TOKENS))
     results: list[PreflightResult] = []
     for protocol in protocols:
-        broken, broken_error = 0, ""
-        for _ in range(PREFLIGHT_TRIES):
-            t = time.perf_counter()
-            rec, _ = one_stream(target, protocol, request, envelope=envelope, limits=limits)
-            seconds = time.perf_counter() - t
-            diagnosis = diagnose(protocol, rec, target, request, models)
-            if diagnosis is None or not diagnosis.retry:
-                break
-            broken += 1
-            broken_error = rec.error
-        if broken:
-            # Broken HTTP answers are a server fault the run measures, not a wrong target.
-            good = diagnosis is None
-            diagnosis = Diagnosis(
-                f"{broken} of {broken + good} preflight answers were broken HTTP ({broken_error})",
-                "the run goes on and measures it",
-                fatal=False,
-            )
+        rec, seconds, diagnosis = _tries(target, protocol, request, models, envelope, limits)
         if (
             diagnosis is not None
             and diagnosis.fatal
