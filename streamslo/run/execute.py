@@ -31,6 +31,7 @@ from streamslo.stream.dialects import ENDPOINT_APIS, Dialect
 
 if TYPE_CHECKING:
     from streamslo.results.schema import RunJson
+    from streamslo.workload.requests import RequestOptions
     from streamslo.workload.scenario_file import ScenarioFile
 
 __all__ = ["RunConfig", "config_from_args", "execute", "prepare_out"]
@@ -209,17 +210,7 @@ def _describe_scenarios(wire: str) -> list[dict[str, Any]] | None:
 def _locust_command(cfg: RunConfig, locustfile: Path) -> list[str]:
     """Locust's command line: its own options translated, then every stream-user option that
     differs from its default (never a secret: see :meth:`RunConfig.locust_environment`)."""
-    run_time = cfg.warmup + cfg.duration
-    load_time = 0.0
-    if cfg.scenarios or cfg.trace:
-        # The scenarios (a trace) end the run themselves (Locust's clock starts before they do): its
-        # run time is only a safety net.
-        run_time += SCENARIO_SLACK_S
-    elif not cfg.stages and not cfg.shape:
-        # The load lasts --duration from its first request (loadgen/loadtime.py): Locust's
-        # clock starts before the spawn and the model lookup, which took 2.2 s of a 5 s run.
-        load_time = run_time
-        run_time += LOAD_START_SLACK_S
+    run_time, load_time = _run_time(cfg)
     spawn = cfg.spawn_rate if cfg.spawn_rate > 0 else float(cfg.users)
     # The open loop splits --request-rate over the generating processes: a master's workers.
     forwarded = (
@@ -253,9 +244,34 @@ def _locust_command(cfg: RunConfig, locustfile: Path) -> list[str]:
         "--loglevel",
         "WARNING",
         *locust_argv(forwarded),
+        *_process_options(cfg),
     ]
+    if cfg.generator_cpus:
+        cmd = ["taskset", "-c", cfg.generator_cpus, *cmd]
+    return [*cmd, *cfg.extra_locust_args]
+
+
+def _run_time(cfg: RunConfig) -> tuple[float, float]:
+    """Locust's ``--run-time`` (a safety net past the load's own end) and the load's length
+    from its first request (0: the scenarios, a trace or the stages end it)."""
+    run_time = cfg.warmup + cfg.duration
+    load_time = 0.0
+    if cfg.scenarios or cfg.trace:
+        # The scenarios (a trace) end the run themselves (Locust's clock starts before they do): its
+        # run time is only a safety net.
+        run_time += SCENARIO_SLACK_S
+    elif not cfg.stages and not cfg.shape:
+        # The load lasts --duration from its first request (loadgen/loadtime.py): Locust's
+        # clock starts before the spawn and the model lookup, which took 2.2 s of a 5 s run.
+        load_time = run_time
+        run_time += LOAD_START_SLACK_S
+    return run_time, load_time
+
+
+def _process_options(cfg: RunConfig) -> list[str]:
+    """Locust's options for a master (workers elsewhere) or local processes."""
     if cfg.master:
-        cmd += [
+        return [
             "--master",
             "--expect-workers",
             str(cfg.expect_workers),
@@ -264,27 +280,25 @@ def _locust_command(cfg: RunConfig, locustfile: Path) -> list[str]:
             "--master-bind-port",
             str(cfg.master_bind_port),
         ]
-    elif cfg.processes > 1:
-        # Locust's master binds every interface unless told otherwise; its forks are local.
-        # A free port of its own: on the default one (5557), two runs on one machine take each
-        # other's workers (seen: "Discarded report from unrecognized worker", windows and
-        # Locust's own statistics lost). Locust needs the port twice, or its forks hang.
-        from streamslo.server.bundled import free_port
+    if cfg.processes <= 1:
+        return []
+    # Locust's master binds every interface unless told otherwise; its forks are local.
+    # A free port of its own: on the default one (5557), two runs on one machine take each
+    # other's workers (seen: "Discarded report from unrecognized worker", windows and
+    # Locust's own statistics lost). Locust needs the port twice, or its forks hang.
+    from streamslo.server.bundled import free_port
 
-        port = str(free_port())
-        cmd += [
-            "--processes",
-            str(cfg.processes),
-            "--master-bind-host",
-            "127.0.0.1",
-            "--master-bind-port",
-            port,
-            "--master-port",
-            port,
-        ]
-    if cfg.generator_cpus:
-        cmd = ["taskset", "-c", cfg.generator_cpus, *cmd]
-    return [*cmd, *cfg.extra_locust_args]
+    port = str(free_port())
+    return [
+        "--processes",
+        str(cfg.processes),
+        "--master-bind-host",
+        "127.0.0.1",
+        "--master-bind-port",
+        port,
+        "--master-port",
+        port,
+    ]
 
 
 @dataclass
@@ -686,22 +700,12 @@ def _describe_workload(cfg: RunConfig) -> dict[str, Any]:
     return out
 
 
-def _preflight(cfg: RunConfig) -> list[dict[str, Any]] | None:
-    """One short request per protocol in use before any load (``--no-preflight``: none).
-
-    Returns:
-        run.json's ``preflight``: each request's protocol, outcome, status, error and seconds.
-
-    Raises:
-        PreflightFailed: the target is wrong (exit 2, with the cause and the fix).
-    """
-    if not cfg.preflight:
-        return None
-    from streamslo.run.preflight import PreflightFailed, preflight
-    from streamslo.stream.envelope import WSEnvelope
+def _preflight_request(cfg: RunConfig) -> RequestOptions:
+    """The run's request (:class:`~streamslo.workload.requests.RequestOptions`), as the
+    preflight sends it."""
     from streamslo.workload.requests import RequestOptions, resolve_system_prompt
 
-    request = RequestOptions(
+    return RequestOptions(
         endpoint=cfg.endpoint,
         model=cfg.model,
         max_tokens=cfg.max_tokens,
@@ -716,9 +720,10 @@ def _preflight(cfg: RunConfig) -> list[dict[str, Any]] | None:
         api=cfg.api,
         path_override=cfg.path,
     )
-    envelope = WSEnvelope.from_options(
-        cfg.ws_request_template, cfg.ws_chunk_path, cfg.ws_done_message
-    )
+
+
+def _protocols_used(cfg: RunConfig) -> list[str]:
+    """The protocols the run's users speak (its scenarios' mixes included), in a fixed order."""
     used = {"sse", "ws"} if cfg.protocol == "mixed" else {cfg.protocol}
     if cfg.scenarios:
         from streamslo.workload.scenarios import from_wire
@@ -731,7 +736,28 @@ def _preflight(cfg: RunConfig) -> list[dict[str, Any]] | None:
                 if "mixed" in mix
                 else {p for p, w in mix.items() if w and p in ("sse", "ws")}
             )
-    protocols = [p for p in ("sse", "ws") if p in used] or ["sse"]
+    return [p for p in ("sse", "ws") if p in used] or ["sse"]
+
+
+def _preflight(cfg: RunConfig) -> list[dict[str, Any]] | None:
+    """One short request per protocol in use before any load (``--no-preflight``: none).
+
+    Returns:
+        run.json's ``preflight``: each request's protocol, outcome, status, error and seconds.
+
+    Raises:
+        PreflightFailed: the target is wrong (exit 2, with the cause and the fix).
+    """
+    if not cfg.preflight:
+        return None
+    from streamslo.run.preflight import PreflightFailed, preflight
+    from streamslo.stream.envelope import WSEnvelope
+
+    request = _preflight_request(cfg)
+    envelope = WSEnvelope.from_options(
+        cfg.ws_request_template, cfg.ws_chunk_path, cfg.ws_done_message
+    )
+    protocols = _protocols_used(cfg)
     try:
         # A master without credentials of its own may have workers that bring theirs.
         results = preflight(
