@@ -18,7 +18,7 @@ from locust.exception import StopUser
 from streamslo.loadgen.backoff import PACER, UserBackoff
 from streamslo.loadgen.recorder import RunRecorder, get_recorder
 from streamslo.stream.dialects import EVENT_APIS, tracker_for
-from streamslo.stream.timing import StreamRecord
+from streamslo.stream.timing import StreamExpectations, StreamRecord
 from streamslo.stream.tracker import StreamTracker
 from streamslo.transport.sync import ClientLimits, SSEConnection, WSConnection, stream_sse
 from streamslo.workload.requests import WS_PATH, Turn, Workload, build_body
@@ -74,29 +74,53 @@ def run_one_stream(
     after_s, after_tokens = recorder.cancel_draw()
     if after_s is not None or after_tokens is not None:
         expect = replace(expect, cancel_after_s=after_s, cancel_after_tokens=after_tokens)
-    envelope = recorder.opts.envelope
-    dialect = req.dialect
-    if dialect in EVENT_APIS:  # typed events: chosen here, once, off the chat path
-        tracker = tracker_for(dialect, rec, expect, limits.max_event_bytes, collect_text)
-    elif protocol == "ws":
-        tracker = envelope.tracker(rec, expect, limits.max_event_bytes, collect_text)
-    else:
-        tracker = StreamTracker(rec, expect, limits.max_event_bytes, collect_text)
+    tracker = _tracker(recorder, protocol, rec, expect, limits, collect_text)
     try:
-        if protocol == "ws":
-            conn = ws if ws is not None else WSConnection(recorder.target, WS_PATH, limits)
-            try:
-                conn.request(envelope.wrap(body), tracker)
-            finally:
-                if ws is None:
-                    conn.close()
-        elif sse is not None:
-            sse.request(req.path, body, tracker)
-        else:
-            stream_sse(recorder.target, req.path, body, tracker, limits)
+        _send(recorder, protocol, body, tracker, limits, ws, sse)
     finally:
         recorder.finish(rec)
     return rec, "".join(tracker.text or ())
+
+
+def _tracker(
+    recorder: RunRecorder,
+    protocol: str,
+    rec: StreamRecord,
+    expect: StreamExpectations,
+    limits: ClientLimits,
+    collect_text: bool,
+) -> StreamTracker:
+    """The tracker for the run's dialect and this protocol (chosen once per request)."""
+    dialect = recorder.request.dialect
+    if dialect in EVENT_APIS:  # typed events: chosen here, once, off the chat path
+        return tracker_for(dialect, rec, expect, limits.max_event_bytes, collect_text)
+    if protocol == "ws":
+        return recorder.opts.envelope.tracker(rec, expect, limits.max_event_bytes, collect_text)
+    return StreamTracker(rec, expect, limits.max_event_bytes, collect_text)
+
+
+def _send(
+    recorder: RunRecorder,
+    protocol: str,
+    body: bytes,
+    tracker: StreamTracker,
+    limits: ClientLimits,
+    ws: WSConnection | None,
+    sse: SSEConnection | None,
+) -> None:
+    """Send one request and read its stream to the end over the user's connection (a new one
+    when it has none)."""
+    if protocol == "ws":
+        conn = ws if ws is not None else WSConnection(recorder.target, WS_PATH, limits)
+        try:
+            conn.request(recorder.opts.envelope.wrap(body), tracker)
+        finally:
+            if ws is None:
+                conn.close()
+    elif sse is not None:
+        sse.request(recorder.request.path, body, tracker)
+    else:
+        stream_sse(recorder.target, recorder.request.path, body, tracker, limits)
 
 
 def run_conversation(

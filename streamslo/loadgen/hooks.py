@@ -160,6 +160,63 @@ def _install_web_ui(environment: Any, web_ui: Any) -> None:
 _installed = False
 
 
+def _on_args(parser: Any, **_: Any) -> None:
+    register_arguments(parser)
+
+
+def _on_init(environment: Any, runner: Any = None, web_ui: Any = None, **_: Any) -> None:
+    # Locust's totals (the web UI's header and charts, --csv) count streams, not timings.
+    count_streams_only(environment)
+    try:
+        get_recorder(environment)
+        if not isinstance(runner, WorkerRunner):
+            # The master (or the local runner) decides which users run and how many; a
+            # worker must keep every class so it can spawn whatever it is told.
+            _apply_mix(environment)
+            _apply_shape(environment)
+        if isinstance(runner, MasterRunner):
+            install_done_listener(runner)  # [scenarios.*]: workers say when they are done
+    except BadInputError as exc:
+        log.error("streamslo: %s", exc)
+        environment.process_exit_code = EXIT_BAD_INPUT
+        if runner is not None:
+            runner.quit()
+        return
+    if web_ui is not None:
+        _install_web_ui(environment, web_ui)
+
+
+def _on_test_start(environment: Any, **_: Any) -> None:
+    _stopped.clear()
+    prewarm()  # before any stream: Locust's stop() would otherwise stall the last ones
+    get_recorder(environment).on_test_start(
+        generating=not isinstance(environment.runner, MasterRunner)
+    )
+    if not isinstance(environment.runner, WorkerRunner):
+        loadtime.start(environment)
+
+
+def _on_test_stop(environment: Any, **_: Any) -> None:
+    _stopped.setdefault("at", time.time())  # the run's end: Locust's web UI outlives it
+    get_recorder(environment).on_test_stop()
+
+
+def _on_init_remember(environment: Any, **_: Any) -> None:
+    _env_holder["env"] = environment
+
+
+def _on_quitting(environment: Any, **_: Any) -> None:
+    rec: RunRecorder = get_recorder(environment)
+    rec.on_test_stop()
+    if isinstance(environment.runner, WorkerRunner) or os.environ.get("STREAMSLO_RUNNER"):
+        return
+    d = rec.opts.results_dir
+    if d is not None:
+        from streamslo.run.finalize import finalize_plain_locust
+
+        finalize_plain_locust(environment, d, rec.run_start, _stopped.get("at"))
+
+
 def install() -> None:
     """Register the stream users' listeners on Locust's global events (once per process, however
     many locustfiles import this)."""
@@ -171,66 +228,15 @@ def install() -> None:
     # later finds them in the environment.
     take_inherited_headers()
 
-    def _args(parser: Any, **_: Any) -> None:
-        register_arguments(parser)
-
-    def _init(environment: Any, runner: Any = None, web_ui: Any = None, **_: Any) -> None:
-        # Locust's totals (the web UI's header and charts, --csv) count streams, not timings.
-        count_streams_only(environment)
-        try:
-            get_recorder(environment)
-            if not isinstance(runner, WorkerRunner):
-                # The master (or the local runner) decides which users run and how many; a
-                # worker must keep every class so it can spawn whatever it is told.
-                _apply_mix(environment)
-                _apply_shape(environment)
-            if isinstance(runner, MasterRunner):
-                install_done_listener(runner)  # [scenarios.*]: workers say when they are done
-        except BadInputError as exc:
-            log.error("streamslo: %s", exc)
-            environment.process_exit_code = EXIT_BAD_INPUT
-            if runner is not None:
-                runner.quit()
-            return
-        if web_ui is not None:
-            _install_web_ui(environment, web_ui)
-
-    def _start(environment: Any, **_: Any) -> None:
-        _stopped.clear()
-        prewarm()  # before any stream: Locust's stop() would otherwise stall the last ones
-        get_recorder(environment).on_test_start(
-            generating=not isinstance(environment.runner, MasterRunner)
-        )
-        if not isinstance(environment.runner, WorkerRunner):
-            loadtime.start(environment)
-
-    def _stop(environment: Any, **_: Any) -> None:
-        _stopped.setdefault("at", time.time())  # the run's end: Locust's web UI outlives it
-        get_recorder(environment).on_test_stop()
-
-    def _remember(environment: Any, **_: Any) -> None:
-        _env_holder["env"] = environment
-
-    def _quitting(environment: Any, **_: Any) -> None:
-        rec: RunRecorder = get_recorder(environment)
-        rec.on_test_stop()
-        if isinstance(environment.runner, WorkerRunner) or os.environ.get("STREAMSLO_RUNNER"):
-            return
-        d = rec.opts.results_dir
-        if d is not None:
-            from streamslo.run.finalize import finalize_plain_locust
-
-            finalize_plain_locust(environment, d, rec.run_start, _stopped.get("at"))
-
     # Locust's hooks are untyped: register through Any, not as decorators (which would make
     # every listener untyped for mypy).
     hooks: Any = events
-    hooks.init_command_line_parser.add_listener(_args)
-    hooks.init.add_listener(_init)
-    hooks.test_start.add_listener(_start)
-    hooks.test_stop.add_listener(_stop)
-    hooks.init.add_listener(_remember)
-    hooks.quitting.add_listener(_quitting)
+    hooks.init_command_line_parser.add_listener(_on_args)
+    hooks.init.add_listener(_on_init)
+    hooks.test_start.add_listener(_on_test_start)
+    hooks.test_stop.add_listener(_on_test_stop)
+    hooks.init.add_listener(_on_init_remember)
+    hooks.quitting.add_listener(_on_quitting)
     relay.install(hooks, get_recorder)  # distributed runs: workers' streams travel to the master
     live_windows.install(
         hooks, _env_holder
