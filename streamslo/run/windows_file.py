@@ -216,8 +216,6 @@ def aggregate_streams(
     rule and populations as the live aggregation)."""
     import numpy as np
 
-    from streamslo.figures.windows import group_began
-
     out: dict[int, dict[Group, GroupAggregate]] = {}
     if len(streams) == 0:
         return out
@@ -229,65 +227,78 @@ def aggregate_streams(
         for sid, g in ordered.groupby("stream_id", sort=False):
             by_stream[str(sid)] = g["gap_ms"].to_numpy(dtype=float)
 
-    def num(v: Any) -> float | None:
-        return None if v is None else float(v)
-
-    cols = (
-        "stream_id",
-        "protocol",
-        "user_class",
-        "outcome",
-        "status",
-        "started_at",
-        "scheduled_at",
-        "connect_ms",
-        "ttft_ms",
-        "e2e_ms",
-        "tokens",
-        "max_gap_ms",
-    )
-    frame = streams[list(cols)].astype(object).where(streams[list(cols)].notna(), None)
+    frame = streams[list(_AGGREGATE_COLUMNS)].astype(object)
+    frame = frame.where(streams[list(_AGGREGATE_COLUMNS)].notna(), None)
     for k, rec in zip(keys, frame.itertuples(index=False, name=None), strict=True):
-        if math.isnan(k):
-            continue
-        sid, proto, cls, outcome, status, started, sched, conn, ttft, e2e, tokens, max_gap = rec
-        st = num(status)
-        group: Group = (
-            str(proto or ""),
-            str(cls or ""),
-            str(outcome or "cancelled"),
-            "" if st is None else str(int(st)),
-        )
-        agg = out.setdefault(int(k), {}).setdefault(group, GroupAggregate())
-        agg.requests += 1
-        ntok = int(num(tokens) or 0)
-        agg.tokens += ntok
-        c = num(conn)
-        if group[2] not in EXCLUDED_OUTCOMES and c is not None:
-            agg.trend("connect_ms").add(c)
-        if not group_began(group):
-            continue
-        t, e = num(ttft), num(e2e)
-        if t is not None:
-            agg.trend("ttft_ms").add(t)
-        if e is not None:
-            agg.trend("e2e_ms").add(e)
-        g = by_stream.get(str(sid))
-        if g is not None and g.size:
-            agg.trend("itl_ms").add_many(g.tolist())
-        mg = num(max_gap)
-        if mg is not None:
-            agg.trend("max_gap_ms").add(mg)
-        if t is not None and e is not None and ntok > 1:
-            agg.trend("tpot_ms").add((e - t) / (ntok - 1))
-        s = num(sched)
-        if s is not None:
-            lag = max(0.0, float(started) - s) * 1000.0
-            if t is not None:
-                agg.trend("ttft_sched_ms").add(t + lag)
-            if e is not None:
-                agg.trend("e2e_sched_ms").add(e + lag)
+        if not math.isnan(k):
+            _add_stream(out.setdefault(int(k), {}), rec, by_stream)
     return out
+
+
+#: The streams.csv columns a window's figures read, in :func:`_add_stream`'s order.
+_AGGREGATE_COLUMNS = (
+    "stream_id",
+    "protocol",
+    "user_class",
+    "outcome",
+    "status",
+    "started_at",
+    "scheduled_at",
+    "connect_ms",
+    "ttft_ms",
+    "e2e_ms",
+    "tokens",
+    "max_gap_ms",
+)
+
+
+def _num(v: Any) -> float | None:
+    return None if v is None else float(v)
+
+
+def _add_stream(
+    groups: dict[Group, GroupAggregate], rec: tuple[Any, ...], by_stream: Mapping[str, Any]
+) -> None:
+    """One streams.csv row (:data:`_AGGREGATE_COLUMNS`) into its window's groups."""
+    from streamslo.figures.windows import group_began
+
+    sid, proto, cls, outcome, status, started, sched, conn, ttft, e2e, tokens, max_gap = rec
+    st = _num(status)
+    group: Group = (
+        str(proto or ""),
+        str(cls or ""),
+        str(outcome or "cancelled"),
+        "" if st is None else str(int(st)),
+    )
+    agg = groups.setdefault(group, GroupAggregate())
+    agg.requests += 1
+    ntok = int(_num(tokens) or 0)
+    agg.tokens += ntok
+    c = _num(conn)
+    if group[2] not in EXCLUDED_OUTCOMES and c is not None:
+        agg.trend("connect_ms").add(c)
+    if not group_began(group):
+        return
+    t, e = _num(ttft), _num(e2e)
+    if t is not None:
+        agg.trend("ttft_ms").add(t)
+    if e is not None:
+        agg.trend("e2e_ms").add(e)
+    g = by_stream.get(str(sid))
+    if g is not None and g.size:
+        agg.trend("itl_ms").add_many(g.tolist())
+    mg = _num(max_gap)
+    if mg is not None:
+        agg.trend("max_gap_ms").add(mg)
+    if t is not None and e is not None and ntok > 1:
+        agg.trend("tpot_ms").add((e - t) / (ntok - 1))
+    s = _num(sched)
+    if s is not None:
+        lag = max(0.0, float(started) - s) * 1000.0
+        if t is not None:
+            agg.trend("ttft_sched_ms").add(t + lag)
+        if e is not None:
+            agg.trend("e2e_sched_ms").add(e + lag)
 
 
 def _window_of(layout: Layout, run: Mapping[str, Any], live: list[dict[str, Any]]) -> float:
@@ -298,6 +309,35 @@ def _window_of(layout: Layout, run: Mapping[str, Any], live: list[dict[str, Any]
         if r.get("window_s"):
             return float(r["window_s"])
     return DEFAULT_WINDOW_S
+
+
+#: A live row's samples of the generator and the server, kept when its window is rebuilt.
+_SAMPLED = ("active_streams", "gen_cpu_pct", "gen_lag_ms_p99", "gen_rss_mb", "server_rss_mb")
+
+
+def _merge_rows(
+    by_k: Mapping[int, list[dict[str, Any]]],
+    want: Mapping[int, int],
+    bad: list[int],
+    expected: Mapping[int, dict[Group, GroupAggregate]],
+    w: float,
+) -> tuple[dict[int, dict[str, Any]], list[float]]:
+    """Every window's row: the live one where it agrees with streams.csv, else rebuilt from
+    the streams (keeping the live row's samples). Returns the rows and the rebuilt starts."""
+    rebuilt: list[float] = []
+    rows: dict[int, dict[str, Any]] = {}
+    for k in sorted(set(by_k) | set(want)):
+        have = by_k.get(k, [])
+        if k not in bad:
+            rows[k] = have[0]
+            continue
+        row = row_from_groups(k, w, expected.get(k, {})).values
+        rebuilt.append(row["window_start"])
+        if have:  # the generator's own samples are only in the live row
+            for c in _SAMPLED:
+                row[c] = next((h[c] for h in have if h.get(c) is not None), None)
+        rows[k] = row
+    return rows, rebuilt
 
 
 def reconcile(data: RunData) -> dict[str, object]:
@@ -343,25 +383,7 @@ def reconcile(data: RunData) -> dict[str, object]:
         expected = aggregate_streams(
             sub, data.gaps[data.gaps["stream_id"].isin(sub["stream_id"])], w
         )
-    rebuilt: list[float] = []
-    rows: dict[int, dict[str, Any]] = {}
-    for k in sorted(set(by_k) | set(want)):
-        have = by_k.get(k, [])
-        if k not in bad:
-            rows[k] = have[0]
-            continue
-        row = row_from_groups(k, w, expected.get(k, {})).values
-        rebuilt.append(row["window_start"])
-        if have:  # the generator's own samples are only in the live row
-            for c in (
-                "active_streams",
-                "gen_cpu_pct",
-                "gen_lag_ms_p99",
-                "gen_rss_mb",
-                "server_rss_mb",
-            ):
-                row[c] = next((h[c] for h in have if h.get(c) is not None), None)
-        rows[k] = row
+    rows, rebuilt = _merge_rows(by_k, want, bad, expected, w)
     if rebuilt:
         tmp = layout.windows_csv.with_name(f".{layout.windows_csv.name}.{os.getpid()}.tmp")
         try:
