@@ -10,7 +10,7 @@ import pytest
 from streamslo.results.columns import STREAM_COLUMNS
 from streamslo.stream.outcome import OUTCOMES
 from tests.faulty.server import TIMED_ITL_S, TIMED_TTFT_S
-from tests.locust.helpers import gaps, streams, streamslo_run
+from tests.locust.helpers import REPO, gaps, streams, streamslo_run
 
 pytestmark = pytest.mark.load
 
@@ -168,6 +168,8 @@ def test_two_processes_write_every_stream_once(faulty_server, tmp_path):
         "2",
         "--drain",
         "5",
+        "--slo",
+        str(REPO / "tests" / "correctness_slo.toml"),  # what is written, not how fast
     )
     assert r.returncode == 0, r.stdout + r.stderr
     s = streams(out)

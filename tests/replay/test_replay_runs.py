@@ -24,6 +24,8 @@ pytestmark = pytest.mark.load
 
 REPO = Path(__file__).resolve().parents[2]
 EXCERPT = Path(__file__).resolve().parent / "data" / "mooncake_excerpt.jsonl"
+#: Correctness only: the default SLO less its ITL bound (it measured the loaded suite).
+SLO = REPO / "tests" / "correctness_slo.toml"
 
 
 def run(host: str, out: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -38,6 +40,7 @@ def run(host: str, out: Path, *args: str, timeout: float = 120) -> subprocess.Co
         str(out),
         "--allow-invalid",
         "--quiet",
+        *(() if "--slo" in args else ("--slo", str(SLO))),
         *args,
     ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=REPO)

@@ -229,8 +229,12 @@ gracefulStop = "2s"
     )
     assert r.returncode == 0, r.stdout + r.stderr
     s = streams(out)
-    assert len(s) == 15 and set(s["scenario"]) == {"steady"} and set(s["outcome"]) == {"ok"}
     run = json.loads((out / "run.json").read_text())
+    # 5/s for 3 s: 15 arrivals, each a stream or, when all 4 VUs were busy (a loaded machine
+    # slows the streams), a dropped iteration (k6's rule: no catch-up burst).
+    dropped = int(run.get("dropped_iterations") or 0)
+    assert len(s) + dropped == 15 and dropped <= 2, (len(s), dropped)
+    assert set(s["scenario"]) == {"steady"} and set(s["outcome"]) == {"ok"}
     assert run["duration_s"] == 3.0 and run["end_epoch"] - run["start_epoch"] < 15
 
 
