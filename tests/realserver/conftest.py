@@ -35,7 +35,23 @@ if str(HERE) not in sys.path:
 import llamacpp_setup  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
 import vllm_setup  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
 
-__all__ = ["Run", "assert_healthy", "run_streamslo"]
+__all__ = ["LOAD", "Run", "assert_healthy", "run_streamslo"]
+
+#: The real-server runs' load. ``--allow-invalid``: the load generator shares this 2-core machine
+#: with the server (vLLM's engine busy-polls a core): its latencies are not the server's alone,
+#: but what these tests check (outcomes, tokens, usage, messages, series) does not depend on
+#: them.
+LOAD = (
+    "--users",
+    "4",
+    "--spawn-rate",
+    "4",
+    "--duration",
+    "20s",
+    "--max-tokens",
+    "64",
+    "--allow-invalid",
+)
 
 
 @pytest.fixture(scope="session")

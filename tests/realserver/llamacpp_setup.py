@@ -80,7 +80,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from served import ServedProcess, launch  # (tests/realserver: run as a script or imported)
+from served import (  # (tests/realserver: run as a script or imported)
+    ServedProcess,
+    launch,
+    tiny_llama,
+)
 
 __all__ = [
     "LLAMA_CPP_COMMIT",
@@ -422,20 +426,7 @@ def build_model(directory: Path, vocab: int = 2000, seed: int = 0) -> Path:
     )
 
     torch.manual_seed(seed)
-    config = LlamaConfig(
-        vocab_size=n_vocab,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        head_dim=32,
-        max_position_embeddings=MAX_MODEL_LEN,
-        bos_token_id=1,
-        eos_token_id=2,
-        tie_word_embeddings=False,
-        torch_dtype="float32",
-    )
+    config = LlamaConfig(**tiny_llama(n_vocab, MAX_MODEL_LEN))
     LlamaForCausalLM(config).save_pretrained(hf, safe_serialization=True)
 
     src = source_dir(directory)

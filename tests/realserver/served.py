@@ -16,7 +16,27 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ServedProcess", "launch"]
+__all__ = ["ServedProcess", "launch", "tiny_llama"]
+
+
+def tiny_llama(vocab_size: int, max_len: int) -> dict[str, object]:
+    """The tiny random-weight Llama both real servers serve, as ``LlamaConfig``'s keyword
+    arguments: hidden size 64, 2 layers, 2 heads of 32 (vLLM's CPU attention wants head size
+    32 or more), intermediate size 128, about 338k parameters with a 2,000-token vocabulary."""
+    return {
+        "vocab_size": vocab_size,
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 2,
+        "head_dim": 32,
+        "max_position_embeddings": max_len,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "tie_word_embeddings": False,
+        "torch_dtype": "float32",
+    }
 
 
 @dataclass

@@ -27,25 +27,11 @@ from typing import Any
 
 import pytest
 
-from tests.realserver.conftest import REPO, Run, assert_healthy, run_streamslo
+from tests.realserver.conftest import LOAD, REPO, Run, assert_healthy, run_streamslo
 from tests.realserver.llamacpp_setup import MULTIBYTE_TEXT
 
 pytestmark = [pytest.mark.realserver, pytest.mark.load]
 
-# --allow-invalid: the load generator shares the machine with llama-server (2 cores here): its
-# latencies are not the server's alone, but what these tests check (outcomes, tokens, usage)
-# does not depend on them.
-LOAD = (
-    "--users",
-    "4",
-    "--spawn-rate",
-    "4",
-    "--duration",
-    "20s",
-    "--max-tokens",
-    "64",
-    "--allow-invalid",
-)
 
 #: dialect -> its flags, and the finish reason of a stream that ran to max_tokens. llama.cpp ends
 #: a Responses stream at max_output_tokens with ``response.completed`` (status "completed", no

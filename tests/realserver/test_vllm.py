@@ -19,25 +19,10 @@ from typing import Any
 
 import pytest
 
-from tests.realserver.conftest import REPO, Run, run_streamslo
+from tests.realserver.conftest import LOAD, REPO, Run, run_streamslo
 from tests.realserver.conftest import assert_healthy as _healthy
 
 pytestmark = [pytest.mark.realserver, pytest.mark.load]
-
-# --allow-invalid: the load generator shares the machine with vLLM (2 cores here, and vLLM's
-# engine busy-polls one): it is saturated, so its latencies are not the server's, but what
-# these tests check (outcomes, tokens, messages, series) does not depend on them.
-LOAD = (
-    "--users",
-    "4",
-    "--spawn-rate",
-    "4",
-    "--duration",
-    "20s",
-    "--max-tokens",
-    "64",
-    "--allow-invalid",
-)
 
 
 @pytest.fixture(scope="module")

@@ -50,7 +50,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from served import ServedProcess, launch  # (tests/realserver: run as a script or imported)
+from served import (  # (tests/realserver: run as a script or imported)
+    ServedProcess,
+    launch,
+    tiny_llama,
+)
 
 __all__ = [
     "MODEL_NAME",
@@ -212,19 +216,7 @@ def build_model(out: Path, vocab: int = 2000, seed: int = 0) -> Path:
     fast.save_pretrained(out)
 
     torch.manual_seed(seed)
-    config = LlamaConfig(
-        vocab_size=tok.get_vocab_size(),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        max_position_embeddings=MAX_MODEL_LEN,
-        bos_token_id=1,
-        eos_token_id=2,
-        tie_word_embeddings=False,
-        torch_dtype="float32",
-    )
+    config = LlamaConfig(**tiny_llama(tok.get_vocab_size(), MAX_MODEL_LEN))
     LlamaForCausalLM(config).save_pretrained(out, safe_serialization=True)
     (out / _BUILT).write_text("ok\n")
     return out
