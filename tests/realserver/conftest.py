@@ -35,7 +35,7 @@ if str(HERE) not in sys.path:
 import llamacpp_setup  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
 import vllm_setup  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
 
-__all__ = ["LOAD", "Run", "assert_healthy", "run_streamslo"]
+__all__ = ["LOAD", "Run", "assert_healthy", "run_command", "run_streamslo"]
 
 #: The real-server runs' load. ``--allow-invalid``: the load generator shares this 2-core machine
 #: with the server (vLLM's engine busy-polls a core): its latencies are not the server's alone,
@@ -157,9 +157,9 @@ class Run:
         return {k: int(v) for k, v in self.summary["outcomes"].items() if v}
 
 
-def run_streamslo(url: str, out: Path, *args: str, timeout: float = 300) -> Run:
-    """``streamslo run`` against ``url`` with default flags plus ``args``, to its end."""
-    cmd = [
+def run_command(url: str, out: Path, *args: str) -> list[str]:
+    """The ``streamslo run`` command line against ``url``: default flags plus ``args``."""
+    return [
         sys.executable,
         "-m",
         "streamslo",
@@ -172,6 +172,11 @@ def run_streamslo(url: str, out: Path, *args: str, timeout: float = 300) -> Run:
         "off",
         *args,
     ]
+
+
+def run_streamslo(url: str, out: Path, *args: str, timeout: float = 300) -> Run:
+    """``streamslo run`` against ``url`` with default flags plus ``args``, to its end."""
+    cmd = run_command(url, out, *args)
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout)
     assert proc.returncode in (0, 99), f"exit {proc.returncode}:\n{proc.stderr[-3000:]}"
     return Run(proc.returncode, out, proc.stderr)

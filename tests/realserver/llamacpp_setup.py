@@ -71,7 +71,6 @@ import fcntl
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import sysconfig
@@ -80,9 +79,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from served import (  # (tests/realserver: run as a script or imported)
+from served import (
     ServedProcess,
     launch,
+    serve_until_stopped,  # (tests/realserver: run as a script or imported)
     tiny_llama,
 )
 
@@ -538,16 +538,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
     else:
         log = directory / "serve.log"
-        server = start_server(directory, args.port, log)
-        print(f"{server.url} up in {server.startup_s:.1f} s (log {log}); Ctrl-C stops it")
-        # SIGTERM stops the server too (it runs in a session of its own).
-        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-        try:
-            server.proc.wait()
-        except KeyboardInterrupt:
-            pass
-        finally:
-            server.stop()
+        serve_until_stopped(start_server(directory, args.port, log))
     return 0
 
 

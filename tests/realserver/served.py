@@ -9,6 +9,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -16,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ServedProcess", "launch", "tiny_llama"]
+__all__ = ["ServedProcess", "launch", "serve_until_stopped", "tiny_llama"]
 
 
 def tiny_llama(vocab_size: int, max_len: int) -> dict[str, object]:
@@ -111,3 +112,16 @@ def launch(
     raise RuntimeError(
         f"{name} did not come up in {timeout:.0f} s (exit {proc.returncode}); log tail:\n{tail}"
     )
+
+
+def serve_until_stopped(server: ServedProcess) -> None:
+    """The ``serve`` subcommands: say where the server is, then wait until it exits, Ctrl-C or
+    SIGTERM (the server runs in a session of its own: its group is stopped on the way out)."""
+    print(f"{server.url} up in {server.startup_s:.1f} s (log {server.log}); Ctrl-C stops it")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        server.proc.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()

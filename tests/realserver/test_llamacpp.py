@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from tests.realserver.conftest import LOAD, REPO, Run, assert_healthy, run_streamslo
+from tests.realserver.conftest import LOAD, REPO, Run, assert_healthy, run_command, run_streamslo
 from tests.realserver.llamacpp_setup import MULTIBYTE_TEXT
 
 pytestmark = [pytest.mark.realserver, pytest.mark.load]
@@ -158,29 +158,19 @@ def test_a_killed_server_is_classified_and_fails_the_default_slo(
     """SIGKILL to llama-server 8 s into a 25 s run: the streams in flight are cut, every
     request after it cannot connect, and the default SLO fails. (Kills this module's server.)"""
     out = tmp_path / "run"
-    cmd = [
-        sys.executable,
-        "-m",
-        "streamslo",
-        "run",
-        "--host",
+    # A long run (400 tokens a stream) that the kill cuts short.
+    cmd = run_command(
         llamacpp.url,
-        "--out",
-        str(out),
-        "--progress",
-        "off",
+        out,
         "--endpoint",
         "chat",
-        "--users",
-        "4",
-        "--spawn-rate",
-        "4",
+        *LOAD[:4],  # users and spawn rate
         "--duration",
         "25s",
         "--max-tokens",
         "400",
         "--allow-invalid",
-    ]
+    )
     proc = subprocess.Popen(
         cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )

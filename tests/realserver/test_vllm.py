@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.realserver.conftest import LOAD, REPO, Run, run_streamslo
+from tests.realserver.conftest import LOAD, REPO, Run, run_command, run_streamslo
 from tests.realserver.conftest import assert_healthy as _healthy
 
 pytestmark = [pytest.mark.realserver, pytest.mark.load]
@@ -152,29 +152,19 @@ def test_a_killed_engine_is_classified_and_fails_the_default_slo(vllm: Any, tmp_
     """SIGKILL to vLLM's engine processes 8 s into a 25 s run: the streams in flight and
     every request after it fail, and the default SLO fails. (Kills this module's server.)"""
     out = tmp_path / "run"
-    cmd = [
-        sys.executable,
-        "-m",
-        "streamslo",
-        "run",
-        "--host",
+    # A long run (400 tokens a stream) that the kill cuts short.
+    cmd = run_command(
         vllm.url,
-        "--out",
-        str(out),
-        "--progress",
-        "off",
+        out,
         "--endpoint",
         "chat",
-        "--users",
-        "4",
-        "--spawn-rate",
-        "4",
+        *LOAD[:4],  # users and spawn rate
         "--duration",
         "25s",
         "--max-tokens",
         "400",
         "--allow-invalid",
-    ]
+    )
     proc = subprocess.Popen(
         cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )

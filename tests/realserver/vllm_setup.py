@@ -50,9 +50,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from served import (  # (tests/realserver: run as a script or imported)
+from served import (
     ServedProcess,
     launch,
+    serve_until_stopped,  # (tests/realserver: run as a script or imported)
     tiny_llama,
 )
 
@@ -318,14 +319,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"model in {args.dir}")
     else:
         log = args.dir / "serve.log"
-        server = start_server(args.venv, args.dir, args.port, log)
-        print(f"{server.url} up in {server.startup_s:.0f} s (log {log}); Ctrl-C stops it")
-        try:
-            server.proc.wait()
-        except KeyboardInterrupt:
-            pass
-        finally:
-            server.stop()
+        serve_until_stopped(start_server(args.venv, args.dir, args.port, log))
     return 0
 
 
