@@ -140,7 +140,13 @@ def run_streams(proto: str, shape: str, streams: int) -> float:
         if ws_proto is not None:
             from streamslo.stream.ws import WSReader
 
-            tracker.on_ws_accepted(0.0)
+            begin = getattr(
+                tracker, "begin", None
+            )  # (a baseline before the pipeline: on_ws_accepted)
+            if begin is not None:
+                begin(0.0, 101)
+            else:
+                tracker.on_ws_accepted(0.0)  # type: ignore[attr-defined]
             ex: Any = WSReader(ws_proto, tracker, 10.0, 300.0)
         else:
             ex = SSEExchange(tracker, 10.0, 300.0)

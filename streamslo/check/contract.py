@@ -340,12 +340,12 @@ class _Checker:
         if self.not_served:
             self.add(name, "skip", f"not reached: {_describe(rec)}")
             return rec
-        if tracker.done_seen and rec.outcome != "truncated":
+        if tracker.done and rec.outcome != "truncated":
             self.add(name, "pass", f"every stream ends with {marker}")
             return rec
         if rec.outcome == "truncated" and f"body ended before {self.terminal}" in rec.error:
             again, t2 = self.stream(done_marker=False)
-            if t2.done_seen and again.outcome != "truncated":
+            if t2.done and again.outcome != "truncated":
                 self.add(
                     name,
                     "fail",

@@ -194,6 +194,7 @@ def one_stream(
     envelope: WSEnvelope | None = None,
     limits: ClientLimits = PREFLIGHT_LIMITS,
     collect_text: bool = False,
+    label: str = "preflight",
 ) -> tuple[StreamRecord, StreamTracker]:
     """One streaming request on its own connection, judged by the run's tracker.
 
@@ -205,15 +206,16 @@ def one_stream(
         envelope: the WebSocket envelope (plain by default).
         limits: time limits.
         collect_text: keep the answer's text (``tracker.text``).
+        label: the record's user class and the start of its stream id.
 
     Returns:
         The finished record and its tracker.
     """
     env = envelope or WSEnvelope()
     rec = StreamRecord(
-        stream_id=f"preflight-{next(_seq)}",
+        stream_id=f"{label}-{next(_seq)}",
         protocol=protocol,
-        user_class="preflight",
+        user_class=label,
         started_at=time.time(),
         t0=time.perf_counter(),
     )

@@ -1,11 +1,12 @@
-"""The streaming dialects other than OpenAI's chunks: their events mapped onto the one outcome
-taxonomy (docs/outcomes.md, "Dialects side by side"), Sans-I/O like the rest of the core.
+"""The streaming dialects (``--api``) and the dialect objects of the event dialects: their
+events mapped onto the one outcome taxonomy (docs/outcomes.md, "Dialects side by side"),
+Sans-I/O like the rest of the core.
 
-``--api`` picks a dialect. ``openai-chat`` and ``openai-completions`` are the plain
-:class:`~streamslo.stream.tracker.StreamTracker` (their hot path is untouched: the dialect is
-chosen once per request, by :func:`tracker_for`). The two event dialects get a tracker here
-that keeps every transport rule of the plain one (heads, framing, caps, EOF, the read after the
-terminal event) and replaces only what one message means:
+A dialect object says what one message means and tells the stream's machine
+(:class:`~streamslo.stream.tracker.StreamTracker`); every transport rule (heads, framing, caps,
+EOF, the read after the terminal event) and every outcome rule stays the machine's and the
+exchange's. OpenAI's chunks (``openai-chat``, ``openai-completions``) are read by
+:class:`~streamslo.stream.chunks.OpenAIChunks`; here:
 
 - **OpenAI Responses** (``/v1/responses``): ``response.output_text.delta`` (and
   ``response.refusal.delta``) are answer tokens, ``response.reasoning_text.delta`` and
@@ -27,7 +28,7 @@ timeout, naming what kept it alive. The stop reasons a dialect names are kept as
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from enum import StrEnum
 from typing import Any
 
@@ -39,11 +40,12 @@ from streamslo.stream.chunkjson import (
     error_status,
     loads_chunk,
 )
-from streamslo.stream.counts import EndRules, judge_end
+from streamslo.stream.chunks import DialectReader, OpenAIChunks, record_usage
+from streamslo.stream.counts import EndRules
 from streamslo.stream.outcome import Outcome
 from streamslo.stream.sse import DEFAULT_MAX_EVENT_BYTES
 from streamslo.stream.timing import StreamExpectations, StreamRecord
-from streamslo.stream.tracker import StreamTracker, TrackerState
+from streamslo.stream.tracker import StreamTracker
 
 __all__ = [
     "ANTHROPIC_VERSION",
@@ -51,10 +53,11 @@ __all__ = [
     "API_PATHS",
     "ENDPOINT_APIS",
     "EVENT_APIS",
-    "AnthropicTracker",
     "Dialect",
-    "EventTracker",
-    "ResponsesTracker",
+    "EventDialect",
+    "MessagesEvents",
+    "ResponsesEvents",
+    "reader_for",
     "tracker_for",
 ]
 
@@ -71,7 +74,7 @@ class Dialect(StrEnum):
 
 #: Every ``--api`` name, in the documented order.
 APIS: tuple[str, ...] = tuple(d.value for d in Dialect)
-#: The dialects whose streams are typed events (a tracker of this module reads them).
+#: The dialects whose streams are typed events (a dialect object of this module reads them).
 EVENT_APIS: frozenset[str] = frozenset({Dialect.RESPONSES, Dialect.MESSAGES})
 #: Each dialect's path (``--path`` replaces it).
 API_PATHS: Mapping[str, str] = {
@@ -92,216 +95,101 @@ ANTHROPIC_VERSION = "2023-06-01"
 _DONE = "[DONE]"
 
 
-class EventTracker(StreamTracker):
-    """A tracker for a dialect of typed events (``{"type": ...}`` per SSE event or WS message).
+class EventDialect:
+    """A dialect of typed events (``{"type": ...}`` per SSE event or WS message).
 
-    Subclasses say what each event type means (:meth:`_event`) and what their stop reasons
-    mean (:attr:`RULES`). Progress for the stall
-    rule is a token (or the response head), not any complete line.
+    Subclasses say what each event type means (:meth:`on_event`) and what their stop reasons
+    mean (:attr:`rules`). The SSE event name repeats the JSON's ``type`` in both dialects: the
+    type decides. A ``[DONE]`` after the terminal event changes nothing; before it, it is
+    ``malformed``.
     """
 
-    __slots__ = ("_kept_alive", "_tok_t")
+    __slots__ = ()
 
-    DIALECT = ""
+    name = ""
     """The ``--api`` name (for messages)."""
-    TERMINAL = ""
-    """The terminal event's name (for messages)."""
+    terminal = ""
+    """The terminal event's name."""
+    rules: EndRules
+    after_end: str | None = _DONE
 
-    def __init__(
-        self,
-        record: StreamRecord,
-        expect: StreamExpectations,
-        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
-        collect_text: bool = False,
-    ) -> None:
-        super().__init__(record, expect, max_event_bytes, collect_text)
-        self._tok_t = record.t0  # the last token (or head): the stall timer counts from here
-        self._kept_alive = ""  # the last thing that arrived that was not a token
-
-    # ------------------------------------------------------- progress is a token
-    def on_response(self, t: float, status: int, content_type: str | None) -> None:
-        super().on_response(t, status, content_type)
-        self._tok_t = t
-
-    def on_ws_accepted(self, t: float) -> None:
-        super().on_ws_accepted(t)
-        self._tok_t = t
-
-    def on_sse_bytes(self, t: float, data: bytes) -> None:
-        super().on_sse_bytes(t, data)
-        if self._decoder.completed_line and self._tok_t != t and not self._kept_alive:
-            self._kept_alive = "SSE comments"
-        self.progress_t = self._tok_t
-
-    def on_ws_message(self, t: float, payload: bytes, text: bool) -> None:
-        super().on_ws_message(t, payload, text)
-        self.progress_t = self._tok_t
-
-    def on_ws_text(self, t: float, text: str) -> None:
-        super().on_ws_text(t, text)
-        self.progress_t = self._tok_t
-
-    def on_ws_close(self, t: float, code: int | None, reason: str = "") -> None:
-        if self.rec.outcome is None and self._ws_content_seen:
-            shown = 1006 if code is None else code
-            detail = f"ws close {shown}" + (f": {reason[:120]}" if reason else "")
-            self._finish(t, Outcome.TRUNCATED, f"{detail} before {self.TERMINAL}")
-            return
-        super().on_ws_close(t, code, reason)
-
-    def _began(self) -> None:
-        """The dialect's first event (``response.created``, ``message_start``): on WebSocket
-        the stream has begun, so an error from here on is ``error_event``, as after an SSE
-        stream's 200."""
-        self._ws_content_seen = True
-
-    def on_eof(self, t: float, body_complete: bool) -> None:
-        if self.rec.outcome is None and not (
-            not self._expect.done_marker and body_complete and self.began
-        ):
-            what = (
-                f"body ended before {self.TERMINAL}"
-                if body_complete
-                else "connection closed mid-body"
-            )
-            self._finish(t, Outcome.TRUNCATED, what)
-            return
-        super().on_eof(t, body_complete)
-
-    def on_stall(self, t: float, stall_timeout: float) -> None:
-        if self.rec.outcome is not None or not self.began:
-            super().on_stall(t, stall_timeout)
-            return
-        what = "token" if self.rec.tokens else "first token"
-        detail = f"no {what} for {stall_timeout:g}s after the stream began"
-        if self._kept_alive:
-            detail += f" (kept alive by {self._kept_alive})"
-        self._finish(t, Outcome.STALLED, detail)
-
-    def _token(self, t: float, kind: int = ANSWER, n: int = 1) -> None:
-        super()._token(t, kind, n)
-        self._tok_t = t
-
-    # ------------------------------------------------------------------ events
-    def _message(self, t: float, data: str, event: str = "message") -> None:
-        # The SSE event name repeats the JSON's "type" in both dialects: the type decides.
-        if self._done:
-            if data.strip() == _DONE:
-                return  # a [DONE] after the dialect's own terminal event changes nothing
-            self._after_done_malformed(f"data after {self.TERMINAL}")
-            return
+    def read(self, m: StreamTracker, t: float, data: str, event: str) -> None:
         if data.strip() == _DONE:
-            self._finish(
+            m.finish(
                 t,
                 Outcome.MALFORMED,
-                f"[DONE] before {self.TERMINAL} ({self.DIALECT} ends with {self.TERMINAL})",
+                f"[DONE] before {self.terminal} ({self.name} ends with {self.terminal})",
             )
             return
         try:
             obj = loads_chunk(data)
         except ValueError as exc:
-            self._finish(t, Outcome.MALFORMED, f"event is not JSON ({exc}): {data[:80]!r}")
+            m.finish(t, Outcome.MALFORMED, f"event is not JSON ({exc}): {data[:80]!r}")
             return
         if not isinstance(obj, dict):
-            self._finish(t, Outcome.MALFORMED, f"event is not a JSON object: {data[:80]!r}")
+            m.finish(t, Outcome.MALFORMED, f"event is not a JSON object: {data[:80]!r}")
             return
         kind = obj.get("type")
         if not isinstance(kind, str):
             if "error" in obj and obj["error"] is not None:  # an OpenAI-style error object
-                self._dialect_error(t, obj["error"])
+                self.error(m, t, obj["error"])
                 return
-            self._finish(t, Outcome.MALFORMED, f"event has no string 'type': {data[:80]!r}")
+            m.finish(t, Outcome.MALFORMED, f"event has no string 'type': {data[:80]!r}")
             return
-        self._event(t, kind, obj)
+        self.on_event(m, t, kind, obj)
 
-    def _event(self, t: float, kind: str, obj: dict[str, Any]) -> None:
+    def on_event(self, m: StreamTracker, t: float, kind: str, obj: dict[str, Any]) -> None:
         """One event of type ``kind``."""
         raise NotImplementedError
 
-    def _delta(self, t: float, text: object, kind: int, event: str) -> None:
+    @staticmethod
+    def delta(m: StreamTracker, t: float, text: object, kind: int, event: str) -> None:
         """A delta event: a token when its text is not empty."""
         if not isinstance(text, str):
-            self._finish(t, Outcome.MALFORMED, f"{event}: the delta's text is not a string")
+            m.finish(t, Outcome.MALFORMED, f"{event}: the delta's text is not a string")
             return
         if not text:
-            self._kept_alive = f"{event} with empty text"
+            EventDialect.other(m, f"{event!r} events with empty text")
             return
-        if kind == ANSWER and self.text is not None:
-            self.text.append(text)
-        self._ledger.add_text(text)
-        self._token(t, kind)
+        if kind == ANSWER and m.text is not None:
+            m.text.append(text)
+        m.ledger.add_text(text)
+        m.token(t, kind)
 
-    def _other(self, kind: str) -> None:
-        """An event that is neither a token nor an end: remembered for the stall message."""
-        self._kept_alive = f"{kind!r} events"
+    @staticmethod
+    def other(m: StreamTracker, what: str) -> None:
+        """A message that is neither a token nor an end: a keep-alive, named for the stall
+        message."""
+        m.idle += 1
+        m.idle_what = what
 
-    def _dialect_error(self, t: float, error: object, message: str | None = None) -> None:
-        """An in-band error: ``error_event`` (on WS before the first token, the stream never
-        began, as for OpenAI's error chunk)."""
+    @staticmethod
+    def error(m: StreamTracker, t: float, error: object, message: str | None = None) -> None:
+        """An in-band error, with the status its error object names (500 when none)."""
         text = message if message is not None else error_message(error)
-        if self.rec.protocol == "ws" and not self._ws_content_seen:
-            status = error_status(error, 500)
-            outcome = Outcome.HTTP_4XX if status < 500 else Outcome.HTTP_5XX
-            self._finish(t, outcome, f"error {status}: {text}")
-            return
-        self._finish(t, Outcome.ERROR_EVENT, f"error event: {text}")
+        m.error(t, text, error_status(error, 500))
 
-    def _usage(self, usage: object, prompt_key: str, output_key: str, t: float) -> bool:
+    @staticmethod
+    def usage(m: StreamTracker, t: float, usage: object) -> bool:
         """Record a usage object's counts; False (and ``malformed``) when it is not an object."""
         if usage is None:
             return True
         if not isinstance(usage, dict):
-            self._finish(t, Outcome.MALFORMED, "usage is not an object")
+            m.finish(t, Outcome.MALFORMED, "usage is not an object")
             return False
-        out = usage.get(output_key)
-        if isinstance(out, int) and not isinstance(out, bool):
-            self.rec.usage_completion_tokens = out
-        inp = usage.get(prompt_key)
-        if isinstance(inp, int) and not isinstance(inp, bool):
-            self.rec.usage_prompt_tokens = inp
-        self._cached(usage)
+        record_usage(m, usage, "input_tokens", "output_tokens")
         return True
 
-    def _cached(self, usage: dict[str, Any]) -> None:
-        """Prompt tokens the server served from its cache: Responses'
-        ``input_tokens_details.cached_tokens``, Anthropic's ``cache_read_input_tokens``."""
-        details = usage.get("input_tokens_details")
-        cached = (
-            details.get("cached_tokens")
-            if isinstance(details, dict)
-            else usage.get("cache_read_input_tokens")
-        )
-        if isinstance(cached, int) and not isinstance(cached, bool):
-            self.rec.cached_tokens = cached
-
-    def _reason(self, t: float, reason: object, where: str) -> bool:
+    @staticmethod
+    def reason(m: StreamTracker, t: float, reason: object, where: str) -> bool:
         """Record a stop reason; False (and ``malformed``) when it is not a string."""
         if reason is None:
             return True
         if not isinstance(reason, str):
-            self._finish(t, Outcome.MALFORMED, f"{where} is not a string")
+            m.finish(t, Outcome.MALFORMED, f"{where} is not a string")
             return False
-        self.rec.finish_reason = reason
+        m.rec.finish_reason = reason
         return True
-
-    def _end(self, t: float) -> None:
-        """The terminal event arrived."""
-        rec = self.rec
-        self._done = True
-        rec.e2e_s = t - rec.t0
-        self._terminal(t)
-        if rec.protocol == "sse" and rec.outcome != Outcome.MALFORMED.value:
-            self.state = TrackerState.AFTER_DONE
-
-    def _terminal(self, t: float) -> None:
-        """The terminal event (or, with ``--no-done-marker``, the body's end): judge the stop
-        reason and the counts (docs/outcomes.md)."""
-        rec = self.rec
-        if self._done is False:
-            self._done = True
-            rec.e2e_s = t - rec.t0
-        outcome, error = judge_end(rec, self._expect, self.RULES, self._ledger)
-        self._finish(t, outcome, error)
 
 
 # --------------------------------------------------------------------- OpenAI Responses
@@ -357,7 +245,7 @@ def _response_texts(response: Mapping[str, object]) -> tuple[str, str, str] | No
     return "".join(texts[ANSWER]), "".join(texts[REASONING]), "".join(texts[TOOL])
 
 
-class ResponsesTracker(EventTracker):
+class ResponsesEvents(EventDialect):
     """OpenAI Responses API streaming events (``/v1/responses``).
 
     The final response repeats the whole output: when the deltas' text matches it, nothing was
@@ -367,26 +255,9 @@ class ResponsesTracker(EventTracker):
 
     __slots__ = ("_streamed",)
 
-    def _texts(self) -> dict[int, list[str]]:
-        """The deltas' text so far, by kind (made at the first delta)."""
-        try:
-            return self._streamed
-        except AttributeError:
-            self._streamed: dict[int, list[str]] = {ANSWER: [], REASONING: [], TOOL: []}
-            return self._streamed
-
-    def _check_text(self, response: Mapping[str, object]) -> None:
-        """Whether the final response's text is what the deltas brought."""
-        final = _response_texts(response)
-        if final is None:
-            return
-        s = self._texts()
-        arrived = ("".join(s[ANSWER]), "".join(s[REASONING]), "".join(s[TOOL]))
-        self._ledger.whole_text = any(final) and final == arrived
-
-    DIALECT = Dialect.RESPONSES
-    TERMINAL = "response.completed"
-    RULES = EndRules(
+    name = Dialect.RESPONSES
+    terminal = "response.completed"
+    rules = EndRules(
         terminal="response.completed",
         noun="token deltas",
         length=frozenset({"max_output_tokens"}),
@@ -397,37 +268,23 @@ class ResponsesTracker(EventTracker):
         strict=True,
     )
 
-    def _event(self, t: float, kind: str, obj: dict[str, Any]) -> None:
+    def __init__(self) -> None:
+        self._streamed: dict[int, list[str]] = {ANSWER: [], REASONING: [], TOOL: []}
+
+    def on_event(self, m: StreamTracker, t: float, kind: str, obj: dict[str, Any]) -> None:
         token = _RESPONSES_DELTAS.get(kind)
         if token is not None:
             delta = obj.get("delta")
             if isinstance(delta, str):
-                self._texts()[token].append(delta)
-            self._delta(t, delta, token, kind)
+                self._streamed[token].append(delta)
+            self.delta(m, t, delta, token, kind)
             return
         if kind in ("response.completed", "response.incomplete"):
-            response = obj.get("response")
-            if not isinstance(response, dict):
-                self._finish(t, Outcome.MALFORMED, f"{kind} without a response object")
-                return
-            if not self._usage(response.get("usage"), "input_tokens", "output_tokens", t):
-                return
-            status = response.get("status")
-            if kind == "response.completed" and status != "incomplete":
-                reason: object = "completed"
-            else:
-                # response.incomplete, or (vLLM) response.completed holding an incomplete
-                # response: the reason is in incomplete_details.
-                details = response.get("incomplete_details")
-                reason = details.get("reason") if isinstance(details, dict) else None
-                reason = reason if isinstance(reason, str) and reason else "incomplete"
-            self._check_text(response)
-            self.rec.finish_reason = str(reason)
-            self._end(t)
+            self._completed(m, t, kind, obj.get("response"))
             return
         if kind == "response.created":
-            self._began()
-            self._other(kind)
+            m.content_seen = True  # the stream began (an error now is error_event on WS too)
+            self.other(m, f"{kind!r} events")
             return
         if kind == "response.failed":
             response = obj.get("response")
@@ -435,14 +292,38 @@ class ResponsesTracker(EventTracker):
             message = (
                 error_message(error) if error is not None else "response.failed without an error"
             )
-            self._dialect_error(t, error, f"response.failed: {message}")
+            self.error(m, t, error, f"response.failed: {message}")
             return
         if kind == "error":
             # {"type": "error", "code", "message", "param"} (some servers nest an "error" object)
             inner = obj.get("error")
-            self._dialect_error(t, inner if inner is not None else obj)
+            self.error(m, t, inner if inner is not None else obj)
             return
-        self._other(kind)
+        self.other(m, f"{kind!r} events")
+
+    def _completed(self, m: StreamTracker, t: float, kind: str, response: object) -> None:
+        """The terminal event: its usage, its stop reason, whether its text is the deltas'."""
+        if not isinstance(response, dict):
+            m.finish(t, Outcome.MALFORMED, f"{kind} without a response object")
+            return
+        if not self.usage(m, t, response.get("usage")):
+            return
+        status = response.get("status")
+        if kind == "response.completed" and status != "incomplete":
+            reason: object = "completed"
+        else:
+            # response.incomplete, or (vLLM) response.completed holding an incomplete
+            # response: the reason is in incomplete_details.
+            details = response.get("incomplete_details")
+            reason = details.get("reason") if isinstance(details, dict) else None
+            reason = reason if isinstance(reason, str) and reason else "incomplete"
+        final = _response_texts(response)
+        if final is not None:
+            s = self._streamed
+            arrived = ("".join(s[ANSWER]), "".join(s[REASONING]), "".join(s[TOOL]))
+            m.ledger.whole_text = any(final) and final == arrived
+        m.rec.finish_reason = str(reason)
+        m.end(t)
 
 
 # ---------------------------------------------------------------- Anthropic Messages
@@ -472,14 +353,14 @@ def _int_field(obj: Mapping[str, object], key: str) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
-class AnthropicTracker(EventTracker):
+class MessagesEvents(EventDialect):
     """Anthropic Messages streaming events (``/v1/messages``)."""
 
     __slots__ = ()
 
-    DIALECT = Dialect.MESSAGES
-    TERMINAL = "message_stop"
-    RULES = EndRules(
+    name = Dialect.MESSAGES
+    terminal = "message_stop"
+    rules = EndRules(
         terminal="message_stop",
         noun="token deltas",
         length=frozenset({"max_tokens"}),
@@ -488,39 +369,39 @@ class AnthropicTracker(EventTracker):
         strict=True,
     )
 
-    def _event(self, t: float, kind: str, obj: dict[str, Any]) -> None:
+    def on_event(self, m: StreamTracker, t: float, kind: str, obj: dict[str, Any]) -> None:
         if kind == "content_block_delta":
             delta = obj.get("delta")
             if not isinstance(delta, dict):
-                self._finish(t, Outcome.MALFORMED, "content_block_delta without a delta object")
+                m.finish(t, Outcome.MALFORMED, "content_block_delta without a delta object")
                 return
             how = _ANTHROPIC_DELTAS.get(str(delta.get("type")))
             if how is None:  # signature_delta, citations_delta...: no token
-                self._other(f"{delta.get('type')}")
+                self.other(m, f"{str(delta.get('type'))!r} deltas")
                 return
-            self._delta(t, delta.get(how[0]), how[1], str(delta.get("type")))
+            self.delta(m, t, delta.get(how[0]), how[1], str(delta.get("type")))
             return
         if kind == "message_delta":
             delta = obj.get("delta")
-            if isinstance(delta, dict) and not self._reason(
-                t, delta.get("stop_reason"), "stop_reason"
+            if isinstance(delta, dict) and not self.reason(
+                m, t, delta.get("stop_reason"), "stop_reason"
             ):
                 return
             usage = obj.get("usage")
-            if self._usage(usage, "input_tokens", "output_tokens", t) and isinstance(usage, dict):
-                self._prompt(usage)
+            if self.usage(m, t, usage) and isinstance(usage, dict):
+                _prompt(m, usage)
             return
         if kind == "message_stop":
-            self._end(t)
+            m.end(t)
             return
         if kind == "message_start":
-            self._began()
+            m.content_seen = True  # the stream began (an error now is error_event on WS too)
             message = obj.get("message")
             usage = message.get("usage") if isinstance(message, dict) else None
             if isinstance(usage, dict):
-                self._prompt(usage)
-                self._cached(usage)
-            self._other(kind)
+                record_usage(m, usage, "input_tokens", "output_tokens")
+                _prompt(m, usage)
+            self.other(m, f"{kind!r} events")
             return
         if kind == "error":
             error = obj.get("error")
@@ -528,25 +409,37 @@ class AnthropicTracker(EventTracker):
                 status = _ANTHROPIC_STATUS.get(str(error.get("type")))
                 if status is not None:
                     error = {**error, "code": status}
-            self._dialect_error(t, error)
+            self.error(m, t, error)
             return
-        self._other(kind)
-
-    def _prompt(self, usage: dict[str, Any]) -> None:
-        """The prompt's tokens: Anthropic's ``input_tokens`` leave out the cache's, so the
-        prompt is ``input_tokens + cache_creation_input_tokens + cache_read_input_tokens``."""
-        inp = _int_field(usage, "input_tokens")
-        if inp is None:
-            return
-        for key in ("cache_creation_input_tokens", "cache_read_input_tokens"):
-            inp += _int_field(usage, key) or 0
-        self.rec.usage_prompt_tokens = inp
+        self.other(m, f"{kind!r} events")
 
 
-_TRACKERS: Mapping[str, type[EventTracker]] = {
-    Dialect.RESPONSES: ResponsesTracker,
-    Dialect.MESSAGES: AnthropicTracker,
+def _prompt(m: StreamTracker, usage: dict[str, Any]) -> None:
+    """The prompt's tokens: Anthropic's ``input_tokens`` leave out the cache's, so the prompt is
+    ``input_tokens + cache_creation_input_tokens + cache_read_input_tokens``."""
+    inp = _int_field(usage, "input_tokens")
+    if inp is None:
+        return
+    for key in ("cache_creation_input_tokens", "cache_read_input_tokens"):
+        inp += _int_field(usage, key) or 0
+    m.rec.usage_prompt_tokens = inp
+
+
+_READERS: Mapping[str, Callable[[], DialectReader]] = {
+    Dialect.CHAT: OpenAIChunks,
+    Dialect.COMPLETIONS: OpenAIChunks,
+    Dialect.RESPONSES: ResponsesEvents,
+    Dialect.MESSAGES: MessagesEvents,
 }
+
+
+def reader_for(api: str) -> DialectReader:
+    """A new dialect object for one stream of dialect ``api``.
+
+    Raises:
+        KeyError: an unknown ``api``.
+    """
+    return _READERS[api]()
 
 
 def tracker_for(
@@ -556,12 +449,9 @@ def tracker_for(
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
     collect_text: bool = False,
 ) -> StreamTracker:
-    """The tracker for one request of dialect ``api`` (the plain one for OpenAI's chunks).
+    """The machine for one request of dialect ``api``, with its dialect object.
 
     Raises:
         KeyError: an unknown ``api``.
     """
-    if api not in API_PATHS:
-        raise KeyError(api)
-    cls = _TRACKERS.get(api, StreamTracker)
-    return cls(record, expect, max_event_bytes, collect_text)
+    return StreamTracker(record, expect, max_event_bytes, collect_text, reader_for(api))

@@ -27,12 +27,14 @@ from typing import Any
 
 from streamslo.errors import BadInputError
 from streamslo.stream.chunkjson import loads_chunk
+from streamslo.stream.chunks import DialectReader, OpenAIChunks
+from streamslo.stream.counts import EndRules
 from streamslo.stream.outcome import Outcome
 from streamslo.stream.sse import DEFAULT_MAX_EVENT_BYTES
 from streamslo.stream.timing import StreamExpectations, StreamRecord
 from streamslo.stream.tracker import StreamTracker
 
-__all__ = ["PLACEHOLDER", "EnvelopeTracker", "WSEnvelope"]
+__all__ = ["PLACEHOLDER", "Enveloped", "WSEnvelope"]
 
 #: The string a request template holds where the request body goes.
 PLACEHOLDER = "{{request}}"
@@ -98,10 +100,10 @@ class WSEnvelope:
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         collect_text: bool = False,
     ) -> StreamTracker:
-        """A tracker for one request: the plain one, or one that unwraps this envelope."""
-        if self.plain:
-            return StreamTracker(record, expect, max_event_bytes, collect_text)
-        return EnvelopeTracker(self, record, expect, max_event_bytes, collect_text)
+        """A tracker for one request: OpenAI's chunks, unwrapped from this envelope first unless
+        it is the plain protocol."""
+        dialect = None if self.plain else Enveloped(self, OpenAIChunks())
+        return StreamTracker(record, expect, max_event_bytes, collect_text, dialect)
 
     def __post_init__(self) -> None:
         try:
@@ -139,29 +141,35 @@ class WSEnvelope:
         return None
 
 
-class EnvelopeTracker(StreamTracker):
-    """A :class:`StreamTracker` whose WebSocket messages are unwrapped first."""
+class Enveloped:
+    """A dialect object whose WebSocket messages are unwrapped first, then read by ``inner``
+    (SSE events are read as they are)."""
 
-    __slots__ = ("_envelope",)
+    __slots__ = ("_envelope", "_inner")
 
-    def __init__(
-        self,
-        envelope: WSEnvelope,
-        record: StreamRecord,
-        expect: StreamExpectations,
-        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
-        collect_text: bool = False,
-    ) -> None:
-        super().__init__(record, expect, max_event_bytes, collect_text)
+    def __init__(self, envelope: WSEnvelope, inner: DialectReader) -> None:
         self._envelope = envelope
+        self._inner = inner
 
-    def _message(self, t: float, data: str, event: str = "message") -> None:
-        if self.rec.protocol != "ws":
-            super()._message(t, data, event)
+    @property
+    def terminal(self) -> str:
+        return self._inner.terminal
+
+    @property
+    def rules(self) -> EndRules:
+        return self._inner.rules
+
+    @property
+    def after_end(self) -> str | None:
+        return self._inner.after_end
+
+    def read(self, m: StreamTracker, t: float, data: str, event: str) -> None:
+        if m.rec.protocol != "ws":
+            self._inner.read(m, t, data, event)
             return
         inner = self._envelope.unwrap(data)
-        if inner is None and not self.done_seen:
+        if inner is None:
             where = ".".join(self._envelope.chunk_path)
-            self._finish(t, Outcome.MALFORMED, f"no chunk at {where} in the message: {data[:80]!r}")
+            m.finish(t, Outcome.MALFORMED, f"no chunk at {where} in the message: {data[:80]!r}")
             return
-        super()._message(t, data if inner is None else inner)
+        self._inner.read(m, t, inner, event)

@@ -13,19 +13,178 @@ check that an outcome and its timings do not depend on how the bytes were split 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import Enum
-from typing import Literal
+from typing import Literal, cast
 
 from streamslo.errors import HTTPProtocolError
-from streamslo.stream.caps import AFTER_DONE_WAIT_S, ERROR_BODY_WAIT_S, MAX_ERROR_BODY_BYTES
+from streamslo.stream.caps import (
+    AFTER_DONE_WAIT_S,
+    ERROR_BODY_WAIT_S,
+    MAX_AFTER_DONE_BYTES,
+    MAX_ERROR_BODY_BYTES,
+)
+from streamslo.stream.chunkjson import error_message, inband_error, loads_chunk
 from streamslo.stream.http1 import ReaderState, ResponseHead, ResponseReader
+from streamslo.stream.outcome import Outcome, status_began
+from streamslo.stream.sse import SSEDecoder, SSEEvent, SSEProtocolError
 from streamslo.stream.tracker import StreamTracker, TrackerState
 
-__all__ = ["ExchangeState", "Expiry", "HTTPExchange", "SSEExchange"]
+__all__ = [
+    "ExchangeState",
+    "Expiry",
+    "HTTPExchange",
+    "SSEBody",
+    "SSEExchange",
+    "http_error",
+    "protocol_broken",
+    "transport_failed",
+]
 
 Expiry = Literal["stall", "deadline"]
 """Why a wait ran out: no progress for the stall timeout, or a deadline (the request's, or a
 short wait's :attr:`HTTPExchange.cutoff`)."""
+
+
+# ------------------------------------------------------------------ the exchange's rules
+def http_error(tracker: StreamTracker, t: float, status: int, body: bytes | bytearray) -> None:
+    """A non-2xx answer (or a refused WebSocket handshake) with the start of its body: its
+    status class, and the server's message from the body (any error shape the core knows,
+    FastAPI's ``{"detail": ...}``, or the text)."""
+    rec = tracker.rec
+    rec.status = status
+    rec.bytes += len(body)
+    message = ""
+    text = bytes(body[:MAX_ERROR_BODY_BYTES]).decode("utf-8", "replace")
+    try:
+        obj = loads_chunk(text)
+        found = inband_error(obj) if isinstance(obj, dict) else None
+        if found is not None:
+            message = found[0]
+        elif isinstance(obj, dict):
+            message = error_message(obj.get("detail") or obj)
+    except ValueError:
+        message = text[:200].strip()
+    detail = f"HTTP {status}" + (f": {message}" if message else "")
+    if 400 <= status < 500:
+        tracker.finish(t, Outcome.HTTP_4XX, detail)
+    elif 500 <= status < 600:
+        tracker.finish(t, Outcome.HTTP_5XX, detail)
+    else:
+        tracker.finish(t, Outcome.MALFORMED, f"unexpected {detail}")
+
+
+def transport_failed(tracker: StreamTracker, t: float, exc: BaseException) -> None:
+    """The connection failed (refused, reset, TLS error...): ``connect_error`` before any
+    answer, ``truncated`` after one, nothing after the terminal marker."""
+    if tracker.rec.outcome is not None:
+        tracker.stop_reading()
+        return
+    detail = f"{type(exc).__name__}: {exc}"[:200]
+    if tracker.rec.status is None:
+        tracker.finish(t, Outcome.CONNECT_ERROR, detail)
+    else:
+        tracker.finish(t, Outcome.TRUNCATED, detail)
+
+
+def protocol_broken(tracker: StreamTracker, t: float, detail: str) -> None:
+    """The bytes broke HTTP or WebSocket framing, or a cap: ``malformed`` (after the terminal
+    marker too: the body broke after all)."""
+    if tracker.state is TrackerState.AFTER_DONE:
+        detail = f"data after {tracker.dialect.terminal}: {detail}"
+    tracker.finish(t, Outcome.MALFORMED, detail[:300])
+
+
+_FINISHED = TrackerState.FINISHED
+_AFTER_DONE = TrackerState.AFTER_DONE
+
+
+class SSEBody:
+    """An event stream's body, framed into messages for the tracker: the head's content type,
+    the SSE framing and its caps, the short read after the terminal marker (at most
+    ``MAX_AFTER_DONE_BYTES``; more is ``malformed``), and what the body's end means.
+
+    Args:
+        tracker: the request's tracker (its ``max_event_bytes`` caps an event).
+    """
+
+    __slots__ = ("_read", "decoder", "tracker")
+
+    def __init__(self, tracker: StreamTracker) -> None:
+        self.tracker = tracker
+        self.decoder = SSEDecoder(max_event_bytes=tracker.max_event_bytes)
+        tracker.framing = self.decoder
+        self._read = tracker.dialect.read  # (tracker.message, less a call per event)
+
+    def head(self, t: float, status: int, content_type: str | None) -> None:
+        """The final response head of a streaming request (a non-2xx one goes to
+        :func:`http_error`)."""
+        tracker = self.tracker
+        if 200 <= status < 300:
+            tracker.begin(t, status)
+            ctype = (content_type or "").split(";", 1)[0].strip().lower()
+            if ctype != "text/event-stream":
+                tracker.finish(
+                    t,
+                    Outcome.MALFORMED,
+                    f"2xx body is not an event stream ({ctype or 'no content type'})",
+                )
+            return
+        tracker.rec.status = status
+        tracker.progress_t = t
+        if status < 200 or status >= 600:
+            tracker.finish(t, Outcome.MALFORMED, f"unexpected HTTP status {status}")
+
+    def feed(self, t: float, data: bytes) -> None:
+        """Body bytes of the event stream, as read (one timestamp per read)."""
+        tracker = self.tracker
+        tracker.rec.bytes += len(data)
+        if tracker.state is _FINISHED:  # (an outcome is set only in FINISHED or AFTER_DONE)
+            return
+        decoder = self.decoder
+        error: str | None = None
+        try:
+            events: Sequence[SSEEvent] = decoder.feed(data)
+        except SSEProtocolError as exc:
+            # Keep its text, not the exception: a local holding it would make a reference
+            # cycle (exception -> traceback -> this frame) that keeps the decoder's buffers
+            # alive until a full GC, and the load generator raises gen-0's threshold to 50,000.
+            events, error = cast("Sequence[SSEEvent]", exc.events), str(exc)
+        read = self._read
+        for ev in events:
+            if tracker.done:
+                tracker.message(t, ev.data, ev.event)
+            else:
+                read(tracker, t, ev.data, ev.event)
+            if tracker.state is _FINISHED:
+                return
+        if error is not None:
+            protocol_broken(tracker, t, error)
+        elif tracker.state is _AFTER_DONE and decoder.bytes_since_event > MAX_AFTER_DONE_BYTES:
+            protocol_broken(tracker, t, f"more than {MAX_AFTER_DONE_BYTES} bytes")
+
+    def eof(self, t: float, body_complete: bool) -> None:
+        """The body (or the connection) ended.
+
+        Args:
+            body_complete: the HTTP framing says the body ended cleanly (the chunked
+                terminator, the full Content-Length, or a close on a body framed by close).
+        """
+        tracker = self.tracker
+        if tracker.rec.outcome is not None:
+            tracker.stop_reading()  # (an unfinished event after the marker is dropped, as SSE says)
+            return
+        if not tracker.expect.done_marker and body_complete and status_began(tracker.rec.status):
+            tracker.end(t)
+            tracker.stop_reading()
+            return
+        tracker.finish(
+            t,
+            Outcome.TRUNCATED,
+            f"body ended before {tracker.dialect.terminal}"
+            if body_complete
+            else "connection closed mid-body",
+        )
 
 
 class ExchangeState(Enum):
@@ -84,12 +243,21 @@ class Reading:
         """When the stream last made progress (the stall timer counts from here)."""
         return self.tracker.progress_t
 
+    def next_wait(self, deadline: float) -> tuple[float, Expiry]:
+        """When the next wait runs out, and why: the stall timer from the last progress, or the
+        request's ``deadline`` or a short wait's :attr:`cutoff`, whichever comes first (a
+        reader waits for bytes until then, and calls ``expire`` if none came)."""
+        stall_at = self.tracker.progress_t + self._stall_timeout
+        cutoff = self.cutoff
+        end = deadline if cutoff is None or deadline < cutoff else cutoff
+        return (stall_at, "stall") if stall_at < end else (end, "deadline")
+
     def _timer(self, t: float, why: Expiry) -> None:
         """The stall timeout or the request's deadline ended the stream at ``t``."""
         if why == "deadline":
-            self.tracker.on_deadline(t, self._request_timeout)
+            self.tracker.expire(t, "deadline", self._request_timeout)
         else:
-            self.tracker.on_stall(t, self._stall_timeout)
+            self.tracker.expire(t, "stall", self._stall_timeout)
         self.state = ExchangeState.CLOSED
 
 
@@ -170,7 +338,7 @@ class HTTPExchange(Reading):
         if state is not ExchangeState.CLOSED and head is not None and (payload or error is None):
             self._on_body(t, payload)
         if error is not None and self.state is not ExchangeState.CLOSED:
-            self.tracker.on_protocol_error(t, error)
+            protocol_broken(self.tracker, t, error)
             self.state = ExchangeState.CLOSED
 
     def expire(self, t: float, why: Expiry) -> None:
@@ -198,7 +366,7 @@ class HTTPExchange(Reading):
         if self.state is ExchangeState.ERROR_BODY:
             self._error_done()
             return
-        self.tracker.on_transport_error(t, exc)
+        transport_failed(self.tracker, t, exc)
         self.state = ExchangeState.CLOSED
 
     # ----------------------------------------------------------------- hooks
@@ -222,10 +390,10 @@ class HTTPExchange(Reading):
             return
         if state is ExchangeState.HEAD:
             if self.got_bytes:
-                self.tracker.on_protocol_error(t, "the connection closed inside the response head")
+                protocol_broken(self.tracker, t, "the connection closed inside the response head")
             else:
-                self.tracker.on_transport_error(
-                    t, ConnectionResetError("closed before any response")
+                transport_failed(
+                    self.tracker, t, ConnectionResetError("closed before any response")
                 )
             self.state = ExchangeState.CLOSED
             return
@@ -235,7 +403,7 @@ class HTTPExchange(Reading):
     def _error_done(self) -> None:
         head = self.reader.head
         assert head is not None
-        self.tracker.on_http_error(self._head_t, head.status, bytes(self._error_body))
+        http_error(self.tracker, self._head_t, head.status, self._error_body)
         self.state = ExchangeState.CLOSED
 
 
@@ -264,6 +432,7 @@ class SSEExchange(HTTPExchange):
         idle_close_retry: bool = False,
     ) -> None:
         super().__init__(tracker, stall_timeout, request_timeout, idle_close_retry)
+        self.body = SSEBody(tracker)
         self._keep_alive = keep_alive
         self._clean_end = False
 
@@ -292,15 +461,14 @@ class SSEExchange(HTTPExchange):
         except HTTPProtocolError as exc:
             self._handle(t, True, exc.payload, f"{type(exc).__name__}: {exc}")
             return
-        tracker = self.tracker
         if payload:
-            tracker.on_sse_bytes(t, payload)
-        if tracker.state is not _STREAMING or reader.state is _READER_DONE:
+            self.body.feed(t, payload)
+        if self.tracker.state is not _STREAMING or reader.state is _READER_DONE:
             self._on_body(t, b"")
 
     def _on_head(self, t: float, head: ResponseHead) -> None:
         tracker = self.tracker
-        tracker.on_response(t, head.status, head.content_type)
+        self.body.head(t, head.status, head.content_type)
         if tracker.finished:  # not an event stream, or a 101
             self.state = ExchangeState.CLOSED
         else:
@@ -309,19 +477,19 @@ class SSEExchange(HTTPExchange):
     def _on_body(self, t: float, payload: bytes) -> None:
         tracker = self.tracker
         if payload:
-            tracker.on_sse_bytes(t, payload)
+            self.body.feed(t, payload)
         if self.reader.complete:
-            tracker.on_eof(t, True)
+            self.body.eof(t, True)
             self._clean_end = True
             self.state = ExchangeState.CLOSED
-        elif not tracker.wants_bytes:
+        elif tracker.state is _FINISHED:
             self.state = ExchangeState.CLOSED
-        elif tracker.reading_after_done and self.state is not ExchangeState.AFTER_DONE:
+        elif tracker.state is _AFTER_DONE and self.state is not ExchangeState.AFTER_DONE:
             self.state = ExchangeState.AFTER_DONE
             self.cutoff = t + AFTER_DONE_WAIT_S
 
     def _body_eof(self, t: float) -> None:
         reader = self.reader
         complete = reader.complete or reader.framed_by_close
-        self.tracker.on_eof(t, complete)
+        self.body.eof(t, complete)
         self._clean_end = False  # a closed connection is never reused

@@ -22,11 +22,61 @@ from websockets.client import ClientProtocol
 from websockets.frames import Frame, Opcode
 
 from streamslo.stream.caps import MAX_CONTROL_FRAMES
-from streamslo.stream.exchange import ExchangeState, Expiry, HTTPExchange, Reading
+from streamslo.stream.exchange import (
+    ExchangeState,
+    Expiry,
+    HTTPExchange,
+    Reading,
+    protocol_broken,
+    transport_failed,
+)
 from streamslo.stream.http1 import ResponseHead
+from streamslo.stream.outcome import Outcome
 from streamslo.stream.tracker import StreamTracker
 
-__all__ = ["WSHandshake", "WSReader"]
+__all__ = ["WS_CLOSE_4XX", "WS_CLOSE_5XX", "WSHandshake", "WSReader", "ws_closed", "ws_message"]
+
+#: WebSocket close codes that count as the client's fault before the stream began.
+WS_CLOSE_4XX = frozenset({1008, 1009, 1013})
+#: WebSocket close codes that count as the server's fault before the stream began.
+WS_CLOSE_5XX = frozenset({1011})
+
+
+def ws_message(tracker: StreamTracker, t: float, payload: bytes, text: bool) -> None:
+    """One whole WebSocket data message for the tracker: a text message must be UTF-8; a binary
+    one is not the protocol (``malformed``)."""
+    rec = tracker.rec
+    if not text:
+        rec.bytes += len(payload)
+        tracker.finish(t, Outcome.MALFORMED, "binary WebSocket frame")
+        return
+    try:
+        decoded = payload.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        rec.bytes += len(payload)
+        tracker.finish(t, Outcome.MALFORMED, f"invalid UTF-8 in a text message at byte {exc.start}")
+        return
+    rec.bytes += len(decoded)
+    if rec.outcome is None:
+        tracker.dialect.read(tracker, t, decoded, "message")  # (not done: no outcome yet)
+
+
+def ws_closed(tracker: StreamTracker, t: float, code: int | None, reason: str = "") -> None:
+    """The server closed the WebSocket (``code`` None: no close frame, 1006): before the stream
+    began a close code may answer the request as a status would (1008, 1009, 1013: ``http_4xx``;
+    1011: ``http_5xx``); otherwise the stream is ``truncated`` before its terminal marker."""
+    if tracker.rec.outcome is not None:
+        return
+    shown = 1006 if code is None else code
+    detail = f"ws close {shown}" + (f": {reason[:120]}" if reason else "")
+    if not tracker.content_seen:
+        if shown in WS_CLOSE_4XX:
+            tracker.finish(t, Outcome.HTTP_4XX, detail)
+            return
+        if shown in WS_CLOSE_5XX:
+            tracker.finish(t, Outcome.HTTP_5XX, detail)
+            return
+    tracker.finish(t, Outcome.TRUNCATED, f"{detail} before {tracker.dialect.terminal}")
 
 
 class WSHandshake(HTTPExchange):
@@ -57,22 +107,18 @@ class WSHandshake(HTTPExchange):
     def _on_head(self, t: float, head: ResponseHead) -> None:
         self.state = ExchangeState.CLOSED
         if head.status != 101:
-            self.tracker.on_protocol_error(
-                t, f"WebSocket handshake answered {head.status}, not 101"
-            )
+            protocol_broken(self.tracker, t, f"WebSocket handshake answered {head.status}, not 101")
             return
         proto = self.proto
         proto.receive_data(head.raw + self.reader.trailing_data)
         events = proto.events_received()
         exc = proto.handshake_exc
         if exc is not None:
-            self.tracker.on_protocol_error(
-                t, f"WebSocket handshake: {type(exc).__name__}: {exc}"[:300]
-            )
+            protocol_broken(self.tracker, t, f"WebSocket handshake: {type(exc).__name__}: {exc}")
             return
         self.accepted = True
         self.early_frames = [e for e in events if isinstance(e, Frame)]
-        self.tracker.on_ws_accepted(t)
+        self.tracker.begin(t, 101)
 
     def _on_body(self, t: float, payload: bytes) -> None:  # pragma: no cover - closed at the head
         raise AssertionError("a WebSocket handshake answer has no body")
@@ -145,7 +191,7 @@ class WSReader(Reading):
                 # The hot path: one whole text message (a chunk, or [DONE]).
                 self._controls = 0
                 self._first = False
-                tracker.on_ws_message(t, bytes(frame.data), True)
+                ws_message(tracker, t, bytes(frame.data), True)
                 continue
             if op is _CLOSE:
                 self._close(t)
@@ -154,7 +200,8 @@ class WSReader(Reading):
                 self._controls += 1
                 tracker.pings += 1  # a keep-alive: no progress (docs/outcomes.md)
                 if self._controls > MAX_CONTROL_FRAMES:
-                    tracker.on_protocol_error(
+                    protocol_broken(
+                        tracker,
                         t,
                         f"more than {MAX_CONTROL_FRAMES} WebSocket control frames without a message",
                     )
@@ -177,7 +224,7 @@ class WSReader(Reading):
             else:
                 payload = bytes(frame.data)
                 text = op is _TEXT
-            tracker.on_ws_message(t, payload, text)
+            ws_message(tracker, t, payload, text)
         if rec.outcome is not None:
             self.state = _CLOSED
             return
@@ -190,12 +237,12 @@ class WSReader(Reading):
             return
         if exc is not None:
             if isinstance(exc, EOFError):
-                tracker.on_ws_close(t, None, "connection closed without a close frame")
+                ws_closed(tracker, t, None, "connection closed without a close frame")
             else:
-                tracker.on_protocol_error(t, f"{type(exc).__name__}: {exc}"[:300])
+                protocol_broken(tracker, t, f"{type(exc).__name__}: {exc}")
             self.state = ExchangeState.CLOSED
         elif eof:
-            tracker.on_ws_close(t, None, "connection closed without a close frame")
+            ws_closed(tracker, t, None, "connection closed without a close frame")
             self.state = ExchangeState.CLOSED
 
     def _close(self, t: float) -> None:
@@ -204,7 +251,7 @@ class WSReader(Reading):
         if self._first and self._retry and (rcvd is None or rcvd.code in (1000, 1001)):
             self.idle_closed = True
             return
-        self.tracker.on_ws_close(t, rcvd.code if rcvd else None, rcvd.reason if rcvd else "")
+        ws_closed(self.tracker, t, rcvd.code if rcvd else None, rcvd.reason if rcvd else "")
 
     def expire(self, t: float, why: Expiry) -> None:
         """A wait ran out (stall or deadline)."""
@@ -219,4 +266,4 @@ class WSReader(Reading):
         if self._first and self._retry:
             self.idle_closed = True
             return
-        self.tracker.on_transport_error(t, exc)
+        transport_failed(self.tracker, t, exc)

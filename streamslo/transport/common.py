@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from streamslo.errors import ProtocolError
 from streamslo.stream.caps import DEFAULT_MAX_EVENT_BYTES
-from streamslo.stream.exchange import Expiry
+from streamslo.stream.exchange import Expiry, protocol_broken, transport_failed
 from streamslo.stream.tracker import StreamTracker
 from streamslo.transport.watchdog import Watch
 
@@ -357,15 +357,15 @@ def guard(tracker: StreamTracker, run: Callable[[], None]) -> None:
     try:
         run()
     except ProtocolError as exc:
-        tracker.on_protocol_error(_now(), f"{type(exc).__name__}: {exc}")
+        protocol_broken(tracker, _now(), f"{type(exc).__name__}: {exc}")
     except (OSError, ssl.SSLError, EOFError) as exc:
-        tracker.on_transport_error(_now(), exc)
+        transport_failed(tracker, _now(), exc)
     except Exception as exc:
         if type(exc) not in _LOGGED:
             _LOGGED.add(type(exc))
             log.warning("unexpected %s while reading a stream", type(exc).__name__, exc_info=True)
-        tracker.on_protocol_error(_now(), f"{type(exc).__name__}: {exc}"[:300])
+        protocol_broken(tracker, _now(), f"{type(exc).__name__}: {exc}")
     except BaseException:
         if not tracker.finished:
-            tracker.on_cancel(_now())
+            tracker.expire(_now(), "cancel")
         raise

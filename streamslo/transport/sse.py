@@ -95,7 +95,7 @@ class SSEConnection:
         limits = self.limits
         if self._sock is None:
             self._sock = connect(self.target, limits)
-            tracker.on_connected(now())
+            tracker.rec.connect_s = now() - tracker.rec.t0
         else:
             tracker.rec.connect_s = None
         sock = self._sock

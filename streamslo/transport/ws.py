@@ -84,7 +84,7 @@ class WSConnection:
         """Connect and handshake; False when the tracker already has an outcome."""
         limits = self.limits
         self._sock = connect(self.target, limits)
-        tracker.on_connected(now())
+        tracker.rec.connect_s = now() - tracker.rec.t0
         self._watch = WATCHDOG.watch(self._sock, deadline, limits.stall_timeout)
         proto = ClientProtocol(
             parse_uri(self.target.ws_url(self.path)), max_size=limits.max_event_bytes
@@ -125,7 +125,7 @@ class WSConnection:
             try:
                 if reused:
                     tracker.rec.connect_s = None
-                    tracker.on_ws_accepted(now())
+                    tracker.begin(now(), 101)
                     assert self._sock is not None
                     self._watch = WATCHDOG.watch(self._sock, deadline, self.limits.stall_timeout)
                     self._early = []

@@ -1,10 +1,10 @@
-"""Single-stream probes over asyncio (httpx for SSE, websockets for WS), measured by the core.
+"""Single-stream probes for asyncio code (pytest), measured by the core.
 
-Each probe sends one streaming request and feeds the bytes, with a ``perf_counter()`` taken as
-they are read, into :class:`streamslo.stream.tracker.StreamTracker`: the same state machine the
-Locust users use, so a probe's outcome means what it means in a load run (docs/outcomes.md),
-under the same caps (:mod:`streamslo.stream.caps`): a bounded error body, a bounded read after
-``[DONE]``, a depth-bounded ``/v1/models`` answer.
+Each probe sends one streaming request through the run's own transport and Sans-I/O exchange
+(:func:`streamslo.run.preflight.one_stream`, on a worker thread so the event loop stays free):
+the same rules, caps and state machine the Locust users use, so a probe's outcome means what it
+means in a load run (docs/outcomes.md): a bounded error body, a bounded read after ``[DONE]``,
+a bounded ``/v1/models`` answer.
 :func:`health_check` is the third incident's health check: a short streaming request that must
 end ``ok`` (a cancelled generation, a cut stream or ``finish_reason: stop`` before
 ``max_tokens`` all fail it).
@@ -14,19 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from streamslo.results.columns import stream_row
-from streamslo.stream import caps
-from streamslo.stream.chunkjson import loads_chunk
-from streamslo.stream.dialects import API_PATHS, ENDPOINT_APIS, tracker_for
+from streamslo.run.preflight import models_and_owner, one_stream
+from streamslo.stream.dialects import API_PATHS
 from streamslo.stream.timing import StreamExpectations, StreamRecord
-from streamslo.stream.tracker import StreamTracker
-from streamslo.transport.common import ClientLimits
-from streamslo.workload.requests import ENDPOINT_PATHS, RequestOptions, build_body, first_model_id
+from streamslo.transport.common import ClientLimits, Target
+from streamslo.workload.requests import ENDPOINT_PATHS, RequestOptions, build_body
 
 __all__ = [
     "ProbeRequest",
@@ -78,10 +74,6 @@ class ProbeRequest:
             )
         return API_PATHS[self.api] if self.api else ENDPOINT_PATHS[self.endpoint]
 
-    def tracker(self, rec: StreamRecord) -> StreamTracker:
-        """The tracker of this probe's dialect."""
-        return tracker_for(self.api or ENDPOINT_APIS[self.endpoint], rec, self.expectations)
-
     @property
     def expectations(self) -> StreamExpectations:
         return StreamExpectations(max_tokens=self.max_tokens, ignore_eos=self.ignore_eos)
@@ -94,44 +86,26 @@ def request_body(req: ProbeRequest, model: str) -> dict[str, object]:
     return body
 
 
-async def _model(client: Any, base_url: str, req: ProbeRequest) -> str:
-    if req.model is not None:
-        return req.model
-    import httpx
-
-    try:
-        async with client.stream(
-            "GET", base_url.rstrip("/") + "/v1/models", headers=dict(req.headers)
-        ) as resp:
-            body = bytearray()
-            async for part in resp.aiter_raw():
-                body += part
-                if len(body) > _MODELS_MAX_BYTES:
-                    return "default"
-            model = (
-                first_model_id(loads_chunk(body.decode("utf-8", "replace")))
-                if resp.status_code == 200
-                else None
-            )
-        if model is not None:
-            return model
-    except (httpx.HTTPError, ValueError):
-        pass
-    return "default"
-
-
-#: The most of a ``/v1/models`` answer a probe reads.
-_MODELS_MAX_BYTES = 1 << 20
-
-
-def _record(protocol: str) -> StreamRecord:
-    return StreamRecord(
-        stream_id=f"probe-{uuid.uuid4().hex[:12]}",
-        protocol=protocol,
-        user_class="probe",
-        started_at=time.time(),
-        t0=time.perf_counter(),
+def _probe(base_url: str, req: ProbeRequest, protocol: str) -> StreamRecord:
+    """One probe, on this thread: the run's own transport and Sans-I/O exchange."""
+    limits = ClientLimits(
+        stall_timeout=req.stall_timeout_s,
+        request_timeout=req.request_timeout_s,
+        connect_timeout=min(req.stall_timeout_s, req.request_timeout_s),
     )
+    try:
+        target = Target.from_url(base_url, dict(req.headers))
+    except ValueError as exc:
+        raise ValueError(f"probe: {exc}") from None
+    model = req.model
+    if model is None:
+        _, ids, _ = models_and_owner(target, limits)
+        model = ids[0] if ids else "default"
+    _ = req.path  # (an unknown endpoint raises here)
+    rec, _ = one_stream(
+        target, protocol, req.options(model), prompt=req.prompt, limits=limits, label="probe"
+    )
+    return rec
 
 
 async def probe_sse(base_url: str, req: ProbeRequest | None = None) -> StreamRecord:
@@ -144,116 +118,7 @@ async def probe_sse(base_url: str, req: ProbeRequest | None = None) -> StreamRec
     Returns:
         The finished :class:`StreamRecord` (``outcome`` always set).
     """
-    import httpx
-
-    req = req or ProbeRequest()
-    timeout = httpx.Timeout(req.stall_timeout_s)
-    async with httpx.AsyncClient(timeout=timeout) as client:
-        model = await _model(client, base_url, req)
-        rec = _record("sse")
-        tracker = req.tracker(rec)
-        tracker.stall_timeout = req.stall_timeout_s
-
-        async def trace(name: str, info: Any) -> None:
-            if name == "connection.connect_tcp.complete":
-                tracker.on_connected(time.perf_counter())
-
-        url = base_url.rstrip("/") + req.path
-        try:
-            async with asyncio.timeout(req.request_timeout_s):
-                async with client.stream(
-                    "POST",
-                    url,
-                    json=request_body(req, model),
-                    headers=dict(req.headers),
-                    extensions={"trace": trace},
-                ) as resp:
-                    t = time.perf_counter()
-                    if not 200 <= resp.status_code < 300:
-                        tracker.on_http_error(t, resp.status_code, await _error_body(resp))
-                        return rec
-                    tracker.on_response(t, resp.status_code, resp.headers.get("content-type"))
-                    await _read_sse(resp, tracker)
-        except TimeoutError:
-            tracker.on_deadline(time.perf_counter(), req.request_timeout_s)
-        except httpx.TimeoutException as exc:
-            t = time.perf_counter()
-            if isinstance(exc, httpx.ConnectTimeout):
-                tracker.on_transport_error(t, exc)
-            else:
-                tracker.on_stall(t, req.stall_timeout_s)
-        except httpx.RemoteProtocolError as exc:
-            t = time.perf_counter()
-            if rec.status is None:
-                tracker.on_transport_error(t, exc)
-            else:
-                tracker.on_eof(t, body_complete=False)
-        except (httpx.TransportError, OSError) as exc:
-            tracker.on_transport_error(time.perf_counter(), exc)
-    return rec
-
-
-async def _error_body(resp: Any) -> bytes:
-    """At most :data:`caps.MAX_ERROR_BODY_BYTES` of a non-2xx body, read for at most
-    :data:`caps.ERROR_BODY_WAIT_S`: enough for the error message, never a whole flood."""
-    body = bytearray()
-    try:
-        async with asyncio.timeout(caps.ERROR_BODY_WAIT_S):
-            async for part in resp.aiter_raw():
-                body += part
-                if len(body) >= caps.MAX_ERROR_BODY_BYTES:
-                    break
-    except TimeoutError:
-        pass
-    return bytes(body[: caps.MAX_ERROR_BODY_BYTES])
-
-
-def _no_token_for_too_long(tracker: StreamTracker, t: float) -> bool:
-    """Keep-alives arrive but no token for the stall timeout: ``stalled`` (docs/outcomes.md;
-    a read timeout alone would let comments or pings hold the probe to its deadline)."""
-    stall = tracker.stall_timeout
-    if stall is None or tracker.finished or t - tracker.progress_t < stall:
-        return False
-    tracker.on_stall(t, stall)
-    return True
-
-
-async def _read_sse(resp: Any, tracker: StreamTracker) -> None:
-    if tracker.finished:
-        return
-    chunks = resp.aiter_raw()
-    async for data in chunks:
-        t = time.perf_counter()
-        tracker.on_sse_bytes(t, data)
-        if not tracker.wants_bytes:
-            return  # ended before [DONE], or too much after it: nothing more to read
-        if tracker.reading_after_done:
-            break
-        if _no_token_for_too_long(tracker, t):
-            return
-    else:
-        tracker.on_eof(time.perf_counter(), body_complete=True)
-        return
-    # After [DONE]: a short, bounded read to the body's end (more data there is malformed).
-    try:
-        async with asyncio.timeout(caps.AFTER_DONE_WAIT_S):
-            async for data in chunks:
-                tracker.on_sse_bytes(time.perf_counter(), data)
-                if not tracker.wants_bytes:
-                    return
-    except TimeoutError:
-        tracker.stop_reading()
-        return
-    tracker.on_eof(time.perf_counter(), body_complete=True)
-
-
-def _ws_url(base_url: str) -> str:
-    base = base_url.rstrip("/")
-    if base.startswith("https://"):
-        return "wss://" + base[len("https://") :] + "/v1/ws"
-    if base.startswith("http://"):
-        return "ws://" + base[len("http://") :] + "/v1/ws"
-    return base + "/v1/ws"
+    return await asyncio.to_thread(_probe, base_url, req or ProbeRequest(), "sse")
 
 
 async def probe_ws(base_url: str, req: ProbeRequest | None = None) -> StreamRecord:
@@ -266,62 +131,7 @@ async def probe_ws(base_url: str, req: ProbeRequest | None = None) -> StreamReco
     Returns:
         The finished :class:`StreamRecord`.
     """
-    import httpx
-    from websockets.asyncio.client import connect
-    from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
-
-    req = req or ProbeRequest()
-    async with httpx.AsyncClient(timeout=httpx.Timeout(req.stall_timeout_s)) as client:
-        model = await _model(client, base_url, req)
-    rec = _record("ws")
-    tracker = req.tracker(rec)
-    tracker.stall_timeout = req.stall_timeout_s
-    try:
-        async with asyncio.timeout(req.request_timeout_s):
-            async with connect(
-                _ws_url(base_url),
-                open_timeout=req.stall_timeout_s,
-                ping_interval=None,
-                additional_headers=dict(req.headers),
-                max_size=caps.DEFAULT_MAX_EVENT_BYTES,
-                # The stream ends at its [DONE]; closing then waits only briefly for the
-                # server's close (a server flooding frames must not hold the probe).
-                close_timeout=caps.AFTER_DONE_WAIT_S,
-            ) as ws:
-                t = time.perf_counter()
-                tracker.on_connected(t)
-                tracker.on_ws_accepted(t)
-                await ws.send(json.dumps(request_body(req, model)))
-                while not tracker.finished:
-                    try:
-                        msg = await asyncio.wait_for(ws.recv(), req.stall_timeout_s)
-                    except TimeoutError:
-                        tracker.on_stall(time.perf_counter(), req.stall_timeout_s)
-                        break
-                    t = time.perf_counter()
-                    if isinstance(msg, bytes):
-                        tracker.on_ws_binary(t, len(msg))
-                    else:
-                        tracker.on_ws_text(t, msg)
-                    if _no_token_for_too_long(tracker, t):
-                        break
-    except TimeoutError:
-        tracker.on_deadline(time.perf_counter(), req.request_timeout_s)
-    except InvalidStatus as exc:
-        body = (exc.response.body or b"")[: caps.MAX_ERROR_BODY_BYTES]
-        tracker.on_http_error(time.perf_counter(), exc.response.status_code, body)
-    except ConnectionClosed as exc:
-        rcvd = exc.rcvd
-        tracker.on_ws_close(
-            time.perf_counter(), rcvd.code if rcvd else None, rcvd.reason if rcvd else ""
-        )
-    except (InvalidHandshake, OSError) as exc:
-        t = time.perf_counter()
-        if rec.status is None:
-            tracker.on_transport_error(t, exc)
-        else:
-            tracker.on_protocol_error(t, f"{type(exc).__name__}: {exc}")
-    return rec
+    return await asyncio.to_thread(_probe, base_url, req or ProbeRequest(), "ws")
 
 
 async def health_check(

@@ -16,6 +16,7 @@ from streamslo.stream.outcome import FAILURE_OUTCOMES, OUTCOMES
 from streamslo.stream.timing import StreamExpectations, StreamRecord
 from streamslo.stream.tracker import StreamTracker
 from streamslo.verify.testing import stream_row, write_run
+from tests.stream.feed import Feed
 
 
 def chunk(
@@ -69,7 +70,7 @@ def test_plan_cancels_its_share_and_repeats():
 
 def _tracker(expect: StreamExpectations) -> tuple[StreamRecord, StreamTracker]:
     rec = StreamRecord("s", "sse", "T", 1000.0, 10.0)
-    tr = StreamTracker(rec, expect)
+    tr = Feed(StreamTracker(rec, expect))
     tr.on_connected(10.001)
     tr.on_response(10.002, 200, "text/event-stream")
     return rec, tr

@@ -3,9 +3,9 @@ drives them with a real one (for the property tests and the hostile benchmarks o
 
 Bytes arrive in *bursts*: a burst is what the network delivered at one instant, so every
 read carved out of it carries the same timestamp however it is split. Between bursts the
-waits are checked as the read watchdog checks them: no progress for ``stall`` seconds
-(``stalled``), the request's deadline (``timeout``), or a short wait's cutoff (the error body,
-the read after ``[DONE]``).
+exchange says which wait runs out next and when (``next_wait``: no progress for the stall
+timeout, the request's deadline, or a short wait's cutoff), as the read watchdog asks it; this
+driver decides no rule of its own.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from websockets.client import ClientProtocol
 from websockets.uri import parse_uri
 
-from streamslo.stream.exchange import SSEExchange
+from streamslo.stream.exchange import Reading, SSEExchange
 from streamslo.stream.timing import StreamExpectations, StreamRecord
 from streamslo.stream.tracker import StreamTracker
 from streamslo.stream.ws import WSHandshake, WSReader
@@ -38,27 +38,23 @@ class Burst:
     pieces: Sequence[bytes]
 
 
-def _expired(ex: object, t: float, deadline: float) -> bool:
-    """Whether a wait ran out before ``t``; if so, end the exchange at that moment."""
-    progress_t: float = ex.progress_t  # type: ignore[attr-defined]
-    cutoff: float | None = getattr(ex, "cutoff", None)
-    waits = [(progress_t + STALL, "stall"), (deadline, "deadline")]
-    if cutoff is not None:
-        waits.append((cutoff, "deadline"))
-    when, why = min(waits)
+def _expired(ex: Reading, t: float, deadline: float) -> bool:
+    """Whether a wait ran out before ``t`` (the exchange says which, and when); if so, end the
+    exchange at that moment, as the read watchdog does."""
+    when, why = ex.next_wait(deadline)
     if t >= when:
         ex.expire(when, why)  # type: ignore[attr-defined]
         return True
     return False
 
 
-def _run(ex: object, bursts: Sequence[Burst], end: float | None, deadline: float) -> None:
+def _run(ex: Reading, bursts: Sequence[Burst], end: float | None, deadline: float) -> None:
     for burst in bursts:
-        if ex.done or _expired(ex, burst.t, deadline):  # type: ignore[attr-defined]
+        if ex.done or _expired(ex, burst.t, deadline):
             return
         for piece in burst.pieces:
             ex.receive(burst.t, piece)  # type: ignore[attr-defined]
-            if ex.done:  # type: ignore[attr-defined]
+            if ex.done:
                 return
     if end is not None and not _expired(ex, end, deadline):
         ex.receive(end, b"")  # type: ignore[attr-defined]

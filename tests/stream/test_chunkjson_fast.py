@@ -31,6 +31,7 @@ from streamslo.stream import chunkjson
 from streamslo.stream.chunkjson import ChunkJSONError, loads_chunk
 from streamslo.stream.dialects import tracker_for
 from streamslo.stream.timing import StreamExpectations, StreamRecord
+from tests.stream.feed import Feed
 
 SETTINGS = settings(
     max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
@@ -440,7 +441,7 @@ def test_fast_path_edge_cases(text: str) -> None:
 
 def record_of(api: str, chunks: list[str], expect: StreamExpectations) -> dict[str, Any]:
     rec = StreamRecord("p", "sse", "T", 0.0, 0.0)
-    tracker = tracker_for(api, rec, expect, collect_text=True)
+    tracker = Feed(tracker_for(api, rec, expect, collect_text=True))
     tracker.on_response(0.01, 200, "text/event-stream")
     body = "".join(f"data: {c}\n\n" for c in chunks).encode("utf-8", "surrogatepass")
     t = 0.02

@@ -17,6 +17,7 @@ from streamslo.results.columns import stream_row
 from streamslo.stream.counts import Ledger, text_capacity
 from streamslo.stream.timing import StreamExpectations, StreamRecord
 from streamslo.stream.tracker import StreamTracker
+from tests.stream.feed import Feed
 
 DONE = b"data: [DONE]\n\n"
 FORCED = StreamExpectations(max_tokens=8)
@@ -46,7 +47,7 @@ def usage_chunk(n: int, predicted: int | None = None) -> bytes:
 
 def run(expect: StreamExpectations, chunks: list[bytes]) -> StreamRecord:
     rec = StreamRecord("s", "sse", "T", 1000.0, 10.0)
-    tr = StreamTracker(rec, expect)
+    tr = Feed(StreamTracker(rec, expect))
     tr.on_response(10.0, 200, "text/event-stream")
     for i, data in enumerate(chunks):
         tr.on_sse_bytes(10.1 + 0.01 * i, data)
@@ -312,7 +313,7 @@ def _run_responses(raw: bytes) -> StreamRecord:
     from streamslo.stream.dialects import tracker_for
 
     rec = StreamRecord("s", "sse", "T", 1000.0, 10.0)
-    tr = tracker_for("openai-responses", rec, StreamExpectations(max_tokens=6))
+    tr = Feed(tracker_for("openai-responses", rec, StreamExpectations(max_tokens=6)))
     tr.on_response(10.0, 200, "text/event-stream")
     tr.on_sse_bytes(10.1, raw)
     tr.on_eof(10.2, True)

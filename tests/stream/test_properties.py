@@ -328,7 +328,7 @@ def test_caps_hold(
         ex.receive(0.05, prefix)
     fed = feed_until_done(ex, flood, step, limit=cap + step + 2 * len(prefix) + 64)
     assert tracker.rec.outcome == outcome, tracker.rec.error
-    assert tracker.pending_bytes <= 4096 + step
+    assert ex.body.decoder.pending_bytes <= 4096 + step
     assert len(ex.reader._buf) <= MAX_HEAD_BYTES + step  # the head buffer
     assert fed <= cap + step + 2 * len(prefix) + 64
 
@@ -341,7 +341,7 @@ def test_control_frame_flood_is_capped(step: int) -> None:
     proto.events_received()
     rec = StreamRecord("p", "ws", "T", 0.0, 0.0)
     tracker = StreamTracker(rec, EXPECT)
-    tracker.on_ws_accepted(0.0)
+    tracker.begin(0.0, 101)
     reader = WSReader(proto, tracker, 1.0, 30.0)
     fed = feed_until_done(reader, frame(0x9, b"p"), step, limit=(MAX_CONTROL_FRAMES + 2) * 3 + step)
     assert rec.outcome == "malformed" and "control frames" in rec.error

@@ -9,6 +9,7 @@ import pytest
 
 from streamslo.stream.timing import StreamExpectations, StreamRecord
 from streamslo.stream.tracker import StreamTracker
+from tests.stream.feed import Feed
 
 
 def event(obj: object, name: str | None = None) -> bytes:
@@ -37,7 +38,7 @@ E3_FREE = StreamExpectations(max_tokens=3, ignore_eos=False)
 
 def run(expect: StreamExpectations, reads: list[tuple[float, bytes]], protocol: str = "sse"):
     rec = StreamRecord("s", protocol, "T", 1000.0, 10.0)
-    tr = StreamTracker(rec, expect)
+    tr = Feed(StreamTracker(rec, expect))
     tr.stall_timeout = 1.0
     if protocol == "ws":
         tr.on_ws_accepted(10.0)
@@ -233,7 +234,7 @@ def test_ws_pings_and_empty_messages_are_not_progress():
 
 def test_first_token_timeout_moves_the_first_wait_only():
     rec = StreamRecord("s", "sse", "T", 1000.0, 10.0)
-    tr = StreamTracker(rec, E3)
+    tr = Feed(StreamTracker(rec, E3))
     tr.stall_timeout, tr.first_token_timeout = 1.0, 5.0
     tr.on_response(10.0, 200, "text/event-stream")
     assert tr.progress_t + tr.stall_timeout == pytest.approx(15.0)  # the watchdog ends it at 15 s
@@ -243,7 +244,7 @@ def test_first_token_timeout_moves_the_first_wait_only():
     assert rec.outcome == "stalled" and rec.error.startswith("no token for 1s")
 
     rec = StreamRecord("s", "sse", "T", 1000.0, 10.0)
-    tr = StreamTracker(rec, E3)
+    tr = Feed(StreamTracker(rec, E3))
     tr.stall_timeout, tr.first_token_timeout = 1.0, 5.0
     tr.on_response(10.0, 200, "text/event-stream")
     tr.on_stall(15.0, 1.0)
@@ -253,7 +254,7 @@ def test_first_token_timeout_moves_the_first_wait_only():
 @pytest.mark.parametrize(("last_token", "outcome"), [(10.5, "cancelled"), (8.9, "stalled")])
 def test_cancel_is_only_for_streams_still_making_progress(last_token, outcome):
     rec = StreamRecord("s", "sse", "T", 1000.0, 8.0)
-    tr = StreamTracker(rec, E3)
+    tr = Feed(StreamTracker(rec, E3))
     tr.stall_timeout = 1.0
     tr.on_response(8.1, 200, "text/event-stream")
     tr.on_sse_bytes(last_token, chat({"content": "a"}))
@@ -328,7 +329,7 @@ def test_ws_vllm_error_before_content_is_by_its_code():
 )
 def test_error_bodies_before_the_stream(status, body, outcome, message):
     rec = StreamRecord("s", "sse", "T", 1000.0, 10.0)
-    tr = StreamTracker(rec, E3)
+    tr = Feed(StreamTracker(rec, E3))
     tr.on_http_error(10.1, status, json.dumps(body).encode())
     assert rec.outcome == outcome
     assert rec.error == message

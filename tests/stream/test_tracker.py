@@ -9,6 +9,7 @@ import pytest
 from streamslo.results.columns import stream_row
 from streamslo.stream.timing import StreamExpectations, StreamRecord
 from streamslo.stream.tracker import StreamTracker
+from tests.stream.feed import Feed
 
 
 def chunk(
@@ -33,7 +34,7 @@ def sse(
     protocol="sse",
 ):
     rec = StreamRecord("s", protocol, "T", 1000.0, 10.0)
-    tr = StreamTracker(rec, expect)
+    tr = Feed(StreamTracker(rec, expect))
     tr.on_connected(10.001)
     tr.on_response(10.002, 200, "text/event-stream; charset=utf-8")
     for t, data in reads:
@@ -175,7 +176,7 @@ def test_completions_text_chunks():
 
 def test_non_event_stream_2xx_is_malformed():
     rec = StreamRecord("s", "sse", "T", 1000.0, 10.0)
-    tr = StreamTracker(rec, E3)
+    tr = Feed(StreamTracker(rec, E3))
     tr.on_response(10.1, 200, "application/json")
     assert rec.outcome == "malformed"
 
@@ -186,7 +187,7 @@ def test_non_event_stream_2xx_is_malformed():
 )
 def test_http_errors(status, outcome):
     rec = StreamRecord("s", "sse", "T", 1000.0, 10.0)
-    tr = StreamTracker(rec, E3)
+    tr = Feed(StreamTracker(rec, E3))
     tr.on_http_error(
         10.1, status, b'{"error": {"message": "nope", "type": "x", "code": %d}}' % status
     )
@@ -207,7 +208,7 @@ def test_http_errors(status, outcome):
 )
 def test_ws_close_codes(code, content_first, outcome):
     rec = StreamRecord("s", "ws", "T", 1000.0, 10.0)
-    tr = StreamTracker(rec, E3)
+    tr = Feed(StreamTracker(rec, E3))
     tr.on_ws_accepted(10.1)
     if content_first:
         tr.on_ws_text(10.2, chunk("a")[6:-2].decode())
@@ -217,7 +218,7 @@ def test_ws_close_codes(code, content_first, outcome):
 
 def test_ws_error_frame_before_content_is_by_code():
     rec = StreamRecord("s", "ws", "T", 1000.0, 10.0)
-    tr = StreamTracker(rec, E3)
+    tr = Feed(StreamTracker(rec, E3))
     tr.on_ws_accepted(10.1)
     tr.on_ws_text(10.2, '{"error": {"message": "slow down", "type": "rate", "code": 429}}')
     assert rec.outcome == "http_4xx"

@@ -21,6 +21,7 @@ from streamslo.stream.tracker import StreamTracker
 from streamslo.transport.common import guard
 from streamslo.transport.fetch import fetch
 from streamslo.transport.sync import Target
+from tests.stream.feed import Feed
 from tests.stream.test_faulty_matrix import run_case
 
 
@@ -153,7 +154,7 @@ def test_fetch_is_bounded_in_size_and_time(servers):
 
 def _tracker() -> StreamTracker:
     rec = StreamRecord("g", "sse", "T", 0.0, time.perf_counter())
-    tracker = StreamTracker(rec, StreamExpectations(max_tokens=3))
+    tracker = Feed(StreamTracker(rec, StreamExpectations(max_tokens=3)))
     tracker.on_response(time.perf_counter(), 200, "text/event-stream")
     return tracker
 
@@ -262,6 +263,7 @@ import sys, time
 
 from streamslo.transport.common import ClientLimits, connect
 from streamslo.transport.sync import Target
+from tests.stream.feed import Feed
 
 t = time.perf_counter()
 try:
@@ -281,7 +283,7 @@ def test_a_tls_handshake_that_gets_no_answer_fails_in_its_own_time_saying_so(ser
     plain = servers(lambda conn, head: conn.sendall(b"HTTP/1.1 404 X\r\nContent-Length: 0\r\n\r\n"))
     url = f"https://127.0.0.1:{plain.port}"
     rec = StreamRecord(stream_id="s", protocol="sse", user_class="U", started_at=0.0, t0=0.0)
-    tracker = StreamTracker(rec, StreamExpectations(max_tokens=4))
+    tracker = Feed(StreamTracker(rec, StreamExpectations(max_tokens=4)))
     limits = ClientLimits(connect_timeout=5.0, tls_timeout=0.5)
     t = time.perf_counter()
     guard(

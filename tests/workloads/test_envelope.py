@@ -12,6 +12,7 @@ from streamslo.results.columns import stream_row
 from streamslo.stream.envelope import WSEnvelope
 from streamslo.stream.timing import StreamExpectations, StreamRecord
 from streamslo.stream.tracker import StreamTracker
+from tests.stream.feed import Feed
 
 EXPECT = StreamExpectations(max_tokens=2)
 
@@ -30,7 +31,7 @@ def _run(
     env: WSEnvelope, messages: list[str], collect: bool = False
 ) -> tuple[StreamRecord, StreamTracker]:
     rec = StreamRecord("s", "ws", "U", 0.0, 0.0)
-    tr = env.tracker(rec, EXPECT, collect_text=collect)
+    tr = Feed(env.tracker(rec, EXPECT, collect_text=collect))
     tr.on_ws_accepted(0.01)
     for i, m in enumerate(messages):
         tr.on_ws_message(0.1 * (i + 1), m.encode(), True)
@@ -88,7 +89,7 @@ def test_an_envelope_error_before_content_is_the_servers_refusal():
 
 def test_a_missing_done_message_is_still_truncation():
     rec = StreamRecord("s", "ws", "U", 0.0, 0.0)
-    tr = GATEWAY.tracker(rec, EXPECT)
+    tr = Feed(GATEWAY.tracker(rec, EXPECT))
     tr.on_ws_accepted(0.0)
     tr.on_ws_message(0.1, _wrapped(_chunk("a")).encode(), True)
     tr.on_ws_close(0.2, 1000)
@@ -127,7 +128,7 @@ def test_bad_templates_name_the_file(tmp_path, content, match):
 
 def test_sse_prompt_tokens_and_text_are_recorded():
     rec = StreamRecord("s", "sse", "U", 0.0, 0.0)
-    tr = StreamTracker(rec, EXPECT, collect_text=True)
+    tr = Feed(StreamTracker(rec, EXPECT, collect_text=True))
     tr.on_response(0.01, 200, "text/event-stream")
     body = "".join(
         f"data: {json.dumps(c)}\n\n"

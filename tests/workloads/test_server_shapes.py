@@ -18,6 +18,7 @@ from streamslo.stream.timing import StreamRecord
 from streamslo.stream.tracker import StreamTracker
 from streamslo.transport.sync import ClientLimits, Target, stream_sse
 from streamslo.workload.requests import RequestOptions, build_body
+from tests.stream.feed import Feed
 from tests.workloads.server_shapes import MAX_TOKENS, SHAPES, Shape
 
 BY_NAME = {s.name: s for s in SHAPES}
@@ -39,7 +40,7 @@ def _check(shape: Shape, rec: StreamRecord) -> None:
 
 def _feed(shape: Shape, size: int) -> StreamRecord:
     rec = StreamRecord(shape.name, "sse", "test", 0.0, 0.0)
-    tracker = StreamTracker(rec, _opts(shape).expectations())
+    tracker = Feed(StreamTracker(rec, _opts(shape).expectations()))
     tracker.on_response(0.01, 200, "text/event-stream")
     body = shape.body
     for i in range(0, len(body), size):

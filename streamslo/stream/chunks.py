@@ -1,0 +1,294 @@
+"""What a message means, per dialect: the dialect objects' contract, and OpenAI's chunks.
+
+A dialect object reads one framed message (an SSE event's data and name, or a WebSocket text
+message) and tells the stream's machine (:class:`~streamslo.stream.tracker.StreamTracker`) what
+it was, through a few calls: ``token`` (a token of a kind and a count), ``end`` (the terminal
+marker), ``error`` (an in-band error), ``finish(..., MALFORMED, ...)`` (a message the dialect
+cannot read), or nothing but ``idle`` (a keep-alive, not progress). It records what the message
+says of the request (usage, the stop reason) in the record. A server quirk is a few lines in one
+dialect object; the machine's rules are the same for every dialect. One object per stream (a
+dialect may keep a running count).
+
+This module holds the contract (:class:`DialectReader`) and the OpenAI chunk dialects
+(``openai-chat`` and ``openai-completions``, one reader: a chunk's ``choices`` carry either
+``delta`` or ``text``); the event dialects are in :mod:`streamslo.stream.dialects`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+from streamslo.stream.chunkjson import (
+    ANSWER,
+    BARE_FINISH,
+    NOT_A_TOKEN,
+    TOKEN,
+    error_message,
+    has_text,
+    inband_error,
+    loads_chunk,
+    token_position,
+)
+from streamslo.stream.counts import EndRules
+from streamslo.stream.outcome import Outcome
+
+if TYPE_CHECKING:
+    from streamslo.stream.tracker import StreamTracker
+
+__all__ = ["CHAT_RULES", "DialectReader", "OpenAIChunks", "record_usage"]
+
+_DONE = "[DONE]"
+
+#: The OpenAI chunk dialects' stop reasons (docs/outcomes.md, "Stop reasons").
+CHAT_RULES = EndRules(
+    terminal="[DONE]",
+    noun="token positions",
+    length=frozenset({"length"}),
+    complete=frozenset(
+        {"stop", "length", "tool_calls", "function_call", "eos_token", "stop_sequence"}
+    ),
+    cut=frozenset({"content_filter"}),
+)
+
+
+class DialectReader(Protocol):
+    """What one message of a dialect means, told to the stream's machine."""
+
+    @property
+    def terminal(self) -> str:
+        """The terminal marker's name, for messages (``[DONE]``, ``message_stop``...)."""
+
+    @property
+    def rules(self) -> EndRules:
+        """What the dialect's stop reasons mean."""
+
+    @property
+    def after_end(self) -> str | None:
+        """A message that may follow the terminal marker and changes nothing (the event
+        dialects' ``[DONE]``), or None: any message after it is ``malformed``."""
+
+    def read(self, m: StreamTracker, t: float, data: str, event: str) -> None:
+        """One message that arrived at ``t`` (``event``: the SSE event name, ``message`` on
+        WebSocket), before the terminal marker."""
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def record_usage(m: StreamTracker, usage: dict[str, object], prompt: str, output: str) -> None:
+    """A usage object's counts into the record: the output and prompt tokens, and the prompt
+    tokens served from the server's cache (``prompt_tokens_details.cached_tokens``,
+    Responses' ``input_tokens_details.cached_tokens``, Anthropic's ``cache_read_input_tokens``)."""
+    rec = m.rec
+    out = _int(usage.get(output))
+    if out is not None:
+        rec.usage_completion_tokens = out
+    inp = _int(usage.get(prompt))
+    if inp is not None:
+        rec.usage_prompt_tokens = inp
+    details = usage.get("prompt_tokens_details", usage.get("input_tokens_details"))
+    cached = (
+        details.get("cached_tokens")
+        if isinstance(details, dict)
+        else usage.get("cache_read_input_tokens")
+    )
+    cached = _int(cached)
+    if cached is not None and cached >= 0:
+        rec.cached_tokens = cached
+
+
+def _choice_text(choice: dict[str, object]) -> str:
+    """The text a choice carries, of any kind (answer, reasoning, tool-call arguments)."""
+    text = choice.get("text")
+    if isinstance(text, str):
+        return text
+    delta = choice.get("delta")
+    if not isinstance(delta, dict):
+        return ""
+    parts = [
+        v
+        for k in ("content", "reasoning_content", "reasoning")
+        if isinstance(v := delta.get(k), str)
+    ]
+    calls = delta.get("tool_calls")
+    if isinstance(calls, list):
+        for call in calls:
+            fn = call.get("function") if isinstance(call, dict) else None
+            if isinstance(fn, dict):
+                parts.extend(v for k in ("name", "arguments") if isinstance(v := fn.get(k), str))
+    return "".join(parts)
+
+
+def _server_count(chunk: dict[str, object]) -> int:
+    """The server's own count of the tokens it sent so far, carried on this chunk, or -1:
+    llama.cpp's ``timings.predicted_n`` (asked with ``timings_per_token``), or a ``usage`` on
+    a chunk that also carries a choice (vLLM's ``continuous_usage_stats``)."""
+    timings = chunk.get("timings")
+    if type(timings) is dict:
+        n = timings.get("predicted_n")
+        if type(n) is int and n >= 0:
+            return n
+    usage = chunk.get("usage")
+    if type(usage) is dict:
+        n = usage.get("completion_tokens")
+        if type(n) is int and n >= 0:
+            return n
+    return -1
+
+
+def _content_text(choices: list[object]) -> str:
+    """The answer text of a content chunk (``delta.content`` or ``text``; reasoning and tool
+    calls are not part of the message a conversation sends back)."""
+    for choice in choices:
+        if isinstance(choice, dict):
+            delta = choice.get("delta")
+            text = delta.get("content") if isinstance(delta, dict) else choice.get("text")
+            if isinstance(text, str) and text:
+                return text
+    return ""
+
+
+class OpenAIChunks:
+    """OpenAI's streamed chunks (``/v1/chat/completions``, ``/v1/completions``): a chunk with a
+    token position is a token (docs/outcomes.md, "Token positions"), ``[DONE]`` the terminal
+    marker, an ``error`` object an in-band error."""
+
+    __slots__ = ("_server_n",)
+
+    terminal = _DONE
+    rules = CHAT_RULES
+    after_end: str | None = None
+
+    def __init__(self) -> None:
+        self._server_n = 0  # the server's own running count at its last counted chunk
+
+    def read(self, m: StreamTracker, t: float, data: str, event: str) -> None:
+        if data == _DONE or (_DONE in data and data.strip() == _DONE):  # (no strip per chunk)
+            m.end(t)
+            return
+        if event == "ping":  # an SSE keep-alive event, whatever its data: not progress
+            m.idle += 1
+            return
+        try:
+            chunk = loads_chunk(data)
+        except ValueError as exc:
+            if event == "error":  # an SSE error event: its data is the server's message
+                m.error(t, data.strip()[:200] or "an SSE error event", None)
+            elif not data.strip():
+                m.idle += 1  # an empty event / message: a keep-alive, not progress
+            else:
+                m.finish(t, Outcome.MALFORMED, f"chunk is not JSON ({exc}): {data[:80]!r}")
+            return
+        if not isinstance(chunk, dict):
+            if event == "error":
+                m.error(t, error_message(chunk), None)
+            else:
+                m.finish(t, Outcome.MALFORMED, f"chunk is not a JSON object: {data[:80]!r}")
+            return
+        if "error" in chunk or event != "message" or chunk.get("object") == "error":
+            found = inband_error(chunk, event)
+            if found is not None:
+                m.error(t, *found)
+                return
+        choices = chunk.get("choices")
+        usage = chunk.get("usage")
+        if choices is None and usage is None:
+            m.finish(t, Outcome.MALFORMED, "chunk has neither choices nor usage")
+            return
+        if isinstance(usage, dict):
+            record_usage(m, usage, "prompt_tokens", "completion_tokens")
+        elif usage is not None:
+            m.finish(t, Outcome.MALFORMED, "usage is not an object")
+            return
+        if choices is None:
+            m.idle += 1
+            return
+        if not isinstance(choices, list):
+            m.finish(t, Outcome.MALFORMED, "choices is not a list")
+            return
+        # The choices: a token (counted by the server's list or running count, or one), the
+        # stop reason, or neither.
+        rec = m.rec
+        position = 0
+        kind = 0  # the token's kind (chunkjson.ANSWER, REASONING, TOOL)
+        listed = -1  # tokens the chunk lists in ``token_ids`` (vLLM's return_token_ids); -1: none
+        text = ""  # the token's text, of any kind
+        finish_here = False
+        for choice in choices:
+            if not isinstance(choice, dict):
+                m.finish(t, Outcome.MALFORMED, "a choice is not an object")
+                return
+            fr = choice.get("finish_reason")
+            if fr is not None:
+                if not isinstance(fr, str):
+                    m.finish(t, Outcome.MALFORMED, "finish_reason is not a string")
+                    return
+                rec.finish_reason = fr
+                finish_here = True
+            if position != TOKEN:
+                delta = choice.get("delta")
+                content = delta.get("content") if type(delta) is dict else None
+                if type(content) is str and content and "text" not in choice:
+                    # The common chunk, read in one pass: a chat delta with answer text is a
+                    # token position of kind ANSWER (what token_position and has_text say).
+                    position = TOKEN
+                    kind = ANSWER
+                    text = content
+                else:
+                    p = token_position(choice)
+                    if p:
+                        position = p
+                        if p == TOKEN:
+                            # An empty text field (a held-back token) is an answer token.
+                            kind = has_text(choice) or ANSWER
+                            text = _choice_text(choice)
+            ids = choice.get("token_ids")
+            if type(ids) is list:
+                listed = len(ids)
+        if position == NOT_A_TOKEN:
+            m.idle += 1
+            return
+        ledger = m.ledger
+        if listed >= 0:
+            # The server lists the chunk's tokens: that count is exact, whether it merged several
+            # tokens into one chunk (vLLM, when its API server falls behind its engine) or held
+            # a token's text back. A chunk listing none carries no token.
+            ledger.counted = True
+            if listed:
+                if m.text is not None:
+                    m.text.append(_content_text(choices))
+                m.token(t, kind or has_text(choices[0]) or ANSWER, listed)
+            else:
+                m.idle += 1
+            return
+        # A count on the finish chunk is the final one (llama.cpp's last timings, a usage riding on
+        # the last chunk), not a running count, unless the chunks before it carried one too.
+        count = -1
+        if (usage is not None or "timings" in chunk) and (ledger.counted or not finish_here):
+            count = _server_count(chunk)  # (most chunks carry neither: no call)
+        if position == TOKEN:
+            n = 1
+            if count >= 0:
+                # The server's running count (llama.cpp's timings, continuous usage): a chunk
+                # holds the tokens counted since the last (llama.cpp sends no chunk for a token
+                # with no text, and holds back an unfinished UTF-8 sequence's).
+                ledger.counted = True
+                n = max(1, count - self._server_n)
+                self._server_n = count
+            elif not text.isascii():
+                ledger.add_text(text)
+            if m.text is not None:
+                m.text.append(_content_text(choices))
+            m.token(t, kind, n)
+        elif count >= 0:  # the finish chunk, with the server's count: the unsent tail's tokens
+            ledger.counted = True
+            ledger.tail = True
+            n = count - self._server_n
+            self._server_n = count
+            if n > 0:
+                m.token(t, ANSWER, n)
+        elif position == BARE_FINISH:
+            ledger.tail = True
+        else:
+            m.pending_t = t
