@@ -484,6 +484,7 @@ def match_streamslo(
     used: set[int] = set()
     out: list[dict[str, Any]] = []
     unmatched = 0
+    r: Any
     for r in rows.itertuples(index=False):
         if r.outcome != "ok":
             out.append({"t0": float(r.started_at), "done": False, "recv": [], "emit": []})

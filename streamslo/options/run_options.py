@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from streamslo.errors import BadInputError, SLOFileError
+from streamslo.figures.registry import GoodputBounds
 from streamslo.options.cancel import CancelAfterSpec
 from streamslo.options.lengths import LengthDist, LengthSpec
 from streamslo.options.toml_file import TomlFile
@@ -92,8 +93,6 @@ class GoodputSpec(ValueType):
         text = self.text(raw)
         if not text:
             return ""
-        from streamslo.figures.metrics import GoodputBounds  # numpy: only when goodput is given
-
         bounds = GoodputBounds.parse(text)
         return " ".join(f"{k}:{v:g}" for k, v in bounds.as_dict().items())
 

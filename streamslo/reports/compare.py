@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -261,8 +261,9 @@ def _counts(streams: pd.DataFrame) -> dict[tuple[str, str], int]:
         out[(o, "all")] = int((streams["outcome"] == o).sum())
     if len(streams):
         grouped = streams.groupby(["outcome", "protocol"], dropna=False).size()
-        for (o, proto), count in grouped.items():
-            out[(str(o), "?" if pd.isna(proto) else str(proto))] = int(count)
+        for key, count in grouped.items():
+            outcome, proto = cast("tuple[Any, Any]", key)
+            out[(str(outcome), "?" if pd.isna(proto) else str(proto))] = int(count)
     return out
 
 

@@ -29,6 +29,7 @@ from streamslo.figures.metrics import (
     counted_mask,
     gauge_value,
     rate_value,
+    run_duration_s,
     trend_samples,
 )
 from streamslo.results.layout import RunData
@@ -188,8 +189,6 @@ def sent_rate(started_at: np.ndarray) -> float | None:
 
 
 def _duration(data: RunData) -> float | None:
-    from streamslo.figures.metrics import run_duration_s
-
     return run_duration_s(data)
 
 

@@ -148,10 +148,12 @@ def _one_series(run: LoadedRun, known: Known) -> tuple[str, pd.DataFrame] | None
                 parts.append(
                     pd.DataFrame({"t": grp["t_run"].to_numpy(), "value": np.cumsum(steps)})
                 )
-            frame = pd.concat(parts).groupby("t", as_index=False)["value"].sum()
+            frame: pd.DataFrame = pd.DataFrame(
+                pd.concat(parts).groupby("t", as_index=False)["value"].sum()
+            )
         else:
             how = "max" if known.across_labels == "max" else "sum"
-            frame = sub.groupby("t_run", as_index=False)["value"].agg(how)
+            frame = pd.DataFrame(sub.groupby("t_run", as_index=False)["value"].agg(how))
             frame = frame.rename(columns={"t_run": "t"})
         return name, frame.sort_values("t").reset_index(drop=True)
     return None

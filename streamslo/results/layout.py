@@ -32,10 +32,13 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from streamslo.errors import ResultsError
 from streamslo.results.schema import RunJson
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "GAP_COLUMNS",
@@ -273,10 +276,10 @@ class RunData:
     path: Path
     run: RunJson
     """run.json (empty when absent)."""
-    streams: Any
-    """pandas DataFrame of streams.csv."""
-    gaps: Any
-    """pandas DataFrame of gaps.parquet."""
+    streams: pd.DataFrame
+    """streams.csv, one row a stream (the columns of :mod:`streamslo.results.columns`)."""
+    gaps: pd.DataFrame
+    """gaps.parquet, one row an inter-token gap."""
     skipped_rows: int = 0
     """Rows of streams.csv left out because they had too few or too many fields."""
     skipped_at: tuple[int, ...] = field(default=())

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from streamslo.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_THRESHOLD, BadInputError
+from streamslo.figures.registry import GoodputBounds
 from streamslo.options.redact import HEADERS_ENV, Headers, resolve_headers
 from streamslo.options.run_options import (
     RunOptions,
@@ -488,8 +489,6 @@ def _write_run_json(cfg: RunConfig, prepared: _Prepared, target: _Target) -> flo
         "preflight": prepared.preflight,
     }
     if cfg.goodput:
-        from streamslo.figures.metrics import GoodputBounds
-
         info["goodput"] = GoodputBounds.parse(cfg.goodput).as_dict()
     write_json(prepared.layout.run_json, new_run_json(info))
     return start

@@ -15,6 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from streamslo.errors import SLOFileError
+from streamslo.figures.registry import (
+    COUNTER_METRICS,
+    GAUGE_METRICS,
+    METRICS,
+    RATE_METRICS,
+    SELECTOR_KEYS,
+    TREND_METRICS,
+    metric_kind,
+)
 from streamslo.options.toml_file import TomlFile, header_line, parse_toml, read_toml
 
 __all__ = [
@@ -125,8 +134,6 @@ def parse_metric_key(key: str) -> tuple[str, tuple[tuple[str, str], ...]]:
         ValueError: the key is not ``metric`` or ``metric{key:value,...}``, a selector key is
             unknown, empty or repeated.
     """
-    from streamslo.figures.metrics import SELECTOR_KEYS
-
     m = _KEY_RE.match(key)
     if m is None:
         raise ValueError(
@@ -216,13 +223,6 @@ def _fmt_pct(pct: float) -> str:
 
 
 def _known_metrics() -> str:
-    from streamslo.figures.metrics import (
-        COUNTER_METRICS,
-        GAUGE_METRICS,
-        RATE_METRICS,
-        TREND_METRICS,
-    )
-
     return (
         f"trends: {', '.join(TREND_METRICS)}; rates: {', '.join(RATE_METRICS)}; "
         f"counters: {', '.join(COUNTER_METRICS)}; gauges: {', '.join(GAUGE_METRICS)}"
@@ -230,8 +230,6 @@ def _known_metrics() -> str:
 
 
 def _metric_names() -> list[str]:
-    from streamslo.figures.metrics import METRICS
-
     return list(METRICS)
 
 
@@ -278,8 +276,6 @@ def parse_thresholds_table(
         SLOFileError: anything wrong; the message names the source, the line when known,
             and what was expected.
     """
-    from streamslo.figures.metrics import metric_kind
-
     if not isinstance(table, Mapping):
         raise SLOFileError(source, None, "[thresholds] must be a table of metric = [expressions]")
     if not table:

@@ -34,6 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from streamslo.figures import metrics
 from streamslo.slo._parse import (
     AGGREGATIONS,
     DEFAULT_SLO,
@@ -145,8 +146,6 @@ def evaluate_threshold(
     Returns:
         The :class:`CheckResult`; no data means ``observed`` None and a failure.
     """
-    from streamslo.figures import metrics
-
     th = threshold
     sub = metrics.select(data, dict(th.selector)) if th.selector else data
     kind = metrics.metric_kind(th.metric)

@@ -16,7 +16,7 @@ This module holds the contract (:class:`DialectReader`) and the OpenAI chunk dia
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from streamslo.stream.chunkjson import (
     ANSWER,
@@ -29,13 +29,11 @@ from streamslo.stream.chunkjson import (
     loads_chunk,
     token_position,
 )
-from streamslo.stream.counts import EndRules
+from streamslo.stream.counts import EndRules, Ledger
 from streamslo.stream.outcome import Outcome
+from streamslo.stream.timing import StreamRecord
 
-if TYPE_CHECKING:
-    from streamslo.stream.tracker import StreamTracker
-
-__all__ = ["CHAT_RULES", "DialectReader", "OpenAIChunks", "record_usage"]
+__all__ = ["CHAT_RULES", "DialectReader", "Machine", "OpenAIChunks", "record_usage"]
 
 _DONE = "[DONE]"
 
@@ -49,6 +47,38 @@ CHAT_RULES = EndRules(
     ),
     cut=frozenset({"content_filter"}),
 )
+
+
+class Machine(Protocol):
+    """What a dialect object tells the stream's machine, and what it may set there
+    (:class:`~streamslo.stream.tracker.StreamTracker` is the one machine)."""
+
+    rec: StreamRecord
+    """The record: a dialect writes the usage and the stop reason it reads."""
+    ledger: Ledger
+    """What the arrivals can account for beyond one token each."""
+    text: list[str] | None
+    """The answer's text, when the run keeps it."""
+    idle: int
+    """Messages without a token since the last token (a keep-alive adds one)."""
+    idle_what: str
+    """What those messages were, for the stall message."""
+    content_seen: bool
+    """The stream began (a dialect's first event says so before any token)."""
+    pending_t: float | None
+    """When a message arrived that is the last token only if the terminal's count says so."""
+
+    def token(self, t: float, kind: int = ..., n: int = ...) -> None:
+        """Tokens arrived."""
+
+    def end(self, t: float) -> None:
+        """The terminal marker arrived."""
+
+    def finish(self, t: float, outcome: Outcome, error: str = ...) -> None:
+        """Decide the outcome (``malformed`` for a message the dialect cannot read)."""
+
+    def error(self, t: float, message: str, status: int | None) -> None:
+        """An in-band error."""
 
 
 class DialectReader(Protocol):
@@ -67,7 +97,7 @@ class DialectReader(Protocol):
         """A message that may follow the terminal marker and changes nothing (the event
         dialects' ``[DONE]``), or None: any message after it is ``malformed``."""
 
-    def read(self, m: StreamTracker, t: float, data: str, event: str) -> None:
+    def read(self, m: Machine, t: float, data: str, event: str) -> None:
         """One message that arrived at ``t`` (``event``: the SSE event name, ``message`` on
         WebSocket), before the terminal marker."""
 
@@ -76,7 +106,7 @@ def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def record_usage(m: StreamTracker, usage: dict[str, object], prompt: str, output: str) -> None:
+def record_usage(m: Machine, usage: dict[str, object], prompt: str, output: str) -> None:
     """A usage object's counts into the record: the output and prompt tokens, and the prompt
     tokens served from the server's cache (``prompt_tokens_details.cached_tokens``,
     Responses' ``input_tokens_details.cached_tokens``, Anthropic's ``cache_read_input_tokens``)."""
@@ -163,7 +193,7 @@ class OpenAIChunks:
     def __init__(self) -> None:
         self._server_n = 0  # the server's own running count at its last counted chunk
 
-    def read(self, m: StreamTracker, t: float, data: str, event: str) -> None:
+    def read(self, m: Machine, t: float, data: str, event: str) -> None:
         if data == _DONE or (_DONE in data and data.strip() == _DONE):  # (no strip per chunk)
             m.end(t)
             return

@@ -40,7 +40,7 @@ from streamslo.stream.chunkjson import (
     error_status,
     loads_chunk,
 )
-from streamslo.stream.chunks import DialectReader, OpenAIChunks, record_usage
+from streamslo.stream.chunks import DialectReader, Machine, OpenAIChunks, record_usage
 from streamslo.stream.counts import EndRules
 from streamslo.stream.outcome import Outcome
 from streamslo.stream.sse import DEFAULT_MAX_EVENT_BYTES
@@ -113,7 +113,7 @@ class EventDialect:
     rules: EndRules
     after_end: str | None = _DONE
 
-    def read(self, m: StreamTracker, t: float, data: str, event: str) -> None:
+    def read(self, m: Machine, t: float, data: str, event: str) -> None:
         if data.strip() == _DONE:
             m.finish(
                 t,
@@ -138,12 +138,12 @@ class EventDialect:
             return
         self.on_event(m, t, kind, obj)
 
-    def on_event(self, m: StreamTracker, t: float, kind: str, obj: dict[str, Any]) -> None:
+    def on_event(self, m: Machine, t: float, kind: str, obj: dict[str, object]) -> None:
         """One event of type ``kind``."""
         raise NotImplementedError
 
     @staticmethod
-    def delta(m: StreamTracker, t: float, text: object, kind: int, event: str) -> None:
+    def delta(m: Machine, t: float, text: object, kind: int, event: str) -> None:
         """A delta event: a token when its text is not empty."""
         if not isinstance(text, str):
             m.finish(t, Outcome.MALFORMED, f"{event}: the delta's text is not a string")
@@ -157,20 +157,20 @@ class EventDialect:
         m.token(t, kind)
 
     @staticmethod
-    def other(m: StreamTracker, what: str) -> None:
+    def other(m: Machine, what: str) -> None:
         """A message that is neither a token nor an end: a keep-alive, named for the stall
         message."""
         m.idle += 1
         m.idle_what = what
 
     @staticmethod
-    def error(m: StreamTracker, t: float, error: object, message: str | None = None) -> None:
+    def error(m: Machine, t: float, error: object, message: str | None = None) -> None:
         """An in-band error, with the status its error object names (500 when none)."""
         text = message if message is not None else error_message(error)
         m.error(t, text, error_status(error, 500))
 
     @staticmethod
-    def usage(m: StreamTracker, t: float, usage: object) -> bool:
+    def usage(m: Machine, t: float, usage: object) -> bool:
         """Record a usage object's counts; False (and ``malformed``) when it is not an object."""
         if usage is None:
             return True
@@ -181,7 +181,7 @@ class EventDialect:
         return True
 
     @staticmethod
-    def reason(m: StreamTracker, t: float, reason: object, where: str) -> bool:
+    def reason(m: Machine, t: float, reason: object, where: str) -> bool:
         """Record a stop reason; False (and ``malformed``) when it is not a string."""
         if reason is None:
             return True
@@ -271,7 +271,7 @@ class ResponsesEvents(EventDialect):
     def __init__(self) -> None:
         self._streamed: dict[int, list[str]] = {ANSWER: [], REASONING: [], TOOL: []}
 
-    def on_event(self, m: StreamTracker, t: float, kind: str, obj: dict[str, Any]) -> None:
+    def on_event(self, m: Machine, t: float, kind: str, obj: dict[str, object]) -> None:
         token = _RESPONSES_DELTAS.get(kind)
         if token is not None:
             delta = obj.get("delta")
@@ -301,7 +301,7 @@ class ResponsesEvents(EventDialect):
             return
         self.other(m, f"{kind!r} events")
 
-    def _completed(self, m: StreamTracker, t: float, kind: str, response: object) -> None:
+    def _completed(self, m: Machine, t: float, kind: str, response: object) -> None:
         """The terminal event: its usage, its stop reason, whether its text is the deltas'."""
         if not isinstance(response, dict):
             m.finish(t, Outcome.MALFORMED, f"{kind} without a response object")
@@ -369,7 +369,7 @@ class MessagesEvents(EventDialect):
         strict=True,
     )
 
-    def on_event(self, m: StreamTracker, t: float, kind: str, obj: dict[str, Any]) -> None:
+    def on_event(self, m: Machine, t: float, kind: str, obj: dict[str, object]) -> None:
         if kind == "content_block_delta":
             delta = obj.get("delta")
             if not isinstance(delta, dict):
@@ -414,7 +414,7 @@ class MessagesEvents(EventDialect):
         self.other(m, f"{kind!r} events")
 
 
-def _prompt(m: StreamTracker, usage: dict[str, Any]) -> None:
+def _prompt(m: Machine, usage: dict[str, Any]) -> None:
     """The prompt's tokens: Anthropic's ``input_tokens`` leave out the cache's, so the prompt is
     ``input_tokens + cache_creation_input_tokens + cache_read_input_tokens``."""
     inp = _int_field(usage, "input_tokens")

@@ -27,7 +27,7 @@ from typing import Any
 
 from streamslo.errors import BadInputError
 from streamslo.stream.chunkjson import loads_chunk
-from streamslo.stream.chunks import DialectReader, OpenAIChunks
+from streamslo.stream.chunks import DialectReader, Machine, OpenAIChunks
 from streamslo.stream.counts import EndRules
 from streamslo.stream.outcome import Outcome
 from streamslo.stream.sse import DEFAULT_MAX_EVENT_BYTES
@@ -163,7 +163,7 @@ class Enveloped:
     def after_end(self) -> str | None:
         return self._inner.after_end
 
-    def read(self, m: StreamTracker, t: float, data: str, event: str) -> None:
+    def read(self, m: Machine, t: float, data: str, event: str) -> None:
         if m.rec.protocol != "ws":
             self._inner.read(m, t, data, event)
             return

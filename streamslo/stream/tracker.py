@@ -35,16 +35,14 @@ a line that never ends are not progress). Nothing a server sends makes a method 
 from __future__ import annotations
 
 from enum import Enum
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import Literal, Protocol
 
 from streamslo.stream.chunkjson import ANSWER, REASONING
+from streamslo.stream.chunks import DialectReader, OpenAIChunks
 from streamslo.stream.counts import Ledger, judge_end
 from streamslo.stream.outcome import Outcome, status_began
 from streamslo.stream.sse import DEFAULT_MAX_EVENT_BYTES
 from streamslo.stream.timing import StreamExpectations, StreamRecord
-
-if TYPE_CHECKING:
-    from streamslo.stream.chunks import DialectReader
 
 __all__ = ["Expiry", "Framing", "StreamTracker", "TrackerState"]
 
@@ -137,12 +135,8 @@ class StreamTracker:
         collect_text: bool = False,
         dialect: DialectReader | None = None,
     ) -> None:
-        if dialect is None:
-            from streamslo.stream.chunks import OpenAIChunks
-
-            dialect = OpenAIChunks()
         self.rec = record
-        self.dialect: DialectReader = dialect
+        self.dialect: DialectReader = OpenAIChunks() if dialect is None else dialect
         self.text: list[str] | None = [] if collect_text else None
         """With ``collect_text``: the answer text of each content message, in order."""
         self.expect = expect

@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from streamslo.figures import metrics
+
 if TYPE_CHECKING:
     from streamslo.results.layout import RunData
     from streamslo.slo.thresholds import CheckResult, Threshold
@@ -38,8 +40,6 @@ _SHOWN = ("stream_id", "protocol", "user_class", "outcome", "status")
 def _failing_mask(data: Any, metric: str) -> Any:
     """The streams that count against a rate (for goodput: every counted stream that was not
     good); for any other metric, every counted stream that did not end ok."""
-    from streamslo.figures import metrics
-
     streams = data.streams
     if metric in ("goodput_fraction", "goodput_per_s"):
         bounds = metrics.GoodputBounds.from_run(data.run)
@@ -63,8 +63,6 @@ def worst_offenders(
         bound; smallest for a lower bound) value of its column, e.g. ``max_gap_ms`` for
         ``itl_ms``; for a rate or counter, the streams with failing outcomes, earliest first.
     """
-    from streamslo.figures import metrics
-
     sub = metrics.select(data, dict(threshold.selector)) if threshold.selector else data
     streams = sub.streams
     kind = metrics.metric_kind(threshold.metric)
