@@ -48,6 +48,7 @@ from streamslo.options.values import (
     ValueType,
     option,
 )
+from streamslo.results.markup import markdown_cell
 from streamslo.stream.dialects import Dialect
 from streamslo.transport.common import ClientLimits  # the client's own defaults, stated once
 
@@ -862,10 +863,6 @@ BEGIN = (
 END = "<!-- END run options -->"
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
 def markdown_reference() -> str:
     """The options table of ``docs/cli.md`` (Markdown, between :data:`BEGIN` and :data:`END`)."""
     lines = [
@@ -897,7 +894,7 @@ def markdown_reference() -> str:
             locust = "—"
         ui = ("yes" if o.in_web_ui else "no") if o.locust_flag else "—"
         lines.append(
-            f"| {flag} | {_cell(o.type.describe())} | {_cell(default)} | {key} | {locust} | {ui} | {_cell(o.help)} |"
+            f"| {flag} | {markdown_cell(o.type.describe())} | {markdown_cell(default)} | {key} | {locust} | {ui} | {markdown_cell(o.help)} |"
         )
     lines += ["", END]
     return "\n".join(lines)

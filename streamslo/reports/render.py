@@ -15,13 +15,13 @@ from __future__ import annotations
 import html
 import json
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 
 from streamslo.reports.charts import Chart
 from streamslo.reports.glossary import protocol_text
 from streamslo.reports.model import Report, RunInfo, ServerSummary
 from streamslo.reports.tables import ci_text, fmt, headline, judged, report_rows, run_title
+from streamslo.results import markup
 
 __all__ = [
     "CSS",
@@ -70,37 +70,6 @@ code{background:#eef1f5;padding:1px 4px;border-radius:3px}
 
 # ---------------------------------------------------------------- HTML
 
-
-def html_table(
-    rows: Sequence[Sequence[str]], verdict_col: int | None = None, change_col: int | None = None
-) -> str:
-    """An HTML table; ``verdict_col`` cells become badges, ``change_col`` cells are coloured
-    (``better`` green, ``worse`` red, ``within noise`` grey)."""
-    text_cols = {
-        i
-        for i in range(1, len(rows[0]))
-        if any(i < len(r) and not _NUMERIC.match(r[i]) for r in rows[1:])
-    }
-    head = "".join(
-        f'<th class="t">{html.escape(c)}</th>' if i in text_cols else f"<th>{html.escape(c)}</th>"
-        for i, c in enumerate(rows[0])
-    )
-    body = []
-    for row in rows[1:]:
-        cells = []
-        for i, c in enumerate(row):
-            text = html.escape(c)
-            if i == verdict_col:
-                text = f'<span class="v v-{html.escape(c)}">{text}</span>'
-            elif i == change_col and c in _CHANGE_CLASS:
-                text = f'<span class="{_CHANGE_CLASS[c]}">{text}</span>'
-            cells.append(f'<td class="t">{text}</td>' if i in text_cols else f"<td>{text}</td>")
-        body.append("<tr>" + "".join(cells) + "</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-
-
-#: Cells that read as numbers (right-aligned); text cells are left-aligned.
-_NUMERIC = re.compile(r"^([-+—\[]|[0-9]|no data|$)")
 
 _CHANGE_CLASS = {
     "better": "better",
@@ -349,7 +318,7 @@ def render_html(
             "Glossary",
             # collapsed: a reference, not a finding (the page stays about two screens long)
             "<details><summary>every metric shown: its id, name, unit and meaning</summary>"
-            + html_table(t["glossary"]).replace("<table>", '<table class="gl">', 1)
+            + markup.html_table(t["glossary"], table_class="gl")
             + "</details>"
             if report.glossary
             else "",
@@ -367,16 +336,15 @@ def render_html(
 # ---------------------------------------------------------------- Markdown / text / JSON
 
 
-def md_table(rows: Sequence[Sequence[str]]) -> str:
-    def esc(c: str) -> str:
-        return c.replace("|", "\\|")
+def html_table(
+    rows: Sequence[Sequence[str]], verdict_col: int | None = None, change_col: int | None = None
+) -> str:
+    """An HTML table of the report; ``verdict_col`` cells become badges, ``change_col`` cells are
+    coloured (``better`` green, ``worse`` red, ``within noise`` grey)."""
+    return markup.html_table(rows, verdict_col, change_col, _CHANGE_CLASS)
 
-    lines = [
-        "| " + " | ".join(esc(c) for c in rows[0]) + " |",
-        "|" + "|".join(" --- " for _ in rows[0]) + "|",
-    ]
-    lines += ["| " + " | ".join(esc(c) for c in r) + " |" for r in rows[1:]]
-    return "\n".join(lines)
+
+md_table = markup.markdown_table
 
 
 def render_markdown(report: Report, extra: str = "") -> str:

@@ -21,6 +21,7 @@ import numpy as np
 
 from streamslo.figures.replay import replay_figures
 from streamslo.reports.load import LoadedRun
+from streamslo.results.markup import html_table, markdown_table
 from streamslo.workload.trace import iter_trace
 
 __all__ = ["arrival_table", "replay_html", "replay_json", "replay_markdown", "replay_tables"]
@@ -163,13 +164,7 @@ def replay_html(tables: Sequence[Table]) -> str:
     """The tables as HTML (empty without any)."""
     parts = []
     for label, rows in tables:
-        head = "".join(f"<th>{html.escape(c)}</th>" for c in rows[0])
-        body = "".join(
-            "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows[1:]
-        )
-        parts.append(
-            f"<h3>{html.escape(label)}</h3><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-        )
+        parts.append(f"<h3>{html.escape(label)}</h3>{html_table(rows)}")
     return "\n".join(parts)
 
 
@@ -180,11 +175,9 @@ def replay_markdown(tables: Sequence[Table]) -> str:
         out += [
             f"### {label}",
             "",
-            "| " + " | ".join(rows[0]) + " |",
-            "|" + "|".join(" --- " for _ in rows[0]) + "|",
+            markdown_table(rows),
+            "",
         ]
-        out += ["| " + " | ".join(r) + " |" for r in rows[1:]]
-        out.append("")
     return "\n".join(out)
 
 

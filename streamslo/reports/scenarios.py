@@ -9,6 +9,7 @@ from typing import Any
 
 from streamslo.figures.metrics import scenario_figures
 from streamslo.reports.load import LoadedRun
+from streamslo.results.markup import html_table, markdown_table
 
 __all__ = ["scenario_html", "scenario_json", "scenario_markdown", "scenario_tables"]
 
@@ -63,13 +64,7 @@ def scenario_html(tables: Sequence[tuple[str, list[list[str]]]]) -> str:
     """The tables as HTML (empty without scenarios)."""
     parts = []
     for label, rows in tables:
-        head = "".join(f"<th>{html.escape(c)}</th>" for c in rows[0])
-        body = "".join(
-            "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows[1:]
-        )
-        parts.append(
-            f"<h3>{html.escape(label)}</h3><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-        )
+        parts.append(f"<h3>{html.escape(label)}</h3>{html_table(rows)}")
     return "\n".join(parts)
 
 
@@ -80,11 +75,9 @@ def scenario_markdown(tables: Sequence[tuple[str, list[list[str]]]]) -> str:
         out += [
             f"### Scenarios: {label}",
             "",
-            "| " + " | ".join(rows[0]) + " |",
-            "|" + "|".join(" --- " for _ in rows[0]) + "|",
+            markdown_table(rows),
+            "",
         ]
-        out += ["| " + " | ".join(r) + " |" for r in rows[1:]]
-        out.append("")
     return "\n".join(out)
 
 

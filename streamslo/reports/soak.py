@@ -21,6 +21,7 @@ from streamslo.figures.drift import analyse, collect_series, theil_sen
 from streamslo.reports.charts import COLORS, Chart, png_base64
 from streamslo.reports.load import LoadedRun
 from streamslo.results.layout import Layout, read_json
+from streamslo.results.markup import html_table, markdown_table
 from streamslo.run.windows_file import read_windows
 from streamslo.slo.budget import Budget, burn_down
 
@@ -373,14 +374,7 @@ def soak_html(sections: Sequence[SoakSection]) -> str:
                 f'<p class="note">{len(sec.rebuilt)} window(s) rebuilt from streams.csv at finalize.</p>'
             )
         for title, rows in _tables(sec):
-            head = "".join(f"<th>{html.escape(c)}</th>" for c in rows[0])
-            body = "".join(
-                "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>"
-                for r in rows[1:]
-            )
-            parts.append(
-                f"<h4>{html.escape(title)}</h4><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-            )
+            parts.append(f"<h4>{html.escape(title)}</h4>{html_table(rows)}")
         if _too_short(sec):
             parts.append(f'<p class="note">{html.escape(_too_short(sec))}</p>')
     return "\n".join(parts)
@@ -395,11 +389,9 @@ def soak_markdown(sections: Sequence[SoakSection]) -> str:
             out += [
                 f"**{title}**",
                 "",
-                "| " + " | ".join(rows[0]) + " |",
-                "|" + "|".join(" --- " for _ in rows[0]) + "|",
+                markdown_table(rows),
+                "",
             ]
-            out += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows[1:]]
-            out.append("")
         if _too_short(sec):
             out += [f"_{_too_short(sec)}_", ""]
     return "\n".join(out)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from streamslo.results.markup import markdown_table
 from streamslo.stream.timing import StreamRecord
 
 __all__ = [
@@ -271,8 +272,8 @@ def stream_row(rec: StreamRecord) -> dict[str, object]:
 def docs_table() -> str:
     """The ``streams.csv`` table of ``docs/results.md``, as Markdown (a test keeps the page
     equal to it)."""
-    lines = ["| column | unit | meaning |", "| --- | --- | --- |"]
+    rows = [["column", "unit", "meaning"]]
     for c in COLUMNS:
         note = f" Schema {c.schema}: an older directory reads it as empty." if c.schema > 1 else ""
-        lines.append(f"| `{c.name}` | {c.unit} | {c.doc}.{note} |")
-    return "\n".join(lines) + "\n"
+        rows.append([f"`{c.name}`", c.unit, f"{c.doc}.{note}"])
+    return markdown_table(rows) + "\n"
