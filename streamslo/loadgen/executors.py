@@ -35,9 +35,10 @@ from locust import User, task
 from streamslo.loadgen.backoff import PACER, UserBackoff
 from streamslo.loadgen.base import run_conversation
 from streamslo.loadgen.recorder import RunRecorder, get_recorder
+from streamslo.loadgen.streams import Connection
 from streamslo.stream.timing import StreamRecord
-from streamslo.transport.sync import ClientLimits, SSEConnection, WSConnection
-from streamslo.workload.requests import WS_PATH, Workload
+from streamslo.transport.sync import ClientLimits
+from streamslo.workload.requests import Workload
 from streamslo.workload.scenarios import Scenario, arrival_offsets, from_wire, process_share
 
 if TYPE_CHECKING:
@@ -136,17 +137,15 @@ class _Context:
         protocol: str,
         slow: bool,
         scheduled_at: float | None = None,
-        ws: WSConnection | None = None,
-        sse: SSEConnection | None = None,
+        conn: Connection | None = None,
     ) -> list[StreamRecord]:
         return run_conversation(
-            self.recorder,
+            self.recorder.source,
             protocol,
             _user_class(protocol, slow),
             self.limits(slow),
-            ws,
+            conn,
             scheduled_at,
-            sse,
             scenario=self.sc.name,
             workload=self.workload,
         )
@@ -184,31 +183,25 @@ def _run_vus(ctx: _Context) -> None:
 
     def vu(i: int) -> None:
         # A VU keeps its connections (one per protocol and reading speed) between iterations.
-        ws_conns: dict[bool, WSConnection] = {}
-        sse_conns: dict[bool, SSEConnection] = {}
+        conns: dict[tuple[str, bool], Connection] = {}
         backoff = UserBackoff(PACER, gevent.sleep)  # a dead server: no spinning (backoff.py)
         try:
             while i < target[0] and not ctx.stopping():
                 protocol, slow = ctx.pick()
-                t = ctx.recorder.target
                 backoff.before()
-                if protocol == "ws":
-                    if slow not in ws_conns:
-                        ws_conns[slow] = WSConnection(t, WS_PATH, ctx.limits(slow))
-                    records = ctx.iterate(protocol, slow, ws=ws_conns[slow])
-                else:
-                    if slow not in sse_conns:
-                        sse_conns[slow] = SSEConnection(t, ctx.limits(slow))
-                    records = ctx.iterate(protocol, slow, sse=sse_conns[slow])
+                conn = conns.get((protocol, slow))
+                if conn is None:
+                    conn = conns[(protocol, slow)] = ctx.recorder.source.transport.open(
+                        protocol, ctx.limits(slow), keep_alive=True
+                    )
+                records = ctx.iterate(protocol, slow, conn=conn)
                 backoff.after(records)
                 think = ctx.recorder.opts.think_time
                 if think > 0:
                     gevent.sleep(think)
         finally:
-            for w in ws_conns.values():
-                w.close()
-            for s in sse_conns.values():
-                s.close()
+            for c in conns.values():
+                c.close()
 
     surplus_since: dict[int, float] = {}
     t0 = time.perf_counter()
@@ -286,7 +279,7 @@ def _run_trace(ctx: _Context) -> None:
     def one(protocol: str, slow: bool, turn: Any, scheduled_at: float) -> None:
         try:
             run_one_stream(
-                ctx.recorder,
+                ctx.recorder.source,
                 protocol,
                 _user_class(protocol, slow),
                 ctx.limits(slow),

@@ -82,7 +82,7 @@ class WindowsChannel:
             and rec.aggregator is not None
             and not isinstance(self.env.runner, MasterRunner)
         ):
-            self.book.merge(rec.aggregator.take(rec.backlog_since(), wire=False))
+            self.book.merge(rec.aggregator.take(rec.ended.backlog_since(), wire=False))
 
     def merge(self, message: Any) -> None:
         """A worker's parts (master)."""
@@ -183,7 +183,7 @@ def install(events: Any, env_holder: dict[str, Environment]) -> None:
         env = env_holder.get("env")
         rec = get_recorder(env) if env is not None else None
         if rec is not None and rec.aggregator is not None:
-            data[REPORT_KEY] = rec.aggregator.take(rec.backlog_since())
+            data[REPORT_KEY] = rec.aggregator.take(rec.ended.backlog_since())
 
     def _from_worker(client_id: str, data: dict[str, Any], **_: Any) -> None:
         env = env_holder.get("env")
@@ -202,7 +202,7 @@ def install(events: Any, env_holder: dict[str, Environment]) -> None:
             if not runner.clients.all:
                 _channel(environment).wait_for_workers(time.time())
         else:
-            get_recorder(environment).drain()
+            get_recorder(environment).ended.drain()
             _channel(environment).stop()
 
     def _quitting(environment: Any, **_: Any) -> None:
@@ -212,7 +212,7 @@ def install(events: Any, env_holder: dict[str, Environment]) -> None:
         # which comes after, closes the windows then.
         runner = environment.runner
         if isinstance(runner, MasterRunner) or getattr(runner, "state", None) == STATE_STOPPED:
-            get_recorder(environment).drain()
+            get_recorder(environment).ended.drain()
             _channel(environment).stop()
 
     events.test_start.add_listener(_start)

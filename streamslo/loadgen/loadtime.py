@@ -45,13 +45,15 @@ def start(environment: Environment) -> None:
     started = time.perf_counter()
 
     def end_load() -> None:
-        while not master and rec.first_request_t is None:
+        while not master and rec.source.first_request_t is None:
             gevent.sleep(FIRST_REQUEST_POLL_S)
-        first = started if master else rec.first_request_t
+        first = started if master else rec.source.first_request_t
         assert first is not None
         gevent.sleep(max(0.0, first + load_time - time.perf_counter()))
         log.info("streamslo: %gs of load since the first request, shutting down", load_time)
-        rec.load_over = True  # stopping hundreds of users takes a moment: none starts a stream
+        rec.source.load_over = (
+            True  # stopping hundreds of users takes a moment: none starts a stream
+        )
         assert environment.runner is not None  # (set before the test starts)
         environment.runner.quit()
 

@@ -63,12 +63,12 @@ class OpenLoopStreamUser(StreamUser):
         t_next = time.perf_counter()
         epoch0 = time.time() - t_next
         rec = self.recorder
-        while not is_stopping(self) and not rec.load_over:
+        while not is_stopping(self) and not rec.source.load_over:
             t_next += next(gaps)
             delay = t_next - time.perf_counter()
             if delay > 0:
                 gevent.sleep(delay)
-            if is_stopping(self) or rec.load_over:
+            if is_stopping(self) or rec.source.load_over:
                 break
             protocol = "ws" if rng.random() < ws_share else "sse"
             if cap and busy[0] >= cap:
@@ -85,7 +85,7 @@ class OpenLoopStreamUser(StreamUser):
 
     def _one(self, protocol: str, scheduled_at: float) -> None:
         run_conversation(
-            self.recorder, protocol, type(self).__name__, self.limits, None, scheduled_at
+            self.recorder.source, protocol, type(self).__name__, self.limits, None, scheduled_at
         )
 
 

@@ -30,6 +30,15 @@ def register_arguments(parser: LocustArgumentParser) -> None:
     register_locust_arguments(parser)
 
 
+class _PlainParser(argparse.ArgumentParser):
+    """argparse with the keywords Locust's parser adds (its web UI's) taken and dropped."""
+
+    def add_argument(self, *args: object, **kwargs: object) -> argparse.Action:
+        kwargs.pop("include_in_web_ui", None)
+        kwargs.pop("is_secret", None)
+        return super().add_argument(*args, **kwargs)  # type: ignore[arg-type]
+
+
 @dataclass(frozen=True, kw_only=True)
 class LoadOptions(RunOptions):
     """Everything a stream user needs, parsed once per process.
@@ -62,6 +71,18 @@ class LoadOptions(RunOptions):
     def redactor(self) -> Redactor:
         """Hides the secret header values and the API key."""
         return self.headers.redactor()
+
+    @classmethod
+    def from_args(cls, argv: list[str]) -> LoadOptions:
+        """Build from stream-user flags as a Locust command line gives them (``--max-tokens 8
+        --turns 2``), without Locust: for code that runs streams outside a Locust process.
+
+        Raises:
+            BadInputError: an option has a bad value (the message names it).
+        """
+        parser = _PlainParser(add_help=False)
+        register_locust_arguments(parser)  # type: ignore[arg-type]
+        return cls.from_parsed(parser.parse_args(argv))
 
     @classmethod
     def from_parsed(cls, options: argparse.Namespace) -> LoadOptions:

@@ -32,7 +32,6 @@ would run as a formula is neutralized (see ``docs/security.md``).
 from __future__ import annotations
 
 import gc
-import itertools
 import logging
 import time
 from collections import deque
@@ -41,9 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import gevent
-import gevent.lock
 
-from streamslo.errors import ProtocolError
 from streamslo.figures.windows import WindowAggregator
 from streamslo.loadgen.listeners import (
     Hook,
@@ -57,18 +54,14 @@ from streamslo.loadgen.listeners import (
 from streamslo.loadgen.locust_stats import trim_locust_stats
 from streamslo.loadgen.monitor import GeneratorMonitor
 from streamslo.loadgen.options import LoadOptions
-from streamslo.options.cancel import CancelPlan
+from streamslo.loadgen.streams import StreamSource, TargetResolver
 from streamslo.options.redact import Redactor, install_log_redaction
 from streamslo.options.run_options import OPTIONS
 from streamslo.results.layout import Layout
 from streamslo.results.writer import ResultsWriter, ensure_streams_header, new_tag, warm_pyarrow
-from streamslo.stream.chunkjson import loads_chunk
 from streamslo.stream.outcome import Outcome
 from streamslo.stream.timing import StreamRecord
-from streamslo.transport.fetch import fetch
-from streamslo.transport.sync import Target
-from streamslo.workload.engines import adapt_request
-from streamslo.workload.requests import RequestOptions, Workload, first_model_id, first_model_owner
+from streamslo.workload.requests import Workload
 
 if TYPE_CHECKING:
     from locust.runners import MasterRunner, WorkerRunner
@@ -110,48 +103,76 @@ def claim_run_start(directory: Path) -> float:
     return now
 
 
-def _first_model(target: Target) -> tuple[str | None, str | None]:
-    """The first model of ``/v1/models`` and who serves it (``owned_by``: vLLM says ``vllm``);
-    None for what the server does not say.
+class FinishedStreams:
+    """The streams that ended, on their way to the listeners: queued as they end, left out in
+    the warm-up, their secrets masked, then fired on :attr:`finished` by one background
+    greenlet that yields between streams (when hundreds end at once, their bookkeeping
+    interleaves with the reads of the streams still running instead of delaying them all)."""
 
-    Asked over the client's own transport: no redirect is followed (the API key never goes
-    to another host), the answer is capped in size and time, and its JSON in depth.
-    """
-    url = f"{target.scheme}://{target.host_header}{target.prefix}/v1/models"
-    try:
-        status, body = fetch(target, "/v1/models")
-        if status != 200:
-            log.warning("could not list models at %s (HTTP %d); sending no model name", url, status)
-            return None, None
-        listing = loads_chunk(body.decode("utf-8", "replace"))
-        return first_model_id(listing), first_model_owner(listing)
-    except (OSError, ProtocolError, ValueError) as exc:
-        log.warning("could not list models at %s (%s); sending no model name", url, exc)
-    return None, None
+    def __init__(self, warmup_ends: Callable[[], float], redact: Callable[[str], str]) -> None:
+        self.finished: Hook[StreamRecord] = Hook()
+        """A stream that counts has finished (the warm-up left out, its secrets masked)."""
+        self.redact = redact
+        self._warmup_ends = warmup_ends
+        self._queue: deque[StreamRecord] = deque()
+        self._drainer: gevent.Greenlet | None = None
+
+    def add(self, rec: StreamRecord) -> None:
+        """A stream ended (whatever its outcome)."""
+        if rec.outcome is None:  # defensive: a transport bug must not lose the row
+            rec.outcome = Outcome.CANCELLED
+            rec.error = rec.error or "ended without an outcome"
+        if rec.started_at < self._warmup_ends():
+            return
+        self._queue.append(rec)
+        if self._drainer is None or self._drainer.dead:
+            self._drainer = gevent.spawn(self._drain_slowly)
+
+    def _drain_slowly(self) -> None:
+        queue = self._queue
+        while queue:
+            self._fire(queue.popleft())
+            # Let the loop poll for reads before the next one (a bare switch would not);
+            # a long queue is worked off without pauses so it cannot grow without bound.
+            gevent.sleep(0.001 if len(queue) < 100 else 0)
+
+    def backlog_since(self) -> float | None:
+        """When the oldest stream finished but not yet recorded ended (epoch), or None: the
+        window aggregator's watermark stays before it."""
+        if not self._queue:
+            return None
+        rec = self._queue[0]
+        return rec.started_at + (rec.e2e_s or 0.0)
+
+    def drain(self) -> None:
+        """Record every queued stream now (end of the run)."""
+        while self._queue:
+            self._fire(self._queue.popleft())
+
+    def _fire(self, rec: StreamRecord) -> None:
+        # Server text may echo a key: mask it before the row, the live figures or Locust's
+        # failure message (cut to 80 characters, after masking) can keep it.
+        if rec.error:
+            rec.error = self.redact(rec.error)
+        if rec.finish_reason:
+            rec.finish_reason = self.redact(rec.finish_reason)
+        self.finished.fire(rec)
 
 
 class RunRecorder:
-    """One per Locust process, created at init and started at test start."""
+    """One per Locust process, created at init and started at test start: the process's
+    lifecycle (options, the results writer, the monitor, the relay, the flushes) around its
+    :attr:`source` of streams and its queue of :attr:`ended` ones."""
 
     def __init__(self, environment: Any, opts: LoadOptions) -> None:
         self.env = environment
         self.opts = opts
         self.aggregator: WindowAggregator | None = None
         """This process's window parts (``windows.csv``), while it generates load."""
-        self.in_flight = 0
-        """Streams started and not yet finished in this process."""
         self.writer: ResultsWriter | None = None
         self.monitor: GeneratorMonitor | None = None
         self.run_start: float = time.time()
-        self._seq = itertools.count(1)
-        self._tag = f"p{id(self) & 0xFFFFFF:06x}"
-        self._target: Target | None = None
-        self._request: RequestOptions | None = None
-        self._cancel_plan: CancelPlan | None = None
         self._flusher: gevent.Greenlet | None = None
-        self._queue: deque[StreamRecord] = deque()
-        self._request_lock = gevent.lock.Semaphore()
-        self._drainer: gevent.Greenlet | None = None
         self.sender: RelaySender | None = None
         """A worker's channel to its master (set at init by the relay)."""
         self.receiver: RelayReceiver | None = None
@@ -165,16 +186,21 @@ class RunRecorder:
             for o in OPTIONS
             if o.secret and o.locust_dest
         }
-        self.redact: Redactor = opts.redactor()
-        install_log_redaction(self.redact)
-        self.workload = Workload(opts)
-        self._conversations = itertools.count(1)
-        self.first_request_t: float | None = None
-        """perf_counter() when this process started its first request (the load's start)."""
-        self.load_over = False
-        """The load's time is up (``--load-time``): users start no new stream."""
-        self.finished: Hook[StreamRecord] = Hook()
+        redact: Redactor = opts.redactor()
+        install_log_redaction(redact)
+        self.ended = FinishedStreams(lambda: self.run_start + self.opts.warmup, redact)
+        """The streams that ended, on their way to the listeners."""
+        self.finished: Hook[StreamRecord] = self.ended.finished
         """A stream that counts has finished (the warm-up left out, its secrets masked)."""
+        self.source = StreamSource(
+            opts,
+            TargetResolver(lambda: self.env.host or "", opts),
+            self.ended.add,
+            worker_index=lambda: int(
+                getattr(getattr(self.env, "runner", None), "worker_index", 0) or 0
+            ),
+        )
+        """Where this process's streams come from (records, trackers, connections)."""
         self.flushing: Hook[bool] = Hook()
         """Every 2 s, and at the end of a test (``True``): write or send what finished."""
         self._wire()
@@ -185,40 +211,6 @@ class RunRecorder:
             warm_pyarrow()
 
     # ---------------------------------------------------------------- setup
-    @property
-    def target(self) -> Target:
-        if self._target is None:
-            host = self.env.host or ""
-            if not host:
-                from streamslo.errors import BadInputError
-
-                raise BadInputError("no --host given")
-            self._target = Target.from_url(host, self.opts.headers.as_dict(), self.opts.insecure)
-        return self._target
-
-    @property
-    def request(self) -> RequestOptions:
-        """Request options with the model resolved (the first of /v1/models by default)."""
-        if self._request is None:
-            with self._request_lock:  # the first users arrive together: ask /v1/models once
-                if self._request is None:
-                    from dataclasses import replace
-
-                    req = self.opts.request
-                    owner: str | None = None
-                    if req.model is None or req.token_ids == "auto":
-                        model, owner = _first_model(self.target)
-                        if req.model is None and model is not None:
-                            req = replace(req, model=model)
-                    # The engine's own per-chunk count (vLLM's token ids, llama.cpp's timings),
-                    # and what its dialect ignores: docs/servers.md.
-                    adapted = adapt_request(req, owner)
-                    for note in adapted.notes:
-                        log.warning("%s", note)
-                    req = adapted.request
-                    self._request = req
-        return self._request
-
     def refresh_options(self) -> None:
         """Re-read the options: a worker receives the master's at test start, and the web
         UI's start form may have changed them since init.
@@ -235,23 +227,24 @@ class RunRecorder:
         opts = LoadOptions.from_parsed(parsed)
         if opts != self.opts:
             self.opts = opts
-            self.redact = opts.redactor()
-            install_log_redaction(self.redact)
-            self._target = None
-            self._request = None
-            self.workload = Workload(opts)
+            self.ended.redact = opts.redactor()
+            install_log_redaction(self.ended.redact)
+            source = self.source
+            source.opts = opts
+            source.resolver = TargetResolver(lambda: self.env.host or "", opts)
+            source.workload = Workload(opts)
 
     # ------------------------------------------------------------ distributed
     def attach_sender(self, runner: WorkerRunner) -> RelaySender:
         """This process is a Locust worker: its streams go to the master through ``runner``."""
         from streamslo.loadgen.relay import RelaySender
 
-        self._tag = new_tag()
+        self.source.tag = new_tag()
         self.sender = RelaySender(
             runner.send_message,
-            self._tag,
+            self.source.tag,
             figures=lambda: self.monitor.figures() if self.monitor is not None else {},
-            in_flight=lambda: self.in_flight,
+            in_flight=lambda: self.source.in_flight,
         )
         self._wire()
         return self.sender
@@ -291,7 +284,7 @@ class RunRecorder:
                 d, self.run_start, offload=gevent.get_hub().threadpool.spawn
             )
             if generating:
-                self._tag = self.writer.tag
+                self.source.tag = self.writer.tag
         if self.receiver is not None:
             self.receiver.start(self.writer, Layout(d) if d is not None else None)
         if generating:
@@ -307,9 +300,10 @@ class RunRecorder:
             import os
             import socket
 
-            source = f"{socket.gethostname()}:{os.getpid()}:{self._tag}"
-            self.aggregator = WindowAggregator(self.opts.window, source, time.time)
-            self.monitor = GeneratorMonitor(d, self._tag, self.aggregator, lambda: self.in_flight)
+            tag = self.source.tag
+            where = f"{socket.gethostname()}:{os.getpid()}:{tag}"
+            self.aggregator = WindowAggregator(self.opts.window, where, time.time)
+            self.monitor = GeneratorMonitor(d, tag, self.aggregator, lambda: self.source.in_flight)
             self.monitor.start()
         if self.sender is not None:
             self.sender.start()
@@ -370,7 +364,7 @@ class RunRecorder:
     def flush(self, wait: bool = False) -> None:
         """Write (or, on a worker, send) what finished; ``wait``: the end of a test."""
         if wait:
-            self.drain()
+            self.ended.drain()
         self.flushing.fire(wait)
 
     def on_test_stop(self) -> None:
@@ -388,89 +382,6 @@ class RunRecorder:
                 float(getattr(self.env, "stop_timeout", 0) or 0) + FINISH_GRACE_S
             )
         self.flush(wait=True)
-
-    # -------------------------------------------------------------- streams
-    def new_record(
-        self, protocol: str, user_class: str, scheduled_at: float | None = None
-    ) -> StreamRecord:
-        """A fresh record whose clock starts now."""
-        self.in_flight += 1
-        if self.first_request_t is None:
-            self.first_request_t = time.perf_counter()
-        return StreamRecord(
-            stream_id=f"{self._tag}-{next(self._seq)}",
-            protocol=protocol,
-            user_class=user_class,
-            started_at=time.time(),
-            t0=time.perf_counter(),
-            scheduled_at=scheduled_at,
-        )
-
-    def cancel_draw(self) -> tuple[float | None, int | None]:
-        """``--cancel-rate``: when the client hangs up on the next stream, (seconds, content
-        chunks), or (None, None) to let it finish. Seeded by the run's seed and the process."""
-        opts = self.opts
-        if opts.cancel_rate <= 0:
-            return None, None
-        plan = self._cancel_plan
-        if plan is None or plan.after.spec() != opts.cancel_after or plan.rate != opts.cancel_rate:
-            index = int(getattr(getattr(self.env, "runner", None), "worker_index", 0) or 0)
-            plan = self._cancel_plan = CancelPlan(
-                opts.cancel_rate, opts.cancel_after, opts.seed * 1_000_003 + 7919 * index + 17
-            )
-        return plan.draw()
-
-    def new_conversation_id(self) -> str:
-        """A conversation id unique across processes (multi-turn runs)."""
-        return f"{self._tag}-c{next(self._conversations)}"
-
-    def finish(self, rec: StreamRecord) -> None:
-        """Record a finished stream everywhere it belongs.
-
-        The work (results row, live figures, Locust events) is queued and done by one
-        background greenlet that yields between streams: when hundreds of streams end at
-        once, their bookkeeping interleaves with the reads of the streams still running
-        instead of delaying them all in one burst.
-        """
-        self.in_flight -= 1
-        if rec.outcome is None:  # defensive: a transport bug must not lose the row
-            rec.outcome = Outcome.CANCELLED
-            rec.error = rec.error or "ended without an outcome"
-        if rec.started_at < self.run_start + self.opts.warmup:
-            return
-        self._queue.append(rec)
-        if self._drainer is None or self._drainer.dead:
-            self._drainer = gevent.spawn(self._drain_queue)
-
-    def _drain_queue(self) -> None:
-        queue = self._queue
-        while queue:
-            self._record(queue.popleft())
-            # Let the loop poll for reads before the next one (a bare switch would not);
-            # a long queue is worked off without pauses so it cannot grow without bound.
-            gevent.sleep(0.001 if len(queue) < 100 else 0)
-
-    def backlog_since(self) -> float | None:
-        """When the oldest stream finished but not yet recorded ended (epoch), or None: the
-        window aggregator's watermark stays before it."""
-        if not self._queue:
-            return None
-        rec = self._queue[0]
-        return rec.started_at + (rec.e2e_s or 0.0)
-
-    def drain(self) -> None:
-        """Record every queued stream now (end of the run)."""
-        while self._queue:
-            self._record(self._queue.popleft())
-
-    def _record(self, rec: StreamRecord) -> None:
-        # Server text may echo a key: mask it before the row, the live figures or Locust's
-        # failure message (cut to 80 characters, after masking) can keep it.
-        if rec.error:
-            rec.error = self.redact(rec.error)
-        if rec.finish_reason:
-            rec.finish_reason = self.redact(rec.finish_reason)
-        self.finished.fire(rec)
 
 
 def get_recorder(environment: Any) -> RunRecorder:

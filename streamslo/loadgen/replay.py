@@ -63,7 +63,7 @@ class TraceReplayUser(StreamUser):
         def one(protocol: str, turn: Turn, scheduled_at: float) -> None:
             try:
                 run_one_stream(
-                    recorder,
+                    recorder.source,
                     protocol,
                     type(self).__name__,
                     self.limits,

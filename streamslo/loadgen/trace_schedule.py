@@ -53,7 +53,7 @@ def due_requests(
     (epoch seconds). Requests later than ``plan.max_lag`` under ``late = "drop"``, or due while
     ``full()``, are dropped and counted instead (``drop()``). Ends at the trace's end or when ``stopping()``.
     """
-    prompts = TracePrompts(recorder.workload.measure, recorder.opts.seed, plan.block_tokens)
+    prompts = TracePrompts(recorder.source.workload.measure, recorder.opts.seed, plan.block_tokens)
     drop_late = plan.late == "drop"
     t0 = time.perf_counter()
     epoch0 = time.time() - t0

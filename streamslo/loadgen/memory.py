@@ -1,0 +1,74 @@
+"""An in-memory transport: the stream users' code without sockets or Locust.
+
+:class:`MemoryTransport` answers each request with bytes a function makes from its body, fed
+through the real Sans-I/O exchange (:class:`~streamslo.stream.exchange.SSEExchange`), the
+tracker and the dialect objects, on a scripted clock that starts at the request's own start.
+Give it to a :class:`~streamslo.loadgen.streams.StreamSource` and
+:func:`~streamslo.loadgen.streams.run_conversation` runs whole conversations in a plain test:
+what each turn sends, how its answer is judged, where the record goes. Event streams over
+HTTP only (a WebSocket needs the socket transport).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from streamslo.stream.exchange import SSEExchange
+from streamslo.stream.tracker import StreamTracker
+from streamslo.transport.common import ClientLimits
+
+__all__ = ["Answer", "MemoryConnection", "MemoryTransport"]
+
+Answer = Callable[[bytes], Sequence[tuple[float, bytes]]]
+"""Given a request body, the reads of its answer: (seconds since the previous read, bytes),
+a whole HTTP response; the connection ends after the last (an EOF)."""
+
+
+class MemoryConnection:
+    """One user's connection: every request answered by :data:`Answer`."""
+
+    def __init__(self, answer: Answer, limits: ClientLimits, sent: list[bytes]) -> None:
+        self._answer = answer
+        self._limits = limits
+        self._sent = sent
+
+    def request(self, body: bytes, tracker: StreamTracker) -> None:
+        self._sent.append(body)
+        limits = self._limits
+        tracker.stall_timeout = limits.stall_timeout
+        tracker.first_token_timeout = limits.first_token_timeout
+        ex = SSEExchange(tracker, limits.stall_timeout, limits.request_timeout, keep_alive=False)
+        deadline = tracker.deadline(limits.request_timeout)
+        t = tracker.rec.t0
+        tracker.rec.connect_s = 0.0
+        for delay, data in self._answer(body):
+            when, why = ex.next_wait(deadline)
+            if t + delay >= when:  # a wait ran out before these bytes came
+                ex.expire(when, why)
+                return
+            t += delay
+            ex.receive(t, data)
+            if ex.done:
+                return
+        ex.receive(t, b"")
+
+    def close(self) -> None:
+        """Nothing to close."""
+
+
+class MemoryTransport:
+    """Opens :class:`MemoryConnection` s that answer with ``answer``; :attr:`sent` holds every
+    request body, in order.
+
+    Raises:
+        ValueError: (at :meth:`open`) a WebSocket connection was asked for.
+    """
+
+    def __init__(self, answer: Answer) -> None:
+        self.answer = answer
+        self.sent: list[bytes] = []
+
+    def open(self, protocol: str, limits: ClientLimits, keep_alive: bool) -> MemoryConnection:
+        if protocol != "sse":
+            raise ValueError("the in-memory transport speaks SSE only")
+        return MemoryConnection(self.answer, limits, self.sent)
