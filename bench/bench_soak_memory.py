@@ -74,7 +74,7 @@ def figures(out: Path) -> dict[str, Any]:
     """The drift of ``gen_rss_mb`` and the run's figures, from a finished results directory."""
     from streamslo.figures.drift import analyse
     from streamslo.results.layout import Layout
-    from streamslo.run.windows_file import read_windows
+    from streamslo.runfiles.windows_csv import read_windows
 
     summary = json.loads((out / "summary.json").read_text())
     run = json.loads((out / "run.json").read_text())

@@ -82,7 +82,7 @@ KEPT: dict[str, str] = {
     "streamslo.options.run_options.cli_values": _OPTIONS,
     "streamslo.options.run_options.from_locust": _OPTIONS,
     "streamslo.run.execute.load_scenario": _OPTIONS,
-    "streamslo.run.finalize.finalize": (
+    "streamslo.runfiles.finalize.finalize": (
         "left: run_info is merged over run.json read as JSON, and the plain-Locust caller writes "
         "None where RunJson says int; RunJson should allow None there (then run_info: RunJson)"
     ),

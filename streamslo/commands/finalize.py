@@ -1,5 +1,5 @@
 """``streamslo finalize DIR``: finalize the results directory of a run that was killed. The
-shell; :mod:`streamslo.run.finalize` does it."""
+shell; :mod:`streamslo.runfiles.finalize` does it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import cast
 
 from streamslo.results.layout import Layout, read_json
 from streamslo.results.schema import RunJson
-from streamslo.run.finalize import finalize_killed
+from streamslo.runfiles.finalize import finalize_killed
 
 __all__ = ["add_arguments", "main"]
 

@@ -3,7 +3,7 @@
 No I/O here: :class:`WindowAggregator` runs in each load-generating process and turns finished
 streams and the generator's own samples into window parts; :class:`WindowBook` merges parts
 from every process (itself, or a Locust master's workers), closes a window once every process
-has reported past its end, and keeps the run's running totals. :mod:`streamslo.run.windows_file`
+has reported past its end, and keeps the run's running totals. :mod:`streamslo.runfiles.windows_csv`
 writes and reads the files; :mod:`streamslo.slo.live_eval` checks thresholds on the totals.
 
 Which window a stream belongs to: the one holding its **end** (``started_at + e2e``), with all

@@ -212,7 +212,7 @@ def _on_quitting(environment: Any, **_: Any) -> None:
         return
     d = rec.opts.results_dir
     if d is not None:
-        from streamslo.run.finalize import finalize_plain_locust
+        from streamslo.runfiles.finalize import finalize_plain_locust
 
         finalize_plain_locust(environment, d, rec.run_start, _stopped.get("at"))
 

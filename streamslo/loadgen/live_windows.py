@@ -23,8 +23,8 @@ from locust.runners import STATE_STOPPED, WORKER_REPORT_INTERVAL, MasterRunner, 
 from streamslo.figures.windows import WindowBook, WindowRow
 from streamslo.loadgen.recorder import get_recorder
 from streamslo.results.layout import Layout
-from streamslo.run.evidence import latest_server_rss
-from streamslo.run.windows_file import append_rows, write_live
+from streamslo.runfiles.server_samples import latest_server_rss
+from streamslo.runfiles.windows_csv import append_rows, write_live
 
 if TYPE_CHECKING:
     from locust.env import Environment

@@ -3,7 +3,7 @@
 A generator that is itself saturated measures its own delays, not the server's. Each process
 samples its scheduling lag twenty times a second, and its CPU use, RSS and streams in flight
 once a second; it saves the run's figures to ``procs/<tag>.json`` in the results directory
-(the run is then judged valid or not by :func:`streamslo.run.finalize.judge_validity`) and hands
+(the run is then judged valid or not by :func:`streamslo.runfiles.finalize.judge_validity`) and hands
 each sample to the window aggregator (``windows.csv``: ``gen_cpu_pct``, ``gen_lag_ms_p99``,
 ``gen_rss_mb``, ``active_streams``).
 

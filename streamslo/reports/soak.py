@@ -22,7 +22,7 @@ from streamslo.reports.charts import COLORS, Chart, png_base64
 from streamslo.reports.load import LoadedRun
 from streamslo.results.layout import Layout, read_json
 from streamslo.results.markup import html_table, markdown_table
-from streamslo.run.windows_file import read_windows
+from streamslo.runfiles.windows_csv import read_windows
 from streamslo.slo.budget import Budget, burn_down
 
 __all__ = [

@@ -1,8 +1,9 @@
-"""A run as the parent process sees it: watching it (:mod:`~streamslo.run.watch`,
-:mod:`~streamslo.run.progress`, :mod:`~streamslo.run.exporter`, ``windows.csv`` and ``live.json``
-in :mod:`~streamslo.run.windows_file`), the target's evidence (:mod:`~streamslo.run.evidence`),
-children and stop signals (:mod:`~streamslo.run.childproc`, :mod:`~streamslo.run.signals`) and
-its end (:mod:`~streamslo.run.finalize`, :mod:`~streamslo.run.soak_results`).
+"""A run as the parent process sees it: starting it (:mod:`~streamslo.run.execute`, the target's
+:mod:`~streamslo.run.preflight`), watching it (:mod:`~streamslo.run.watch`,
+:mod:`~streamslo.run.progress`, :mod:`~streamslo.run.exporter`), the target's evidence
+(:mod:`~streamslo.run.evidence`, :mod:`~streamslo.run.freed`), children and stop signals
+(:mod:`~streamslo.run.childproc`, :mod:`~streamslo.run.signals`). The files both sides of a run
+share, and its end, are :mod:`streamslo.runfiles`; the Locust side imports those, never this.
 """
 
 __all__: list[str] = []

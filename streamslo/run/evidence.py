@@ -38,7 +38,6 @@ from streamslo.transport.common import make_ssl_context
 __all__ = [
     "ServerEvidence",
     "json_value",
-    "latest_server_rss",
     "parse_prometheus",
     "parse_prometheus_typed",
     "process_resources",
@@ -147,26 +146,6 @@ def process_resources(pids: list[int]) -> dict[str, float] | None:
     if not alive:
         return None
     return {"rss_bytes": rss, "open_files": files, "threads": threads, "processes": float(alive)}
-
-
-def latest_server_rss(layout: Layout) -> float | None:
-    """The server's RSS in bytes at its last sample (``server/resources.jsonl``), or None."""
-    path = layout.server_resources
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, 2)
-            size = f.tell()
-            f.seek(max(0, size - 4096))
-            tail = f.read().splitlines()
-    except OSError:
-        return None
-    for line in reversed(tail):
-        try:
-            value = json.loads(line).get("rss_bytes")
-        except (ValueError, AttributeError):
-            continue
-        return float(value) if isinstance(value, (int, float)) else None
-    return None
 
 
 def _is_local(url: str) -> bool:

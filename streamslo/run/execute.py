@@ -452,7 +452,7 @@ def _write_run_json(cfg: RunConfig, prepared: _Prepared, target: _Target) -> flo
 
     from streamslo import __version__
     from streamslo.results.layout import new_run_json, write_json
-    from streamslo.run.finalize import iso_utc
+    from streamslo.runfiles.finalize import iso_utc
 
     start = time.time()
     server = target.server
@@ -548,7 +548,7 @@ def _finalize(cfg: RunConfig, prepared: _Prepared, target: _Target, w: _Watched)
         BadInputError: Locust rejected the options.
     """
     from streamslo.results.layout import load_run, read_run_start
-    from streamslo.run.finalize import finalize, iso_utc, last_record_epoch
+    from streamslo.runfiles.finalize import finalize, iso_utc, last_record_epoch
 
     layout, died = prepared.layout, w.died
     tail = layout.locust_log.read_text(errors="replace")[-2000:] if died else ""

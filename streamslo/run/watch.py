@@ -18,7 +18,7 @@ from typing import Any
 from streamslo.results.layout import Layout
 from streamslo.run.exporter import ExporterSnapshot, GeneratorExporter
 from streamslo.run.progress import Progress, ProgressState
-from streamslo.run.windows_file import LiveState, WindowsTail, read_live
+from streamslo.runfiles.windows_csv import LiveState, WindowsTail, read_live
 from streamslo.slo.budget import Budget, BurnTracker, FiredAlert
 from streamslo.slo.live_eval import counts_of, live_abort_check, rate_from_counts
 from streamslo.slo.thresholds import SLO, CheckResult

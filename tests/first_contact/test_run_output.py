@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from streamslo.run.finalize import finalize
+from streamslo.runfiles.finalize import finalize
 from tests.faulty.process import unused_port
 
 REPO = Path(__file__).resolve().parents[2]

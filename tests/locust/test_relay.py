@@ -253,7 +253,7 @@ def test_a_batch_that_cannot_be_read_is_counted_not_written(tmp_path):
 
 def test_finalize_names_lost_workers_and_saturated_ones(tmp_path):
     from streamslo.results.summary_table import format_summary
-    from streamslo.run.finalize import finalize
+    from streamslo.runfiles.finalize import finalize
 
     sender, receiver, _master, writer = _pair(tmp_path)
     sender.running = True
@@ -292,7 +292,7 @@ def test_finalize_names_lost_workers_and_saturated_ones(tmp_path):
 
 
 def test_a_run_without_workers_has_no_lost_workers_field(tmp_path):
-    from streamslo.run.finalize import finalize
+    from streamslo.runfiles.finalize import finalize
 
     w = ResultsWriter(tmp_path, run_start=RUN_START, flush_interval=3600)
     w.add(_records(1)[0])

@@ -17,7 +17,7 @@ from streamslo.reports.failures import NO_TEXT, failure_groups, top_errors
 from streamslo.reports.glossary import change_word, glossary_terms, protocol_text
 from streamslo.reports.load import load_report_runs
 from streamslo.reports.soak import MIN_WINDOWS, soak_sections
-from streamslo.run.windows_file import format_rows
+from streamslo.runfiles.windows_csv import format_rows
 from tests.reports.conftest import START, write_fixed, write_naive, write_run
 
 # ------------------------------------------------------------------ direction of change

@@ -12,7 +12,7 @@ import pytest
 
 from streamslo.results.layout import SCHEMA_VERSION, Layout, load_run, read_json
 from streamslo.results.writer import ResultsWriter
-from streamslo.run.finalize import finalize, finalize_killed
+from streamslo.runfiles.finalize import finalize, finalize_killed
 from streamslo.slo import thresholds
 from tests.results_dir.helpers import record
 

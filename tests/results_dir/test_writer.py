@@ -15,7 +15,7 @@ import pytest
 
 from streamslo.results.layout import SCHEMA_VERSION, Layout, is_complete, load_run, read_json
 from streamslo.results.writer import PartialAppend, ResultsWriter, append_lines
-from streamslo.run.finalize import writer_totals
+from streamslo.runfiles.finalize import writer_totals
 from tests.results_dir.helpers import lines, record
 
 REPO = Path(__file__).resolve().parents[2]

@@ -12,7 +12,8 @@ import pytest
 
 from streamslo.figures.drift import collect_series
 from streamslo.results.layout import Layout
-from streamslo.run.evidence import ServerEvidence, latest_server_rss
+from streamslo.run.evidence import ServerEvidence
+from streamslo.runfiles.server_samples import latest_server_rss
 
 
 def _serve(routes: dict[str, bytes]):

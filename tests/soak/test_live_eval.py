@@ -11,8 +11,8 @@ from streamslo.figures.metrics import RATE_METRICS, rate_value
 from streamslo.figures.windows import WindowAggregator, WindowBook
 from streamslo.results.layout import Layout, load_run
 from streamslo.results.writer import ResultsWriter
-from streamslo.run.finalize import finalize_killed
-from streamslo.run.windows_file import append_rows, read_windows
+from streamslo.runfiles.finalize import finalize_killed
+from streamslo.runfiles.windows_csv import append_rows, read_windows
 from streamslo.slo import thresholds
 from streamslo.slo.live_eval import (
     LIVE_UNSUPPORTED,

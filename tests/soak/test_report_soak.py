@@ -12,8 +12,8 @@ from streamslo.figures.windows import WindowAggregator, WindowBook
 from streamslo.reports import build_report
 from streamslo.results.layout import Layout, read_json, write_json
 from streamslo.results.writer import ResultsWriter
-from streamslo.run.finalize import finalize
-from streamslo.run.windows_file import append_rows
+from streamslo.runfiles.finalize import finalize
+from streamslo.runfiles.windows_csv import append_rows
 from streamslo.slo.budget import parse_budget
 from tests.soak.helpers import Clock, record
 

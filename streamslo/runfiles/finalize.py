@@ -215,7 +215,7 @@ def finalize(
     from streamslo.figures.replay import replay_figures  # schedule lag, hang-ups, prefix cache
 
     summary.update(replay_figures(data))
-    from streamslo.run.soak_results import finalize_extras  # windows, budget, drift (docs/soak.md)
+    from streamslo.runfiles.soak import finalize_extras  # windows, budget, drift (docs/soak.md)
 
     run_extra, summary_extra = finalize_extras(layout.root, run, data)
     run.update(run_extra)

@@ -2,7 +2,7 @@
 budget's alerts replayed when the run could not record them (a killed run), the budget spent,
 and the drift verdicts (``docs/soak.md``).
 
-Called by :func:`streamslo.run.finalize.finalize`, for every run (``streamslo run`` at its end, a
+Called by :func:`streamslo.runfiles.finalize.finalize`, for every run (``streamslo run`` at its end, a
 plain Locust run, ``streamslo finalize DIR``).
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 from streamslo.figures.drift import analyse
 from streamslo.results.layout import Layout, RunData
 from streamslo.results.schema import RunJson, SummaryJson
-from streamslo.run.windows_file import read_windows, reconcile
+from streamslo.runfiles.windows_csv import read_windows, reconcile
 from streamslo.slo.budget import Budget, BurnTracker
 
 __all__ = ["finalize_extras"]
