@@ -2,7 +2,7 @@
 
 A comparison of timings that holds on a quiet machine only (thread wake-ups under load move a
 gap by more than the prefill it checks): the default suite checks the rule that decides it,
-``_OutputPhase``, step by step (tests/target_server/test_hardening.py); ``tox -e bench``
+``_OutputPhase``, step by step (tests/server/test_hardening.py); ``tox -e bench``
 (``STREAMSLO_BENCH_SMOKE=1``) runs this.
 """
 
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tests.bench.conftest import bench_run
-from tests.target_server.test_hardening import slow_prefill_engine
+from tests.server.test_hardening import slow_prefill_engine
 
 if TYPE_CHECKING:
     from streamslo.server.engine import TokenStream

@@ -3,7 +3,7 @@ time (median lag under 50 ms, none more than 0.2 s late under a concurrency cap)
 server's 50 ms gaps measured as 50 +- 10 ms.
 
 True on a quiet machine only: the default suite runs the same loads and checks what holds under
-any load (tests/locust/test_load_modes.py); ``tox -e bench`` (``STREAMSLO_BENCH_SMOKE=1``) runs
+any load (tests/loadgen/test_load_modes.py); ``tox -e bench`` (``STREAMSLO_BENCH_SMOKE=1``) runs
 these.
 """
 
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tests.bench.conftest import bench_run
-from tests.locust.test_load_modes import capped_open_loop_run, open_loop_run, soak_run
+from tests.loadgen.test_load_modes import capped_open_loop_run, open_loop_run, soak_run
 
 pytestmark = [pytest.mark.load, bench_run]
 

@@ -14,7 +14,7 @@ import pytest
 from streamslo.check.contract import CheckReport, exit_code, format_table, run_checks
 from streamslo.run.preflight import PreflightFailed
 from tests.faulty.process import unused_port
-from tests.target_server.servers import ROOT, Server, start_server
+from tests.server.servers import ROOT, Server, start_server
 
 
 @pytest.fixture(scope="module")

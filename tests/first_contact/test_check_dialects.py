@@ -18,7 +18,7 @@ from streamslo.check.contract import CheckReport, exit_code, run_checks
 from streamslo.run.preflight import PreflightFailed, preflight
 from streamslo.stream.dialects import APIS
 from streamslo.workload.requests import RequestOptions
-from tests.target_server.servers import ROOT, Server, start_server
+from tests.server.servers import ROOT, Server, start_server
 
 
 @pytest.fixture(scope="module")

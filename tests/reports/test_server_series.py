@@ -224,7 +224,7 @@ def test_the_bundled_servers_own_metrics(tmp_path: Path) -> None:
     moves and its CPU is the run's share."""
     from streamslo.reports.load import LoadedRun
     from streamslo.reports.server_series import moved_samples, panel_series
-    from tests.target_server.servers import start_server
+    from tests.server.servers import start_server
 
     server = start_server(["--mode", "fixed"], tmp_path)
     try:

@@ -211,7 +211,7 @@ def test_dropped_totals_sum_processes():
 
 def test_shipped_scenario_files_use_scenarios():
     from streamslo.workload.scenario_file import read_scenario
-    from tests.locust.helpers import REPO
+    from tests.loadgen.helpers import REPO
 
     for name, minutes in (("nightly.toml", 60.0), ("soak-short.toml", 70 / 60)):
         scenario = read_scenario(REPO / "locustfiles" / "scenarios" / name)

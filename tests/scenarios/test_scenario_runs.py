@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from streamslo.results.layout import SCHEMA_VERSION
-from tests.locust.helpers import streams, streamslo_run
+from tests.loadgen.helpers import streams, streamslo_run
 
 pytestmark = pytest.mark.load
 
@@ -187,7 +187,7 @@ def test_soak_runs_a_constant_rate_scenario_without_stages(faulty_server, tmp_pa
     import subprocess
     import sys
 
-    from tests.locust.helpers import REPO
+    from tests.loadgen.helpers import REPO
 
     scenario = _scenario(
         tmp_path,

@@ -94,7 +94,7 @@ def test_the_report_shows_windows_budget_alerts_and_drift(soak_dir, tmp_path):
 
 
 def test_a_run_without_windows_gets_no_long_run_section(tmp_path):
-    from tests.results_dir.helpers import record as plain_record
+    from tests.results.helpers import record as plain_record
 
     d = tmp_path / "run"
     w = ResultsWriter(d, 1000.0)

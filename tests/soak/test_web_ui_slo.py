@@ -11,7 +11,7 @@ import urllib.request
 import pytest
 
 from tests.faulty.process import unused_port
-from tests.locust.helpers import LOCUSTFILE, REPO, stop_process
+from tests.loadgen.helpers import LOCUSTFILE, REPO, stop_process
 
 pytestmark = pytest.mark.load
 
