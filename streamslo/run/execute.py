@@ -10,17 +10,31 @@ exporter), finalizes the directory, prints the summary and returns the exit code
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
+import errno
 import math
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field, replace
+from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from streamslo.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_THRESHOLD, BadInputError
+from streamslo import __version__
+from streamslo.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERNAL,
+    EXIT_OK,
+    EXIT_THRESHOLD,
+    BadInputError,
+    ProtocolError,
+    SLOFileError,
+)
 from streamslo.figures.registry import GoodputBounds
 from streamslo.options.redact import HEADERS_ENV, Headers, resolve_headers
 from streamslo.options.run_options import (
@@ -28,11 +42,31 @@ from streamslo.options.run_options import (
     cli_values,
     locust_argv,
 )
+from streamslo.results.layout import Layout, load_run, new_run_json, read_run_start, write_json
+from streamslo.results.summary_table import format_summary
+from streamslo.run.evidence import ServerEvidence
+from streamslo.run.exporter import GeneratorExporter
+from streamslo.run.freed import FreedCheck
+from streamslo.run.preflight import PreflightFailed, preflight
+from streamslo.run.progress import Progress
+from streamslo.run.signals import exit_code_of
+from streamslo.run.watch import RunWatch
+from streamslo.runfiles.finalize import finalize, iso_utc, last_record_epoch
+from streamslo.scenario_files import resolve_scenario
+from streamslo.server.bundled import free_port
+from streamslo.slo import thresholds
+from streamslo.slo.budget import read_slo_file
 from streamslo.stream.dialects import ENDPOINT_APIS, Dialect
+from streamslo.stream.envelope import WSEnvelope
+from streamslo.transport.common import Target
+from streamslo.transport.fetch import fetch
+from streamslo.workload.requests import RequestOptions, Workload, resolve_system_prompt
+from streamslo.workload.scenario_file import read_scenario
+from streamslo.workload.scenarios import from_wire
+from streamslo.workload.trace import describe_trace
 
 if TYPE_CHECKING:
     from streamslo.results.schema import RunJson
-    from streamslo.workload.requests import RequestOptions
     from streamslo.workload.scenario_file import ScenarioFile
 
 __all__ = ["RunConfig", "config_from_args", "execute", "prepare_out"]
@@ -77,7 +111,6 @@ def _scenario_run(values: dict[str, Any], cli: dict[str, Any]) -> dict[str, Any]
         BadInputError: a whole-run load option as well (``stages``, ``shape``, ``request_rate``;
             ``--users``, ``--duration``: the scenarios say how many and how long).
     """
-    from streamslo.workload.scenarios import from_wire
 
     clash = [k for k in ("stages", "shape", "request_rate") if values.get(k)]
     clash += [k for k in ("users", "duration") if k in values]
@@ -104,7 +137,6 @@ def _trace_run(values: dict[str, Any], cli: dict[str, Any]) -> dict[str, Any]:
         BadInputError: scenarios, a request rate, stages or a shape as well (each sets the
             arrivals), or an unreadable trace.
     """
-    from streamslo.workload.trace import describe_trace
 
     clash = [k for k in ("scenarios", "stages", "shape", "request_rate") if values.get(k)]
     if clash:
@@ -131,16 +163,12 @@ def config_from_args(args: argparse.Namespace, scenario: ScenarioFile | None = N
     Raises:
         BadInputError: a missing or bad value.
     """
-    from streamslo.slo.budget import read_slo_file
 
     values: dict[str, Any] = {}
     slo = budget = None
     cli = cli_values(args)
     if cli.get("scenario"):
         if scenario is None:
-            from streamslo.scenario_files import resolve_scenario
-            from streamslo.workload.scenario_file import read_scenario
-
             scenario = read_scenario(resolve_scenario(cli["scenario"]))
         cli["scenario"] = scenario.path
         values, slo, budget = dict(scenario.values), scenario.slo, scenario.budget
@@ -148,8 +176,6 @@ def config_from_args(args: argparse.Namespace, scenario: ScenarioFile | None = N
     if values.get("slo_source"):
         slo, own_budget = read_slo_file(values["slo_source"])
         if slo is None:
-            from streamslo.errors import SLOFileError
-
             raise SLOFileError(
                 values["slo_source"],
                 None,
@@ -192,7 +218,6 @@ def _describe_scenarios(wire: str) -> list[dict[str, Any]] | None:
     """run.json's ``scenarios``: each one's name, executor and schedule (None without)."""
     if not wire:
         return None
-    from streamslo.workload.scenarios import from_wire
 
     return [
         {
@@ -287,7 +312,6 @@ def _process_options(cfg: RunConfig) -> list[str]:
     # A free port of its own: on the default one (5557), two runs on one machine take each
     # other's workers (seen: "Discarded report from unrecognized worker", windows and
     # Locust's own statistics lost). Locust needs the port twice, or its forks hang.
-    from streamslo.server.bundled import free_port
 
     port = str(free_port())
     return [
@@ -395,8 +419,6 @@ def _prepare(cfg: RunConfig) -> _Prepared:
     Raises:
         BadInputError: a bad directory, dataset, tokenizer, or a wrong target.
     """
-    from streamslo.results.layout import Layout
-    from streamslo.slo import thresholds
 
     layout = Layout(cfg.out)
     created = not layout.root.exists()
@@ -406,8 +428,6 @@ def _prepare(cfg: RunConfig) -> _Prepared:
         preflight = _preflight(cfg)  # a wrong target: exit 2 before any load
     except BadInputError:
         if created:  # leave no empty directory behind a run that never started
-            import contextlib
-
             with contextlib.suppress(OSError):
                 layout.root.rmdir()
         raise
@@ -418,7 +438,6 @@ def _prepare(cfg: RunConfig) -> _Prepared:
 def _ask_target(cfg: RunConfig, prepared: _Prepared) -> _Target:
     """What the target says of itself (the bundled server's mode, its evidence), and the
     in-flight baseline of the freed check (``--cancel-rate``)."""
-    from streamslo.run.evidence import ServerEvidence
 
     evidence = ServerEvidence(
         cfg.host, prepared.layout.root, insecure=cfg.insecure, metrics_url=cfg.metrics_url
@@ -439,8 +458,6 @@ def _ask_target(cfg: RunConfig, prepared: _Prepared) -> _Target:
                 break
     freed = None
     if cfg.cancel_rate > 0 and evidence.metrics_url:
-        from streamslo.run.freed import FreedCheck
-
         freed = FreedCheck(evidence.metrics_url)
         freed.before()  # the in-flight gauge before any load: the baseline it must return to
     return _Target(evidence, server, freed)
@@ -448,11 +465,6 @@ def _ask_target(cfg: RunConfig, prepared: _Prepared) -> _Target:
 
 def _write_run_json(cfg: RunConfig, prepared: _Prepared, target: _Target) -> float:
     """run.json as the run starts (``complete: false``); returns the start (epoch s)."""
-    from importlib.metadata import version
-
-    from streamslo import __version__
-    from streamslo.results.layout import new_run_json, write_json
-    from streamslo.runfiles.finalize import iso_utc
 
     start = time.time()
     server = target.server
@@ -547,8 +559,6 @@ def _finalize(cfg: RunConfig, prepared: _Prepared, target: _Target, w: _Watched)
     Raises:
         BadInputError: Locust rejected the options.
     """
-    from streamslo.results.layout import load_run, read_run_start
-    from streamslo.runfiles.finalize import finalize, iso_utc, last_record_epoch
 
     layout, died = prepared.layout, w.died
     tail = layout.locust_log.read_text(errors="replace")[-2000:] if died else ""
@@ -585,7 +595,6 @@ def _print_report(cfg: RunConfig, prepared: _Prepared, done: _Finalized, w: _Wat
     """The terminal summary, drift and budget alerts, where the results are and what next."""
     if cfg.quiet:
         return
-    from streamslo.results.summary_table import format_summary
 
     out = prepared.layout.root
     print(format_summary(done.summary, list(w.aborted) + done.checks, done.data.run))
@@ -615,7 +624,6 @@ def _exit_code(cfg: RunConfig, prepared: _Prepared, done: _Finalized, w: _Watche
     Raises:
         KeyboardInterrupt: the run was stopped by a signal.
     """
-    from streamslo.errors import EXIT_INTERNAL
 
     if w.interrupted is not None:
         raise w.interrupted
@@ -648,8 +656,6 @@ def prepare_out(out: Path) -> None:
         BadInputError: not empty, not a directory, or not writable (the message names the
             path and the reason).
     """
-    import errno
-    import tempfile
 
     try:
         if out.exists() and not out.is_dir():
@@ -682,8 +688,6 @@ def _describe_workload(cfg: RunConfig) -> dict[str, Any]:
         BadInputError: an unreadable dataset, prompt file, tokenizer, system prompt file or
             WebSocket request template.
     """
-    from streamslo.stream.envelope import WSEnvelope
-    from streamslo.workload.requests import Workload, resolve_system_prompt
 
     resolve_system_prompt(cfg.system_prompt)
     envelope = WSEnvelope.from_options(
@@ -702,7 +706,6 @@ def _describe_workload(cfg: RunConfig) -> dict[str, Any]:
 def _preflight_request(cfg: RunConfig) -> RequestOptions:
     """The run's request (:class:`~streamslo.workload.requests.RequestOptions`), as the
     preflight sends it."""
-    from streamslo.workload.requests import RequestOptions, resolve_system_prompt
 
     return RequestOptions(
         endpoint=cfg.endpoint,
@@ -725,8 +728,6 @@ def _protocols_used(cfg: RunConfig) -> list[str]:
     """The protocols the run's users speak (its scenarios' mixes included), in a fixed order."""
     used = {"sse", "ws"} if cfg.protocol == "mixed" else {cfg.protocol}
     if cfg.scenarios:
-        from streamslo.workload.scenarios import from_wire
-
         used = set()
         for sc in from_wire(cfg.scenarios):
             mix = dict(sc.protocol) if sc.protocol is not None else {cfg.protocol: 1.0}
@@ -749,8 +750,6 @@ def _preflight(cfg: RunConfig) -> list[dict[str, Any]] | None:
     """
     if not cfg.preflight:
         return None
-    from streamslo.run.preflight import PreflightFailed, preflight
-    from streamslo.stream.envelope import WSEnvelope
 
     request = _preflight_request(cfg)
     envelope = WSEnvelope.from_options(
@@ -800,9 +799,6 @@ def _preflight(cfg: RunConfig) -> list[dict[str, Any]] | None:
 
 def _answers(cfg: RunConfig, path: str) -> bool:
     """Whether the target answers ``GET path`` (any status) within 3 s."""
-    from streamslo.errors import ProtocolError
-    from streamslo.transport.common import Target
-    from streamslo.transport.fetch import fetch
 
     try:
         fetch(Target.from_url(cfg.host, cfg.headers.as_dict(), cfg.insecure), path, timeout=3.0)
@@ -812,7 +808,6 @@ def _answers(cfg: RunConfig, path: str) -> bool:
 
 
 def _signal_name(exc: KeyboardInterrupt | None) -> str | None:
-    from streamslo.run.signals import exit_code_of
 
     return None if exc is None else signal.Signals(exit_code_of(exc) - 128).name
 
@@ -828,8 +823,6 @@ def _die_with_parent() -> None:
     without stopping it (SIGKILL), so that Locust stops and flushes instead of running on."""
     if not sys.platform.startswith("linux"):
         return
-    import contextlib
-    import ctypes
 
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
@@ -844,9 +837,6 @@ def _mix(cfg: RunConfig) -> dict[str, float]:
 
 def _new_watch(cfg: RunConfig, slo: Any, out: Path) -> Any:
     """The watch of this run, with its progress line and its Prometheus endpoint."""
-    from streamslo.run.exporter import GeneratorExporter
-    from streamslo.run.progress import Progress
-    from streamslo.run.watch import RunWatch
 
     mode = "off" if cfg.quiet and cfg.progress == "auto" else cfg.progress
     exporter = None
@@ -873,7 +863,6 @@ def _watch(
         (the abortOnFail checks that stopped it, the alert that stopped it or None, whether it
         ran past its end and was stopped).
     """
-    from streamslo.results.layout import Layout, read_run_start
 
     start: float | None = None if cfg.master else time.monotonic()
     said = -math.inf
