@@ -13,6 +13,7 @@ that Locust finds the user classes here. Outside a clone, point ``-f`` at that m
 from streamslo.loadgen.locustfile import (
     OpenLoopStreamUser,
     ScenarioUser,
+    SessionUser,
     SlowSSEStreamUser,
     SlowWebSocketStreamUser,
     SSEStreamUser,
@@ -24,6 +25,7 @@ __all__ = [
     "OpenLoopStreamUser",
     "SSEStreamUser",
     "ScenarioUser",
+    "SessionUser",
     "SlowSSEStreamUser",
     "SlowWebSocketStreamUser",
     "TraceReplayUser",

@@ -15,7 +15,7 @@ from streamslo.commands import run as run_command
 from streamslo.commands import soak
 from streamslo.errors import BadInputError
 from streamslo.options import run_options
-from streamslo.options.lengths import LengthDist
+from streamslo.options.lengths import LengthDist, SecondsDist
 from streamslo.options.redact import HEADERS_ENV, Headers
 from streamslo.options.run_options import (
     DEFAULTS,
@@ -69,6 +69,7 @@ def test_secrets_and_local_paths_stay_out_of_the_web_ui():
         "system_prompt",
         "ws_request_template",
         "trace",
+        "sessions",
         # set by streamslo run from a scenario file's [scenarios.*], not by hand
         "scenarios_json",
         # set by streamslo run: the load's length from its first request
@@ -281,6 +282,9 @@ def _non_default(o: run_options.RunOption) -> object:
         "api": "openai-responses",
         "path": "/v2/gen",
         "token_ids": "off",
+        "sessions": "synthetic",
+        "tool_time": SecondsDist.parse("uniform:0.1,0.4"),
+        "on_broken_step": "continue",
     }
     if o.name in special:
         return special[o.name]
@@ -313,5 +317,5 @@ def test_what_streamslo_run_passes_is_what_locust_reads_back():
         want = (
             str(want) if isinstance(want, Path) else list(want) if isinstance(want, tuple) else want
         )
-        want = want.spec() if isinstance(want, LengthDist) else want
+        want = want.spec() if isinstance(want, (LengthDist, SecondsDist)) else want
         assert back[o.name] == want, o.name

@@ -49,6 +49,7 @@ from streamslo.figures.registry import (
     MetricSpec,
     metric_kind,
 )
+from streamslo.figures.sessions import session_summary, session_table
 from streamslo.results.layout import RunData
 from streamslo.results.schema import LatencySummary, ScenarioFigures, SummaryJson
 from streamslo.stream.outcome import (
@@ -318,6 +319,9 @@ def _trend_series(data: RunData, name: str) -> Any:
         if name not in pool.columns:  # a directory from before results schema 5
             return np.empty(0)
         return pool[name].dropna().to_numpy(dtype=float)
+    if name == "session_e2e_ms":
+        table = session_table(data.streams)
+        return table["e2e_ms"].to_numpy(dtype=float) if len(table) else np.empty(0)
     raise KeyError(name)
 
 
@@ -328,6 +332,9 @@ def rate_value(data: RunData, name: str) -> tuple[int, int]:
         KeyError: ``name`` is not a rate metric.
     """
     s = data.streams
+    if name == "session_success_rate":
+        table = session_table(s)
+        return (int(table["whole"].sum()), len(table)) if len(table) else (0, 0)
     if name == "goodput_fraction":
         bounds = GoodputBounds.from_run(data.run)
         if not bounds.any:
@@ -351,6 +358,8 @@ def counter_value(data: RunData, name: str) -> float:
         return float((began_mask(s) & counted_mask(s)).sum())
     if name in ("reasoning_tokens", "tool_tokens"):
         return float(s[name].fillna(0).sum()) if name in s.columns else 0.0
+    if name == "sessions":
+        return float(len(session_table(s)))
     raise KeyError(name)
 
 
@@ -370,6 +379,9 @@ def gauge_value(data: RunData, name: str) -> float | None:
         return float(counted_mask(s).sum()) / duration
     if name == "tokens_per_s":
         return float(s["tokens"].fillna(0).sum()) / duration
+    if name == "session_goodput_per_s":
+        table = session_table(s)
+        return float(table["whole"].sum()) / duration if len(table) else None
     bounds = GoodputBounds.from_run(data.run)
     return float(good_mask(s, bounds).sum()) / duration if bounds.any else None
 
@@ -430,6 +442,10 @@ def summarize(data: RunData) -> SummaryJson:
         out["goodput"] = bounds.as_dict()
         out["goodput_per_s"] = gauge_value(data, "goodput_per_s")
         out["goodput_fraction"] = _ratio(*rate_value(data, "goodput_fraction"))
+    sessions = session_summary(s)
+    if sessions is not None:
+        out["sessions"] = sessions
+        out["session_goodput_per_s"] = gauge_value(data, "session_goodput_per_s")
     out["top_errors"] = top_errors(data)
     out["valid"] = data.valid
     if not data.valid:

@@ -140,6 +140,26 @@ _SPECS: tuple[MetricSpec, ...] = (
     ),
     MetricSpec("requests_per_s", "gauge", "per_s", "requests not cancelled, per second of the run"),
     MetricSpec("tokens_per_s", "gauge", "per_s", "token positions received, per second of the run"),
+    MetricSpec(
+        "session_e2e_ms",
+        "trend",
+        "ms",
+        "agentic sessions: a session's first step's start to its last step's end, per session "
+        "that ended (whole or broken)",
+    ),
+    MetricSpec(
+        "session_success_rate",
+        "rate",
+        "ratio",
+        "agentic sessions: sessions whose every step ended ok, over sessions that ended",
+    ),
+    MetricSpec("sessions", "counter", "count", "agentic sessions that ended (whole or broken)"),
+    MetricSpec(
+        "session_goodput_per_s",
+        "gauge",
+        "per_s",
+        "agentic sessions whose every step ended ok, per second of the run",
+    ),
 )
 
 #: Every metric by name, in a stable order (trends, rates, counters).

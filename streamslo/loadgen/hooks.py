@@ -58,6 +58,12 @@ def _apply_mix(environment: Any) -> None:
             cls.fixed_count = opts.generators
             environment.user_classes = [cls]
             return
+    if opts.sessions:  # agentic sessions: --users sessions in flight, each step a stream
+        cls = by_name.get("SessionUser")
+        if cls is None:
+            raise BadInputError("--sessions needs SessionUser in the locustfile")
+        environment.user_classes = [cls]
+        return
     weights = user_weights(opts.protocol, opts.slow_readers)
     if not any(name in by_name for name in weights):
         # A locustfile with one transport only (ws_locustfile.py): its classes, same rules.

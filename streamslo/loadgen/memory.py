@@ -2,7 +2,9 @@
 
 :class:`MemoryTransport` answers each request with bytes a function makes from its body, fed
 through the real Sans-I/O exchange (:class:`~streamslo.stream.exchange.SSEExchange`), the
-tracker and the dialect objects, on a scripted clock that starts at the request's own start.
+tracker and the dialect objects, on a scripted clock that starts at the request's own start; or,
+given a ``sleep`` (``gevent.sleep``), in real time: each delay slept, each read stamped with the
+clock (what code that waits on streams' ends, such as a session's steps, needs).
 Give it to a :class:`~streamslo.loadgen.streams.StreamSource` and
 :func:`~streamslo.loadgen.streams.run_conversation` runs whole conversations in a plain test:
 what each turn sends, how its answer is judged, where the record goes. Event streams over
@@ -11,6 +13,7 @@ HTTP only (a WebSocket needs the socket transport).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 
 from streamslo.stream.exchange import SSEExchange
@@ -27,10 +30,17 @@ a whole HTTP response; the connection ends after the last (an EOF)."""
 class MemoryConnection:
     """One user's connection: every request answered by :data:`Answer`."""
 
-    def __init__(self, answer: Answer, limits: ClientLimits, sent: list[bytes]) -> None:
+    def __init__(
+        self,
+        answer: Answer,
+        limits: ClientLimits,
+        sent: list[bytes],
+        sleep: Callable[[float], None] | None = None,
+    ) -> None:
         self._answer = answer
         self._limits = limits
         self._sent = sent
+        self._sleep = sleep
 
     def request(self, body: bytes, tracker: StreamTracker) -> None:
         self._sent.append(body)
@@ -41,12 +51,19 @@ class MemoryConnection:
         deadline = tracker.deadline(limits.request_timeout)
         t = tracker.rec.t0
         tracker.rec.connect_s = 0.0
+        sleep = self._sleep
         for delay, data in self._answer(body):
             when, why = ex.next_wait(deadline)
             if t + delay >= when:  # a wait ran out before these bytes came
+                if sleep is not None:
+                    sleep(max(0.0, when - time.perf_counter()))
                 ex.expire(when, why)
                 return
-            t += delay
+            if sleep is not None:
+                sleep(delay)
+                t = time.perf_counter()
+            else:
+                t += delay
             ex.receive(t, data)
             if ex.done:
                 return
@@ -64,11 +81,12 @@ class MemoryTransport:
         ValueError: (at :meth:`open`) a WebSocket connection was asked for.
     """
 
-    def __init__(self, answer: Answer) -> None:
+    def __init__(self, answer: Answer, sleep: Callable[[float], None] | None = None) -> None:
         self.answer = answer
+        self.sleep = sleep
         self.sent: list[bytes] = []
 
     def open(self, protocol: str, limits: ClientLimits, keep_alive: bool) -> MemoryConnection:
         if protocol != "sse":
             raise ValueError("the in-memory transport speaks SSE only")
-        return MemoryConnection(self.answer, limits, self.sent)
+        return MemoryConnection(self.answer, limits, self.sent, self.sleep)

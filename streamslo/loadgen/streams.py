@@ -314,6 +314,7 @@ def run_one_stream(
     conversation: tuple[str, int] | None = None,
     collect_text: bool = False,
     scenario: str | None = None,
+    tag: Callable[[StreamRecord], None] | None = None,
 ) -> tuple[StreamRecord, str]:
     """Run one request to its end and hand it on (also when the run cancels it).
 
@@ -330,6 +331,7 @@ def run_one_stream(
         conversation: (conversation id, turn number) of a multi-turn run.
         collect_text: keep the answer's text (the next turn sends it back).
         scenario: the ``[scenarios.NAME]`` the stream belongs to (its ``scenario`` column).
+        tag: fills in more of the record before the request is sent (a session's step).
 
     Returns:
         The record, and the answer's text (empty unless ``collect_text``).
@@ -342,6 +344,8 @@ def run_one_stream(
     rec.scenario = scenario
     if conversation is not None:
         rec.conversation_id, rec.turn = conversation
+    if tag is not None:
+        tag(rec)
     tracker = source.tracker(protocol, rec, req.expectations(turn.max_tokens), limits, collect_text)
     try:
         if conn is not None:

@@ -9,18 +9,21 @@ line, in a scenario's ``[load]`` table and in Locust's web UI:
 - ``normal:256,64,32,1024`` — the same, clipped to 32 … 1024 (GuideLLM's ``prompt_tokens``,
   ``prompt_tokens_stdev``, ``prompt_tokens_min``, ``prompt_tokens_max`` in one value).
 
-Draws come from the caller's :class:`random.Random`, so a seed fixes every length. No I/O.
+Times (an agentic session's tool time) are a :class:`SecondsDist`: ``0.5``, ``uniform:0.2,1.5``
+or ``exp:0.8`` (exponential, mean 0.8 s). Draws come from the caller's :class:`random.Random`, so
+a seed fixes every length and time. No I/O.
 """
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 from typing import ClassVar
 
 from streamslo.options.values import ValueType
 
-__all__ = ["LengthDist", "LengthSpec"]
+__all__ = ["SECONDS_FORMS", "LengthDist", "LengthSpec", "SecondsDist", "SecondsSpec"]
 
 _KINDS = ("fixed", "uniform", "normal")
 
@@ -154,3 +157,75 @@ class LengthSpec(ValueType):
 
     def describe(self) -> str:
         return "length: `N`, `uniform:MIN,MAX`, `normal:MEAN,STDEV[,MIN[,MAX]]`"
+
+
+#: The forms of a distribution of seconds.
+SECONDS_FORMS = "use SECONDS, uniform:LOW,HIGH or exp:MEAN (seconds)"
+
+
+@dataclass(frozen=True, slots=True)
+class SecondsDist:
+    """A distribution of seconds (tool and think times): fixed, uniform or exponential."""
+
+    kind: str
+    a: float
+    b: float = 0.0
+
+    @classmethod
+    def parse(cls, raw: object) -> SecondsDist:
+        """Read ``0.5``, ``uniform:0.2,1.5`` or ``exp:0.8``.
+
+        Raises:
+            ValueError: anything else (the message shows the forms).
+        """
+        text = str(raw).strip().lower().removesuffix("s")
+        kind, sep, rest = text.partition(":")
+        try:
+            if not sep:
+                value = float(kind)
+                if value >= 0 and math.isfinite(value):
+                    return cls("fixed", value)
+            nums = [float(x.strip().removesuffix("s")) for x in rest.split(",")]
+            ok = all(v >= 0 and math.isfinite(v) for v in nums)
+            if kind == "uniform" and len(nums) == 2 and ok and nums[0] <= nums[1]:
+                return cls("uniform", nums[0], nums[1])
+            if kind == "exp" and len(nums) == 1 and ok:
+                return cls("exp", nums[0])
+        except ValueError:
+            pass
+        raise ValueError(f"bad distribution of seconds {raw!r}; {SECONDS_FORMS}")
+
+    def sample(self, rng: random.Random) -> float:
+        if self.kind == "fixed":
+            return self.a
+        if self.kind == "uniform":
+            return rng.uniform(self.a, self.b)
+        return rng.expovariate(1.0 / self.a) if self.a > 0 else 0.0
+
+    def spec(self) -> str:
+        if self.kind == "fixed":
+            return f"{self.a:g}"
+        if self.kind == "uniform":
+            return f"uniform:{self.a:g},{self.b:g}"
+        return f"exp:{self.a:g}"
+
+
+@dataclass(frozen=True)
+class SecondsSpec(ValueType):
+    """A :class:`SecondsDist` (``0.5``, ``uniform:0.2,1.5``, ``exp:0.8``), kept as its text."""
+
+    _metavar: ClassVar[str] = "SECONDS"
+
+    def parse(self, raw: object) -> SecondsDist:
+        if isinstance(raw, SecondsDist):
+            return raw
+        return SecondsDist.parse(self.text(raw))
+
+    def wire(self, value: object) -> object:
+        return value.spec() if isinstance(value, SecondsDist) else value
+
+    def show(self, value: object) -> str:
+        return value.spec() if isinstance(value, SecondsDist) else str(value)
+
+    def describe(self) -> str:
+        return "seconds, `uniform:LOW,HIGH` or `exp:MEAN`"

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from streamslo.errors import BadInputError, SLOFileError
 from streamslo.figures.registry import GoodputBounds
 from streamslo.options.cancel import CancelAfterSpec
-from streamslo.options.lengths import LengthDist, LengthSpec
+from streamslo.options.lengths import LengthDist, LengthSpec, SecondsDist, SecondsSpec
 from streamslo.options.toml_file import TomlFile
 from streamslo.options.values import (
     OPTION_KEY,
@@ -595,6 +595,47 @@ class RunOptions:
     trace_block_tokens: int = field(
         default=512,
         metadata=option(Integer(1), "--trace: prompt tokens per hash id (Mooncake's blocks: 512)"),
+    )
+    sessions: str | None = field(
+        default=None,
+        metadata=option(
+            Text(name="PATH|synthetic"),
+            "agentic sessions: replay a session file (JSON Lines, a step a line; docs/workloads.md) "
+            "or 'synthetic' ones shaped by --session-*; each user runs one session at a time",
+            web_ui=False,
+        ),
+    )
+    session_steps: int = field(
+        default=8,
+        metadata=option(Integer(1), "--sessions synthetic: steps a session"),
+    )
+    session_fanout: int = field(
+        default=1,
+        metadata=option(
+            Integer(1), "--sessions synthetic: subagent branches after the first step (1: a chain)"
+        ),
+    )
+    tool_time: SecondsDist = field(
+        default=SecondsDist("fixed", 0.5),
+        metadata=option(
+            SecondsSpec(), "--sessions synthetic: tool time between a step and the next"
+        ),
+    )
+    session_input_tokens: int = field(
+        default=128,
+        metadata=option(
+            Integer(1),
+            "--sessions synthetic: each step's new input (a tool's result), on top of the "
+            "context so far",
+        ),
+    )
+    on_broken_step: str = field(
+        default="abort",
+        metadata=option(
+            Choice(("abort", "continue")),
+            "--sessions: after a step that did not end ok, send none of the session's later "
+            "steps (abort) or go on with what the step brought (continue)",
+        ),
     )
     prefix_groups: int = field(
         default=0,

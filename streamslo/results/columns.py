@@ -251,6 +251,50 @@ COLUMNS: tuple[Column, ...] = (
         lambda r: _ms(r.ttftc_s),
         schema=5,
     ),
+    Column(
+        "session_id",
+        "text",
+        "text",
+        "agentic sessions: the session the step belongs to ([workloads.md](workloads.md)); "
+        "empty otherwise",
+        lambda r: r.session_id,
+        schema=6,
+        safe=True,
+    ),
+    Column(
+        "step_id",
+        "text",
+        "text",
+        "agentic sessions: the step's id in its session",
+        lambda r: r.step_id,
+        schema=6,
+        safe=True,
+    ),
+    Column(
+        "depth",
+        "int",
+        "int",
+        "agentic sessions: 1 for a root step, one more than its deepest parent otherwise",
+        lambda r: r.depth,
+        schema=6,
+    ),
+    Column(
+        "wait_ms",
+        "float",
+        "ms",
+        "agentic sessions: the tool (or think) time the step waited after its parents ended",
+        lambda r: _ms(r.wait_s),
+        schema=6,
+    ),
+    Column(
+        "session_steps",
+        "int",
+        "count",
+        "agentic sessions: the steps its session has, sent or not (a session is whole when "
+        "all of them ended `ok`)",
+        lambda r: r.session_steps,
+        schema=6,
+    ),
 )
 
 #: The column names, in order (the header).

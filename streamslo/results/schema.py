@@ -160,5 +160,7 @@ class SummaryJson(TypedDict, total=False):
     schedule_lag_ms: LatencySummary
     client_cancelled: dict[str, Any]
     prefix_cache: dict[str, Any]
+    sessions: dict[str, Any]
+    session_goodput_per_s: float | None
     server_freed: dict[str, Any]
     top_errors: dict[str, list[dict[str, Any]]]

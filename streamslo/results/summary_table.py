@@ -135,6 +135,19 @@ def _replay_lines(summary: SummaryJson) -> list[str]:
         out.append(
             f"client hang-ups  {cc['count']} streams ({_rate(share)} of requests), in no rate"
         )
+    ss = summary.get("sessions")
+    if ss:
+        e2e = ss["e2e_ms"]
+        out.append(
+            f"sessions  {ss['sessions']} ended, {ss['whole']} whole "
+            f"({_rate(ss['success_rate'])})   e2e p50 {_ms(e2e['p50'])} ms, p99 {_ms(e2e['p99'])} ms"
+            f"   steps {ss['steps_mean']:.1f} a session, depth up to {ss['max_depth']}"
+            + (
+                f"   tool time {_rate(ss['tool_share'])}"
+                if ss.get("tool_share") is not None
+                else ""
+            )
+        )
     pc = summary.get("prefix_cache")
     if pc:
         hit, miss = pc["ttft_ms_hit"], pc["ttft_ms_miss"]

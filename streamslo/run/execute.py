@@ -63,6 +63,7 @@ from streamslo.transport.fetch import fetch
 from streamslo.workload.requests import RequestOptions, Workload, resolve_system_prompt
 from streamslo.workload.scenario_file import read_scenario
 from streamslo.workload.scenarios import from_wire
+from streamslo.workload.sessions import read_sessions
 from streamslo.workload.trace import describe_trace
 
 if TYPE_CHECKING:
@@ -186,6 +187,8 @@ def config_from_args(args: argparse.Namespace, scenario: ScenarioFile | None = N
         values.update(_scenario_run(values, cli))
     if values.get("trace"):
         values.update(_trace_run(values, cli))
+    if values.get("sessions"):
+        _check_sessions(values)
     if not values.get("host"):
         raise BadInputError("--host is required (or 'host' in the scenario's [load])")
     if not values.get("out"):
@@ -205,6 +208,31 @@ def config_from_args(args: argparse.Namespace, scenario: ScenarioFile | None = N
                 f"--window ({window:g} s): lower --window, or lower [budget] time_scale"
             )
     return RunConfig(**values, slo=slo, budget=budget)
+
+
+def _check_sessions(values: dict[str, Any]) -> None:
+    """``--sessions`` sets what each request sends and when: no other source of requests or
+    arrivals beside it; a session file is read now (bad input before any load).
+
+    Raises:
+        BadInputError: a clash, or a session file with a bad line (file and line named).
+    """
+    clash = [
+        flag
+        for flag, on in (
+            ("--trace", values.get("trace")),
+            ("[scenarios]", values.get("scenarios")),
+            ("--request-rate", (values.get("request_rate") or 0) > 0),
+            ("--turns", (values.get("turns") or 1) > 1),
+        )
+        if on
+    ]
+    if clash:
+        raise BadInputError(
+            f"--sessions sets the requests and their order; remove {', '.join(clash)}"
+        )
+    if values["sessions"] != "synthetic":
+        read_sessions(values["sessions"])
 
 
 #: Plain runs: how long past the load's own end Locust's ``--run-time`` (a safety net) waits.

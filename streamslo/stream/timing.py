@@ -67,6 +67,16 @@ class StreamRecord:
     """Multi-turn runs: 1 for a conversation's first request, 2 for the next..."""
     scenario: str | None = None
     """The ``[scenarios.NAME]`` this stream belongs to; None outside scenarios."""
+    session_id: str | None = None
+    """Agentic sessions: the session this step belongs to."""
+    step_id: str | None = None
+    """Agentic sessions: the step's id in its session."""
+    depth: int | None = None
+    """Agentic sessions: 1 for a root step, one more than its deepest parent otherwise."""
+    wait_s: float | None = None
+    """Agentic sessions: the tool (or think) time the step waited after its parents ended."""
+    session_steps: int | None = None
+    """Agentic sessions: how many steps its session has (planned, sent or not)."""
     cached_tokens: int | None = None
     """The server's ``usage.prompt_tokens_details.cached_tokens`` (prefix-cache hits)."""
     finish_reason: str | None = None

@@ -63,6 +63,11 @@ def stream_row(stream_id: str, **fields: object) -> dict[str, object]:
         "reasoning_tokens": 0,
         "tool_tokens": 0,
         "ttftc_ms": None,
+        "session_id": None,
+        "step_id": None,
+        "depth": None,
+        "wait_ms": None,
+        "session_steps": None,
     }
     unknown = sorted(set(fields) - set(STREAM_COLUMNS))
     if unknown:
