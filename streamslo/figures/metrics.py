@@ -49,7 +49,7 @@ from streamslo.figures.registry import (
     MetricSpec,
     metric_kind,
 )
-from streamslo.figures.sessions import session_summary, session_table
+from streamslo.figures.session_figures import session_summary, session_table
 from streamslo.results.layout import RunData
 from streamslo.results.schema import LatencySummary, ScenarioFigures, SummaryJson
 from streamslo.stream.outcome import (

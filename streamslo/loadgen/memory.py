@@ -14,7 +14,7 @@ HTTP only (a WebSocket needs the socket transport).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from streamslo.stream.exchange import SSEExchange
 from streamslo.stream.tracker import StreamTracker
@@ -85,8 +85,17 @@ class MemoryTransport:
         self.answer = answer
         self.sleep = sleep
         self.sent: list[bytes] = []
+        self.opened: list[dict[str, str]] = []
+        """The extra headers of each connection opened, in order."""
 
-    def open(self, protocol: str, limits: ClientLimits, keep_alive: bool) -> MemoryConnection:
+    def open(
+        self,
+        protocol: str,
+        limits: ClientLimits,
+        keep_alive: bool,
+        headers: Mapping[str, str] | None = None,
+    ) -> MemoryConnection:
         if protocol != "sse":
             raise ValueError("the in-memory transport speaks SSE only")
+        self.opened.append(dict(headers or {}))
         return MemoryConnection(self.answer, limits, self.sent, self.sleep)

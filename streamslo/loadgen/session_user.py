@@ -14,7 +14,7 @@ from locust.exception import StopUser
 
 from streamslo.loadgen.executors import process_index
 from streamslo.loadgen.recorder import RunRecorder, get_recorder
-from streamslo.loadgen.sessions import StepText, run_session
+from streamslo.loadgen.session_runner import StepText, run_session
 from streamslo.workload.prefix import TracePrompts
 from streamslo.workload.sessions import Session, session_source
 
@@ -74,4 +74,5 @@ class SessionUser(User):
             StepText(prompts),
             type(self).__name__,
             abort_on_broken=opts.on_broken_step == "abort",
+            header=opts.session_header,
         )

@@ -14,7 +14,7 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Protocol
 
@@ -67,9 +67,16 @@ class Connection(Protocol):
 class Transport(Protocol):
     """Opens the connections of one protocol for the stream users."""
 
-    def open(self, protocol: str, limits: ClientLimits, keep_alive: bool) -> Connection:
+    def open(
+        self,
+        protocol: str,
+        limits: ClientLimits,
+        keep_alive: bool,
+        headers: Mapping[str, str] | None = None,
+    ) -> Connection:
         """A connection for ``protocol`` (``sse`` or ``ws``); ``keep_alive`` False: one request
-        and done."""
+        and done; ``headers``: more headers on its every request (WebSocket: its handshake),
+        such as a session's routing header."""
 
 
 class _SSE:
@@ -106,11 +113,20 @@ class SocketTransport:
     def __init__(self, source: StreamSource) -> None:
         self._source = source
 
-    def open(self, protocol: str, limits: ClientLimits, keep_alive: bool) -> Connection:
+    def open(
+        self,
+        protocol: str,
+        limits: ClientLimits,
+        keep_alive: bool,
+        headers: Mapping[str, str] | None = None,
+    ) -> Connection:
         src = self._source
+        target = src.target
+        if headers:
+            target = replace(target, headers={**target.headers, **headers})
         if protocol == "ws":
-            return _WS(WSConnection(src.target, WS_PATH, limits), src.opts.envelope.wrap)
-        return _SSE(SSEConnection(src.target, limits, keep_alive), src.request.path)
+            return _WS(WSConnection(target, WS_PATH, limits), src.opts.envelope.wrap)
+        return _SSE(SSEConnection(target, limits, keep_alive), src.request.path)
 
 
 # --------------------------------------------------------------------------- the target
@@ -339,7 +355,9 @@ def run_one_stream(
     req = source.request
     if turn is None:
         turn = source.workload.next().turns[0]
-    body = build_body(req, turn.prompt, history=history, max_tokens=turn.max_tokens)
+    body = build_body(
+        req, turn.prompt, history=history, max_tokens=turn.max_tokens, tools=turn.tools
+    )
     rec = source.new_record(protocol, user_class, scheduled_at)
     rec.scenario = scenario
     if conversation is not None:

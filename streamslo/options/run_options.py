@@ -629,6 +629,14 @@ class RunOptions:
             "context so far",
         ),
     )
+    session_header: str = field(
+        default="X-Session-ID",
+        metadata=option(
+            Text(optional=False, name="NAME"),
+            "--sessions: a header naming the session on each of its requests, so a router can "
+            "keep it on one replica (empty: none)",
+        ),
+    )
     on_broken_step: str = field(
         default="abort",
         metadata=option(

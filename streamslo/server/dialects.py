@@ -26,6 +26,7 @@ from streamslo.server.protocol import (
     field_of,
     load_json_object,
     parse_temperature,
+    parse_tools,
     tool_arguments,
 )
 
@@ -194,6 +195,7 @@ def parse_dialect_request(
         ignore_eos=bool(body.get("ignore_eos") or False),
         stream=bool(body.get("stream") or False),
         include_usage=True,
+        tools=parse_tools(body),
     )
 
 
@@ -483,6 +485,8 @@ class ResponsesChunks(EventChunks):
 
     def finish(self, reason: str, completion_tokens: int) -> str:
         out = ""
+        if reason == "length" and self.req.tools and self._phase == "tool":
+            reason = "stop"  # a tools request's answer ends with its call: a natural end
         if reason == "length":  # the item the length cut ends "incomplete", as its response
             self._item_status = "incomplete"
         if self._phase == "reasoning":
@@ -637,6 +641,8 @@ class MessagesChunks(EventChunks):
         return f"{out}{self._text_head}{t}}}}}\n\n"
 
     def finish(self, reason: str, completion_tokens: int) -> str:
+        if reason == "length" and self.req.tools and self._phase == "tool":
+            reason = "stop"  # a tools request's answer ends with its call: a natural end
         stop = (
             "max_tokens"
             if reason == "length"

@@ -117,10 +117,30 @@ class ParsedRequest:
     ignore_eos: bool
     stream: bool
     include_usage: bool
+    tools: bool = False
+    """The request offered tools (and did not forbid them with ``tool_choice: "none"``): the
+    answer ends with a streamed tool call, and that end is a natural one."""
 
 
 def _bad(msg: str) -> APIError:
     return APIError(400, msg, param=field_of(msg))
+
+
+def parse_tools(body: dict[str, Any]) -> bool:
+    """Whether a request offers tools: ``tools``, an array of objects (each dialect's shape),
+    not turned off by ``tool_choice: "none"`` (Anthropic: ``{"type": "none"}``).
+
+    Raises:
+        APIError: 400 for ``tools`` that is not an array of objects.
+    """
+    tools = body.get("tools")
+    if tools is None:
+        return False
+    if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
+        raise _bad("'tools' must be an array of objects")
+    choice = body.get("tool_choice")
+    off = choice == "none" or (isinstance(choice, dict) and choice.get("type") == "none")
+    return bool(tools) and not off
 
 
 def load_json_object(raw: bytes | str) -> dict[str, Any]:
@@ -264,6 +284,7 @@ def parse_request(
         ignore_eos=bool(body.get("ignore_eos") or False),
         stream=default_stream if stream is None else stream,
         include_usage=bool((opts or {}).get("include_usage", False)),
+        tools=parse_tools(body) if kind == "chat" else False,
     )
 
 
@@ -374,8 +395,8 @@ class ChunkFactory:
 
     def finish(self, reason: str, completion_tokens: int) -> str:
         """The last chunk: empty delta/text, ``finish_reason``, and usage when asked."""
-        if reason == "stop" and self.tool_called:
-            reason = "tool_calls"
+        if self.tool_called and (reason == "stop" or (reason == "length" and self.req.tools)):
+            reason = "tool_calls"  # a tools request's answer ends with its call, as a model's
         choice: dict[str, Any] = {"index": 0, "finish_reason": reason}
         if self.chat:
             choice["delta"] = {}

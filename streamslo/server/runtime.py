@@ -178,11 +178,14 @@ class Runtime:
             raise APIError(429, f"server is at capacity: {exc}", "rate_limit_error") from None
         self.streams.add(stream)
         stream.on_close.append(lambda: self.streams.discard(stream))
+        # A tools request's answer ends with a tool call (its last quarter, unless
+        # --tool-call-tokens says how long): the shape an agent's step gets back.
+        tool = self.cfg.tool_call_tokens or (max(1, req.max_tokens // 4) if req.tools else 0)
         return stream, chunk_factory(
             req,
             len(ids),
             self.cfg.reasoning_tokens,
-            self.cfg.tool_call_tokens,
+            tool,
             cached_tokens=cached,
         )
 

@@ -7,7 +7,8 @@ precision: a percentile here is within the histogram's 1 % of the exact one that
 computes at the end (:mod:`streamslo.figures.histogram`). Rates and counts are exact.
 
 Not checked live (they need more than counts and histograms): ``goodput_fraction`` and
-``goodput_per_s``, and a selector on a key the groups do not carry. Such thresholds are
+``goodput_per_s``, the session metrics (a session is judged when all its steps have ended), and a
+selector on a key the groups do not carry. Such thresholds are
 checked at the end only.
 """
 
@@ -34,7 +35,17 @@ __all__ = [
 ]
 
 #: Metrics that cannot be checked on running totals.
-LIVE_UNSUPPORTED = frozenset({"goodput_fraction", "goodput_per_s"})
+LIVE_UNSUPPORTED = frozenset(
+    {
+        "goodput_fraction",
+        "goodput_per_s",
+        # A session is judged when all its steps have ended: at the run's end, not by window.
+        "session_success_rate",
+        "session_e2e_ms",
+        "sessions",
+        "session_goodput_per_s",
+    }
+)
 
 
 def select_groups(

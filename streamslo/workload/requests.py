@@ -123,6 +123,7 @@ def build_body(
     *,
     history: Sequence[tuple[str, str]] = (),
     max_tokens: int | None = None,
+    tools: bool = False,
 ) -> bytes:
     """The JSON body of one request (the WebSocket request frame is the same JSON).
 
@@ -131,12 +132,15 @@ def build_body(
         prompt: this request's user message.
         history: earlier (user, assistant) exchanges of the conversation, oldest first.
         max_tokens: this request's ``max_tokens`` (default: ``opts.max_tokens``).
+        tools: offer one tool (:data:`TOOL`) in the dialect's shape (not on completions).
     """
     body: dict[str, object] = {}
     if opts.model is not None:
         body["model"] = opts.model
     dialect = opts.dialect
     n = max_tokens or opts.max_tokens
+    if tools and dialect != Dialect.COMPLETIONS:
+        body["tools"] = [_tool_shape(dialect)]
     if dialect in (Dialect.RESPONSES, Dialect.MESSAGES):
         return _event_dialect_body(opts, dialect, body, prompt, history, n)
     if dialect == Dialect.CHAT:
@@ -166,6 +170,33 @@ def build_body(
         body["stream_options"] = {"include_usage": True}
     body.update(opts.extra)
     return json.dumps(body, separators=(",", ":")).encode()
+
+
+#: The tool an agentic step offers: one function taking a query.
+TOOL_NAME = "lookup"
+_TOOL_PARAMETERS = {
+    "type": "object",
+    "properties": {"query": {"type": "string", "description": "what to look up"}},
+    "required": ["query"],
+}
+
+
+def _tool_shape(dialect: str) -> dict[str, object]:
+    """The tool in ``dialect``'s shape (OpenAI chat, Responses, Anthropic Messages)."""
+    about = "Look something up and return what was found."
+    if dialect == Dialect.RESPONSES:
+        return {
+            "type": "function",
+            "name": TOOL_NAME,
+            "description": about,
+            "parameters": _TOOL_PARAMETERS,
+        }
+    if dialect == Dialect.MESSAGES:
+        return {"name": TOOL_NAME, "description": about, "input_schema": _TOOL_PARAMETERS}
+    return {
+        "type": "function",
+        "function": {"name": TOOL_NAME, "description": about, "parameters": _TOOL_PARAMETERS},
+    }
 
 
 def _event_dialect_body(
@@ -298,6 +329,8 @@ class Turn:
     """The user message."""
     max_tokens: int
     """This request's ``max_tokens``."""
+    tools: bool = False
+    """Offer the model a tool (an agentic session's tool step)."""
 
 
 @dataclass(frozen=True)

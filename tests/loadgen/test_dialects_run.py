@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from streamslo.results.columns import STREAM_COLUMNS
+from streamslo.results.layout import SCHEMA_VERSION
 from tests.faulty.constants import STALL_S
 from tests.faulty.dialects import DIALECT_EXPECTED
 from tests.faulty.scenarios import MIXES
@@ -72,7 +73,7 @@ def test_a_run_per_dialect_is_ok_with_ttfo(
         np.median(lead) > REASONING * INTERVAL_MS / 4
     )  # paced by the server (a loose bound: shared CPUs)
     run = json.loads((out / "run.json").read_text())
-    assert run["api"] == api and run["schema_version"] == 5
+    assert run["api"] == api and run["schema_version"] == SCHEMA_VERSION
     summary = json.loads((out / "summary.json").read_text())
     assert summary["reasoning_tokens"] == REASONING * len(s)
     assert summary["ttfo_ms"]["count"] == len(s)

@@ -12,7 +12,7 @@ import pytest
 from streamslo.errors import BadInputError
 from streamslo.loadgen.memory import MemoryTransport
 from streamslo.loadgen.options import LoadOptions
-from streamslo.loadgen.sessions import StepText, run_session
+from streamslo.loadgen.session_runner import StepText, run_session
 from streamslo.loadgen.streams import FixedTarget, StreamSource
 from streamslo.stream.timing import StreamRecord
 from streamslo.transport.common import Target
@@ -69,7 +69,9 @@ def run(session: Session, cut=None, abort=True):
         ended.append,
         transport,
     )
-    records = run_session(src, session, "sse", opts.limits, text_of, abort_on_broken=abort)
+    records = run_session(
+        src, session, "sse", opts.limits, text_of, abort_on_broken=abort, header="X-Session-ID"
+    )
     return records, ended, transport
 
 
@@ -111,6 +113,19 @@ def test_steps_wait_for_their_parents_and_carry_the_context_they_built():
     # A branch sees its own ancestors only, never its sibling.
     a_body = next(b for b in transport.sent if b"<a>" in b and b"<join>" not in b)
     assert b"<b>" not in a_body
+
+
+def test_a_chain_runs_on_one_connection_and_each_branch_on_its_own():
+    both = Session("d", (Step("p"), Step("a", ("p",)), Step("b", ("p",)), Step("j", ("a", "b"))))
+    _, _, transport = run(both)
+    # p, then a and b at once (two connections), then the join on one given back.
+    assert transport.opened == [{"X-Session-ID": "d"}] * 2
+    # DIAMOND's a ends before b's tool time does: b goes on a's connection.
+    _, _, transport = run(DIAMOND)
+    assert transport.opened == [{"X-Session-ID": "d"}]
+    chain = Session("c", (Step("1"), Step("2", ("1",)), Step("3", ("2",))))
+    _, _, transport = run(chain)
+    assert transport.opened == [{"X-Session-ID": "c"}]
 
 
 def test_siblings_run_at_once():

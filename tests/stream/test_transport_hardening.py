@@ -103,7 +103,7 @@ def test_models_redirect_is_not_followed_and_the_key_stays_home(servers):
 
     home = servers(redirect)
     code = (
-        "from streamslo.loadgen.recorder import _first_model\n"
+        "from streamslo.loadgen.streams import _first_model\n"
         "from streamslo.transport.sync import Target\n"
         f"t = Target.from_url('http://127.0.0.1:{home.port}', headers={{'Authorization': 'Bearer s3cret'}})\n"
         "print(repr(_first_model(t)))\n"

@@ -24,7 +24,7 @@ from collections.abc import Callable
 import gevent
 import gevent.event
 
-from streamslo.loadgen.streams import StreamSource, run_one_stream
+from streamslo.loadgen.streams import Connection, StreamSource, run_one_stream
 from streamslo.stream.timing import StreamRecord
 from streamslo.transport.common import ClientLimits
 from streamslo.workload.prefix import TracePrompts
@@ -60,10 +60,19 @@ def run_session(
     user_class: str = "SessionUser",
     abort_on_broken: bool = True,
     scenario: str | None = None,
+    header: str = "",
 ) -> list[StreamRecord]:
     """Run every step of ``session`` as its dependencies allow; returns the records of the steps
-    sent, in the order they ended."""
+    sent, in the order they ended.
+
+    The session's steps share its connections: a step takes an idle one (the last step's, in a
+    chain) or opens one, and gives it back when it ends, so a chain runs on one connection and
+    each concurrent branch on its own. ``header``: a header naming the session on each of them
+    (its value the session's id), so a router can keep the session on one replica.
+    """
     t0 = time.perf_counter()
+    headers = {header: session.id} if header else None
+    idle: list[Connection] = []
     epoch0 = time.time() - t0
     ended = {s.id: gevent.event.Event() for s in session.steps}
     end_t: dict[str, float] = {}
@@ -83,7 +92,9 @@ def run_session(
             if delay > 0:
                 gevent.sleep(delay)
             history = [(inputs[a], replies.get(a, "")) for a in session.ancestors(step.id)]
-            turn = Turn(inputs[step.id], step.output_tokens or source.request.max_tokens)
+            turn = Turn(
+                inputs[step.id], step.output_tokens or source.request.max_tokens, tools=step.tool
+            )
 
             def tag(rec: StreamRecord) -> None:
                 rec.session_id, rec.step_id = session.id, step.id
@@ -91,18 +102,25 @@ def run_session(
                 rec.wait_s = step.wait_s if step.parents else None
                 rec.session_steps = len(session.steps)
 
-            rec, answer = run_one_stream(
-                source,
-                protocol,
-                user_class,
-                limits,
-                scheduled_at=epoch0 + ready if step.parents else None,
-                turn=turn,
-                history=history,
-                collect_text=True,
-                scenario=scenario,
-                tag=tag,
-            )
+            conn = idle.pop() if idle else source.transport.open(protocol, limits, True, headers)
+            try:
+                rec, answer = run_one_stream(
+                    source,
+                    protocol,
+                    user_class,
+                    limits,
+                    conn,
+                    scheduled_at=epoch0 + ready if step.parents else None,
+                    turn=turn,
+                    history=history,
+                    collect_text=True,
+                    scenario=scenario,
+                    tag=tag,
+                )
+            except BaseException:
+                conn.close()  # the run stopped the step mid-stream: its connection is done
+                raise
+            idle.append(conn)
             replies[step.id] = answer
             records.append(rec)
             if rec.outcome != "ok":
@@ -116,4 +134,6 @@ def run_session(
         gevent.joinall(greenlets, raise_error=True)
     finally:
         gevent.killall([g for g in greenlets if not g.dead], block=True)
+        for c in idle:
+            c.close()
     return records
