@@ -46,6 +46,7 @@ CHAT_RULES = EndRules(
         {"stop", "length", "tool_calls", "function_call", "eos_token", "stop_sequence"}
     ),
     cut=frozenset({"content_filter"}),
+    tool=frozenset({"tool_calls", "function_call"}),
 )
 
 

@@ -81,6 +81,9 @@ class EndRules:
     complete_is_length_at_limit: str = ""
     """A stop reason that also ends a forced length when the usage reached the limit (the
     Responses API's ``completed``: vLLM and llama.cpp send it at ``max_output_tokens``)."""
+    tool: frozenset[str] = frozenset()
+    """Stop reasons that say the answer ended with a tool call: a complete step of an agent,
+    also under a forced length (the model stops to let the tool run), never a truncation."""
     strict: bool = False
     """An unknown stop reason is a silent truncation (the event dialects name every reason); in
     the OpenAI chunk dialects an unknown one without a forced length is judged by the counts
@@ -113,7 +116,7 @@ KNOWN_REASONS: frozenset[str] = frozenset(
 class Ledger:
     """What the arrivals of one stream can account for, beyond one token each."""
 
-    __slots__ = ("counted", "spare", "tail", "whole_text")
+    __slots__ = ("counted", "spare", "tail", "tool_end", "whole_text")
 
     def __init__(self) -> None:
         self.spare = 0
@@ -124,6 +127,9 @@ class Ledger:
         self.tail = False
         """The stream ended with a chunk without text (where an unfinished UTF-8 sequence's
         tokens would be)."""
+        self.tool_end = False
+        """The terminal event says the answer ended with a tool call (a Responses final
+        response whose last output is a function call)."""
         self.whole_text = False
         """The terminal event repeated the whole text, and it matched what arrived: nothing was
         lost in transit, whatever the count of deltas."""
@@ -174,7 +180,8 @@ def judge_end(
         return Outcome.MALFORMED, f"more {noun} ({n}) than max_tokens ({mt})"
     if usage is not None and n > usage:
         return Outcome.MALFORMED, f"{n} {noun} but usage says {usage} tokens"
-    forced = expect.ignore_eos and mt is not None
+    tool_end = reason in rules.tool or ledger.tool_end
+    forced = expect.ignore_eos and mt is not None and not tool_end
     if forced:
         at_limit = (
             reason == rules.complete_is_length_at_limit

@@ -317,6 +317,10 @@ class ResponsesEvents(EventDialect):
             details = response.get("incomplete_details")
             reason = details.get("reason") if isinstance(details, dict) else None
             reason = reason if isinstance(reason, str) and reason else "incomplete"
+        output = response.get("output")
+        if isinstance(output, list) and output and isinstance(output[-1], dict):
+            # The answer ended with a tool call: a complete step, whatever the length asked.
+            m.ledger.tool_end = output[-1].get("type") in ("function_call", "custom_tool_call")
         final = _response_texts(response)
         if final is not None:
             s = self._streamed
@@ -366,6 +370,7 @@ class MessagesEvents(EventDialect):
         length=frozenset({"max_tokens"}),
         complete=frozenset({"end_turn", "stop_sequence", "tool_use", "max_tokens", "pause_turn"}),
         cut=frozenset({"refusal", "model_context_window_exceeded"}),
+        tool=frozenset({"tool_use"}),
         strict=True,
     )
 
