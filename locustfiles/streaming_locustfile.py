@@ -13,6 +13,7 @@ that Locust finds the user classes here. Outside a clone, point ``-f`` at that m
 from streamslo.loadgen.locustfile import (
     OpenLoopStreamUser,
     ScenarioUser,
+    SessionArrivalUser,
     SessionUser,
     SlowSSEStreamUser,
     SlowWebSocketStreamUser,
@@ -25,6 +26,7 @@ __all__ = [
     "OpenLoopStreamUser",
     "SSEStreamUser",
     "ScenarioUser",
+    "SessionArrivalUser",
     "SessionUser",
     "SlowSSEStreamUser",
     "SlowWebSocketStreamUser",

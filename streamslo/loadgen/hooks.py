@@ -58,10 +58,13 @@ def _apply_mix(environment: Any) -> None:
             cls.fixed_count = opts.generators
             environment.user_classes = [cls]
             return
-    if opts.sessions:  # agentic sessions: --users sessions in flight, each step a stream
-        cls = by_name.get("SessionUser")
+    if opts.sessions:  # agentic sessions: --users sessions in flight, or an arrival schedule
+        name = "SessionUser" if opts.session_arrivals == "users" else "SessionArrivalUser"
+        cls = by_name.get(name)
         if cls is None:
-            raise BadInputError("--sessions needs SessionUser in the locustfile")
+            raise BadInputError(f"--sessions needs {name} in the locustfile")
+        if name == "SessionArrivalUser":
+            cls.fixed_count = opts.generators
         environment.user_classes = [cls]
         return
     weights = user_weights(opts.protocol, opts.slow_readers)

@@ -14,7 +14,7 @@ from streamslo.loadgen.executors import ScenarioUser
 from streamslo.loadgen.hooks import install
 from streamslo.loadgen.openloop import OpenLoopStreamUser
 from streamslo.loadgen.replay import TraceReplayUser
-from streamslo.loadgen.session_user import SessionUser
+from streamslo.loadgen.session_user import SessionArrivalUser, SessionUser
 from streamslo.loadgen.sse_user import SlowSSEStreamUser, SSEStreamUser
 from streamslo.loadgen.ws_user import SlowWebSocketStreamUser, WebSocketStreamUser
 
@@ -22,6 +22,7 @@ __all__ = [
     "OpenLoopStreamUser",
     "SSEStreamUser",
     "ScenarioUser",
+    "SessionArrivalUser",
     "SessionUser",
     "SlowSSEStreamUser",
     "SlowWebSocketStreamUser",

@@ -61,6 +61,7 @@ def run_session(
     abort_on_broken: bool = True,
     scenario: str | None = None,
     header: str = "",
+    arrived_at: float | None = None,
 ) -> list[StreamRecord]:
     """Run every step of ``session`` as its dependencies allow; returns the records of the steps
     sent, in the order they ended.
@@ -69,8 +70,10 @@ def run_session(
     chain) or opens one, and gives it back when it ends, so a chain runs on one connection and
     each concurrent branch on its own. ``header``: a header naming the session on each of them
     (its value the session's id), so a router can keep the session on one replica.
+    ``arrived_at``: when an arrival schedule had the session arrive (``perf_counter``): its root
+    steps are scheduled then, and their schedule lag measured from it.
     """
-    t0 = time.perf_counter()
+    t0 = time.perf_counter() if arrived_at is None else arrived_at
     headers = {header: session.id} if header else None
     idle: list[Connection] = []
     epoch0 = time.time() - t0
@@ -110,7 +113,7 @@ def run_session(
                     user_class,
                     limits,
                     conn,
-                    scheduled_at=epoch0 + ready if step.parents else None,
+                    scheduled_at=epoch0 + ready if step.parents or arrived_at else None,
                     turn=turn,
                     history=history,
                     collect_text=True,

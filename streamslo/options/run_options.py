@@ -629,6 +629,22 @@ class RunOptions:
             "context so far",
         ),
     )
+    session_arrivals: str = field(
+        default="users",
+        metadata=option(
+            Choice(("users", "rate", "trace")),
+            "--sessions: how sessions arrive: 'users' (--users sessions in flight, the next when "
+            "one ends), 'rate' (--session-rate a second, open loop) or 'trace' (each session at "
+            "the file's at_s)",
+        ),
+    )
+    session_rate: float = field(
+        default=1.0,
+        metadata=option(
+            Number(0, above=True),
+            "--session-arrivals rate: sessions arriving a second (all processes)",
+        ),
+    )
     session_header: str = field(
         default="X-Session-ID",
         metadata=option(

@@ -170,3 +170,37 @@ def test_every_step_and_session_is_judged_as_the_server_broke_it(adversary, tmp_
         timeout=120,
     )
     assert v.returncode == 99 and "session_success_rate" in v.stdout, v.stdout + v.stderr
+
+
+def test_sessions_arrive_at_the_files_times(adversary, tmp_path: Path):
+    f = tmp_path / "timed.jsonl"
+    rows = []
+    for i, at in enumerate((0.0, 1.0, 2.5)):
+        rows.append({"session": f"t{i}", "step": "a", "input": "plan", "at_s": at})
+        rows.append(
+            {"session": f"t{i}", "step": "b", "parents": ["a"], "wait_s": 0.1, "input": "go"}
+        )
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "run"
+    r = streamslo_run(
+        adversary,
+        out,
+        "--sessions",
+        str(f),
+        "--session-arrivals",
+        "trace",
+        "--duration",
+        "8s",
+        "--max-tokens",
+        "4",
+        timeout=120,
+    )
+    assert (out / "streams.csv").exists(), r.stdout + r.stderr
+    s = pd.read_csv(out / "streams.csv")
+    assert (s["outcome"] == "ok").all() and len(s) == 6
+    roots = s[s["step_id"] == "a"].sort_values("session_id")
+    at = roots["scheduled_at"].to_numpy()
+    assert at[1] - at[0] == pytest.approx(1.0, abs=0.01)
+    assert at[2] - at[0] == pytest.approx(2.5, abs=0.01)
+    # Every step's start is measured from its schedule: the roots' from their arrival.
+    assert roots["schedule_lag_ms"].notna().all() and (roots["schedule_lag_ms"] < 1000).all()
