@@ -605,6 +605,15 @@ class RunOptions:
             web_ui=False,
         ),
     )
+    session_format: str = field(
+        default="auto",
+        metadata=option(
+            Choice(("auto", "jsonl", "otel", "swe-agent")),
+            "--sessions PATH: the file's format: streamslo's JSON Lines, an OpenTelemetry GenAI "
+            "export (OTLP/JSON), SWE-agent trajectories (a .traj file or a directory); auto "
+            "tells them apart",
+        ),
+    )
     session_steps: int = field(
         default=8,
         metadata=option(Integer(1), "--sessions synthetic: steps a session"),

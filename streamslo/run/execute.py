@@ -232,7 +232,7 @@ def _check_sessions(values: dict[str, Any]) -> None:
             f"--sessions sets the requests and their order; remove {', '.join(clash)}"
         )
     if values["sessions"] != "synthetic":
-        read_sessions(values["sessions"])
+        read_sessions(values["sessions"], values.get("session_format", "auto"))
 
 
 #: Plain runs: how long past the load's own end Locust's ``--run-time`` (a safety net) waits.

@@ -29,13 +29,14 @@ from __future__ import annotations
 import json
 import math
 import random
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from streamslo.errors import BadInputError
 from streamslo.options.lengths import SecondsDist
 from streamslo.options.run_options import RunOptions
+from streamslo.workload.agent_traces import detect_session_format, read_otel, read_swe_agent
 
 __all__ = [
     "Session",
@@ -165,30 +166,48 @@ def _step(row: Mapping[str, object], where: str, known: set[str]) -> Step:
     )
 
 
-def read_sessions(path: str | Path) -> list[Session]:
-    """Every session of a JSON Lines session file, in the order their first lines come.
+def read_sessions(path: str | Path, fmt: str = "auto") -> list[Session]:
+    """Every session of a session file (``jsonl``), an OpenTelemetry GenAI export (``otel``) or
+    SWE-agent trajectories (``swe-agent``: a file or a directory of them), in the order their
+    first steps come; ``auto`` tells the three apart (:mod:`streamslo.workload.agent_traces`).
 
     Raises:
-        BadInputError: the file cannot be read, or a line is not a step (the message names the
-            file and the line).
+        BadInputError: the file cannot be read, or a line or span is not a step (the message
+            names the file and the line).
     """
     p = Path(path)
-    order: list[str] = []
-    steps: dict[str, list[Step]] = {}
-    ids: dict[str, set[str]] = {}
-    at: dict[str, float | None] = {}
+    if fmt == "auto":
+        fmt = detect_session_format(p)
+    if fmt == "otel":
+        return _sessions(p, ((f"{p} (span)", row) for row in read_otel(p)))
+    if fmt == "swe-agent":
+        return _sessions(p, ((f"{p} (trajectory)", row) for row in read_swe_agent(p)))
+    if fmt != "jsonl":
+        raise BadInputError(f"unknown session format {fmt!r}: use auto, jsonl, otel or swe-agent")
     try:
         lines = p.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
         raise BadInputError(f"cannot read the session file {p} ({exc})") from None
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        where = f"{p}:{n}"
-        try:
-            row = json.loads(line)
-        except ValueError as exc:
-            raise BadInputError(f"{where}: not JSON ({exc})") from None
+
+    def rows() -> Iterator[tuple[str, object]]:
+        for n, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            where = f"{p}:{n}"
+            try:
+                yield where, json.loads(line)
+            except ValueError as exc:
+                raise BadInputError(f"{where}: not JSON ({exc})") from None
+
+    return _sessions(p, rows())
+
+
+def _sessions(p: Path, rows: Iterable[tuple[str, object]]) -> list[Session]:
+    order: list[str] = []
+    steps: dict[str, list[Step]] = {}
+    ids: dict[str, set[str]] = {}
+    at: dict[str, float | None] = {}
+    for where, row in rows:
         if not isinstance(row, dict):
             raise BadInputError(f"{where}: a line must be a JSON object (one step)")
         sid = _ident(row.get("session"), "session", where)
@@ -314,5 +333,5 @@ def session_source(
             output_tokens=None,
         )
         return synthetic_sessions(shape, opts.seed * 1_000_003 + index, prefix)
-    sessions = read_sessions(opts.sessions)
+    sessions = read_sessions(opts.sessions, opts.session_format)
     return iter(sessions[index::processes])
