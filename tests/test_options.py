@@ -285,6 +285,8 @@ def _non_default(o: run_options.RunOption) -> object:
         "sessions": "synthetic",
         "tool_time": SecondsDist.parse("uniform:0.1,0.4"),
         "on_broken_step": "continue",
+        "session_format": "otel",
+        "session_arrivals": "rate",
     }
     if o.name in special:
         return special[o.name]
