@@ -125,6 +125,12 @@ def build_report(
         scenario_markdown,
         scenario_tables,
     )
+    from streamslo.reports.session_view import (
+        session_views,
+        sessions_html,
+        sessions_json,
+        sessions_markdown,
+    )
     from streamslo.reports.soak import (
         soak_charts,
         soak_html,
@@ -166,6 +172,10 @@ def build_report(
         )
         if part
     )
+    sessions = session_views(runs)  # agentic sessions: the swim lane, by depth (docs/report.md)
+    if sessions:
+        extra_html += [("Agentic sessions", sessions_html(sessions))]
+        extra_md = "\n".join(part for part in (extra_md, sessions_markdown(sessions)) if part)
     replay = replay_tables(runs)  # trace arrivals, hang-ups, prefix cache (docs/workloads.md)
     if replay:
         extra_html += [("Replay: arrivals, hang-ups, prefix cache", replay_html(replay))]
@@ -187,6 +197,7 @@ def build_report(
                 "levels": levels_json(levels),
                 "turns": turns,
                 "replay": replay_json(runs),
+                "sessions": sessions_json(sessions),
             },
         ),
     )
