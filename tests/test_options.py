@@ -287,6 +287,7 @@ def _non_default(o: run_options.RunOption) -> object:
         "on_broken_step": "continue",
         "session_format": "otel",
         "session_arrivals": "rate",
+        "session_tools": "none",
     }
     if o.name in special:
         return special[o.name]

@@ -62,6 +62,7 @@ def run_session(
     scenario: str | None = None,
     header: str = "",
     arrived_at: float | None = None,
+    tools: str = "auto",
 ) -> list[StreamRecord]:
     """Run every step of ``session`` as its dependencies allow; returns the records of the steps
     sent, in the order they ended.
@@ -71,7 +72,8 @@ def run_session(
     each concurrent branch on its own. ``header``: a header naming the session on each of them
     (its value the session's id), so a router can keep the session on one replica.
     ``arrived_at``: when an arrival schedule had the session arrive (``perf_counter``): its root
-    steps are scheduled then, and their schedule lag measured from it.
+    steps are scheduled then, and their schedule lag measured from it. ``tools``: what a tool
+    step offers (``auto``, ``none``: the tool with ``tool_choice: "none"``, ``off``: nothing).
     """
     t0 = time.perf_counter() if arrived_at is None else arrived_at
     headers = {header: session.id} if header else None
@@ -96,7 +98,9 @@ def run_session(
                 gevent.sleep(delay)
             history = [(inputs[a], replies.get(a, "")) for a in session.ancestors(step.id)]
             turn = Turn(
-                inputs[step.id], step.output_tokens or source.request.max_tokens, tools=step.tool
+                inputs[step.id],
+                step.output_tokens or source.request.max_tokens,
+                tools=tools if step.tool and tools != "off" else "",
             )
 
             def tag(rec: StreamRecord) -> None:

@@ -84,6 +84,7 @@ class SessionUser(User):
             abort_on_broken=opts.on_broken_step == "abort",
             header=opts.session_header,
             arrived_at=arrived_at,
+            tools=opts.session_tools,
         )
 
 

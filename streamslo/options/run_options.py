@@ -654,6 +654,15 @@ class RunOptions:
             "--session-arrivals rate: sessions arriving a second (all processes)",
         ),
     )
+    session_tools: str = field(
+        default="auto",
+        metadata=option(
+            Choice(("auto", "none", "off")),
+            "--sessions: what a tool step sends: the tool, the model choosing (auto); the tool "
+            "with tool_choice none (a server not set up for tool calls: vLLM without "
+            "--enable-auto-tool-choice, llama.cpp without --jinja); no tool (off)",
+        ),
+    )
     session_header: str = field(
         default="X-Session-ID",
         metadata=option(

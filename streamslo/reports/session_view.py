@@ -83,7 +83,6 @@ def _lane(s: pd.DataFrame) -> list[dict[str, Any]]:
     ).head(LANE_SESSIONS)
     out = []
     row: Any
-    st: Any
     for row in picked.itertuples():
         steps = s[s["session_id"] == row.session_id].sort_values("started_at")
         t0 = float(steps["started_at"].min())

@@ -123,7 +123,7 @@ def build_body(
     *,
     history: Sequence[tuple[str, str]] = (),
     max_tokens: int | None = None,
-    tools: bool = False,
+    tools: str = "",
 ) -> bytes:
     """The JSON body of one request (the WebSocket request frame is the same JSON).
 
@@ -132,7 +132,8 @@ def build_body(
         prompt: this request's user message.
         history: earlier (user, assistant) exchanges of the conversation, oldest first.
         max_tokens: this request's ``max_tokens`` (default: ``opts.max_tokens``).
-        tools: offer one tool (:data:`TOOL`) in the dialect's shape (not on completions).
+        tools: ``auto`` or ``none``: offer one tool (``lookup``) in the dialect's shape, with
+            that ``tool_choice`` for ``none`` (not on completions); empty: none.
     """
     body: dict[str, object] = {}
     if opts.model is not None:
@@ -141,6 +142,8 @@ def build_body(
     n = max_tokens or opts.max_tokens
     if tools and dialect != Dialect.COMPLETIONS:
         body["tools"] = [_tool_shape(dialect)]
+        if tools == "none":
+            body["tool_choice"] = {"type": "none"} if dialect == Dialect.MESSAGES else "none"
     if dialect in (Dialect.RESPONSES, Dialect.MESSAGES):
         return _event_dialect_body(opts, dialect, body, prompt, history, n)
     if dialect == Dialect.CHAT:
@@ -329,8 +332,9 @@ class Turn:
     """The user message."""
     max_tokens: int
     """This request's ``max_tokens``."""
-    tools: bool = False
-    """Offer the model a tool (an agentic session's tool step)."""
+    tools: str = ""
+    """An agentic session's tool step: offer the model a tool, ``auto`` (it may call it) or
+    ``none`` (``tool_choice: "none"``); empty: no tool."""
 
 
 @dataclass(frozen=True)
