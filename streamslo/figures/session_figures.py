@@ -76,5 +76,8 @@ def session_summary(streams: pd.DataFrame) -> dict[str, object] | None:
         },
         "steps_mean": float(table["sent"].mean()),
         "max_depth": int(table["max_depth"].max()),
+        "max_context_tokens": (
+            None if table["context_tokens"].isna().all() else int(table["context_tokens"].max())
+        ),
         "tool_share": tool / (tool + server) if tool + server > 0 else None,
     }
