@@ -60,6 +60,42 @@ def test_a_healthy_llamacpp_is_all_ok(llamacpp: Any, tmp_path: Path, dialect: st
     assert_healthy(run, finish_reasons=(length_reason,))
 
 
+def test_a_short_agentic_replay_on_llamacpp_is_whole(llamacpp: Any, tmp_path: Path) -> None:
+    """Synthetic sessions (4 steps, a fan-out of 2 and a join) against llama.cpp: every step ok,
+    every session whole, each step's prompt the context its ancestors built. llama-server runs
+    without --jinja here: tool steps send no tool (--session-tools off)."""
+    run = run_streamslo(
+        llamacpp.url,
+        tmp_path / "run",
+        "--sessions",
+        "synthetic",
+        "--session-steps",
+        "4",
+        "--session-fanout",
+        "2",
+        "--tool-time",
+        "0.1",
+        "--session-tools",
+        "off",
+        "--session-input-tokens",
+        "16",
+        "--users",
+        "2",
+        "--duration",
+        "15s",
+        "--max-tokens",
+        "8",
+        "--allow-invalid",
+    )
+    s = run.streams
+    done = s[s["outcome"] != "cancelled"]
+    assert len(done) >= 8 and (done["outcome"] == "ok").all(), run.outcomes()
+    summary = run.summary["sessions"]
+    assert summary["sessions"] >= 2 and summary["whole"] == summary["sessions"]
+    prompt = done.groupby("depth")["usage_prompt_tokens"].mean()
+    assert prompt.is_monotonic_increasing and prompt.iloc[-1] > prompt.iloc[0]
+
+
 def test_a_healthy_llamacpp_is_all_ok_on_anthropic_messages(llamacpp: Any, tmp_path: Path) -> None:
     """llama.cpp's /v1/messages drops ``ignore_eos`` (its Anthropic-to-chat conversion passes on
     only temperature, top_p, top_k, stream and chat_template_kwargs), so some streams end at the
