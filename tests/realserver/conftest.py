@@ -208,3 +208,37 @@ def assert_healthy(
         ok["finish_reason"].isin(finish_reasons)
     ).all(), (msg, ok["finish_reason"].value_counts().to_dict())
     assert run.code in (0, 99), msg
+
+
+#: A short agentic replay: synthetic sessions of 4 steps, a fan-out of 2 and a join.
+AGENTIC = (
+    "--sessions",
+    "synthetic",
+    "--session-steps",
+    "4",
+    "--session-fanout",
+    "2",
+    "--tool-time",
+    "0.1",
+    "--session-input-tokens",
+    "16",
+    "--users",
+    "2",
+    "--duration",
+    "15s",
+    "--max-tokens",
+    "8",
+    "--allow-invalid",
+)
+
+
+def assert_sessions_whole(run: Run) -> None:
+    """Every step ok, every session whole, and each step's prompt the context its ancestors
+    built (it grows with depth)."""
+    s = run.streams
+    done = s[s["outcome"] != "cancelled"]
+    assert len(done) >= 8 and (done["outcome"] == "ok").all(), run.outcomes()
+    summary = run.summary["sessions"]
+    assert summary["sessions"] >= 2 and summary["whole"] == summary["sessions"]
+    prompt = done.groupby("depth")["usage_prompt_tokens"].mean()
+    assert prompt.is_monotonic_increasing and prompt.iloc[-1] > prompt.iloc[0]

@@ -27,7 +27,16 @@ from typing import Any
 
 import pytest
 
-from tests.realserver.conftest import LOAD, REPO, Run, assert_healthy, run_command, run_streamslo
+from tests.realserver.conftest import (
+    AGENTIC,
+    LOAD,
+    REPO,
+    Run,
+    assert_healthy,
+    assert_sessions_whole,
+    run_command,
+    run_streamslo,
+)
 from tests.realserver.llamacpp_setup import MULTIBYTE_TEXT
 
 pytestmark = [pytest.mark.realserver, pytest.mark.load]
@@ -64,36 +73,8 @@ def test_a_short_agentic_replay_on_llamacpp_is_whole(llamacpp: Any, tmp_path: Pa
     """Synthetic sessions (4 steps, a fan-out of 2 and a join) against llama.cpp: every step ok,
     every session whole, each step's prompt the context its ancestors built. llama-server runs
     without --jinja here: tool steps send no tool (--session-tools off)."""
-    run = run_streamslo(
-        llamacpp.url,
-        tmp_path / "run",
-        "--sessions",
-        "synthetic",
-        "--session-steps",
-        "4",
-        "--session-fanout",
-        "2",
-        "--tool-time",
-        "0.1",
-        "--session-tools",
-        "off",
-        "--session-input-tokens",
-        "16",
-        "--users",
-        "2",
-        "--duration",
-        "15s",
-        "--max-tokens",
-        "8",
-        "--allow-invalid",
-    )
-    s = run.streams
-    done = s[s["outcome"] != "cancelled"]
-    assert len(done) >= 8 and (done["outcome"] == "ok").all(), run.outcomes()
-    summary = run.summary["sessions"]
-    assert summary["sessions"] >= 2 and summary["whole"] == summary["sessions"]
-    prompt = done.groupby("depth")["usage_prompt_tokens"].mean()
-    assert prompt.is_monotonic_increasing and prompt.iloc[-1] > prompt.iloc[0]
+    run = run_streamslo(llamacpp.url, tmp_path / "run", *AGENTIC, "--session-tools", "off")
+    assert_sessions_whole(run)
 
 
 def test_a_healthy_llamacpp_is_all_ok_on_anthropic_messages(llamacpp: Any, tmp_path: Path) -> None:

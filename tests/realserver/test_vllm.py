@@ -19,7 +19,15 @@ from typing import Any
 
 import pytest
 
-from tests.realserver.conftest import LOAD, REPO, Run, run_command, run_streamslo
+from tests.realserver.conftest import (
+    AGENTIC,
+    LOAD,
+    REPO,
+    Run,
+    assert_sessions_whole,
+    run_command,
+    run_streamslo,
+)
 from tests.realserver.conftest import assert_healthy as _healthy
 
 pytestmark = [pytest.mark.realserver, pytest.mark.load]
@@ -57,40 +65,12 @@ def test_a_healthy_vllm_is_all_ok_on_responses(vllm: Any, tmp_path: Path) -> Non
 
 @pytest.mark.parametrize("tools", ["none", "off"])
 def test_a_short_agentic_replay_on_vllm_is_whole(vllm: Any, tmp_path: Path, tools: str) -> None:
-    """Synthetic sessions (3 steps, a fan-out of 2 and a join) against vLLM: every step ok, every
+    """Synthetic sessions (4 steps, a fan-out of 2 and a join) against vLLM: every step ok, every
     session whole, each step's prompt the context its ancestors built (it grows with depth).
     vLLM here runs without a tool parser: a tool step sends the tool with tool_choice none (or
     no tool at all)."""
-    run = run_streamslo(
-        vllm.url,
-        tmp_path / "run",
-        "--sessions",
-        "synthetic",
-        "--session-steps",
-        "4",
-        "--session-fanout",
-        "2",
-        "--tool-time",
-        "0.1",
-        "--session-tools",
-        tools,
-        "--session-input-tokens",
-        "16",
-        "--users",
-        "2",
-        "--duration",
-        "15s",
-        "--max-tokens",
-        "8",
-        "--allow-invalid",
-    )
-    s = run.streams
-    done = s[s["outcome"] != "cancelled"]
-    assert len(done) >= 8 and (done["outcome"] == "ok").all(), run.outcomes()
-    summary = run.summary["sessions"]
-    assert summary["sessions"] >= 2 and summary["whole"] == summary["sessions"]
-    prompt = done.groupby("depth")["usage_prompt_tokens"].mean()
-    assert prompt.is_monotonic_increasing and prompt.iloc[-1] > prompt.iloc[0]
+    run = run_streamslo(vllm.url, tmp_path / "run", *AGENTIC, "--session-tools", tools)
+    assert_sessions_whole(run)
 
 
 def test_a_healthy_vllm_is_all_ok_on_messages(vllm: Any, tmp_path: Path) -> None:
