@@ -20,6 +20,7 @@ from __future__ import annotations
 import time
 import zlib
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import gevent
 import gevent.event
@@ -32,7 +33,7 @@ from streamslo.workload.requests import Turn
 from streamslo.workload.sessions import Session, Step
 from streamslo.workload.trace import TraceRequest
 
-__all__ = ["StepText", "run_session"]
+__all__ = ["SessionPlan", "StepText", "run_session"]
 
 
 class StepText:
@@ -51,96 +52,123 @@ class StepText:
         )
 
 
+@dataclass(frozen=True)
+class SessionPlan:
+    """How a session's steps are sent (the run's options for sessions)."""
+
+    protocol: str
+    limits: ClientLimits
+    text: Callable[[Session, Step], str]
+    """A step's new input's text."""
+    user_class: str = "SessionUser"
+    abort_on_broken: bool = True
+    scenario: str | None = None
+    header: str = ""
+    """A header naming the session on each of its connections (empty: none)."""
+    tools: str = "auto"
+    """What a tool step offers: ``auto``, ``none`` (``tool_choice: "none"``) or ``off``."""
+
+
+class _SessionRun:
+    """One session in flight: its steps' ends, replies, connections and records."""
+
+    def __init__(
+        self, source: StreamSource, session: Session, plan: SessionPlan, t0: float, arrived: bool
+    ) -> None:
+        self.source, self.session, self.plan = source, session, plan
+        self.t0, self.arrived = t0, arrived
+        self.epoch0 = time.time() - time.perf_counter()
+        self.headers = {plan.header: session.id} if plan.header else None
+        self.idle: list[Connection] = []
+        self.ended = {s.id: gevent.event.Event() for s in session.steps}
+        self.end_t: dict[str, float] = {}
+        self.inputs = {s.id: plan.text(session, s) for s in session.steps}
+        self.replies: dict[str, str] = {}
+        self.broken = False
+        self.records: list[StreamRecord] = []
+
+    def step(self, step: Step) -> None:
+        """One step's greenlet: wait for its parents and its wait, send it, hand its end on."""
+        try:
+            for p in step.parents:
+                self.ended[p].wait()
+            if self.broken and self.plan.abort_on_broken:
+                return
+            ready = max((self.end_t[p] for p in step.parents), default=self.t0) + step.wait_s
+            delay = ready - time.perf_counter()
+            if delay > 0:
+                gevent.sleep(delay)
+            rec, answer = self._send(step, ready)
+            self.replies[step.id] = answer
+            self.records.append(rec)
+            if rec.outcome != "ok":
+                self.broken = True
+        finally:
+            self.end_t[step.id] = time.perf_counter()
+            self.ended[step.id].set()
+
+    def _send(self, step: Step, ready: float) -> tuple[StreamRecord, str]:
+        session, plan, source = self.session, self.plan, self.source
+        history = [(self.inputs[a], self.replies.get(a, "")) for a in session.ancestors(step.id)]
+        tools = plan.tools if step.tool and plan.tools != "off" else ""
+        turn = Turn(self.inputs[step.id], step.output_tokens or source.request.max_tokens, tools)
+
+        def tag(rec: StreamRecord) -> None:
+            rec.session_id, rec.step_id = session.id, step.id
+            rec.depth = session.depth(step.id)
+            rec.wait_s = step.wait_s if step.parents else None
+            rec.session_steps = len(session.steps)
+
+        idle = self.idle
+        conn = (
+            idle.pop()
+            if idle
+            else source.transport.open(plan.protocol, plan.limits, True, self.headers)
+        )
+        try:
+            out = run_one_stream(
+                source,
+                plan.protocol,
+                plan.user_class,
+                plan.limits,
+                conn,
+                scheduled_at=self.epoch0 + ready if step.parents or self.arrived else None,
+                turn=turn,
+                history=history,
+                collect_text=True,
+                scenario=plan.scenario,
+                tag=tag,
+            )
+        except BaseException:
+            conn.close()  # the run stopped the step mid-stream: its connection is done
+            raise
+        idle.append(conn)
+        return out
+
+
 def run_session(
     source: StreamSource,
     session: Session,
-    protocol: str,
-    limits: ClientLimits,
-    text: Callable[[Session, Step], str],
-    user_class: str = "SessionUser",
-    abort_on_broken: bool = True,
-    scenario: str | None = None,
-    header: str = "",
+    plan: SessionPlan,
     arrived_at: float | None = None,
-    tools: str = "auto",
 ) -> list[StreamRecord]:
     """Run every step of ``session`` as its dependencies allow; returns the records of the steps
     sent, in the order they ended.
 
     The session's steps share its connections: a step takes an idle one (the last step's, in a
     chain) or opens one, and gives it back when it ends, so a chain runs on one connection and
-    each concurrent branch on its own. ``header``: a header naming the session on each of them
-    (its value the session's id), so a router can keep the session on one replica.
-    ``arrived_at``: when an arrival schedule had the session arrive (``perf_counter``): its root
-    steps are scheduled then, and their schedule lag measured from it. ``tools``: what a tool
-    step offers (``auto``, ``none``: the tool with ``tool_choice: "none"``, ``off``: nothing).
+    each concurrent branch on its own, each with the plan's header naming the session (a router
+    keeps the session on one replica). ``arrived_at``: when an arrival schedule had the session
+    arrive (``perf_counter``): its root steps are scheduled then, and their schedule lag
+    measured from it.
     """
     t0 = time.perf_counter() if arrived_at is None else arrived_at
-    headers = {header: session.id} if header else None
-    idle: list[Connection] = []
-    epoch0 = time.time() - t0
-    ended = {s.id: gevent.event.Event() for s in session.steps}
-    end_t: dict[str, float] = {}
-    inputs = {s.id: text(session, s) for s in session.steps}
-    replies: dict[str, str] = {}
-    broken = [False]
-    records: list[StreamRecord] = []
-
-    def step_run(step: Step) -> None:
-        try:
-            for p in step.parents:
-                ended[p].wait()
-            if broken[0] and abort_on_broken:
-                return
-            ready = max((end_t[p] for p in step.parents), default=t0) + step.wait_s
-            delay = ready - time.perf_counter()
-            if delay > 0:
-                gevent.sleep(delay)
-            history = [(inputs[a], replies.get(a, "")) for a in session.ancestors(step.id)]
-            turn = Turn(
-                inputs[step.id],
-                step.output_tokens or source.request.max_tokens,
-                tools=tools if step.tool and tools != "off" else "",
-            )
-
-            def tag(rec: StreamRecord) -> None:
-                rec.session_id, rec.step_id = session.id, step.id
-                rec.depth = session.depth(step.id)
-                rec.wait_s = step.wait_s if step.parents else None
-                rec.session_steps = len(session.steps)
-
-            conn = idle.pop() if idle else source.transport.open(protocol, limits, True, headers)
-            try:
-                rec, answer = run_one_stream(
-                    source,
-                    protocol,
-                    user_class,
-                    limits,
-                    conn,
-                    scheduled_at=epoch0 + ready if step.parents or arrived_at else None,
-                    turn=turn,
-                    history=history,
-                    collect_text=True,
-                    scenario=scenario,
-                    tag=tag,
-                )
-            except BaseException:
-                conn.close()  # the run stopped the step mid-stream: its connection is done
-                raise
-            idle.append(conn)
-            replies[step.id] = answer
-            records.append(rec)
-            if rec.outcome != "ok":
-                broken[0] = True
-        finally:
-            end_t[step.id] = time.perf_counter()
-            ended[step.id].set()
-
-    greenlets = [gevent.spawn(step_run, s) for s in session.steps]
+    run = _SessionRun(source, session, plan, t0, arrived_at is not None)
+    greenlets = [gevent.spawn(run.step, s) for s in session.steps]
     try:
         gevent.joinall(greenlets, raise_error=True)
     finally:
         gevent.killall([g for g in greenlets if not g.dead], block=True)
-        for c in idle:
+        for c in run.idle:
             c.close()
-    return records
+    return run.records

@@ -18,7 +18,7 @@ from locust.exception import StopUser
 from streamslo.loadgen.executors import count_dropped, is_stopping, process_index
 from streamslo.loadgen.openloop import arrival_gaps
 from streamslo.loadgen.recorder import RunRecorder, get_recorder
-from streamslo.loadgen.session_runner import StepText, run_session
+from streamslo.loadgen.session_runner import SessionPlan, StepText, run_session
 from streamslo.workload.prefix import TracePrompts
 from streamslo.workload.sessions import Session, session_source
 
@@ -74,18 +74,16 @@ class SessionUser(User):
         opts = self.recorder.opts
         source = self.recorder.source
         prompts = TracePrompts(source.workload.measure, opts.seed, opts.trace_block_tokens)
-        run_session(
-            source,
-            session,
+        plan = SessionPlan(
             self._protocol,
             self.limits,
             StepText(prompts),
             type(self).__name__,
             abort_on_broken=opts.on_broken_step == "abort",
             header=opts.session_header,
-            arrived_at=arrived_at,
             tools=opts.session_tools,
         )
+        run_session(source, session, plan, arrived_at)
 
 
 class SessionArrivalUser(SessionUser):

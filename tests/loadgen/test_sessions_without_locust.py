@@ -12,7 +12,7 @@ import pytest
 from streamslo.errors import BadInputError
 from streamslo.loadgen.memory import MemoryTransport
 from streamslo.loadgen.options import LoadOptions
-from streamslo.loadgen.session_runner import StepText, run_session
+from streamslo.loadgen.session_runner import SessionPlan, StepText, run_session
 from streamslo.loadgen.streams import FixedTarget, StreamSource
 from streamslo.stream.timing import StreamRecord
 from streamslo.transport.common import Target
@@ -69,9 +69,8 @@ def run(session: Session, cut=None, abort=True):
         ended.append,
         transport,
     )
-    records = run_session(
-        src, session, "sse", opts.limits, text_of, abort_on_broken=abort, header="X-Session-ID"
-    )
+    plan = SessionPlan("sse", opts.limits, text_of, abort_on_broken=abort, header="X-Session-ID")
+    records = run_session(src, session, plan)
     return records, ended, transport
 
 
