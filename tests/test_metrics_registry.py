@@ -78,3 +78,34 @@ def test_registry_lists_each_metric_once_with_a_kind_and_unit() -> None:
     assert metrics.metric_kind("nonsense") is None
     with pytest.raises(KeyError):
         metrics.failure_mask(_frame([(200, "ok")]), "itl_ms")
+
+
+def test_every_metric_carries_its_compute_function() -> None:
+    """The registry and the computation agree: every metric computes on a run with sessions,
+    a trend to samples, a rate to (numerator, denominator), a counter to a number."""
+    from streamslo.verify.testing import stream_row
+
+    frame = pd.DataFrame(
+        [
+            stream_row("a", session_id="s", step_id="1", depth=1, session_steps=1, wait_ms=None),
+            stream_row("b", outcome="truncated"),
+        ]
+    )
+    data = RunData(
+        path=None,
+        run={"start_epoch": 1_700_000_000.0},
+        streams=frame,
+        gaps=pd.DataFrame(columns=["stream_id", "index", "gap_ms", "t", "open"]),
+    )  # type: ignore[arg-type]
+    assert set(metrics.COMPUTE) == set(metrics.METRICS)
+    for name, compute in metrics.COMPUTE.items():
+        value = compute(data)
+        kind = metrics.metric_kind(name)
+        if kind == "trend":
+            assert hasattr(value, "shape"), name
+        elif kind == "rate":
+            assert isinstance(value, tuple) and len(value) == 2, name
+        elif kind == "counter":
+            assert isinstance(value, float), name
+    assert metrics.COMPUTE["session_success_rate"](data) == (1, 1)
+    assert metrics.COMPUTE["truncation_rate"](data) == (1, 2)

@@ -30,7 +30,7 @@ Percentiles everywhere use numpy's default ``method="linear"`` over all samples.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
+    "COMPUTE",
     "COUNTER_METRICS",
     "GAUGE_METRICS",
     "GOODPUT_KEYS",
@@ -384,6 +385,22 @@ def gauge_value(data: RunData, name: str) -> float | None:
         return float(table["whole"].sum()) / duration if len(table) else None
     bounds = GoodputBounds.from_run(data.run)
     return float(good_mask(s, bounds).sum()) / duration if bounds.any else None
+
+
+def _computed(name: str) -> Callable[[RunData], object]:
+    kind = metric_kind(name)
+    value = {
+        "trend": trend_samples,
+        "rate": rate_value,
+        "counter": counter_value,
+        "gauge": gauge_value,
+    }[kind or "trend"]
+    return lambda data: value(data, name)
+
+
+#: Each metric's compute function, by name: a trend's samples (ms), a rate's (numerator,
+#: denominator), a counter's or a gauge's value. Every metric of the registry has one.
+COMPUTE: Mapping[str, Callable[[RunData], object]] = {name: _computed(name) for name in METRICS}
 
 
 def _ratio(num: int, den: int) -> float | None:
