@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 
 from streamslo.options.redact import csv_safe
 from streamslo.results.columns import SAFE_FIELDS
-from streamslo.stream.timing import StreamRecord
+from streamslo.stream.timing import StreamRecord, Wire
 
 if TYPE_CHECKING:
     from streamslo.loadgen.monitor import GeneratorMonitor
@@ -227,7 +227,7 @@ class LocustStats:
         )
 
     def __call__(self, rec: StreamRecord) -> None:
-        kind = "WS" if rec.protocol == "ws" else "SSE"
+        kind = "WS" if rec.protocol == Wire.WS else "SSE"
         outcome = rec.outcome
         if outcome == "cancelled":
             return

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from streamslo.stream.exchange import SSEExchange
+from streamslo.stream.timing import Wire
 from streamslo.stream.tracker import StreamTracker
 from streamslo.transport.common import ClientLimits
 
@@ -95,7 +96,7 @@ class MemoryTransport:
         keep_alive: bool,
         headers: Mapping[str, str] | None = None,
     ) -> MemoryConnection:
-        if protocol != "sse":
+        if protocol != Wire.SSE:
             raise ValueError("the in-memory transport speaks SSE only")
         self.opened.append(dict(headers or {}))
         return MemoryConnection(self.answer, limits, self.sent, self.sleep)

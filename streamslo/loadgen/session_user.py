@@ -19,6 +19,7 @@ from streamslo.loadgen.executors import count_dropped, is_stopping, process_inde
 from streamslo.loadgen.openloop import arrival_gaps
 from streamslo.loadgen.recorder import RunRecorder, get_recorder
 from streamslo.loadgen.session_runner import SessionPlan, StepText, run_session
+from streamslo.stream.timing import Wire
 from streamslo.workload.prefix import TracePrompts
 from streamslo.workload.sessions import Session, session_source
 
@@ -41,7 +42,7 @@ class SessionUser(User):
         self.recorder = get_recorder(self.environment)
         opts = self.recorder.opts
         self.limits = opts.limits
-        self._protocol = "ws" if opts.protocol == "ws" else "sse"
+        self._protocol = Wire.WS if opts.protocol == Wire.WS else Wire.SSE
 
     def wait_time(self) -> float:
         return self.recorder.opts.think_time

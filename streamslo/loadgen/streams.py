@@ -23,7 +23,7 @@ from streamslo.loadgen.options import LoadOptions
 from streamslo.options.cancel import CancelPlan
 from streamslo.stream.chunkjson import loads_chunk
 from streamslo.stream.dialects import EVENT_APIS, tracker_for
-from streamslo.stream.timing import StreamExpectations, StreamRecord
+from streamslo.stream.timing import StreamExpectations, StreamRecord, Wire
 from streamslo.stream.tracker import StreamTracker
 from streamslo.transport.fetch import fetch
 from streamslo.transport.sync import ClientLimits, SSEConnection, Target, WSConnection
@@ -124,7 +124,7 @@ class SocketTransport:
         target = src.target
         if headers:
             target = replace(target, headers={**target.headers, **headers})
-        if protocol == "ws":
+        if protocol == Wire.WS:
             return _WS(WSConnection(target, WS_PATH, limits), src.opts.envelope.wrap)
         return _SSE(SSEConnection(target, limits, keep_alive), src.request.path)
 
@@ -291,7 +291,7 @@ class StreamSource:
         dialect = self.request.dialect
         if dialect in EVENT_APIS:  # typed events: chosen here, once, off the chat path
             return tracker_for(dialect, rec, expect, limits.max_event_bytes, collect_text)
-        if protocol == "ws":
+        if protocol == Wire.WS:
             return self.opts.envelope.tracker(rec, expect, limits.max_event_bytes, collect_text)
         return StreamTracker(rec, expect, limits.max_event_bytes, collect_text)
 

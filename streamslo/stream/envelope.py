@@ -31,7 +31,7 @@ from streamslo.stream.chunks import DialectReader, Machine, OpenAIChunks
 from streamslo.stream.counts import EndRules
 from streamslo.stream.outcome import Outcome
 from streamslo.stream.sse import DEFAULT_MAX_EVENT_BYTES
-from streamslo.stream.timing import StreamExpectations, StreamRecord
+from streamslo.stream.timing import StreamExpectations, StreamRecord, Wire
 from streamslo.stream.tracker import StreamTracker
 
 __all__ = ["PLACEHOLDER", "Enveloped", "WSEnvelope"]
@@ -164,7 +164,7 @@ class Enveloped:
         return self._inner.after_end
 
     def read(self, m: Machine, t: float, data: str, event: str) -> None:
-        if m.rec.protocol != "ws":
+        if m.rec.protocol != Wire.WS:
             self._inner.read(m, t, data, event)
             return
         inner = self._envelope.unwrap(data)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from streamslo.stream.outcome import Outcome
 
@@ -37,12 +38,22 @@ class StreamExpectations:
     no text (llama.cpp): a natural end one token short of usage is whole."""
 
 
+class Wire(StrEnum):
+    """How a stream travels (``streams.csv``'s ``protocol``); each compares equal to its name."""
+
+    SSE = "sse"
+    """Server-sent events over HTTP/1.1."""
+    WS = "ws"
+    """A WebSocket, one request's messages after another's."""
+
+
 @dataclass(slots=True)
 class StreamRecord:
     """Everything measured about one request. Filled in by the tracker as bytes arrive."""
 
     stream_id: str
     protocol: str
+    """``sse`` or ``ws`` (:class:`Wire`)."""
     user_class: str
     started_at: float
     """Unix epoch seconds when the request started."""

@@ -42,7 +42,7 @@ from streamslo.stream.chunks import DialectReader, OpenAIChunks
 from streamslo.stream.counts import Ledger, judge_end
 from streamslo.stream.outcome import Outcome, status_began
 from streamslo.stream.sse import DEFAULT_MAX_EVENT_BYTES
-from streamslo.stream.timing import StreamExpectations, StreamRecord
+from streamslo.stream.timing import StreamExpectations, StreamRecord, Wire
 
 __all__ = ["Expiry", "Framing", "StreamTracker", "TrackerState"]
 
@@ -68,6 +68,7 @@ class TrackerState(Enum):
 _FINISHED = TrackerState.FINISHED  # (module constants: the hot path reads them per event)
 _AFTER_DONE = TrackerState.AFTER_DONE
 _MALFORMED = Outcome.MALFORMED
+_SSE, _WS = Wire.SSE, Wire.WS
 
 
 class Framing(Protocol):
@@ -287,7 +288,7 @@ class StreamTracker:
         """An in-band error (an error chunk or event): ``error_event``; on WebSocket before the
         stream began (no token, no first event) it answers the request as a refused handshake
         would: ``http_4xx`` / ``http_5xx`` by its status (500 when it names none)."""
-        if self.rec.protocol == "ws" and not self.content_seen:
+        if self.rec.protocol == _WS and not self.content_seen:
             code = status if status is not None else 500
             outcome = Outcome.HTTP_4XX if code < 500 else Outcome.HTTP_5XX
             self.finish(t, outcome, f"error {code}: {message}")
@@ -316,7 +317,7 @@ class StreamTracker:
                     return
         outcome, error = judge_end(rec, ex, self.dialect.rules, self.ledger)
         self.finish(t, outcome, error)
-        if rec.protocol == "sse" and rec.outcome != _MALFORMED:
+        if rec.protocol == _SSE and rec.outcome != _MALFORMED:
             self.state = _AFTER_DONE
 
     def finish(self, t: float, outcome: Outcome, error: str = "") -> None:
@@ -351,7 +352,7 @@ class StreamTracker:
         """Why the stream stalled, and what kept its connection alive meanwhile."""
         rec = self.rec
         if not status_began(rec.status):
-            what = "response head" if rec.protocol == "sse" else "handshake answer"
+            what = "response head" if rec.protocol == _SSE else "handshake answer"
             return f"no {what} for {stall_timeout:g}s waiting for headers"
         if self._last_token_t is None:
             ftt = self.first_token_timeout
