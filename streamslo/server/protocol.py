@@ -30,6 +30,7 @@ __all__ = [
     "load_json_object",
     "parse_request",
     "parse_temperature",
+    "parse_tools",
     "tool_arguments",
 ]
 
@@ -126,7 +127,7 @@ def _bad(msg: str) -> APIError:
     return APIError(400, msg, param=field_of(msg))
 
 
-def parse_tools(body: dict[str, Any]) -> bool:
+def parse_tools(body: Mapping[str, object]) -> bool:
     """Whether a request offers tools: ``tools``, an array of objects (each dialect's shape),
     not turned off by ``tool_choice: "none"`` (Anthropic: ``{"type": "none"}``).
 
