@@ -118,6 +118,7 @@ class _SessionRun:
             rec.depth = session.depth(step.id)
             rec.wait_s = step.wait_s if step.parents else None
             rec.session_steps = len(session.steps)
+            rec.parent_ids = ";".join(step.parents) or None
 
         idle = self.idle
         conn = (

@@ -1,7 +1,8 @@
 """The report's session view, for agentic runs (``--sessions``; docs/report.md): a swim lane of
 a few sessions (each step a bar from its start to its end, the tool time before it a thin line,
-a broken step red), and by step depth the TTFT and the prefix cache's hit rate (a deeper step
-repeats more context: what a prefix cache can serve grows with it).
+a broken step red), and by step depth the TTFT, the prefix cache's hit rate and its ceiling: the
+share of the step's prompt its first parent had already seen (that parent's prompt and reply,
+which the step's context starts with), what a cache that also keeps replies could serve.
 
 The lane shows the broken sessions first, then the slowest whole ones (at most
 :data:`LANE_SESSIONS`). Nothing here prints.
@@ -48,10 +49,35 @@ class SessionView:
     "end_ms", "wait_ms", "ok"}]}``."""
 
 
+def _ceiling(s: pd.DataFrame) -> pd.Series:
+    """Per step, the share of its prompt its first parent had already seen: that parent's
+    prompt and reply (a step's context starts with its first parent's, in the session's order),
+    at most 1; NaN for a root, or where the server gave no usage."""
+    if "parent_ids" not in s.columns:
+        return pd.Series(np.nan, index=s.index)
+    seen = s["usage_prompt_tokens"] + s["usage_completion_tokens"]
+    key = s["session_id"].astype(str) + "\0" + s["step_id"].astype(str)
+    seen_by = dict(zip(key, seen, strict=True))
+    first = s["parent_ids"].fillna("").astype(str).str.split(";").str[0]
+    parent_seen = (s["session_id"].astype(str) + "\0" + first).map(seen_by)
+    share = (parent_seen / s["usage_prompt_tokens"]).clip(upper=1.0)
+    return share.where(first != "")
+
+
 def _depth_rows(s: pd.DataFrame) -> list[list[str]]:
     rows = [
-        ["depth", "steps", "ok", "TTFT p50 (ms)", "TTFT p99 (ms)", "prompt tokens", "cache hit"]
+        [
+            "depth",
+            "steps",
+            "ok",
+            "TTFT p50 (ms)",
+            "TTFT p99 (ms)",
+            "prompt tokens",
+            "cache hit",
+            "shared context",
+        ]
     ]
+    s = s.assign(_ceiling=_ceiling(s))
     for depth, g in s.groupby("depth", sort=True):
         ttft = g["ttft_ms"].dropna().to_numpy(dtype=float)
         prompt = g["usage_prompt_tokens"].dropna().to_numpy(dtype=float)
@@ -66,6 +92,7 @@ def _depth_rows(s: pd.DataFrame) -> list[list[str]]:
                 fmt(float(np.percentile(ttft, 99)) if len(ttft) else None),
                 fmt(float(prompt.mean()) if len(prompt) else None, 0),
                 "—" if hit is None else f"{hit:.1%}",
+                "—" if g["_ceiling"].isna().all() else f"{float(g['_ceiling'].mean()):.1%}",
             ]
         )
     return rows

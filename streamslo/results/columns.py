@@ -295,6 +295,15 @@ COLUMNS: tuple[Column, ...] = (
         lambda r: r.session_steps,
         schema=6,
     ),
+    Column(
+        "parent_ids",
+        "text",
+        "text",
+        "agentic sessions: the step's parents' ids, `;`-joined (empty: a root)",
+        lambda r: r.parent_ids,
+        schema=6,
+        safe=True,
+    ),
 )
 
 #: The column names, in order (the header).

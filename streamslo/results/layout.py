@@ -62,7 +62,8 @@ __all__ = [
 #: ``workload`` and ``goodput`` (a reader takes the columns as empty in older directories);
 #: 4: ``streams.csv`` ``scenario``; 5: ``streams.csv`` ``ttfo_ms``, ``reasoning_tokens``,
 #: ``tool_tokens``, ``ttftc_ms`` and ``run.json`` ``api`` (the dialect); 6: ``streams.csv``
-#: ``session_id``, ``step_id``, ``depth``, ``wait_ms``, ``session_steps`` (agentic sessions).
+#: ``session_id``, ``step_id``, ``depth``, ``wait_ms``, ``session_steps``, ``parent_ids``
+#: (agentic sessions).
 SCHEMA_VERSION = 6
 
 GAP_COLUMNS: tuple[str, ...] = ("stream_id", "index", "gap_ms", "t", "open")

@@ -88,6 +88,8 @@ class StreamRecord:
     """Agentic sessions: the tool (or think) time the step waited after its parents ended."""
     session_steps: int | None = None
     """Agentic sessions: how many steps its session has (planned, sent or not)."""
+    parent_ids: str | None = None
+    """Agentic sessions: its parents' step ids, ``;``-joined, in the session's order."""
     cached_tokens: int | None = None
     """The server's ``usage.prompt_tokens_details.cached_tokens`` (prefix-cache hits)."""
     finish_reason: str | None = None

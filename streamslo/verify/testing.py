@@ -68,6 +68,7 @@ def stream_row(stream_id: str, **fields: object) -> dict[str, object]:
         "depth": None,
         "wait_ms": None,
         "session_steps": None,
+        "parent_ids": None,
     }
     unknown = sorted(set(fields) - set(STREAM_COLUMNS))
     if unknown:

@@ -14,7 +14,9 @@ from streamslo.results.layout import load_run
 from streamslo.verify.testing import stream_row, write_run
 
 
-def _step(sid, step, depth, start, e2e, ok=True, wait=None, steps=3, prompt=100, cached=50):
+def _step(
+    sid, step, depth, start, e2e, ok=True, wait=None, steps=3, prompt=100, cached=50, parents=None
+):
     return stream_row(
         f"{sid}-{step}",
         session_id=sid,
@@ -28,6 +30,7 @@ def _step(sid, step, depth, start, e2e, ok=True, wait=None, steps=3, prompt=100,
         outcome="ok" if ok else "truncated",
         usage_prompt_tokens=prompt,
         cached_tokens=cached,
+        parent_ids=parents,
     )
 
 
@@ -35,8 +38,8 @@ ROWS = [
     # whole: 3 steps, 0 .. 2.5 s
     *[
         _step("w", "a", 1, 0.0, 500, prompt=100, cached=90),
-        _step("w", "b", 2, 1.0, 500, wait=500, prompt=300, cached=100),
-        _step("w", "c", 3, 2.0, 500, wait=500, prompt=600, cached=300),
+        _step("w", "b", 2, 1.0, 500, wait=500, prompt=300, cached=100, parents="a"),
+        _step("w", "c", 3, 2.0, 500, wait=500, prompt=600, cached=300, parents="b"),
     ],
     # broken at its second step; the third never sent
     *[_step("x", "a", 1, 0.0, 400), _step("x", "b", 2, 0.6, 300, ok=False, wait=200)],
@@ -74,4 +77,6 @@ def test_the_report_draws_broken_sessions_first(tmp_path):
     by_depth = {row[0]: row for row in doc["by_depth"][1:]}
     # depth 3: one step, 300 of 600 prompt tokens cached
     assert by_depth["3"][6] == "50.0%" and by_depth["1"][1] == "4"
+    # The ceiling: what its first parent had seen (300 prompt + 10 reply tokens of 600).
+    assert by_depth["3"][7] == "51.7%" and by_depth["1"][7] == "—"
     assert "Sessions by step depth" in res.markdown.read_text()
