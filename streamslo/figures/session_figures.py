@@ -75,6 +75,10 @@ def session_summary(streams: pd.DataFrame) -> dict[str, object] | None:
             "max": float(e2e.max()),
         },
         "steps_mean": float(table["sent"].mean()),
+        # A broken session's later steps that were never sent (--on-broken-step abort).
+        "steps_not_sent": int(
+            (table["steps"] - table["sent"]).clip(lower=0)[~table["whole"]].sum()
+        ),
         "max_depth": int(table["max_depth"].max()),
         "max_context_tokens": (
             None if table["context_tokens"].isna().all() else int(table["context_tokens"].max())

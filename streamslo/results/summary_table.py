@@ -148,6 +148,11 @@ def _replay_lines(summary: SummaryJson) -> list[str]:
                 else ""
             )
         )
+        if ss.get("steps_not_sent"):
+            out.append(
+                f"  broken sessions were aborted: {ss['steps_not_sent']} later steps not sent "
+                "(--on-broken-step continue sends them)"
+            )
     pc = summary.get("prefix_cache")
     if pc:
         hit, miss = pc["ttft_ms_hit"], pc["ttft_ms_miss"]

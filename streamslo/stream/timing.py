@@ -13,7 +13,7 @@ from enum import StrEnum
 
 from streamslo.stream.outcome import Outcome
 
-__all__ = ["StreamExpectations", "StreamRecord"]
+__all__ = ["StreamExpectations", "StreamRecord", "Wire"]
 
 
 @dataclass(frozen=True, slots=True)

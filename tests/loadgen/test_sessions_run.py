@@ -160,6 +160,7 @@ def test_every_step_and_session_is_judged_as_the_server_broke_it(adversary, tmp_
     assert summary["sessions"] == 4 and summary["whole"] == 2
     assert summary["success_rate"] == 0.5
     assert "sessions  4 ended, 2 whole" in r.stdout
+    assert summary["steps_not_sent"] == 2 and "2 later steps not sent" in r.stdout
     # The session SLO fails the run, in run and in verify alike.
     assert r.returncode == 99, r.stdout[-2000:] + r.stderr[-2000:]
     v = subprocess.run(

@@ -199,10 +199,18 @@ def test_step_text_shares_the_blocks_it_names():
 
 
 def test_greenlets_do_not_leak():
-    run(DIAMOND, cut={"plan"})
-    gevent.sleep(0)
-    import gc
+    """A broken root aborts the rest: every step's greenlet has ended when run_session returns."""
+    spawned = []
+    real_spawn = gevent.spawn
 
-    from gevent import Greenlet
+    def spawn(*args, **kwargs):
+        g = real_spawn(*args, **kwargs)
+        spawned.append(g)
+        return g
 
-    assert not [g for g in gc.get_objects() if isinstance(g, Greenlet) and not g.dead]
+    gevent.spawn = spawn
+    try:
+        run(DIAMOND, cut={"plan"})
+    finally:
+        gevent.spawn = real_spawn
+    assert spawned and all(g.dead for g in spawned)
