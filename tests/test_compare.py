@@ -40,11 +40,10 @@ def run_compare(out: Path, duration: int) -> subprocess.CompletedProcess[str]:
 @pytest.mark.load
 def test_compare_naive_breaks_fixed_meets_slo(tmp_path):
     out = tmp_path / "cmp"
-    # 24 s a run: four levels, the lower ones 4 s each. A level's point is the streams that
-    # started while it held; at 16 s (2.7 s levels) a loaded machine stretched the fixed
-    # server's 2-stream streams past the whole level (about 3 s each), so no stream started in
-    # it and the level was missing (levels [1, 5, 10]); at 10 s levels 2 and 5 went so.
-    r = run_compare(out, 24)
+    # 16 s a run, as the README's demo: four levels, the lower ones 2.7 s each. Under a loaded
+    # suite the fixed server's 2-stream streams outlasted that level and none started in it
+    # (levels [1, 5, 10]); such a level takes the streams in flight through it (knee.py).
+    r = run_compare(out, 16)
     fixed_run = json.loads((out / "fixed" / "run.json").read_text())
     fixed_slo = json.loads((out / "fixed" / "slo.json").read_text())
     assert r.returncode in (0, 99), r.stdout[-3000:] + r.stderr[-3000:]

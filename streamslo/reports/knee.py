@@ -233,7 +233,8 @@ def first_user_s(stages: str) -> float:
 def level_points(
     data: RunData, stages: str, slo: SLO | None = None, settle_s: float = 0.0
 ) -> list[LoadPoint]:
-    """One point per held stage of a staged run: the streams that started while it held.
+    """One point per held stage of a staged run: the streams that started while it held (when
+    none did, because a slow server's streams outlasted the stage, those in flight through it).
 
     The stages' clock is set by the run's first stream, which started when the first stage
     reached one user (:func:`first_user_s`); Locust's start-up is not part of any stage. A run
@@ -252,9 +253,14 @@ def level_points(
         return []
     started = s["started_at"].to_numpy(dtype=float)
     since = started - np.nanmin(started) + first_user_s(stages)
+    until = since + s["e2e_ms"].fillna(0).to_numpy(dtype=float) / 1000.0
     points = []
     for users, lo, hi in levels:
         mask = (since >= lo + settle_s) & (since < hi)
+        if not mask.any():
+            # No stream started while it held (a slow server's streams outlasted the level):
+            # the streams in flight through it are its figures, rather than no point at all.
+            mask = (since < hi) & (until > lo + settle_s)
         sub = s[mask]
         gaps = g[g["stream_id"].isin(sub["stream_id"])]
         part = RunData(path=data.path, run=data.run, streams=sub, gaps=gaps)

@@ -51,6 +51,28 @@ def test_level_points_take_the_streams_each_level_held(tmp_path: Path) -> None:
         assert p.duration_s == 8.0
 
 
+def test_a_level_no_stream_started_in_takes_the_streams_in_flight_through_it(
+    tmp_path: Path,
+) -> None:
+    """A slow server's streams can outlast a level: none starts while it holds. The level keeps
+    its point, made of the streams in flight through it (the compare ramp's 2-stream level
+    went missing so under a loaded suite)."""
+    _ramped(tmp_path)
+    path = tmp_path / "run" / "streams.csv"
+    s = pd.read_csv(path)
+    since = s["started_at"] - s["started_at"].min() + 1.0  # the stages' clock
+    hole = (since >= 11.0) & (since < 20.0)  # level 4: nothing starts while it holds
+    s = s[~hole].copy()
+    long = s.index[(since[~hole] >= 8.0) & (since[~hole] < 10.0)]
+    s.loc[long, "e2e_ms"] = 15_000.0  # these run through level 4's hold
+    s.to_csv(path, index=False)
+    pts = level_points(load_run(tmp_path / "run"), STAGES)
+    assert [p.x for p in pts] == [2, 4]
+    kept_since = since[~hole]
+    through = (kept_since < 20.0) & (kept_since + s["e2e_ms"] / 1000.0 > 11.0)
+    assert pts[1].requests == int(through.sum()) >= len(long) > 0
+
+
 def test_turns_table_by_turn(tmp_path: Path) -> None:
     rows = _ramped(tmp_path)
     path = tmp_path / "run" / "streams.csv"
