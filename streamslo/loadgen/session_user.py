@@ -43,6 +43,7 @@ class SessionUser(User):
         opts = self.recorder.opts
         self.limits = opts.limits
         self._protocol = Wire.WS if opts.protocol == Wire.WS else Wire.SSE
+        self._text: StepText | None = None
 
     def wait_time(self) -> float:
         return self.recorder.opts.think_time
@@ -74,11 +75,14 @@ class SessionUser(User):
     def _run(self, session: Session, arrived_at: float | None) -> None:
         opts = self.recorder.opts
         source = self.recorder.source
-        prompts = TracePrompts(source.workload.measure, opts.seed, opts.trace_block_tokens)
+        if self._text is None:  # (one text maker a user: its blocks are made once)
+            self._text = StepText(
+                TracePrompts(source.workload.measure, opts.seed, opts.trace_block_tokens)
+            )
         plan = SessionPlan(
             self._protocol,
             self.limits,
-            StepText(prompts),
+            self._text,
             type(self).__name__,
             abort_on_broken=opts.on_broken_step == "abort",
             header=opts.session_header,
