@@ -77,17 +77,21 @@ class Session:
     at_s: float | None = None
     """When it arrives (seconds from the schedule's start), if the source says."""
     _index: Mapping[str, Step] = field(default_factory=dict, repr=False, compare=False)
+    _depth: Mapping[str, int] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_index", {s.id: s for s in self.steps})
+        depth: dict[str, int] = {}
+        for s in self.steps:  # (parents come first: one pass, however long the chain)
+            depth[s.id] = 1 + max((depth[p] for p in s.parents), default=0)
+        object.__setattr__(self, "_depth", depth)
 
     def step(self, step_id: str) -> Step:
         return self._index[step_id]
 
     def depth(self, step_id: str) -> int:
         """1 for a root; one more than its deepest parent otherwise."""
-        parents = self._index[step_id].parents
-        return 1 + max((self.depth(p) for p in parents), default=0)
+        return self._depth[step_id]
 
     def ancestors(self, step_id: str) -> list[str]:
         """Every step the step's context holds (its ancestors), in the session's order."""

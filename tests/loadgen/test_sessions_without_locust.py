@@ -214,3 +214,10 @@ def test_greenlets_do_not_leak():
     finally:
         gevent.spawn = real_spawn
     assert spawned and all(g.dead for g in spawned)
+
+
+def test_a_long_chain_is_no_problem():
+    """A trajectory of thousands of steps (a long agent run): depths in one pass."""
+    steps = [Step("0")] + [Step(str(i), (str(i - 1),)) for i in range(1, 5000)]
+    s = Session("long", tuple(steps))
+    assert s.depth("4999") == 5000 and s.ancestors("3")[-1] == "2"
