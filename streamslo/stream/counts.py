@@ -1,9 +1,9 @@
 """How a stream's end is judged: its stop reason and its token counts, the same rules for every
 dialect (docs/outcomes.md, "Token positions" and "Stop reasons").
 
-Every tracker (the OpenAI chunk dialects and the event dialects) calls :func:`judge_end` once,
-when the terminal marker arrives; the dialect only says which stop reasons mean what
-(:class:`EndRules`). Nothing here reads a clock or does I/O.
+The stream's machine (:class:`~streamslo.stream.tracker.StreamTracker`) calls :func:`judge_end`
+once, when the terminal marker arrives, for every dialect; a dialect object only says which
+stop reasons mean what (:class:`EndRules`). Nothing here reads a clock or does I/O.
 
 **Merged chunks.** An engine may put several tokens into one chunk: llama.cpp sends nothing for a
 token whose text ends inside an unfinished UTF-8 sequence, and its bytes come with the next
