@@ -350,6 +350,10 @@ class EmitterProtocol(asyncio.Protocol):
 
 async def _main(args: argparse.Namespace) -> None:
     ttft = None if args.ttft_ms is None else args.ttft_ms / 1000.0
+    if args.flood:
+        global _CHAT_JSON
+        _CHAT_JSON = _CHAT_JSON.replace(b'"content":"tok"', b'"content":"x"')
+        args.period_ms, ttft = 0.0, 0.0
     emitter = Emitter(args.period_ms / 1000.0, args.slack_ms / 1000.0, ttft, not args.no_tag)
     loop = asyncio.get_running_loop()
     emitter.loop = loop
@@ -381,6 +385,12 @@ def main() -> None:
         "--ttft-ms", type=float, default=None, help="first token's delay (default: the period)"
     )
     p.add_argument("--slack-ms", type=float, default=0.2, help="write tokens due this soon early")
+    p.add_argument(
+        "--flood",
+        action="store_true",
+        help="write every event of a response at once, as fast as the socket takes them, each "
+        "a one-character token (bench/bench_flood.py); no schedule",
+    )
     p.add_argument(
         "--no-tag",
         action="store_true",

@@ -144,6 +144,7 @@ def start_emitter(
     period_ms: float = 20.0,
     ttft_ms: float | None = None,
     tag: bool = True,
+    flood: bool = False,
 ) -> tuple[subprocess.Popen[Any], int]:
     """Start ``bench/_emitter.py`` (its write log goes to ``work/emitter.json`` at SIGTERM);
     returns the process and its port."""
@@ -162,6 +163,8 @@ def start_emitter(
         cmd += ["--ttft-ms", str(ttft_ms)]
     if not tag:
         cmd.append("--no-tag")
+    if flood:
+        cmd.append("--flood")
     err = open(work / "emitter.err", "w")  # noqa: SIM115 (the child owns it)
     proc = subprocess.Popen(pinned(core, cmd, nice), stdout=subprocess.DEVNULL, stderr=err)
     deadline = time.time() + 10
@@ -207,11 +210,13 @@ def run_against_emitter(
     client_core: str | None = "1",
     children: bool = False,
     sched: bool = False,
+    cwd: Path | None = None,
     **emitter: Any,
 ) -> EmitterRun:
     """Start the emitter (core 0), run ``cmd`` against it (``{url}`` in ``cmd`` is replaced by
-    its base URL) pinned to ``client_core``, sample both every 0.5 s, stop both, and read the
-    emitter's log. The client's output goes to ``work/client.log``."""
+    its base URL) pinned to ``client_core`` (run in ``cwd``, default the repository), sample
+    both every 0.5 s, stop both, and read the emitter's log. The client's output goes to
+    ``work/client.log``."""
     proc_e, port = start_emitter(work, nice=nice, **emitter)
     url = f"http://127.0.0.1:{port}"
     full = [c.replace("{url}", url) for c in cmd]
@@ -220,7 +225,7 @@ def run_against_emitter(
         with open(work / "client.log", "w") as log:
             proc = subprocess.Popen(
                 pinned(client_core, full, nice),
-                cwd=REPO,
+                cwd=cwd or REPO,
                 env=env,
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -173,7 +173,7 @@ def _export(rev: str) -> Path:
 
     out = Path(tempfile.mkdtemp(prefix="streamslo-base-"))
     tar = subprocess.run(
-        ["git", "-C", str(BENCH.parent), "archive", rev, "streamslo"],
+        ["git", "-C", str(BENCH.parent), "archive", rev, "streamslo", "locustfiles"],
         check=True,
         capture_output=True,
     ).stdout
@@ -188,7 +188,8 @@ def _export_tree() -> Path:
     import tempfile
 
     out = Path(tempfile.mkdtemp(prefix="streamslo-cur-"))
-    shutil.copytree(BENCH.parent / "streamslo", out / "streamslo")
+    for part in ("streamslo", "locustfiles"):
+        shutil.copytree(BENCH.parent / part, out / part)
     return out
 
 
@@ -211,12 +212,15 @@ def _client_cmd(
     if client.startswith("streamslo"):
         mode = "per-stream" if client == "streamslo WS" else client.split()[-1]
         proto = ["--protocol", "ws"] if client == "streamslo WS" else []
+        # A copy's own locustfile, run from the copy: Locust puts its working directory first
+        # on sys.path, and from this repository that would import the working tree's code.
+        base = REPO if code is None else code
         cmd = locust_cmd(
             url,
             users,
             seconds,
             "-f",
-            "locustfiles/streaming_locustfile.py",
+            str(base / "locustfiles" / "streaming_locustfile.py"),
             "--results-dir",
             str(work / "results"),
             "--max-tokens",
@@ -226,9 +230,10 @@ def _client_cmd(
             *proto,
         )
         if code is not None:
-            # -P: no working directory (this repository) first on sys.path, so the copy on
-            # PYTHONPATH is what runs (python -m puts the working directory before PYTHONPATH).
+            # -P: no working directory first on sys.path, so the copy on PYTHONPATH is what
+            # runs (python -m puts the working directory before PYTHONPATH).
             cmd.insert(1, "-P")
+            env["STREAMSLO_BENCH_CWD"] = str(code)
     elif client in ("HttpUser+requests", "FastHttpUser readline"):
         kind = client.split("+")[0].split()[0]
         lf = work / f"plain_{kind}_locustfile.py"
@@ -319,8 +324,16 @@ def run_cell(
         cmd, env = _client_cmd(client, "{url}", users, seconds, work)
         # The peer's client is a child of its wrapper: sum it in.
         peer = client == PEER_ROW
+        cwd = env.pop("STREAMSLO_BENCH_CWD", None)
         run = run_against_emitter(
-            work, cmd, seconds, env=env, nice=nice, children=peer, tag=not peer
+            work,
+            cmd,
+            seconds,
+            env=env,
+            nice=nice,
+            children=peer,
+            tag=not peer,
+            cwd=Path(cwd) if cwd else None,
         )
         rc, sampler, emitted, t_start = run.rc, run.sampler, run.emitted, run.t_start
         unmatched = 0

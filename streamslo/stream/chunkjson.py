@@ -44,6 +44,7 @@ __all__ = [
     "inband_error",
     "json_depth_exceeds",
     "loads_chunk",
+    "loads_chunk_bytes",
     "token_position",
 ]
 
@@ -73,6 +74,7 @@ _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 _FAST: Callable[[str], Any] | None = (
     None if os.environ.get("STREAMSLO_CHUNK_JSON") == "stdlib" else msgspec.json.Decoder().decode
 )
+_FAST_BYTES: Callable[[bytes], Any] = msgspec.json.Decoder().decode
 
 
 def json_depth_exceeds(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
@@ -123,6 +125,22 @@ def loads_chunk(text: str) -> Any:
         except Exception:  # refused (or out of its range): the full parse decides
             pass
     return _full_parse(text)
+
+
+def loads_chunk_bytes(raw: bytes) -> Any:
+    """Decode one chunk's JSON straight from the bytes read, or return ``None`` where only
+    :func:`loads_chunk` of the decoded text may decide (a refusal, an error, a deep text, invalid
+    UTF-8: the caller decodes the text, invalid bytes as U+FFFD, and reads it the usual way).
+    A chunk that is JSON ``null`` returns ``None`` too, and is read the usual way.
+
+    What it returns is what :func:`loads_chunk` returns for the same text: msgspec reads UTF-8
+    bytes as it reads the text they encode, and refuses invalid UTF-8."""
+    if _FAST is None or raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH:
+        return None
+    try:
+        return _FAST_BYTES(raw)
+    except Exception:  # refused: the text path decides
+        return None
 
 
 def _full_parse(text: str) -> Any:

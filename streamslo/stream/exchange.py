@@ -13,7 +13,7 @@ check that an outcome and its timings do not depend on how the bytes were split 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from enum import Enum
 from typing import Literal, cast
 
@@ -108,13 +108,18 @@ class SSEBody:
         tracker: the request's tracker (its ``max_event_bytes`` caps an event).
     """
 
-    __slots__ = ("_read", "decoder", "tracker")
+    __slots__ = ("_read", "_read_bytes", "decoder", "tracker")
 
     def __init__(self, tracker: StreamTracker) -> None:
         self.tracker = tracker
         self.decoder = SSEDecoder(max_event_bytes=tracker.max_event_bytes)
         tracker.framing = self.decoder
         self._read = tracker.dialect.read  # (tracker.message, less a call per event)
+        # A dialect that reads an event's data from the bytes (OpenAI's chunks) is given the
+        # common read, one whole data event, undecoded.
+        self._read_bytes: Callable[[StreamTracker, float, bytes], None] | None = getattr(
+            tracker.dialect, "read_bytes", None
+        )
 
     def head(self, t: float, status: int, content_type: str | None) -> None:
         """The final response head of a streaming request (a non-2xx one goes to
@@ -139,9 +144,16 @@ class SSEBody:
         """Body bytes of the event stream, as read (one timestamp per read)."""
         tracker = self.tracker
         tracker.rec.bytes += len(data)
-        if tracker.state is _FINISHED:  # (an outcome is set only in FINISHED or AFTER_DONE)
+        state = tracker.state
+        if state is _FINISHED:  # (an outcome is set only in FINISHED or AFTER_DONE)
             return
         decoder = self.decoder
+        read_bytes = self._read_bytes
+        if read_bytes is not None and state is _STREAMING:
+            value = decoder.one_event(data)
+            if value is not None:
+                read_bytes(tracker, t, value)
+                return
         error: str | None = None
         try:
             events: Sequence[SSEEvent] = decoder.feed(data)

@@ -123,24 +123,8 @@ class SSEDecoder:
         events: list[SSEEvent] = []
         if not chunk:
             return events
-        if (
-            chunk[:5] == b"data:"
-            and chunk.find(b"\n") == len(chunk) - 2
-            and chunk[-1:] == b"\n"
-            and not self._pend
-            and self._started
-            and not self._skip_lf
-            and not self._data
-            and self._event is None
-            and not self._event_bytes
-            and len(chunk) - 2 < self._fast_cap
-            and b"\r" not in chunk
-        ):
-            # The most common read of a token stream: one whole one-line "data:" event, the
-            # decoder between events, no cap near. Dispatched as the whole-events path below
-            # would (same value, same accounting), without splitting anything.
-            self.completed_line = True
-            value = chunk[6:-2] if chunk[5:6] == b" " else chunk[5:-2]
+        value = self.one_event(chunk)
+        if value is not None:
             events.append(SSEEvent(value.decode("utf-8", "replace"), "message", self._last_id))
             return events
         try:
@@ -237,6 +221,29 @@ class SSEDecoder:
             exc.events = events  # completed before the error: the caller handles them first
             raise
         return events
+
+    def one_event(self, chunk: bytes) -> bytes | None:
+        """The data of ``chunk`` when it is one whole one-line ``data:`` event and the decoder
+        is between events with no cap near (the most common read of a token stream), as
+        undecoded bytes, dispatched; None (nothing consumed) for anything else, which
+        :meth:`feed` then decodes by the general rules. The value and the accounting are
+        what :meth:`feed` gives the same bytes."""
+        if (
+            chunk[:5] == b"data:"
+            and chunk.find(b"\n") == len(chunk) - 2
+            and chunk[-1:] == b"\n"
+            and not self._pend
+            and self._started
+            and not self._skip_lf
+            and not self._data
+            and self._event is None
+            and not self._event_bytes
+            and len(chunk) - 2 < self._fast_cap
+            and b"\r" not in chunk
+        ):
+            self.completed_line = True
+            return chunk[6:-2] if chunk[5:6] == b" " else chunk[5:-2]
+        return None
 
     def _line(self, line: bytes, events: list[SSEEvent]) -> None:
         self.completed_line = True

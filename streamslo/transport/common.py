@@ -12,13 +12,13 @@ import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
 from urllib.parse import urlsplit
 
 from streamslo.errors import ProtocolError
 from streamslo.stream.caps import DEFAULT_MAX_EVENT_BYTES
-from streamslo.stream.exchange import Expiry, protocol_broken, transport_failed
+from streamslo.stream.exchange import protocol_broken, transport_failed
 from streamslo.stream.tracker import StreamTracker
+from streamslo.transport.reactor import REACTOR, Exchange, ask_kernel_stamps, reactor_enabled
 from streamslo.transport.watchdog import Watch
 
 __all__ = [
@@ -148,7 +148,9 @@ def connect(target: Target, limits: ClientLimits) -> socket.socket:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, limits.rcvbuf)
         sock.settimeout(limits.connect_timeout)
         sock.connect((target.host, target.port))
-        if target.ssl_context is not None:
+        if target.ssl_context is None:
+            ask_kernel_stamps(sock)
+        else:
             sock = target.ssl_context.wrap_socket(
                 sock, server_hostname=target.host, do_handshake_on_connect=False
             )
@@ -158,26 +160,6 @@ def connect(target: Target, limits: ClientLimits) -> socket.socket:
         sock.close()
         raise
     return sock
-
-
-class Exchange(Protocol):
-    """What :func:`pump` drives: a Sans-I/O exchange (:mod:`streamslo.stream.exchange`,
-    :mod:`streamslo.stream.ws`)."""
-
-    @property
-    def done(self) -> bool: ...
-
-    @property
-    def progress_t(self) -> float: ...
-
-    @property
-    def cutoff(self) -> float | None: ...
-
-    def receive(self, t: float, data: bytes) -> None: ...
-
-    def expire(self, t: float, why: Expiry) -> None: ...
-
-    def fail(self, t: float, exc: BaseException) -> None: ...
 
 
 _PEEK = socket.MSG_PEEK | getattr(socket, "MSG_DONTWAIT", 0)
@@ -290,6 +272,8 @@ def _wait_first(
 # STREAMSLO_READ=recv-first (read at import) reads as gevent does, trying before waiting: the
 # bench's old path.
 _WAIT_FIRST = os.environ.get("STREAMSLO_READ") != "recv-first"
+# STREAMSLO_READ=per-stream: each stream's greenlet reads its own socket (no shared reader).
+_SHARED = reactor_enabled()
 
 
 def pump(
@@ -306,10 +290,15 @@ def pump(
     timer counts from there: bytes of an unfinished line do not reset it) and its deadline:
     the request's, or a short wait's :attr:`Exchange.cutoff`. A transport error goes to
     :meth:`Exchange.fail`; the caller decides about retries before calling this. Each read
-    takes everything the socket holds (up to ``recv_size``); under gevent, after a short read
-    it waits for the socket to be readable before reading (:func:`_wait_first`), after a full
-    one it reads first.
+    takes everything the socket holds (up to ``recv_size``). Under gevent a plain socket is
+    read by the process's one reader (:mod:`streamslo.transport.reactor`) and this greenlet
+    sleeps until the exchange is done; otherwise (TLS, a slow reader, no gevent) it reads
+    here: under gevent, after a short read it waits for the socket to be readable before
+    reading (:func:`_wait_first`), after a full one it reads first.
     """
+    if _SHARED and REACTOR.accepts(sock, limits.read_pause):
+        REACTOR.pump(sock, exchange, limits.recv_size, watch, deadline, after_read)
+        return
     waiting = _wait_first(sock, limits) if _WAIT_FIRST else None
     first = True
     while not exchange.done:

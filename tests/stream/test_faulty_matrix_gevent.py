@@ -1,9 +1,10 @@
 """The faulty-server matrix again, under gevent, as the Locust users read.
 
-Under gevent the transport waits for a socket to be readable before it reads
-(``streamslo.transport.common._wait_first``) instead of trying the read first; every outcome,
-hostile cases included, must stay what the plain blocking read gives (tests/faulty/server.py's
-``EXPECTED``). The reads run in a child process patched by ``gevent.monkey``, eight greenlets at
+Under gevent the streams' plain sockets are read by the process's one reader
+(``streamslo.transport.reactor``), or, with ``STREAMSLO_READ=per-stream``, each by its own
+greenlet, which waits for its socket to be readable before it reads
+(``streamslo.transport.common._wait_first``); every outcome, hostile cases included, must stay
+what the plain blocking read gives (tests/faulty/server.py's ``EXPECTED``), both ways. The reads run in a child process patched by ``gevent.monkey``, eight greenlets at
 a time, as in ``test_faulty_matrix``, whose timing cases (a 1 s stall timeout) are as sensitive
 to a loaded machine.
 """
@@ -11,6 +12,7 @@ to a loaded machine.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -32,7 +34,10 @@ import sys
 
 from gevent.pool import Pool
 
+import os
+
 from streamslo.transport.common import _wait_first
+from streamslo.transport.reactor import REACTOR
 from tests.faulty.scenarios import HOSTILE
 from tests.stream.test_faulty_matrix import CASES, CONCURRENT, LIMITS, run_case
 
@@ -45,15 +50,21 @@ for batch in ([c for c in CASES if c[0] not in HOSTILE], [c for c in CASES if c[
     pool = Pool(CONCURRENT)
     for case, rec in pool.imap_unordered(lambda c: (c, run_case(sys.argv[1], *c)), batch):
         out["|".join(case)] = [rec.outcome, rec.error, rec.tokens]
+shared = os.environ.get("STREAMSLO_READ") != "per-stream"
+assert (REACTOR.reads > 0) == shared, f"{REACTOR.reads} reads by the shared reader"
 print(json.dumps(out))
 """
 
 
-@pytest.fixture(scope="module")
-def gevent_matrix(faulty_server) -> dict[str, list[object]]:
+@pytest.fixture(scope="module", params=["shared", "per-stream"])
+def gevent_matrix(request, faulty_server) -> dict[str, list[object]]:
+    env = {k: v for k, v in os.environ.items() if k != "STREAMSLO_READ"}
+    if request.param == "per-stream":
+        env["STREAMSLO_READ"] = "per-stream"
     res = subprocess.run(
         [sys.executable, "-c", CHILD, faulty_server.base_url],
         cwd=REPO,
+        env=env,
         capture_output=True,
         text=True,
         timeout=600,
