@@ -174,11 +174,21 @@ class ChunkedReader(BodyReader):
             if line[-1:] == b"\r":
                 line = line[:-1]
             if st is ChunkState.SIZE:
-                m = _CHUNK_LINE.fullmatch(line)
-                if m is None:
-                    raise HTTPProtocolError(f"bad chunk-size line {line[:40]!r}")
-                size = int(m.group(1), 16)
+                if 0 < len(line) <= 16 and not line.strip(_HEXDIGITS):
+                    size = int(line, 16)  # a plain hex size: two C calls, not the regex
+                else:
+                    m = _CHUNK_LINE.fullmatch(line)
+                    if m is None:
+                        raise HTTPProtocolError(f"bad chunk-size line {line[:40]!r}")
+                    size = int(m.group(1), 16)
                 if size:
+                    end = pos + size
+                    if data[end : end + 2] == b"\r\n":
+                        # The whole chunk and its CRLF are in this read (a flood, a burst):
+                        # taken at once, size line to size line.
+                        out.append(data[pos:end])
+                        pos = end + 2
+                        continue
                     self._left = size
                     self.state = ChunkState.DATA
                 else:

@@ -232,10 +232,19 @@ class OpenAIChunks:
         if type(chunk) is not dict:
             self.read(m, t, raw.decode("utf-8", "replace"), "message")
             return
-        if "usage" not in chunk and "error" not in chunk and "timings" not in chunk:
+        self._chunk(m, t, chunk, "message")
+
+    def _chunk(self, m: Machine, t: float, chunk: dict[str, Any], event: str) -> None:
+        """A chunk that is a JSON object: a token, a stop reason, usage, an in-band error."""
+        if (
+            event == "message"
+            and "usage" not in chunk
+            and "error" not in chunk
+            and "timings" not in chunk
+        ):
             # The common chunk, read in one pass: one choice whose chat delta has answer text
             # and nothing else that counts (no stop reason, server count or error): ANSWER
-            # tokens, one or as many as its token ids list, as the general reading (_chunk)
+            # tokens, one or as many as its token ids list, as the general reading below
             # makes them.
             choices = chunk.get("choices")
             if type(choices) is list and len(choices) == 1:
@@ -264,10 +273,6 @@ class OpenAIChunks:
                             m.text.append(content)
                         m.token(t, ANSWER, n)
                         return
-        self._chunk(m, t, chunk, "message")
-
-    def _chunk(self, m: Machine, t: float, chunk: dict[str, Any], event: str) -> None:
-        """A chunk that is a JSON object: a token, a stop reason, usage, an in-band error."""
         if "error" in chunk or event != "message" or chunk.get("object") == "error":
             found = inband_error(chunk, event)
             if found is not None:
