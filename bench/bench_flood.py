@@ -126,6 +126,21 @@ def report(cells: list[dict[str, Any]]) -> str:
     return md_table(header, rows, "lrrrrrr")
 
 
+def render(data: dict[str, Any]) -> str:
+    """The RESULTS.md section from ``flood.json``."""
+    lines = [
+        f"Command: `{data['command']}`",
+        "",
+        f"Each response: {EVENTS:,} one-character chat events, written at once; client on core 1, "
+        "emitter on core 0. Events per core-second = events/s over the client's CPU share.",
+        "",
+        report(data["cells"]),
+    ]
+    lines += [f"- skipped: {note}" for note in data.get("skipped", [])]
+    lines += ["", f"_Generated from `bench/results/flood.json` ({data['written_at']})._"]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])

@@ -105,6 +105,13 @@ BENCHES: tuple[Bench, ...] = (
         ("--quick",),
     ),
     Bench(
+        "flood",
+        "bench_flood",
+        "Flood: events per client core when nothing paces them",
+        ("--streams", "20", "--seconds", "10"),
+        ("--streams", "20", "--seconds", "6", "--clients", "streamslo SSE,asyncio raw"),
+    ),
+    Bench(
         "dialects",
         "bench_dialects",
         "Every --api dialect against one server; reasoning models' TTFO",
