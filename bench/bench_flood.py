@@ -137,7 +137,6 @@ def render(data: dict[str, Any]) -> str:
         report(data["cells"]),
     ]
     lines += [f"- skipped: {note}" for note in data.get("skipped", [])]
-    lines += ["", f"_Generated from `bench/results/flood.json` ({data['written_at']})._"]
     return "\n".join(lines)
 
 
