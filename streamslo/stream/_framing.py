@@ -39,6 +39,9 @@ class ChunkState(Enum):
     """The body ended cleanly."""
 
 
+_SIZE = ChunkState.SIZE
+
+
 class BodyReader:
     """The interface of a framing reader."""
 
@@ -103,6 +106,20 @@ class ChunkedReader(BodyReader):
         self._left = 0  # bytes of the current chunk's data still to come
         self._line = bytearray()  # an unfinished framing line (size, CRLF, trailer)
         self._trailer_bytes = 0
+
+    def whole(self, data: bytes) -> bytes | None:
+        """The data of ``data`` when it is exactly one whole chunk (``size CRLF data CRLF``,
+        a plain hex size) and the reader is between chunks: consumed, the reader still between
+        chunks. None (nothing consumed) for anything else: :meth:`feed` decides."""
+        if self.state is _SIZE and not self._line:
+            nl = data.find(b"\n")
+            if nl > 1 and data[nl - 1] == 13:  # 13: CR
+                line = data[: nl - 1]
+                if len(line) <= 16 and not line.strip(_HEXDIGITS):
+                    end = nl + 1 + int(line, 16)
+                    if end + 2 == len(data) and end > nl + 1 and data[end:] == b"\r\n":
+                        return data[nl + 1 : end]
+        return None
 
     def feed(self, data: bytes) -> bytes:
         if self.state is ChunkState.SIZE and not self._line:

@@ -108,7 +108,7 @@ class SSEBody:
         tracker: the request's tracker (its ``max_event_bytes`` caps an event).
     """
 
-    __slots__ = ("_read", "_read_bytes", "decoder", "tracker")
+    __slots__ = ("_read", "decoder", "read_bytes", "tracker")
 
     def __init__(self, tracker: StreamTracker) -> None:
         self.tracker = tracker
@@ -117,9 +117,10 @@ class SSEBody:
         self._read = tracker.dialect.read  # (tracker.message, less a call per event)
         # A dialect that reads an event's data from the bytes (OpenAI's chunks) is given the
         # common read, one whole data event, undecoded.
-        self._read_bytes: Callable[[StreamTracker, float, bytes], None] | None = getattr(
+        self.read_bytes: Callable[[StreamTracker, float, bytes], None] | None = getattr(
             tracker.dialect, "read_bytes", None
         )
+        """The dialect's reading of one event from its bytes (None: it reads text only)."""
 
     def head(self, t: float, status: int, content_type: str | None) -> None:
         """The final response head of a streaming request (a non-2xx one goes to
@@ -148,7 +149,7 @@ class SSEBody:
         if state is _FINISHED:  # (an outcome is set only in FINISHED or AFTER_DONE)
             return
         decoder = self.decoder
-        read_bytes = self._read_bytes
+        read_bytes = self.read_bytes
         if read_bytes is not None and state is _STREAMING:
             value = decoder.one_event(data)
             if value is not None:
@@ -424,6 +425,10 @@ _STREAMING = TrackerState.STREAMING
 _READER_DONE = ReaderState.DONE
 
 
+def _unset(tracker: StreamTracker, t: float, value: bytes) -> None:
+    raise AssertionError("SSEExchange's hot path ran before its head set it up")
+
+
 class SSEExchange(HTTPExchange):
     """One response to a streaming request: an event stream into the tracker.
 
@@ -447,6 +452,10 @@ class SSEExchange(HTTPExchange):
         self.body = SSEBody(tracker)
         self._keep_alive = keep_alive
         self._clean_end = False
+        # The hottest path's steps (set at a chunked event-stream head; see receive).
+        self._whole: Callable[[bytes], bytes | None] | None = None
+        self._one_event: Callable[[bytes], bytes | None] = self.body.decoder.one_event
+        self._read_value: Callable[[StreamTracker, float, bytes], None] = _unset
 
     @property
     def reusable(self) -> bool:
@@ -465,6 +474,26 @@ class SSEExchange(HTTPExchange):
         if self.state is not _STREAM or not data:
             super().receive(t, data)
             return
+        tracker = self.tracker
+        whole = self._whole
+        if whole is not None and tracker.state is _STREAMING:
+            # The hottest path: the read is one whole chunk holding one whole one-line data
+            # event, for a dialect that reads an event from its bytes (OpenAI's chunks): the
+            # chunk's data and the event's value taken by the framing and the SSE decoder
+            # (each left where it was), and handed on, as feed and SSEBody.feed would.
+            payload = whole(data)
+            if payload is not None:
+                value = self._one_event(payload)
+                if value is not None:
+                    tracker.rec.bytes += len(payload)
+                    self._read_value(tracker, t, value)
+                    if tracker.state is not _STREAMING:
+                        self._on_body(t, b"")
+                    return
+                self.body.feed(t, payload)
+                if tracker.state is not _STREAMING:
+                    self._on_body(t, b"")
+                return
         # The hot path (one read per token event): body bytes straight to the tracker; the
         # enum members are module constants here, read per event.
         reader = self.reader
@@ -480,11 +509,18 @@ class SSEExchange(HTTPExchange):
 
     def _on_head(self, t: float, head: ResponseHead) -> None:
         tracker = self.tracker
-        self.body.head(t, head.status, head.content_type)
+        body = self.body
+        body.head(t, head.status, head.content_type)
         if tracker.finished:  # not an event stream, or a 101
             self.state = ExchangeState.CLOSED
-        else:
-            self.state = ExchangeState.STREAM
+            return
+        self.state = ExchangeState.STREAM
+        chunks = self.reader.chunks
+        read_value = body.read_bytes
+        if chunks is not None and read_value is not None:
+            self._whole = chunks.whole
+            self._one_event = body.decoder.one_event
+            self._read_value = read_value
 
     def _on_body(self, t: float, payload: bytes) -> None:
         tracker = self.tracker

@@ -161,6 +161,14 @@ class ResponseReader:
         self._body: BodyReader | None = None
 
     @property
+    def chunks(self) -> ChunkedReader | None:
+        """The chunked body's reader while the body is being read (None otherwise): a caller
+        that takes a read's whole chunk from it (:meth:`ChunkedReader.whole`) skips
+        :meth:`feed` and leaves this reader where it was."""
+        body = self._body
+        return body if self.state is _BODY and type(body) is ChunkedReader else None
+
+    @property
     def complete(self) -> bool:
         """The response ended as its framing says (the chunked terminator, the whole
         Content-Length, or a response without a body)."""
