@@ -56,6 +56,7 @@ class SSEDecoder:
     """
 
     __slots__ = (
+        "_clean",
         "_data",
         "_event",
         "_event_bytes",
@@ -87,6 +88,7 @@ class SSEDecoder:
         self._event: bytes | None = None
         self._retry: int | None = None
         self._last_id: str | None = None
+        self._clean = False  # between events, nothing pending or counted: one_event may take a read
         self.completed_line = False
         """The last :meth:`feed` completed at least one line."""
         self.comments = 0
@@ -127,6 +129,7 @@ class SSEDecoder:
         if value is not None:
             events.append(SSEEvent(value.decode("utf-8", "replace"), "message", self._last_id))
             return events
+        self._clean = False
         try:
             if self._skip_lf:
                 self._skip_lf = False
@@ -220,6 +223,14 @@ class SSEDecoder:
         except SSEProtocolError as exc:
             exc.events = events  # completed before the error: the caller handles them first
             raise
+        self._clean = (
+            not self._pend
+            and self._started
+            and not self._skip_lf
+            and not self._data
+            and self._event is None
+            and not self._event_bytes
+        )
         return events
 
     def one_event(self, chunk: bytes) -> bytes | None:
@@ -229,17 +240,12 @@ class SSEDecoder:
         :meth:`feed` then decodes by the general rules. The value and the accounting are
         what :meth:`feed` gives the same bytes."""
         if (
-            chunk[:5] == b"data:"
+            self._clean
+            and chunk.startswith(b"data:")
             and chunk.find(b"\n") == len(chunk) - 2
-            and chunk[-1:] == b"\n"
-            and not self._pend
-            and self._started
-            and not self._skip_lf
-            and not self._data
-            and self._event is None
-            and not self._event_bytes
+            and chunk.endswith(b"\n")
             and len(chunk) - 2 < self._fast_cap
-            and b"\r" not in chunk
+            and chunk.find(b"\r") < 0  # (find: memchr; `in` is slower on bytes)
         ):
             self.completed_line = True
             return chunk[6:-2] if chunk[5:6] == b" " else chunk[5:-2]
