@@ -38,6 +38,9 @@ __all__ = [
     "TOKEN",
     "TOOL",
     "ChunkJSONError",
+    "TokenChoice",
+    "TokenChunk",
+    "TokenDelta",
     "error_message",
     "error_status",
     "has_text",
@@ -45,6 +48,7 @@ __all__ = [
     "json_depth_exceeds",
     "loads_chunk",
     "loads_chunk_bytes",
+    "loads_token_chunk",
     "token_position",
 ]
 
@@ -140,6 +144,49 @@ def loads_chunk_bytes(raw: bytes) -> Any:
     try:
         return _FAST_BYTES(raw)
     except Exception:  # refused: the text path decides
+        return None
+
+
+class TokenDelta(msgspec.Struct):
+    """A chat delta, as far as a token chunk's reading needs it."""
+
+    content: Any = msgspec.UNSET
+
+
+class TokenChoice(msgspec.Struct):
+    """A choice, as far as a token chunk's reading needs it (UNSET: the key is absent)."""
+
+    delta: TokenDelta | msgspec.UnsetType = msgspec.UNSET
+    finish_reason: Any = msgspec.UNSET
+    text: Any = msgspec.UNSET
+    token_ids: Any = msgspec.UNSET
+
+
+class TokenChunk(msgspec.Struct):
+    """An OpenAI chunk, as far as a token chunk's reading needs it: every key that can make a
+    chunk anything but one plain token (UNSET: absent); the other keys are skipped unread."""
+
+    choices: list[TokenChoice] | msgspec.UnsetType = msgspec.UNSET
+    usage: Any = msgspec.UNSET
+    error: Any = msgspec.UNSET
+    timings: Any = msgspec.UNSET
+    object: Any = msgspec.UNSET
+
+
+_TYPED: Callable[[bytes], TokenChunk] = msgspec.json.Decoder(TokenChunk).decode
+
+
+def loads_token_chunk(raw: bytes) -> TokenChunk | None:
+    """A chunk's JSON from the bytes read, into :class:`TokenChunk` (no dicts made for what
+    the reading skips), or None where :func:`loads_chunk_bytes` must decide: not JSON, deeper
+    than ``MAX_JSON_DEPTH``, or a shape the class does not hold (a choice or delta that is not
+    an object, choices that are not a list...). Keys repeated: the last one counts, as in
+    ``json``. What it holds is what :func:`loads_chunk_bytes` holds under those keys."""
+    if _FAST is None or raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH:
+        return None
+    try:
+        return _TYPED(raw)
+    except Exception:  # refused, or not this shape: the dict decode decides
         return None
 
 

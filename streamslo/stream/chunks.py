@@ -18,16 +18,21 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+import msgspec
+
 from streamslo.stream.chunkjson import (
     ANSWER,
     BARE_FINISH,
     NOT_A_TOKEN,
     TOKEN,
+    TokenChunk,
+    TokenDelta,
     error_message,
     has_text,
     inband_error,
     loads_chunk,
     loads_chunk_bytes,
+    loads_token_chunk,
     token_position,
 )
 from streamslo.stream.counts import EndRules, Ledger
@@ -37,6 +42,7 @@ from streamslo.stream.timing import StreamRecord
 __all__ = ["CHAT_RULES", "DialectReader", "Machine", "OpenAIChunks", "record_usage"]
 
 _DONE = "[DONE]"
+_UNSET = msgspec.UNSET
 
 #: The OpenAI chunk dialects' stop reasons (docs/outcomes.md, "Stop reasons").
 CHAT_RULES = EndRules(
@@ -186,7 +192,7 @@ class OpenAIChunks:
     token position is a token (docs/outcomes.md, "Token positions"), ``[DONE]`` the terminal
     marker, an ``error`` object an in-band error."""
 
-    __slots__ = ("_server_n",)
+    __slots__ = ("_misses", "_server_n")
 
     terminal = _DONE
     rules = CHAT_RULES
@@ -194,6 +200,7 @@ class OpenAIChunks:
 
     def __init__(self) -> None:
         self._server_n = 0  # the server's own running count at its last counted chunk
+        self._misses = 0  # typed decodes in a row that were not a plain token
 
     def read(self, m: Machine, t: float, data: str, event: str) -> None:
         if data == _DONE or (_DONE in data and data.strip() == _DONE):  # (no strip per chunk)
@@ -228,11 +235,56 @@ class OpenAIChunks:
         if raw == b"[DONE]":
             m.end(t)
             return
+        if self._misses < 2:
+            # A token chunk typed (TokenChunk: no dicts, keys read as attributes); a chunk that
+            # is not one plain token is decoded again as a dict, and two in a row (a server
+            # whose every chunk carries a count) leave this stream on the dict decode alone.
+            k = loads_token_chunk(raw)
+            if k is not None and self._typed_token(m, t, k):
+                self._misses = 0
+                return
+            self._misses += 1
         chunk = loads_chunk_bytes(raw)
         if type(chunk) is not dict:
             self.read(m, t, raw.decode("utf-8", "replace"), "message")
             return
         self._chunk(m, t, chunk, "message")
+
+    @staticmethod
+    def _typed_token(m: Machine, t: float, k: TokenChunk) -> bool:
+        """The common chunk's one-pass reading (as in :meth:`_chunk`) on a typed chunk; False
+        (nothing told) where the chunk is not one."""
+        choices = k.choices
+        if (
+            k.usage is _UNSET
+            and k.error is _UNSET
+            and k.timings is _UNSET
+            and k.object != "error"
+            and type(choices) is list
+            and len(choices) == 1
+        ):
+            c = choices[0]
+            fr = c.finish_reason
+            delta = c.delta
+            if (fr is None or fr is _UNSET) and c.text is _UNSET and type(delta) is TokenDelta:
+                content = delta.content
+                if type(content) is str and content:
+                    ids = c.token_ids
+                    if type(ids) is list:  # vLLM's token ids: the exact count
+                        m.ledger.counted = True
+                        if not ids:
+                            m.idle += 1
+                            return True
+                        n = len(ids)
+                    else:
+                        n = 1
+                        if not content.isascii():
+                            m.ledger.add_text(content)
+                    if m.text is not None:
+                        m.text.append(content)
+                    m.token(t, ANSWER, n)
+                    return True
+        return False
 
     def _chunk(self, m: Machine, t: float, chunk: dict[str, Any], event: str) -> None:
         """A chunk that is a JSON object: a token, a stop reason, usage, an in-band error."""
