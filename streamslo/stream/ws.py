@@ -16,7 +16,7 @@ control frames, close codes, the size of a message across its fragments); around
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from websockets.client import ClientProtocol
 from websockets.frames import Frame, Opcode
@@ -165,6 +165,10 @@ class WSReader(Reading):
         self._fragments: list[bytes] = []
         self._frag_text = True
         self._controls = 0  # control frames in a row
+        # A dialect that reads a message from its bytes (OpenAI's chunks; see receive).
+        self._read_bytes: Callable[[StreamTracker, float, bytes], None] | None = getattr(
+            tracker.dialect, "read_bytes", None
+        )
 
     def receive(self, t: float, data: bytes) -> None:
         """Bytes just read at ``t`` (``b""``: EOF)."""
@@ -199,8 +203,17 @@ class WSReader(Reading):
             ):
                 self._controls = 0
                 self._first = False
-                ws_message(self.tracker, t, data[start:], True)
-                if self.tracker.rec.outcome is not None:
+                tracker = self.tracker
+                payload = data[start:]
+                read_bytes = self._read_bytes
+                if read_bytes is not None and payload.isascii():
+                    # ASCII is UTF-8 and its length in characters: what ws_message would check
+                    # and count; the dialect reads it from the bytes.
+                    tracker.rec.bytes += len(payload)
+                    read_bytes(tracker, t, payload)
+                else:
+                    ws_message(tracker, t, payload, True)
+                if tracker.rec.outcome is not None:
                     self.state = _CLOSED
                 return
         if data:
