@@ -30,7 +30,6 @@ Run::
 from __future__ import annotations
 
 import argparse
-import atexit
 import importlib.util
 import json
 import sys
@@ -162,17 +161,7 @@ def main(argv: list[str] | None = None) -> int:
             clients.remove(c)
             skipped.append(f"{c} (module {mod!r} not installed)")
     if args.baseline:
-        import shutil
-
-        su.BASELINES[args.baseline] = su._export(args.baseline)
-        su.BASELINES[""] = su._export_tree()
-        for path in su.BASELINES.values():
-            atexit.register(shutil.rmtree, path, True)
-        clients = [
-            v
-            for c in clients
-            for v in ((c, f"{c} @{args.baseline}") if c.startswith("streamslo") else (c,))
-        ]
+        clients = su.with_baseline(args.baseline, clients)
     cells = []
     t0 = time.time()
     for users in [int(x) for x in args.streams.split(",") if x.strip()]:

@@ -193,6 +193,18 @@ def _export_tree() -> Path:
     return out
 
 
+def with_baseline(rev: str, clients: list[str]) -> list[str]:
+    """``--baseline REV``: copies of ``rev``'s code and of the working tree (removed at exit),
+    and each streamslo client twice, ``NAME`` and ``NAME @REV``, side by side."""
+    import shutil
+
+    BASELINES[rev] = _export(rev)
+    BASELINES[""] = _export_tree()
+    for path in BASELINES.values():
+        atexit.register(shutil.rmtree, path, True)
+    return [v for c in clients for v in ((c, f"{c} @{rev}") if c.startswith("streamslo") else (c,))]
+
+
 def _label(client: str) -> str:
     return LABELS.get(client, client)
 
@@ -597,17 +609,7 @@ def main(argv: list[str] | None = None) -> int:
         if c not in CLIENTS:
             p.error(f"unknown client {c!r}; choose from {', '.join(CLIENTS)}")
     if args.baseline:
-        import shutil
-
-        BASELINES[args.baseline] = _export(args.baseline)
-        BASELINES[""] = _export_tree()
-        for path in BASELINES.values():
-            atexit.register(shutil.rmtree, path, True)
-        clients = [
-            v
-            for c in clients
-            for v in ((c, f"{c} @{args.baseline}") if c.startswith("streamslo") else (c,))
-        ]
+        clients = with_baseline(args.baseline, clients)
     skipped = []
     if PEER_ROW in clients:
         if args.install_peer is not None:

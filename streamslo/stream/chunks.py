@@ -187,6 +187,25 @@ def _content_text(choices: list[object]) -> str:
     return ""
 
 
+def _answer_token(m: Machine, t: float, content: str, ids: object) -> None:
+    """The common chunk's token (answer text ``content``, no stop reason, no server count): as
+    many ANSWER tokens as its token ids list (vLLM's, an exact count; none: not a token), else
+    one, as :meth:`OpenAIChunks._chunk`'s general reading makes it."""
+    if type(ids) is list:
+        m.ledger.counted = True
+        if not ids:
+            m.idle += 1
+            return
+        n = len(ids)
+    else:
+        n = 1
+        if not content.isascii():
+            m.ledger.add_text(content)
+    if m.text is not None:
+        m.text.append(content)
+    m.token(t, ANSWER, n)
+
+
 class OpenAIChunks:
     """OpenAI's streamed chunks (``/v1/chat/completions``, ``/v1/completions``): a chunk with a
     token position is a token (docs/outcomes.md, "Token positions"), ``[DONE]`` the terminal
@@ -269,20 +288,7 @@ class OpenAIChunks:
             if (fr is None or fr is _UNSET) and c.text is _UNSET and type(delta) is TokenDelta:
                 content = delta.content
                 if type(content) is str and content:
-                    ids = c.token_ids
-                    if type(ids) is list:  # vLLM's token ids: the exact count
-                        m.ledger.counted = True
-                        if not ids:
-                            m.idle += 1
-                            return True
-                        n = len(ids)
-                    else:
-                        n = 1
-                        if not content.isascii():
-                            m.ledger.add_text(content)
-                    if m.text is not None:
-                        m.text.append(content)
-                    m.token(t, ANSWER, n)
+                    _answer_token(m, t, content, c.token_ids)
                     return True
         return False
 
@@ -310,20 +316,7 @@ class OpenAIChunks:
                     delta = choice.get("delta")
                     content = delta.get("content") if type(delta) is dict else None
                     if type(content) is str and content:
-                        ids = choice.get("token_ids")
-                        if type(ids) is list:  # vLLM's token ids: the exact count
-                            m.ledger.counted = True
-                            if not ids:
-                                m.idle += 1
-                                return
-                            n = len(ids)
-                        else:
-                            n = 1
-                            if not content.isascii():
-                                m.ledger.add_text(content)
-                        if m.text is not None:
-                            m.text.append(content)
-                        m.token(t, ANSWER, n)
+                        _answer_token(m, t, content, choice.get("token_ids"))
                         return
         if "error" in chunk or event != "message" or chunk.get("object") == "error":
             found = inband_error(chunk, event)
