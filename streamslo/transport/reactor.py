@@ -140,7 +140,9 @@ class _Reading:
         self.after_read = after_read
         self.waiter = waiter
         self.error: BaseException | None = None
-        self.last_t = exchange.progress_t  # no stamp of this read may come before it
+        # No stamp may come before this (the last progress, or now if that lies ahead: a
+        # first token's own bound moves the stall clock's start past the head).
+        self.last_t = min(exchange.progress_t, _now())
 
 
 class Reactor:
@@ -221,8 +223,8 @@ class Reactor:
         watch.last = exchange.progress_t
         end = exchange.cutoff
         watch.deadline = deadline if end is None else min(deadline, end)
-        self._entries[fd] = entry
         self._ep.register(fd, _EPOLLIN)
+        self._entries[fd] = entry
         if not self._running:
             self._running = True
             self._hub.loop.run_callback(self._spawn)
