@@ -175,52 +175,75 @@ class WSReader(Reading):
         if self.state is _CLOSED:
             return
         proto = self.proto
-        if _WHOLE_FRAMES and len(data) > 2 and data[0] == 0x81 and not self._fragments:
-            # The hot path: the read is one whole unmasked text frame (FIN, no RSV bits) and
-            # the protocol object holds nothing (no partial frame, no fragmented message, no
-            # extension): the message goes to the tracker as its parser would hand it on,
-            # without a trip through it (which would change nothing in its state).
-            size = data[1]
-            start = 2
-            if size == 126 and len(data) > 4:
-                size = (data[2] << 8) | data[3]
-                start = 4 if size >= 126 else -1
-            elif size > 126:
-                start = -1
-            limit = proto.max_message_size
-            fragment_limit = proto.max_fragment_size
-            if (
-                start > 0
-                and start + size == len(data)
-                and proto.current_size is None
-                and not proto.reader.buffer
-                and proto.parser_exc is None
-                and proto.state is State.OPEN
-                and not proto.extensions
-                and (limit is None or size <= limit)
-                and (fragment_limit is None or size <= fragment_limit)
-                and self.tracker.rec.outcome is None
-            ):
-                self._controls = 0
-                self._first = False
-                tracker = self.tracker
-                payload = data[start:]
-                read_bytes = self._read_bytes
-                if read_bytes is not None and payload.isascii():
-                    # ASCII is UTF-8 and its length in characters: what ws_message would check
-                    # and count; the dialect reads it from the bytes.
-                    tracker.rec.bytes += len(payload)
-                    read_bytes(tracker, t, payload)
-                else:
-                    ws_message(tracker, t, payload, True)
-                if tracker.rec.outcome is not None:
-                    self.state = _CLOSED
+        if (
+            _WHOLE_FRAMES
+            and len(data) > 2
+            and data[0] == 0x81
+            and not self._fragments
+            and proto.current_size is None
+            and not proto.reader.buffer
+            and proto.parser_exc is None
+            and proto.state is State.OPEN
+            and not proto.extensions
+            and self.tracker.rec.outcome is None
+        ):
+            # The hot path: the read starts with whole unmasked text frames (FIN, no RSV bits)
+            # and the protocol object holds nothing (no partial frame, no fragmented message,
+            # no extension): each message goes to the tracker as its parser would hand it on,
+            # without a trip through it (which would change nothing in its state); what
+            # follows them (another kind of frame, a partial one) goes through it as before.
+            data = self._whole_frames(t, data)
+            if not data:
                 return
         if data:
             proto.receive_data(data)
         else:
             proto.receive_eof()
         self.frames(t, proto.events_received(), eof=not data)
+
+    def _whole_frames(self, t: float, data: bytes) -> bytes:
+        """Read the whole text frames at the start of ``data`` (see :meth:`receive`); return
+        the bytes after them (``b""``: all read, or the stream ended after them)."""
+        proto = self.proto
+        tracker = self.tracker
+        rec = tracker.rec
+        limit = proto.max_message_size
+        if proto.max_fragment_size is not None:
+            limit = min(limit or proto.max_fragment_size, proto.max_fragment_size)
+        read_bytes = self._read_bytes
+        n = len(data)
+        pos = 0
+        while pos + 2 <= n and data[pos] == 0x81:
+            size = data[pos + 1]
+            head = 2
+            if size == 126:
+                if pos + 4 > n:
+                    break
+                size = (data[pos + 2] << 8) | data[pos + 3]
+                if size < 126:
+                    break  # not the shortest form: the protocol object decides
+                head = 4
+            elif size > 126:
+                break  # a 64-bit length (or a masked frame): the protocol object decides
+            end = pos + head + size
+            if end > n or (limit is not None and size > limit):
+                break
+            self._controls = 0
+            self._first = False
+            payload = data[pos + head : end]
+            if read_bytes is not None and payload.isascii():
+                # ASCII is UTF-8 and its length in characters: what ws_message would check
+                # and count; the dialect reads it from the bytes.
+                rec.bytes += len(payload)
+                read_bytes(tracker, t, payload)
+            else:
+                ws_message(tracker, t, payload, True)
+            pos = end
+            if rec.outcome is not None:
+                break
+        if pos == n and rec.outcome is not None:
+            self.state = _CLOSED
+        return data[pos:] if pos else data
 
     def frames(self, t: float, events: Sequence[object], eof: bool = False) -> None:
         """Frames parsed from one read (also the early frames that came with the 101)."""
