@@ -24,7 +24,17 @@ RESULTS = BENCH / "results"
 
 @pytest.mark.parametrize(
     "name",
-    ["stream_users", "accuracy", "burst", "memory", "scaleout", "relay", "replay", "dialects"],
+    [
+        "stream_users",
+        "accuracy",
+        "burst",
+        "memory",
+        "scaleout",
+        "relay",
+        "replay",
+        "dialects",
+        "flood",
+    ],
 )
 def test_committed_results_render(name: str) -> None:
     """The JSON of bench/results (what RESULTS.md shows) still renders with today's code."""
@@ -84,6 +94,29 @@ def test_stream_users_baseline(tmp_path: Path) -> None:
     assert set(cells) == {"streamslo per-stream", "streamslo per-stream @HEAD"}
     for c in cells.values():
         assert c["tokens_received"] > 0 and c["unmatched"] == 0, c
+
+
+@bench_run
+def test_flood(tmp_path: Path) -> None:
+    """The flood bench: every event of each response counted, streamslo against the raw
+    reader, and its section renders."""
+    data = run_bench(
+        "bench_flood",
+        tmp_path / "fl.json",
+        "--streams",
+        "2",
+        "--seconds",
+        "3",
+        "--warmup",
+        "0.5",
+        "--clients",
+        "streamslo SSE,asyncio raw",
+    )
+    cells = {c["client"]: c for c in data["cells"]}
+    assert set(cells) == {"streamslo SSE", "asyncio raw"}
+    for c in cells.values():
+        assert c["events"] >= 1000 and c["events_per_s"] > 0, c
+    assert "streamslo SSE" in _rendered("bench_flood", data)
 
 
 def test_token_cpu(tmp_path: Path) -> None:
