@@ -66,6 +66,9 @@ def test_compare_naive_breaks_fixed_meets_slo(tmp_path):
         (naive["truncation_rate"] or 0) >= 0.002,
         (naive["http_5xx_rate"] or 0) >= 0.002,
         (naive["itl_ms"]["p99"] or 0) >= 400,
+        # On a heavily loaded machine its blocked loop may answer no stream at all before the
+        # stall timeout (every stream stalled, none began: no truncation rate, no gaps).
+        (naive["error_rate"] or 0) >= 0.5,
     ]
     assert any(broken), naive
     assert fixed["truncation_rate"] == 0.0 and fixed["http_5xx_rate"] == 0.0
