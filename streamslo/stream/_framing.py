@@ -15,7 +15,14 @@ from enum import Enum
 from streamslo.errors import HTTPProtocolError
 from streamslo.stream.caps import MAX_CHUNK_LINE_BYTES, MAX_TRAILER_BYTES
 
-__all__ = ["BodyReader", "ChunkState", "ChunkedReader", "CloseReader", "LengthReader"]
+__all__ = [
+    "SIZE_LINES",
+    "BodyReader",
+    "ChunkState",
+    "ChunkedReader",
+    "CloseReader",
+    "LengthReader",
+]
 
 # chunk-size [ BWS ";" chunk-ext ] with no control characters but HTAB (RFC 9112 §7.1).
 _CHUNK_LINE = re.compile(rb"([0-9A-Fa-f]{1,16})[ \t]*(?:;[\t\x20-\x7e\x80-\xff]*)?")
@@ -40,9 +47,9 @@ class ChunkState(Enum):
 
 
 _SIZE = ChunkState.SIZE
-# The sizes of a token's chunk (under 4 KiB), as servers write them (no leading zeros, either case):
-# a dict lookup in place of parsing the size line.
-_SIZES = {form % n: n for n in range(1, 1 << 12) for form in (b"%x", b"%X")}
+SIZE_LINES = {form % n: n for n in range(1, 1 << 12) for form in (b"%x", b"%X")}
+"""The size lines of a token's chunk (under 4 KiB) as servers write them (plain hex, no leading
+zero, either case) and their sizes: a dict lookup in place of parsing the line."""
 
 
 class BodyReader:
@@ -110,18 +117,11 @@ class ChunkedReader(BodyReader):
         self._line = bytearray()  # an unfinished framing line (size, CRLF, trailer)
         self._trailer_bytes = 0
 
-    def whole(self, data: bytes) -> bytes | None:
-        """The data of ``data`` when it is exactly one whole chunk (``size CRLF data CRLF``,
-        a plain hex size) and the reader is between chunks: consumed, the reader still between
-        chunks. None (nothing consumed) for anything else: :meth:`feed` decides."""
-        if self.state is _SIZE and not self._line:
-            nl = data.find(b"\r\n")
-            size = _SIZES.get(data[:nl])  # (nl -1: the last byte, never a size)
-            if size is not None:
-                end = nl + 2 + size
-                if end + 2 == len(data) and data.endswith(b"\r\n"):
-                    return data[nl + 2 : end]
-        return None
+    @property
+    def between_chunks(self) -> bool:
+        """Between two chunks with nothing of a size line pending: a read that is one whole
+        chunk may be taken without :meth:`feed` (:mod:`streamslo.stream.lane`)."""
+        return self.state is _SIZE and not self._line
 
     def feed(self, data: bytes) -> bytes:
         if self.state is ChunkState.SIZE and not self._line:

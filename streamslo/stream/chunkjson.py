@@ -147,42 +147,71 @@ def loads_chunk_bytes(raw: bytes) -> Any:
         return None
 
 
-class TokenDelta(msgspec.Struct):
-    """A chat delta, as far as a token chunk's reading needs it."""
+# The typed token chunk below holds only values of bounded depth: every key it knows has a
+# scalar, a list of integers or a flat object as its type, and a key it does not know refuses the
+# decode. So a chunk it decodes is nested four levels deep at most, and it needs no bracket count
+# before the decode (``loads_chunk_bytes`` does, for the dict decode); a deeper or unknown shape
+# is refused at the first value that breaks it, and the dict decode decides.
+_Scalar = str | int | float | bool | None
+_Flat = dict[str, _Scalar | dict[str, _Scalar]]  # a usage or timings object
 
-    content: Any = msgspec.UNSET
+
+class TokenDelta(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """A chat delta, as far as a token chunk's reading needs it (the other keys servers send
+    beside a content token, scalars or null)."""
+
+    content: _Scalar = None
+    role: _Scalar = None
+    refusal: _Scalar = None
+    reasoning_content: _Scalar = None
+    reasoning: _Scalar = None
+    tool_calls: list[None] | None = None  # (tool calls: the dict decode reads them)
+    function_call: None = None
 
 
-class TokenChoice(msgspec.Struct):
+class TokenChoice(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     """A choice, as far as a token chunk's reading needs it (UNSET: the key is absent)."""
 
     delta: TokenDelta | msgspec.UnsetType = msgspec.UNSET
-    finish_reason: Any = msgspec.UNSET
-    text: Any = msgspec.UNSET
-    token_ids: Any = msgspec.UNSET
+    finish_reason: _Scalar | msgspec.UnsetType = msgspec.UNSET
+    text: _Scalar | msgspec.UnsetType = msgspec.UNSET
+    token_ids: list[int] | msgspec.UnsetType | None = msgspec.UNSET
+    index: _Scalar = None
+    logprobs: None = None  # (logprobs asked for: the dict decode reads them)
+    stop_reason: _Scalar = None
+    matched_stop: _Scalar = None
 
 
-class TokenChunk(msgspec.Struct):
+class TokenChunk(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     """An OpenAI chunk, as far as a token chunk's reading needs it: every key that can make a
-    chunk anything but one plain token (UNSET: absent); the other keys are skipped unread."""
+    chunk anything but one plain token (UNSET: absent), and the keys servers send beside one
+    (``id``, ``model``...: scalars). ``usage: null`` (OpenAI's, on every chunk before the last
+    when usage is asked for) reads as no usage, as in the dict reading."""
 
     choices: list[TokenChoice] | msgspec.UnsetType = msgspec.UNSET
-    usage: Any = msgspec.UNSET
-    error: Any = msgspec.UNSET
-    timings: Any = msgspec.UNSET
-    object: Any = msgspec.UNSET
+    usage: _Flat | None = None
+    error: _Scalar | _Flat | msgspec.UnsetType = msgspec.UNSET
+    timings: _Flat | msgspec.UnsetType | None = msgspec.UNSET
+    object: _Scalar | msgspec.UnsetType = msgspec.UNSET
+    id: _Scalar = None
+    created: _Scalar = None
+    model: _Scalar = None
+    system_fingerprint: _Scalar = None
+    service_tier: _Scalar = None
+    obfuscation: _Scalar = None
+    prompt_token_ids: list[int] | None = None
 
 
 _TYPED: Callable[[bytes], TokenChunk] = msgspec.json.Decoder(TokenChunk).decode
 
 
 def loads_token_chunk(raw: bytes) -> TokenChunk | None:
-    """A chunk's JSON from the bytes read, into :class:`TokenChunk` (no dicts made for what
-    the reading skips), or None where :func:`loads_chunk_bytes` must decide: not JSON, deeper
-    than ``MAX_JSON_DEPTH``, or a shape the class does not hold (a choice or delta that is not
-    an object, choices that are not a list...). Keys repeated: the last one counts, as in
-    ``json``. What it holds is what :func:`loads_chunk_bytes` holds under those keys."""
-    if _FAST is None or raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH:
+    """A chunk's JSON from the bytes read, into :class:`TokenChunk` (no dicts made), or None
+    where :func:`loads_chunk_bytes` must decide: not JSON, a key the class does not know, a
+    value deeper or of another type than it holds (a choice or delta that is not an object,
+    logprobs, tool calls...). Keys repeated: the last one counts, as in ``json``. What it holds
+    is what :func:`loads_chunk_bytes` holds under those keys."""
+    if _FAST is None:
         return None
     try:
         return _TYPED(raw)

@@ -25,8 +25,6 @@ from streamslo.stream.chunkjson import (
     BARE_FINISH,
     NOT_A_TOKEN,
     TOKEN,
-    TokenChunk,
-    TokenDelta,
     error_message,
     has_text,
     inband_error,
@@ -249,19 +247,37 @@ class OpenAIChunks:
     def read_bytes(self, m: Machine, t: float, raw: bytes) -> None:
         """One SSE ``message`` event's data as the bytes read (the SSE decoder's
         :meth:`~streamslo.stream.sse.SSEDecoder.one_event`): decoded from the bytes where it
-        can be (:func:`~streamslo.stream.chunkjson.loads_chunk_bytes`), else read as
-        :meth:`read` reads its text. Same meaning, less work."""
+        can be (:func:`~streamslo.stream.chunkjson.loads_token_chunk`, then
+        :func:`~streamslo.stream.chunkjson.loads_chunk_bytes`), else read as :meth:`read` reads
+        its text. Same meaning, less work."""
         if raw == b"[DONE]":
             m.end(t)
             return
         if self._misses < 2:
-            # A token chunk typed (TokenChunk: no dicts, keys read as attributes); a chunk that
-            # is not one plain token is decoded again as a dict, and two in a row (a server
-            # whose every chunk carries a count) leave this stream on the dict decode alone.
+            # A token chunk typed (TokenChunk: no dicts, keys read as attributes) and read in one
+            # pass, as _chunk's common chunk; anything else is decoded again as a dict, and two
+            # misses in a row (a server whose every chunk carries a count) leave this stream on
+            # the dict decode alone.
             k = loads_token_chunk(raw)
-            if k is not None and self._typed_token(m, t, k):
-                self._misses = 0
-                return
+            if k is not None:
+                choices = k.choices
+                if (
+                    k.usage is None
+                    and k.error is _UNSET
+                    and k.timings is _UNSET
+                    and type(choices) is list
+                    and len(choices) == 1
+                    and k.object != "error"
+                ):
+                    c = choices[0]
+                    fr = c.finish_reason
+                    delta = c.delta
+                    if (fr is None or fr is _UNSET) and c.text is _UNSET and delta is not _UNSET:
+                        content = delta.content  # type: ignore[union-attr]
+                        if type(content) is str and content:
+                            self._misses = 0
+                            _answer_token(m, t, content, c.token_ids)
+                            return
             self._misses += 1
         chunk = loads_chunk_bytes(raw)
         if type(chunk) is not dict:
@@ -269,34 +285,11 @@ class OpenAIChunks:
             return
         self._chunk(m, t, chunk, "message")
 
-    @staticmethod
-    def _typed_token(m: Machine, t: float, k: TokenChunk) -> bool:
-        """The common chunk's one-pass reading (as in :meth:`_chunk`) on a typed chunk; False
-        (nothing told) where the chunk is not one."""
-        choices = k.choices
-        if (
-            k.usage is _UNSET
-            and k.error is _UNSET
-            and k.timings is _UNSET
-            and k.object != "error"
-            and type(choices) is list
-            and len(choices) == 1
-        ):
-            c = choices[0]
-            fr = c.finish_reason
-            delta = c.delta
-            if (fr is None or fr is _UNSET) and c.text is _UNSET and type(delta) is TokenDelta:
-                content = delta.content
-                if type(content) is str and content:
-                    _answer_token(m, t, content, c.token_ids)
-                    return True
-        return False
-
     def _chunk(self, m: Machine, t: float, chunk: dict[str, Any], event: str) -> None:
         """A chunk that is a JSON object: a token, a stop reason, usage, an in-band error."""
         if (
             event == "message"
-            and "usage" not in chunk
+            and chunk.get("usage") is None
             and "error" not in chunk
             and "timings" not in chunk
         ):

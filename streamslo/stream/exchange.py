@@ -26,6 +26,7 @@ from streamslo.stream.caps import (
 )
 from streamslo.stream.chunkjson import error_message, inband_error, loads_chunk
 from streamslo.stream.http1 import ReaderState, ResponseHead, ResponseReader
+from streamslo.stream.lane import EVENT_FRAMING, chunk_event
 from streamslo.stream.outcome import Outcome, status_began
 from streamslo.stream.sse import SSEDecoder, SSEEvent, SSEProtocolError
 from streamslo.stream.tracker import StreamTracker, TrackerState
@@ -452,9 +453,9 @@ class SSEExchange(HTTPExchange):
         self.body = SSEBody(tracker)
         self._keep_alive = keep_alive
         self._clean_end = False
-        # The hottest path's steps (set at a chunked event-stream head; see receive).
-        self._whole: Callable[[bytes], bytes | None] | None = None
-        self._one_event: Callable[[bytes], bytes | None] = self.body.decoder.one_event
+        # The hottest path (see receive): the lane is open while a read that is one whole
+        # chunk holding one data event may skip the framing and the SSE decoder.
+        self._lane = False
         self._read_value: Callable[[StreamTracker, float, bytes], None] = _unset
 
     @property
@@ -471,41 +472,42 @@ class SSEExchange(HTTPExchange):
         )
 
     def receive(self, t: float, data: bytes) -> None:
-        if self.state is not _STREAM or not data:
-            super().receive(t, data)
-            return
-        tracker = self.tracker
-        whole = self._whole
-        if whole is not None and tracker.state is _STREAMING:
-            # The hottest path: the read is one whole chunk holding one whole one-line data
-            # event, for a dialect that reads an event from its bytes (OpenAI's chunks): the
-            # chunk's data and the event's value taken by the framing and the SSE decoder
-            # (each left where it was), and handed on, as feed and SSEBody.feed would.
-            payload = whole(data)
-            if payload is not None:
-                value = self._one_event(payload)
-                if value is not None:
-                    tracker.rec.bytes += len(payload)
-                    self._read_value(tracker, t, value)
-                    if tracker.state is not _STREAMING:
-                        self._on_body(t, b"")
-                    return
-                self.body.feed(t, payload)
+        if self._lane:
+            # The hottest path: the read is one whole chunk holding one one-line data event,
+            # for a dialect that reads an event from its bytes (OpenAI's chunks); the chunked
+            # reader and the SSE decoder are between chunks and events, and stay there.
+            value = chunk_event(data)
+            tracker = self.tracker
+            if value is not None and tracker.state is _STREAMING:
+                tracker.rec.bytes += len(value) + EVENT_FRAMING
+                self._read_value(tracker, t, value)
                 if tracker.state is not _STREAMING:
+                    self._lane = False
                     self._on_body(t, b"")
                 return
-        # The hot path (one read per token event): body bytes straight to the tracker; the
-        # enum members are module constants here, read per event.
-        reader = self.reader
-        try:
-            payload = reader.feed(data)
-        except HTTPProtocolError as exc:
-            self._handle(t, True, exc.payload, f"{type(exc).__name__}: {exc}")
-            return
-        if payload:
-            self.body.feed(t, payload)
-        if self.tracker.state is not _STREAMING or reader.state is _READER_DONE:
-            self._on_body(t, b"")
+        if self.state is not _STREAM or not data:
+            super().receive(t, data)
+        else:
+            # The hot path (one read per token event): body bytes straight to the tracker; the
+            # enum members are module constants here, read per event.
+            reader = self.reader
+            try:
+                payload = reader.feed(data)
+            except HTTPProtocolError as exc:
+                self._handle(t, True, exc.payload, f"{type(exc).__name__}: {exc}")
+                return
+            if payload:
+                self.body.feed(t, payload)
+            if self.tracker.state is not _STREAMING or reader.state is _READER_DONE:
+                self._on_body(t, b"")
+        self._lane = (
+            self._read_value is not _unset
+            and self.state is _STREAM
+            and self.tracker.state is _STREAMING
+            and (chunks := self.reader.chunks) is not None
+            and chunks.between_chunks
+            and self.body.decoder.lane_ready
+        )
 
     def _on_head(self, t: float, head: ResponseHead) -> None:
         tracker = self.tracker
@@ -515,11 +517,8 @@ class SSEExchange(HTTPExchange):
             self.state = ExchangeState.CLOSED
             return
         self.state = ExchangeState.STREAM
-        chunks = self.reader.chunks
         read_value = body.read_bytes
-        if chunks is not None and read_value is not None:
-            self._whole = chunks.whole
-            self._one_event = body.decoder.one_event
+        if read_value is not None:
             self._read_value = read_value
 
     def _on_body(self, t: float, payload: bytes) -> None:

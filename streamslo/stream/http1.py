@@ -162,9 +162,9 @@ class ResponseReader:
 
     @property
     def chunks(self) -> ChunkedReader | None:
-        """The chunked body's reader while the body is being read (None otherwise): a caller
-        that takes a read's whole chunk from it (:meth:`ChunkedReader.whole`) skips
-        :meth:`feed` and leaves this reader where it was."""
+        """The chunked body's reader while the body is being read (None otherwise): while it is
+        :attr:`~ChunkedReader.between_chunks`, a caller that takes a read that is one whole
+        chunk itself (:mod:`streamslo.stream.lane`) may skip :meth:`feed`."""
         body = self._body
         return body if self.state is _BODY and type(body) is ChunkedReader else None
 

@@ -27,6 +27,7 @@ from typing import NamedTuple
 
 from streamslo.errors import SSEProtocolError
 from streamslo.stream.caps import DEFAULT_MAX_EVENT_BYTES, MAX_RETRY_DIGITS
+from streamslo.stream.lane import MAX_LANE_CHUNK
 
 __all__ = ["DEFAULT_MAX_EVENT_BYTES", "SSEDecoder", "SSEEvent", "SSEProtocolError"]
 
@@ -69,7 +70,6 @@ class SSEDecoder:
         "_skip_lf",
         "_started",
         "comments",
-        "completed_line",
     )
 
     def __init__(
@@ -89,8 +89,6 @@ class SSEDecoder:
         self._retry: int | None = None
         self._last_id: str | None = None
         self._clean = False  # between events, nothing pending or counted: one_event may take a read
-        self.completed_line = False
-        """The last :meth:`feed` completed at least one line."""
         self.comments = 0
         """Comment lines (``:...``) seen: keep-alives, no progress for the stall rule."""
 
@@ -103,6 +101,13 @@ class SSEDecoder:
     def bytes_since_event(self) -> int:
         """Bytes of lines (and of an unfinished line) since the last dispatched event."""
         return self._event_bytes + len(self._pend)
+
+    @property
+    def lane_ready(self) -> bool:
+        """Between events with nothing pending, and any event the lane takes within the caps:
+        a read the lane takes (:func:`streamslo.stream.lane.chunk_event`) may skip :meth:`feed`,
+        as :meth:`one_event` does."""
+        return self._clean and self._fast_cap > MAX_LANE_CHUNK
 
     @property
     def in_event(self) -> bool:
@@ -121,7 +126,6 @@ class SSEDecoder:
         Raises:
             SSEProtocolError: a line or an event passed its cap.
         """
-        self.completed_line = False
         events: list[SSEEvent] = []
         if not chunk:
             return events
@@ -164,7 +168,6 @@ class SSEDecoder:
                     # (no per-line work); any other block goes through the general rules.
                     blocks = buf.split(b"\n\n")
                     buf = blocks.pop()
-                    self.completed_line = True
                     for block in blocks:
                         if block[:5] == b"data:" and b"\n" not in block:
                             # The same accounting as _line(): the line and its line end
@@ -191,10 +194,8 @@ class SSEDecoder:
                             self._line(b"", events)
                 lines = buf.split(b"\n")
                 rest = lines.pop()
-                if lines:
-                    self.completed_line = True
-                    for line in lines:
-                        self._line(line, events)
+                for line in lines:
+                    self._line(line, events)
             else:
                 rest = b""
                 pos, n = 0, len(buf)
@@ -247,12 +248,10 @@ class SSEDecoder:
             and len(chunk) - 2 < self._fast_cap
             and chunk.find(b"\r") < 0  # (find: memchr; `in` is slower on bytes)
         ):
-            self.completed_line = True
             return chunk[6:-2] if chunk[5:6] == b" " else chunk[5:-2]
         return None
 
     def _line(self, line: bytes, events: list[SSEEvent]) -> None:
-        self.completed_line = True
         if len(line) > self._max_line:
             raise SSEProtocolError(f"an SSE line grew past {self._max_line} bytes")
         if not line and self._data:

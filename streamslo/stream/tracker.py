@@ -34,6 +34,7 @@ a line that never ends are not progress). Nothing a server sends makes a method 
 
 from __future__ import annotations
 
+import math
 from enum import Enum
 from typing import Literal, Protocol
 
@@ -45,6 +46,8 @@ from streamslo.stream.sse import DEFAULT_MAX_EVENT_BYTES
 from streamslo.stream.timing import StreamExpectations, StreamRecord, Wire
 
 __all__ = ["Expiry", "Framing", "StreamTracker", "TrackerState"]
+
+_NEVER_N = 1 << 62  # no count limit
 
 Expiry = Literal["stall", "deadline", "cancel"]
 """Why a stream ended from outside: no progress for the stall timeout, a deadline (the
@@ -107,6 +110,8 @@ class StreamTracker:
     """
 
     __slots__ = (
+        "_check_n",
+        "_check_t",
         "_comments_at_token",
         "_last_token_t",
         "content_seen",
@@ -173,6 +178,14 @@ class StreamTracker:
         """What the arrivals can account for beyond one token each (merged chunks)."""
         self._last_token_t: float | None = None
         self._comments_at_token = 0
+        # Where token() must look at the request's limits (:meth:`_past_limit`): the count
+        # past max_tokens or at --cancel-after Ntok, the time of --cancel-after.
+        mt, after_n, after_s = expect.max_tokens, expect.cancel_after_tokens, expect.cancel_after_s
+        self._check_n = min(
+            _NEVER_N if mt is None else mt + 1, _NEVER_N if after_n is None else after_n
+        )
+        # (a microsecond early: _past_limit decides by the exact difference)
+        self._check_t = math.inf if after_s is None else record.t0 + after_s - 1e-6
         if expect.ignore_eos and expect.max_tokens is not None:
             record.expected_tokens = expect.max_tokens
 
@@ -244,7 +257,8 @@ class StreamTracker:
         listing several token ids, a server's running count); ``kind``: what they carried
         (chunkjson's ``ANSWER``, ``REASONING``, ``TOOL``)."""
         rec = self.rec
-        rec.tokens += n
+        tokens = rec.tokens + n
+        rec.tokens = tokens
         self.content_seen = True
         self.progress_t = t
         if self.idle:
@@ -268,6 +282,13 @@ class StreamTracker:
             rec.tool_tokens += n
             if rec.ttftc_s is None:
                 rec.ttftc_s = t - rec.t0
+        if tokens >= self._check_n or t >= self._check_t:
+            self._past_limit(t)
+
+    def _past_limit(self, t: float) -> None:
+        """A token took the count to a limit the request set, or arrived past its hang-up
+        time: more positions than ``max_tokens`` (``malformed``) or the client's hang-up."""
+        rec = self.rec
         ex = self.expect
         mt = ex.max_tokens
         if mt is not None and rec.tokens > mt:

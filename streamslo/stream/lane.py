@@ -1,0 +1,48 @@
+"""The fast lane of an event stream: a read that is one whole chunk holding one token event.
+
+Most reads of a token stream carry exactly one HTTP chunk (``SIZE CRLF payload CRLF``) whose
+payload is exactly one one-line SSE event (``data: VALUE LF LF``): a server writes one event per
+token and flushes it. :func:`chunk_event` recognises that read by its bytes alone and returns
+the event's value, undecoded, so the exchange hands it to the dialect without running the
+chunked reader and the SSE decoder over it; every other read goes through both, which decide by
+the general rules (docs/timing.md, "One reader per process", says what a read costs).
+
+It takes a read only when the general path would give the same: one chunk of a plain hex size
+(no extension, no leading zero) under 4 KiB whose data ends exactly where the read does, one
+``data: `` line (a space after the colon, which the value drops) with no CR and no other LF, and
+the blank line. The caller checks the states that make it so (the chunked reader between chunks
+with nothing pending, the SSE decoder between events: :meth:`ChunkedReader.between_chunks`,
+:meth:`~streamslo.stream.sse.SSEDecoder.lane_ready`); a read the lane takes leaves both where
+they were.
+"""
+
+from __future__ import annotations
+
+from streamslo.stream._framing import SIZE_LINES
+
+__all__ = ["EVENT_FRAMING", "MAX_LANE_CHUNK", "chunk_event"]
+
+EVENT_FRAMING = len(b"data: ") + len(b"\n\n")
+"""The bytes of a lane read's chunk data around the value (``rec.bytes`` counts chunk data)."""
+MAX_LANE_CHUNK = max(SIZE_LINES.values())
+"""The largest chunk data the lane takes."""
+
+# A lane read's first bytes (its size line, CRLF, "data: ") -> the read's whole length: two hex
+# digits (16-255 bytes of chunk data: most token events) or three; one dict lookup checks the
+# size line's form and the event's field at once.
+_HEADS = {
+    line + b"\r\ndata: ": len(line) + 2 + size + 2
+    for line, size in SIZE_LINES.items()
+    if size >= 16
+}
+
+
+def chunk_event(data: bytes) -> bytes | None:
+    """The value of the one ``data:`` event that ``data`` holds as exactly one whole chunk, or
+    None where the general path must read it (see the module's text)."""
+    n = len(data)
+    if (_HEADS.get(data[:10]) == n or _HEADS.get(data[:11]) == n) and data.endswith(b"\n\n\r\n"):
+        start = 10 if data[2] == 13 else 11  # (two size digits, or three)
+        if data.find(b"\n", start) == n - 4 and data.find(b"\r", start) == n - 2:
+            return data[start : n - 4]
+    return None
