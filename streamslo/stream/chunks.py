@@ -273,7 +273,7 @@ class OpenAIChunks:
                     fr = c.finish_reason
                     delta = c.delta
                     if (fr is None or fr is _UNSET) and c.text is _UNSET and delta is not _UNSET:
-                        content = delta.content  # type: ignore[union-attr]
+                        content = delta.content
                         if type(content) is str and content:
                             self._misses = 0
                             _answer_token(m, t, content, c.token_ids)

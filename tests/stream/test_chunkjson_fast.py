@@ -10,7 +10,8 @@ chunk the full parser reads right, or accepted one it refuses:
   whitespace) and on broken ones (a character cut, swapped or added), the decoded value is the
   same, type for type and float bit for float bit, or both raise the same error text;
 * whole streams of such chunks (OpenAI chat and completions chunks with ``token_ids``, empty
-  content, usage-only chunks, in-band errors; Responses and Anthropic Messages events) end in
+  content, usage-only chunks, ``usage: null``, values nested past the depth limit, in-band
+  errors; Responses and Anthropic Messages events) end in
   the same record, outcome, counts, timings and error text, with the fast path on and off.
 """
 
@@ -307,6 +308,15 @@ def chat_chunk(draw: st.DrawFn) -> str:
         "choices": "[" + ",".join(choices) + "]" if kind else None,
         "usage": usage if kind in (0, 1) else None,
     }
+    extra = draw(st.integers(0, 9))
+    if extra == 0:
+        fields["usage"] = "null"  # OpenAI's, on every chunk before the last: no usage
+    elif extra == 1:
+        # Nested past the depth limit, under a key a token chunk's reading knows or skips.
+        key = draw(st.sampled_from(("model", "service_tier", "x", "usage")))
+        fields[key] = "[" * 65 + "]" * 65
+    elif extra == 2:
+        fields["system_fingerprint"] = draw(st.sampled_from(('"fp_1"', "null", "{}", "[1]")))
     if kind == 2:
         fields["error"] = obj(draw, {"message": text_value(draw), "code": draw(json_number())})
     if kind == 3:
@@ -486,6 +496,44 @@ def test_streams_of_dialect_events_end_the_same(api: str, events: list[str]) -> 
     with full_parse_only():
         full = record_of(api, events, expect)
     assert fast == full
+
+
+_DEEP = "[" * 65 + "]" * 65
+_HEAD = '{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"a"}'
+_TOKEN_CHUNKS = [
+    _HEAD + choice + "}]" + top + "}"
+    for choice, top in (
+        ("", ""),
+        ("", ',"usage":null'),
+        ("", ',"model":' + _DEEP),
+        ("", ',"zz":' + _DEEP),
+        ("", ',"zz":1'),
+        ("", ',"usage":{"completion_tokens":1,"x":' + _DEEP + "}"),
+        ("", ',"timings":{"predicted_n":1}'),
+        (',"logprobs":' + _DEEP, ""),
+        (',"token_ids":[' + _DEEP + "]", ""),
+        (',"token_ids":[5,6]', ""),
+        (',"stop_reason":{"a":' + _DEEP + "}", ""),
+        (',"finish_reason":null,"matched_stop":null', ',"system_fingerprint":"fp"'),
+    )
+] + [
+    '{"choices":[{"delta":{"content":"a","tool_calls":[' + _DEEP + "]}}]}",
+    '{"choices":[{"delta":{"content":"a","role":"assistant","reasoning_content":null}}]}',
+]
+
+
+@pytest.mark.parametrize("chunk", _TOKEN_CHUNKS)
+def test_token_chunks_beside_odd_keys_end_the_same(chunk: str) -> None:
+    """The typed token chunk knows some keys and refuses the rest: a value nested past the
+    depth limit under any key, or a key it does not know, reads as the full parser reads it."""
+    expect = StreamExpectations(max_tokens=4, ignore_eos=False)
+    chunks = [_TOKEN_CHUNKS[0], chunk, chunk, "[DONE]"]  # (the first event is read as text)
+    fast = record_of("openai-chat", chunks, expect)
+    with full_parse_only():
+        full = record_of("openai-chat", chunks, expect)
+    assert fast == full
+    if _DEEP not in chunk and '"zz"' not in chunk:
+        assert chunkjson.loads_token_chunk(chunk.encode()) is not None  # the typed path read it
 
 
 def test_the_fast_path_is_on() -> None:
