@@ -276,7 +276,11 @@ class OpenAIChunks:
                         content = delta.content
                         if type(content) is str and content:
                             self._misses = 0
-                            _answer_token(m, t, content, c.token_ids)
+                            ids = c.token_ids
+                            if ids is _UNSET and m.text is None and content.isascii():
+                                m.token(t, ANSWER, 1)  # (_answer_token's commonest case)
+                            else:
+                                _answer_token(m, t, content, ids)
                             return
             self._misses += 1
         chunk = loads_chunk_bytes(raw)

@@ -240,15 +240,17 @@ class SSEDecoder:
         undecoded bytes, dispatched; None (nothing consumed) for anything else, which
         :meth:`feed` then decodes by the general rules. The value and the accounting are
         what :meth:`feed` gives the same bytes."""
+        # (Slices and `int in bytes`, a memchr: CPython 3.11's bytes.find and endswith parse
+        # their arguments as a tuple, which costs more than the search.)
         if (
             self._clean
-            and chunk.startswith(b"data:")
-            and chunk.find(b"\n") == len(chunk) - 2
-            and chunk.endswith(b"\n")
+            and chunk[:5] == b"data:"
+            and chunk[-2:] == b"\n\n"
             and len(chunk) - 2 < self._fast_cap
-            and chunk.find(b"\r") < 0  # (find: memchr; `in` is slower on bytes)
         ):
-            return chunk[6:-2] if chunk[5:6] == b" " else chunk[5:-2]
+            value = chunk[6:-2] if chunk[5:6] == b" " else chunk[5:-2]
+            if 10 not in value and 13 not in value:  # LF, CR: one line, the blank line after
+                return value
         return None
 
     def _line(self, line: bytes, events: list[SSEEvent]) -> None:

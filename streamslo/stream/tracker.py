@@ -259,7 +259,6 @@ class StreamTracker:
         rec = self.rec
         tokens = rec.tokens + n
         rec.tokens = tokens
-        self.content_seen = True
         self.progress_t = t
         if self.idle:
             self.idle = 0
@@ -267,23 +266,29 @@ class StreamTracker:
             self.pings = 0
         self._comments_at_token = self.framing.comments
         last = self._last_token_t
-        if last is None:
-            rec.ttft_s = t - rec.t0
-        else:
+        self._last_token_t = t
+        if last is not None:
             rec.gap_s.append(t - last)
             rec.gap_t.append(t)
-        self._last_token_t = t
-        if kind == ANSWER:
-            if rec.ttfo_s is None:
-                rec.ttfo_s = t - rec.t0
-        elif kind == REASONING:
+        else:
+            rec.ttft_s = t - rec.t0
+            self.content_seen = True
+        if kind != ANSWER:
+            self._other_kind(t, kind, n)
+        elif rec.ttfo_s is None:
+            rec.ttfo_s = t - rec.t0
+        if tokens >= self._check_n or t >= self._check_t:
+            self._past_limit(t)
+
+    def _other_kind(self, t: float, kind: int, n: int) -> None:
+        """Tokens of reasoning or of a tool call: counted apart (time to first tool call)."""
+        rec = self.rec
+        if kind == REASONING:
             rec.reasoning_tokens += n
         else:
             rec.tool_tokens += n
             if rec.ttftc_s is None:
                 rec.ttftc_s = t - rec.t0
-        if tokens >= self._check_n or t >= self._check_t:
-            self._past_limit(t)
 
     def _past_limit(self, t: float) -> None:
         """A token took the count to a limit the request set, or arrived past its hang-up

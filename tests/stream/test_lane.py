@@ -1,7 +1,7 @@
 """A read that is one whole chunk holding one data event skips the chunked reader and the SSE
 decoder (:mod:`streamslo.stream.lane`); it must read exactly as they read it.
 
-Two properties, each of which fails if the lane takes a read the general path reads otherwise:
+Three properties, each of which fails if a shortcut takes a read the general path reads otherwise:
 
 * on generated reads (size lines in every form: either case, leading zeros, extensions, wrong
   sizes; payloads: ``data: ``/``data:``, CR and CRLF line ends, a second line, a comment, a
@@ -9,6 +9,8 @@ Two properties, each of which fails if the lane takes a read the general path re
   bytes), where :func:`chunk_event` answers a value, a fresh chunked reader gives one payload
   and stays between chunks, and the SSE decoder gives one ``message`` event with that value and
   stays between events;
+* the SSE decoder's own shortcut (:meth:`SSEDecoder.one_event`, for a body not framed by chunks)
+  holds the same rule on generated events;
 * whole responses of chat chunks (tokens, stop reasons, usage, ``[DONE]``, the general
   generator's odd chunks), written in those forms and cut into reads a chunk each, or merged,
   or split, end in the same record with the lane on and with it off.
@@ -103,8 +105,7 @@ def read_alike(data: bytes) -> None:
     payload = chunks.feed(data)
     assert chunks.between_chunks and not chunks.done
     assert len(payload) == len(value) + EVENT_FRAMING
-    decoder = SSEDecoder()
-    decoder.feed(b": primed\n\ndata: x\n\n")  # between events, as after a stream's first event
+    decoder = primed()
     assert decoder.lane_ready
     events = decoder.feed(payload)
     assert [(e.data, e.event) for e in events] == [(value.decode("utf-8", "replace"), "message")]
@@ -144,6 +145,42 @@ NEAR_MISSES = [
 def test_the_lane_leaves_near_misses_to_the_general_path(data: bytes) -> None:
     assert chunk_event(data) is None
     read_alike(data)
+
+
+def primed() -> SSEDecoder:
+    decoder = SSEDecoder()
+    decoder.feed(b": primed\n\ndata: x\n\n")  # between events, as after a stream's first event
+    return decoder
+
+
+@SETTINGS
+@given(event())
+def test_one_event_takes_only_what_feed_reads_the_same(payload: bytes) -> None:
+    """The SSE decoder's own one-event read (a body not framed by chunks) holds the same rule."""
+    value = primed().one_event(payload)
+    if value is None:
+        return
+    decoder = primed()
+    assert [(e.data, e.event) for e in decoder.feed(payload)] == [
+        (value.decode("utf-8", "replace"), "message")
+    ]
+    assert decoder.lane_ready
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"data: a\rb\n\n",
+        b"data: a\nb\n\n",
+        b"data: a\r\n\r\n",
+        b"data:\r\n\n",
+        b"data: a\n",
+        b"data: a\nx",
+        b"event: e\ndata: a\n\n",
+    ],
+)
+def test_one_event_leaves_near_misses_to_feed(payload: bytes) -> None:
+    assert primed().one_event(payload) is None
 
 
 @pytest.mark.parametrize("size", [16, 255, 256, 4095])
