@@ -131,7 +131,13 @@ class Emitter:
     """The schedule: a heap of (due, seq, stream); one timer callback writes what is due."""
 
     def __init__(
-        self, period: float, slack: float, ttft: float | None = None, tag: bool = True
+        self,
+        period: float,
+        slack: float,
+        ttft: float | None = None,
+        tag: bool = True,
+        seq_start: int = 0,
+        seq_step: int = 1,
     ) -> None:
         self.tag = tag
         self.period = period
@@ -139,14 +145,15 @@ class Emitter:
         self.slack = slack
         self.heap: list[tuple[float, int, Stream]] = []
         self.streams: list[Stream] = []
-        self.seq = 0
+        self.seq = seq_start
+        self.seq_step = seq_step
         self.loop = asyncio.get_event_loop()
         self.timer: asyncio.TimerHandle | None = None
         self.timer_at = float("inf")
 
     def add(self, proto: EmitterProtocol, n: int, close_after: bool, ws: bool = False) -> None:
         t_req = time.time()
-        self.seq += 1
+        self.seq += self.seq_step
         st = Stream(proto, self.seq, t_req, n, close_after, WS if ws else SSE)
         self.streams.append(st)
         if ws:
@@ -354,11 +361,23 @@ async def _main(args: argparse.Namespace) -> None:
         global _CHAT_JSON
         _CHAT_JSON = _CHAT_JSON.replace(b'"content":"tok"', b'"content":"x"')
         args.period_ms, ttft = 0.0, 0.0
-    emitter = Emitter(args.period_ms / 1000.0, args.slack_ms / 1000.0, ttft, not args.no_tag)
+    emitter = Emitter(
+        args.period_ms / 1000.0,
+        args.slack_ms / 1000.0,
+        ttft,
+        not args.no_tag,
+        args.seq_start,
+        args.seq_step,
+    )
     loop = asyncio.get_running_loop()
     emitter.loop = loop
     server = await loop.create_server(
-        lambda: EmitterProtocol(emitter), "127.0.0.1", args.port, backlog=4096, reuse_address=True
+        lambda: EmitterProtocol(emitter),
+        "127.0.0.1",
+        args.port,
+        backlog=4096,
+        reuse_address=True,
+        reuse_port=args.reuse_port or None,
     )
     port = server.sockets[0].getsockname()[1]
     if args.ready:
@@ -391,6 +410,20 @@ def main() -> None:
         help="write every event of a response at once, as fast as the socket takes them, each "
         "a one-character token (bench/bench_flood.py); no schedule",
     )
+    p.add_argument(
+        "--reuse-port",
+        action="store_true",
+        help="listen with SO_REUSEPORT: several emitters on one port share its connections "
+        "(bench/bench_scaleout.py --layout shared)",
+    )
+    p.add_argument(
+        "--seq-start",
+        type=int,
+        default=0,
+        help="streams are numbered seq-start + k * seq-step (k = 1, 2...): emitters sharing a "
+        "port give their streams disjoint size tags",
+    )
+    p.add_argument("--seq-step", type=int, default=1)
     p.add_argument(
         "--no-tag",
         action="store_true",

@@ -145,42 +145,56 @@ def start_emitter(
     ttft_ms: float | None = None,
     tag: bool = True,
     flood: bool = False,
+    name: str = "emitter",
+    port: int = 0,
+    share: tuple[int, int] | None = None,
 ) -> tuple[subprocess.Popen[Any], int]:
-    """Start ``bench/_emitter.py`` (its write log goes to ``work/emitter.json`` at SIGTERM);
-    returns the process and its port."""
-    ready = work / "emitter.port"
+    """Start ``bench/_emitter.py`` (its write log goes to ``work/{name}.json`` at SIGTERM);
+    returns the process and its port. ``share=(i, n)``: the i-th of n emitters on one port
+    (SO_REUSEPORT; streams numbered i, i + n, ...: disjoint size tags)."""
+    ready = work / f"{name}.port"
     cmd = [
         sys.executable,
         str(EMITTER),
         "--ready",
         str(ready),
         "--log",
-        str(work / "emitter.json"),
+        str(work / f"{name}.json"),
         "--period-ms",
         str(period_ms),
+        "--port",
+        str(port),
     ]
+    if share is not None:
+        cmd += [
+            "--reuse-port",
+            "--seq-start",
+            str(share[0] - share[1]),
+            "--seq-step",
+            str(share[1]),
+        ]
     if ttft_ms is not None:
         cmd += ["--ttft-ms", str(ttft_ms)]
     if not tag:
         cmd.append("--no-tag")
     if flood:
         cmd.append("--flood")
-    err = open(work / "emitter.err", "w")  # noqa: SIM115 (the child owns it)
+    err = open(work / f"{name}.err", "w")  # noqa: SIM115 (the child owns it)
     proc = subprocess.Popen(pinned(core, cmd, nice), stdout=subprocess.DEVNULL, stderr=err)
     deadline = time.time() + 10
     while not ready.exists():
         if proc.poll() is not None or time.time() > deadline:
             stop(proc)
             raise RuntimeError(
-                f"emitter did not start: {(work / 'emitter.err').read_text()[-500:]}"
+                f"emitter did not start: {(work / f'{name}.err').read_text()[-500:]}"
             )
         time.sleep(0.02)
     return proc, int(ready.read_text())
 
 
-def emitter_log(work: Path) -> dict[str, Any]:
+def emitter_log(work: Path, name: str = "emitter") -> dict[str, Any]:
     """The emitter's write log (``{"period", "ttft", "streams": [...]}``), empty if absent."""
-    path = work / "emitter.json"
+    path = work / f"{name}.json"
     return json.loads(path.read_text()) if path.exists() else {"streams": []}
 
 

@@ -11,6 +11,14 @@ back to back, as in ``bench_stream_users.py``) and ``streamslo run --processes P
   part of core 0 the emitter leaves idle, and the emitter's own lateness is shown beside each
   cell. On a machine with a core per worker the second process would add a whole core.
 
+``--layout shared`` measures scaling on this machine instead: **the whole system on P cores**,
+so each configuration gives the same share of a core to emitting and to generating. ``P = 1``:
+one emitter and ``--processes 1`` both on core 0; ``P = 2``: two emitters on one port
+(``SO_REUSEPORT``, streams numbered apart so their size tags stay distinct), one pinned to each
+core, and ``--processes 2`` free on both. The ratio of the two capacities (the highest level held
+within the bound, every lower level held too; ``--stop-after-fail`` skips the rest) is what a
+second process and a second core buy together, the master's work included.
+
 Lateness = receive time (the master's merged ``streams.csv``/``gaps.parquet``: every worker's
 records reach it over Locust messaging) − the emitter's write time of the same token, over the
 complete streams started after warm-up. The master and workers are told apart by the process
@@ -23,6 +31,7 @@ same record shape, so both figures sit side by side.
 Run::
 
     python bench/bench_scaleout.py [--levels 150,300] [--processes 1,2] [--seconds 15]
+        [--layout split|shared] [--stop-after-fail]
 """
 
 from __future__ import annotations
@@ -81,16 +90,42 @@ class TreeSampler:
         return [s for r, s in self.cpu.values() if r == role]
 
 
-def run_cell(processes: int, users: int, seconds: int, warmup: float, keep: bool) -> dict[str, Any]:
-    """One ``streamslo run --processes P`` at ``users`` streams against a fresh emitter."""
+def run_cell(
+    processes: int, users: int, seconds: int, warmup: float, keep: bool, layout: str = "split"
+) -> dict[str, Any]:
+    """One ``streamslo run --processes P`` at ``users`` streams against fresh emitters
+    (``layout``: see the module's text)."""
     import subprocess
 
     import numpy as np
     from _harness import Sampler, start_emitter
 
-    cores = "1" if processes == 1 else "0,1"
-    with workdir(f"scale-{processes}-{users}", keep) as work:
-        proc_e, port = start_emitter(work)
+    if layout == "shared":
+        # The whole system on P cores: an emitter per core (one port, SO_REUSEPORT), the
+        # generator's processes free on the same cores.
+        cores = ",".join(str(c) for c in range(processes))
+        names = [f"emitter{i}" for i in range(processes)]
+    else:
+        cores = "1" if processes == 1 else "0,1"
+        names = ["emitter"]
+    with workdir(f"scale-{layout}-{processes}-{users}", keep) as work:
+        emitters: list[Any] = []
+        port = 0
+        try:
+            for i, name in enumerate(names):
+                share = (i, len(names)) if layout == "shared" else None
+                proc_i, port = start_emitter(
+                    work,
+                    core=str(i) if layout == "shared" else "0",
+                    name=name,
+                    port=port,
+                    share=share,
+                )
+                emitters.append(proc_i)
+        except BaseException:
+            for e in emitters:
+                stop(e)
+            raise
         out = work / "results"
         cmd = [
             "taskset",
@@ -121,7 +156,7 @@ def run_cell(processes: int, users: int, seconds: int, warmup: float, keep: bool
             with open(work / "client.log", "w") as log:
                 proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
                 tree = TreeSampler(proc.pid)
-                emit = Sampler({"emitter": proc_e.pid})
+                emit = Sampler({name: e.pid for name, e in zip(names, emitters, strict=True)})
                 try:
                     while proc.poll() is None and time.time() < t_start + seconds + 120:
                         time.sleep(0.5)
@@ -130,11 +165,13 @@ def run_cell(processes: int, users: int, seconds: int, warmup: float, keep: bool
                 finally:
                     stop(proc)
         finally:
-            stop(proc_e)
+            for e in emitters:
+                stop(e)
         from _harness import emitter_log
 
-        emitted = emitter_log(work)["streams"]
+        emitted = [s for name in names for s in emitter_log(work, name)["streams"]]
         res: dict[str, Any] = {
+            "layout": layout,
             "processes": processes,
             "users": users,
             "seconds": seconds,
@@ -170,7 +207,7 @@ def run_cell(processes: int, users: int, seconds: int, warmup: float, keep: bool
             lateness_p50_ms=float(np.percentile(lat, 50)) if len(lat) else None,
             lateness_p99_ms=float(np.percentile(lat, 99)) if len(lat) else None,
             emitter_write_late_p99_ms=float(np.percentile(ewl, 99)) if len(ewl) else None,
-            emitter_cpu_pct=emit.mean_cpu("emitter", t_start, time.time()),
+            emitter_cpu_pct=sum(emit.mean_cpu(name, t_start, time.time()) or 0.0 for name in names),
             master_cpu_s=sum(master),
             worker_cpu_s=workers,
             workers_seen=len(workers),
@@ -182,6 +219,25 @@ def run_cell(processes: int, users: int, seconds: int, warmup: float, keep: bool
             tokens_per_s=tokens / seconds,
         )
         return res
+
+
+def _within(cell: dict[str, Any]) -> bool:
+    p99 = cell.get("lateness_p99_ms")
+    return p99 is not None and p99 < BOUND_MS and not cell.get("error")
+
+
+def capacities(cells: list[dict[str, Any]]) -> dict[int, int | None]:
+    """Per process count: the highest level held within the bound with every lower level held
+    too (the last before the first that failed), or None where the lowest failed."""
+    out: dict[int, int | None] = {}
+    for procs in sorted({c["processes"] for c in cells}):
+        best = None
+        for c in sorted((c for c in cells if c["processes"] == procs), key=lambda c: c["users"]):
+            if not _within(c):
+                break
+            best = c["users"]
+        out[procs] = best
+    return out
 
 
 def relay_ingest_us(tokens: int = MAX_TOKENS) -> float:
@@ -214,12 +270,25 @@ def render(data: dict[str, Any]) -> str:
                 fmt(c.get("master_ms_per_record"), 2),
             ]
         )
+    if data.get("layout") == "shared":
+        setup = (
+            "50 tokens/s, 100-token streams back to back; **the whole system on P cores**: "
+            "`--processes 1` and one emitter both on core 0; `--processes 2` (a master and two "
+            "workers) on cores 0-1 with an emitter pinned to each (one port, SO_REUSEPORT), so "
+            "each configuration has the same share of a core per emitter and per generator. "
+            "Emitter CPU % is the emitters' sum. Lateness from the master's merged results.\n"
+        )
+    else:
+        setup = (
+            "50 tokens/s, 100-token streams back to back; emitter on core 0; `--processes 1` "
+            "pinned to core 1, `--processes 2` (a master and two workers) on cores 0-1 (**the "
+            "emitter shares a core with the generator**: two cores only). `--processes 1` is "
+            "one Locust process with no master: its CPU is under the workers' column. Lateness "
+            "from the master's merged results (every worker's records relayed to it).\n"
+        )
     out = [
         f"Command: `{data['command']}`\n",
-        "50 tokens/s, 100-token streams back to back; emitter on core 0; `--processes 1` pinned to core 1, "
-        "`--processes 2` (a master and two workers) on cores 0-1 (**the emitter shares a core with the generator**: "
-        "two cores only). `--processes 1` is one Locust process with no master: its CPU is under the workers' column. "
-        "Lateness from the master's merged results (every worker's records relayed to it).\n",
+        setup,
         md_table(
             [
                 "processes",
@@ -238,6 +307,18 @@ def render(data: dict[str, Any]) -> str:
             "rrrrrrrrrlr",
         ),
     ]
+    caps = capacities(data["cells"])
+    if len(caps) > 1 and all(caps.values()):
+        base = caps[min(caps)]
+        assert base is not None
+        held = ", ".join(
+            f"{p} process{'es' if p > 1 else ''}: {c} streams ({c / base:.2f}x)"
+            for p, c in caps.items()
+            if c is not None
+        )
+        out.append(
+            f"\nCapacity at lateness p99 < {BOUND_MS:g} ms (every lower level held): {held}."
+        )
     if data.get("relay_ingest_us") is not None:
         out.append(
             f"\nThe relay's own ingest per record (decode, queue, `streams.csv` row, gaps parquet; "
@@ -254,13 +335,29 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--processes", default="1,2")
     p.add_argument("--seconds", type=int, default=15)
     p.add_argument("--warmup", type=float, default=3.0)
+    p.add_argument(
+        "--layout",
+        choices=("split", "shared"),
+        default="split",
+        help="split: the emitter on core 0 (see above); shared: the whole system on P cores",
+    )
+    p.add_argument(
+        "--stop-after-fail",
+        action="store_true",
+        help="skip a process count's higher levels once one failed the bound (capacity runs)",
+    )
     p.add_argument("--json", default="", help="default bench/results/scaleout.json")
     p.add_argument("--keep", action="store_true")
     args = p.parse_args(argv)
     cells = []
+    failed: set[int] = set()
     for users in [int(x) for x in args.levels.split(",") if x.strip()]:
         for procs in [int(x) for x in args.processes.split(",") if x.strip()]:
-            cell = run_cell(procs, users, args.seconds, args.warmup, args.keep)
+            if procs in failed:
+                continue
+            cell = run_cell(procs, users, args.seconds, args.warmup, args.keep, args.layout)
+            if args.stop_after_fail and not _within(cell):
+                failed.add(procs)
             print(
                 {k: v for k, v in cell.items() if k != "error"},
                 cell.get("error", "")[-300:],
@@ -270,6 +367,7 @@ def main(argv: list[str] | None = None) -> int:
             cells.append(cell)
     data: dict[str, Any] = {
         "command": shown_command("bench_scaleout", argv),
+        "layout": args.layout,
         "cells": cells,
         "relay_ingest_us": relay_ingest_us(),
     }
