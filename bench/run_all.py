@@ -91,6 +91,23 @@ BENCHES: tuple[Bench, ...] = (
         ("--levels", "400", "--seconds", "10"),
     ),
     Bench(
+        "scaleout_shared",
+        "bench_scaleout",
+        "Scaling on this machine: the whole system on one core, then on two",
+        (
+            "--layout",
+            "shared",
+            "--processes",
+            "1,2",
+            "--levels",
+            "450,500,550,600,800,900,950,1000,1100",
+            "--seconds",
+            "15",
+            "--stop-after-fail",
+        ),
+        ("--layout", "shared", "--levels", "200,400", "--seconds", "8"),
+    ),
+    Bench(
         "relay",
         "bench_relay",
         "Worker-to-master record relay",

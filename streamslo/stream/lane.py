@@ -5,7 +5,7 @@ payload is exactly one one-line SSE event (``data: VALUE LF LF``): a server writ
 token and flushes it. :func:`chunk_event` recognises that read by its bytes alone and returns
 the event's value, undecoded, so the exchange hands it to the dialect without running the
 chunked reader and the SSE decoder over it; every other read goes through both, which decide by
-the general rules (docs/timing.md, "One reader per process", says what a read costs).
+the general rules (docs/timing.md, "What a read costs").
 
 It takes a read only when the general path would give the same: one chunk of a plain hex size
 (no extension, no leading zero) under 4 KiB whose data ends exactly where the read does, one

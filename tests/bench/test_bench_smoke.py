@@ -30,6 +30,7 @@ RESULTS = BENCH / "results"
         "burst",
         "memory",
         "scaleout",
+        "scaleout_shared",
         "relay",
         "replay",
         "dialects",
@@ -39,10 +40,11 @@ RESULTS = BENCH / "results"
 def test_committed_results_render(name: str) -> None:
     """The JSON of bench/results (what RESULTS.md shows) still renders with today's code."""
     data = json.loads((RESULTS / f"{name}.json").read_text(encoding="utf-8"))
-    assert data.get("command", f"python bench/bench_{name}.py").startswith(
-        f"python bench/bench_{name}.py"
+    module = {"scaleout_shared": "scaleout"}.get(name, name)  # (a second layout of one bench)
+    assert data.get("command", f"python bench/bench_{module}.py").startswith(
+        f"python bench/bench_{module}.py"
     )
-    _rendered(f"bench_{name}", data)
+    _rendered(f"bench_{module}", data)
 
 
 def _rendered(module: str, data: dict[str, Any]) -> str:
@@ -278,6 +280,47 @@ def test_scaleout(tmp_path: Path) -> None:
         assert (c["master_ms_per_record"] is not None) == (c["processes"] == 2), c
     assert data["relay_ingest_us"] > 0
     _rendered("bench_scaleout", data)
+
+
+@bench_run
+def test_scaleout_shared_layout(tmp_path: Path) -> None:
+    """Two emitters on one port: every stream read is tied to the emitter that wrote it."""
+    data = run_bench(
+        "bench_scaleout",
+        tmp_path / "so.json",
+        "--layout",
+        "shared",
+        "--levels",
+        "8",
+        "--processes",
+        "1,2",
+        "--seconds",
+        "4",
+        "--warmup",
+        "0",
+    )
+    for c in data["cells"]:
+        assert "error" not in c and c["layout"] == "shared", c
+        assert c["records"] > 0 and c["unmatched"] == 0 and c["streams_measured"] > 0, c
+    assert "whole system on P cores" in _rendered("bench_scaleout", data)
+
+
+def test_capacity_is_the_last_level_held_before_the_first_failure() -> None:
+    bench_scaleout = bench_module("bench_scaleout")
+
+    def cell(p: int, users: int, p99: float | None) -> dict[str, Any]:
+        return {"processes": p, "users": users, "lateness_p99_ms": p99}
+
+    cells = [
+        cell(1, 500, 0.1),
+        cell(1, 400, 0.1),
+        cell(1, 600, 20.0),
+        cell(1, 700, 0.1),  # held again past a failure: not counted
+        cell(2, 500, 30.0),
+        cell(3, 100, 0.1),
+        cell(3, 200, None),  # measured nothing: a failure
+    ]
+    assert bench_scaleout.capacities(cells) == {1: 500, 2: None, 3: 100}
 
 
 def test_relay(tmp_path: Path) -> None:
