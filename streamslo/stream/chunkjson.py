@@ -180,6 +180,7 @@ class TokenChoice(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     logprobs: None = None  # (logprobs asked for: the dict decode reads them)
     stop_reason: _Scalar = None
     matched_stop: _Scalar = None
+    prompt_token_ids: list[int] | None = None
 
 
 class TokenChunk(msgspec.Struct, forbid_unknown_fields=True, gc=False):
@@ -200,6 +201,7 @@ class TokenChunk(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     service_tier: _Scalar = None
     obfuscation: _Scalar = None
     prompt_token_ids: list[int] | None = None
+    prompt_text: _Scalar = None
 
 
 _TYPED: Callable[[bytes], TokenChunk] = msgspec.json.Decoder(TokenChunk).decode
