@@ -44,13 +44,15 @@ class ProcessWatch:
             except psutil.Error:
                 continue  # a child went away while it was listed: look again
             for p in procs:
-                if p.pid not in self.seen:
-                    try:
-                        self.groups.add(os.getpgid(p.pid))
-                        self.cmdlines[p.pid] = " ".join(p.cmdline())
-                        self.seen[p.pid] = p
-                    except (OSError, psutil.Error):
-                        continue
+                # Looked at on every pass, not only when first seen: a child caught between its
+                # fork and its exec still shows its parent's command line (and may then change
+                # its process group), which on a loaded machine can last past one pass.
+                try:
+                    self.groups.add(os.getpgid(p.pid))
+                    self.cmdlines[p.pid] = " ".join(p.cmdline())
+                    self.seen.setdefault(p.pid, p)
+                except (OSError, psutil.Error):
+                    continue
 
     def named(self, word: str) -> list[psutil.Process]:
         """Recorded processes whose command line had ``word`` in it."""
