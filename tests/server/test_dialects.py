@@ -146,7 +146,9 @@ def test_streamslo_reads_each_dialect(reasoning_server: Server, api: str) -> Non
     # The answer starts after the reasoning tokens: TTFO is TTFT plus their gaps, exactly
     # (the gaps' size is the machine's; their count and sum are the stream's).
     assert rec.ttfo_s == pytest.approx(rec.ttft_s + sum(rec.gap_s[:REASONING]), abs=1e-9)
-    assert rec.ttfo_s > rec.ttft_s
+    # (Not strictly later: on a loaded machine the last reasoning token and the first answer
+    # token can arrive in one read, and share its stamp.)
+    assert rec.ttfo_s >= rec.ttft_s
     assert len(rec.gap_s) == N - 1
 
 
@@ -187,7 +189,8 @@ def test_tool_calling_mode(tool_server: Server, api: str) -> None:
     assert rec.outcome == "ok", rec.error
     assert (rec.tokens, rec.reasoning_tokens, rec.tool_tokens) == (N, 2, TOOL)
     assert rec.usage_completion_tokens == N
-    assert rec.ttftc_s is not None and rec.ttfo_s is not None and rec.ttftc_s > rec.ttfo_s
+    # (Equal where the last answer token and the first tool token shared a read.)
+    assert rec.ttftc_s is not None and rec.ttfo_s is not None and rec.ttftc_s >= rec.ttfo_s
 
 
 def test_tool_events_follow_the_documented_shape(tool_server: Server) -> None:
