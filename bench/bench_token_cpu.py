@@ -17,7 +17,8 @@ Two measures, both for the current tree and for a baseline revision (``--baselin
   each and their ratio (wall-clock on a shared machine: the ratio is what to read).
 
 ``--shape vllm`` uses a vLLM-like chunk (``id``, ``object``, ``created``, ``model``,
-``choices`` with ``logprobs``/``stop_reason``/``token_ids``) instead of the emitter's.
+``choices`` with ``logprobs``/``stop_reason``/``token_ids``) instead of the emitter's; ``--shape
+tgi`` TGI's chat chunk as axum writes it (``data:`` with no space after the colon).
 
 Run::
 
@@ -67,7 +68,24 @@ _VLLM_LAST = (
     b'"stop_reason":null,"token_ids":[13]}],"usage":{"prompt_tokens":1,"total_tokens":101,'
     b'"completion_tokens":100}}'
 )
-SHAPES = {"emitter": (_EMITTER_JSON, _EMITTER_LAST), "vllm": (_VLLM_JSON, _VLLM_LAST)}
+# TGI's chat chunk (its OpenAI route), written by axum: ``data:`` with no space after the colon.
+_TGI_JSON = (
+    b'","object":"chat.completion.chunk","created":1733100000,"model":"tgi",'
+    b'"system_fingerprint":"3.3.6-native","choices":[{"index":0,"delta":{"role":"assistant",'
+    b'"content":" the"},"logprobs":null,"finish_reason":null}],"usage":null}'
+)
+_TGI_LAST = (
+    b'","object":"chat.completion.chunk","created":1733100000,"model":"tgi",'
+    b'"system_fingerprint":"3.3.6-native","choices":[{"index":0,"delta":{"role":"assistant",'
+    b'"content":"."},"logprobs":null,"finish_reason":"length"}],"usage":{"prompt_tokens":1,'
+    b'"completion_tokens":100,"total_tokens":101}}'
+)
+#: shape -> (a token's chunk after its id, the last chunk after its id, the SSE field written)
+SHAPES = {
+    "emitter": (_EMITTER_JSON, _EMITTER_LAST, b"data: "),
+    "vllm": (_VLLM_JSON, _VLLM_LAST, b"data: "),
+    "tgi": (_TGI_JSON, _TGI_LAST, b"data:"),
+}
 
 
 def _chunk(payload: bytes) -> bytes:
@@ -82,7 +100,7 @@ def _ws_frame(payload: bytes) -> bytes:
 
 def _reads(proto: str, shape: str) -> tuple[bytes, list[bytes]]:
     """(what comes before the tokens, one read per token; the last read ends the stream)."""
-    body, last = SHAPES[shape]
+    body, last, field = SHAPES[shape]
     stamps = [b"%.6f" % (1733100000.0 + k * 0.02) for k in range(TOKENS)]
     if proto == "ws":
         reads = [_ws_frame(b'{"id":"' + s + body) for s in stamps[:-1]]
@@ -92,10 +110,10 @@ def _reads(proto: str, shape: str) -> tuple[bytes, list[bytes]]:
         b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
         b"Transfer-Encoding: chunked\r\n\r\n" + _chunk(b":" + b"p" * 37 + b"\n")
     )
-    reads = [_chunk(b'data: {"id":"' + s + body + b"\n\n") for s in stamps[:-1]]
+    reads = [_chunk(field + b'{"id":"' + s + body + b"\n\n") for s in stamps[:-1]]
     reads.append(
-        _chunk(b'data: {"id":"' + stamps[-1] + last + b"\n\n")
-        + _chunk(b"data: [DONE]\n\n")
+        _chunk(field + b'{"id":"' + stamps[-1] + last + b"\n\n")
+        + _chunk(field + b"[DONE]\n\n")
         + b"0\r\n\r\n"
     )
     return head, reads

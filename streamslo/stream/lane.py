@@ -9,8 +9,9 @@ the general rules (docs/timing.md, "What a read costs").
 
 It takes a read only when the general path would give the same: one chunk of a plain hex size
 (no extension, no leading zero) under 4 KiB whose data ends exactly where the read does, one
-``data: `` line (a space after the colon, which the value drops) with no CR and no other LF, and
-the blank line. The caller checks the states that make it so (the chunked reader between chunks
+``data:`` line with no CR and no other LF (one space after the colon is dropped, as the SSE rules
+drop it: most servers write ``data: ``, axum-based ones such as TGI ``data:``), and the blank
+line. The caller checks the states that make it so (the chunked reader between chunks
 with nothing pending, the SSE decoder between events: :meth:`ChunkedReader.between_chunks`,
 :meth:`~streamslo.stream.sse.SSEDecoder.lane_ready`); a read the lane takes leaves both where
 they were.
@@ -20,18 +21,16 @@ from __future__ import annotations
 
 from streamslo.stream._framing import SIZE_LINES
 
-__all__ = ["EVENT_FRAMING", "MAX_LANE_CHUNK", "chunk_event"]
+__all__ = ["MAX_LANE_CHUNK", "chunk_data_size", "chunk_event"]
 
-EVENT_FRAMING = len(b"data: ") + len(b"\n\n")
-"""The bytes of a lane read's chunk data around the value (``rec.bytes`` counts chunk data)."""
 MAX_LANE_CHUNK = max(SIZE_LINES.values())
 """The largest chunk data the lane takes."""
 
-# A lane read's first bytes (its size line, CRLF, "data: ") -> the read's whole length: two hex
-# digits (16-255 bytes of chunk data: most token events) or three; one dict lookup checks the
-# size line's form and the event's field at once.
+# A lane read's first nine bytes -> the read's whole length: a size line of two hex digits (16-255
+# bytes of chunk data: most token events), CRLF and "data:"; or of three, CRLF and "data". One
+# dict lookup checks the size line's form, most of the field and the read's length at once.
 _HEADS = {
-    line + b"\r\ndata: ": len(line) + 2 + size + 2
+    (line + b"\r\ndata:")[:9]: len(line) + 2 + size + 2
     for line, size in SIZE_LINES.items()
     if size >= 16
 }
@@ -43,8 +42,18 @@ def chunk_event(data: bytes) -> bytes | None:
     # (No bytes.find or endswith: in CPython 3.11 they parse their arguments as a tuple, which
     # costs more than the search; `int in bytes` is a memchr.)
     n = len(data)
-    if (_HEADS.get(data[:10]) == n or _HEADS.get(data[:11]) == n) and data[-4:] == b"\n\n\r\n":
-        value = data[10 if data[2] == 13 else 11 : n - 4]  # (two size digits, or three)
+    if _HEADS.get(data[:9]) == n and data[-4:] == b"\n\n\r\n":
+        if data[2] == 13:  # two size digits: "data:" read
+            value = data[10 if data[9] == 32 else 9 : n - 4]  # (one space after it dropped)
+        elif data[9] == 58:  # three: the colon
+            value = data[11 if data[10] == 32 else 10 : n - 4]
+        else:
+            return None
         if 10 not in value and 13 not in value:  # LF, CR: no other line in the event
             return value
     return None
+
+
+def chunk_data_size(data: bytes) -> int:
+    """The chunk data's size (what ``rec.bytes`` counts) of a read :func:`chunk_event` took."""
+    return len(data) - (6 if data[2] == 13 else 7)  # its size line, CRLF; the CRLF after it

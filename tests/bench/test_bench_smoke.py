@@ -135,14 +135,14 @@ def test_token_cpu(tmp_path: Path) -> None:
         "--protocols",
         "sse,ws",
         "--shapes",
-        "emitter",
+        "emitter,tgi",
         "--no-valgrind",
     )
-    assert {(r["protocol"], r["code"]) for r in data["rows"]} == {
-        ("sse", "HEAD"),
-        ("sse", "current"),
-        ("ws", "HEAD"),
-        ("ws", "current"),
+    assert {(r["protocol"], r["shape"], r["code"]) for r in data["rows"]} == {
+        (proto, shape, code)
+        for proto in ("sse", "ws")
+        for shape in ("emitter", "tgi")
+        for code in ("HEAD", "current")
     }
     assert all(r["us_per_token_median"] > 0 for r in data["rows"])
 

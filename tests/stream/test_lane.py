@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 from streamslo.stream import exchange as exchange_module
 from streamslo.stream._framing import ChunkedReader
-from streamslo.stream.lane import EVENT_FRAMING, chunk_event
+from streamslo.stream.lane import chunk_data_size, chunk_event
 from streamslo.stream.sse import SSEDecoder
 from streamslo.stream.timing import StreamExpectations
 from tests.stream.drive import Burst, drive_sse
@@ -104,7 +104,7 @@ def read_alike(data: bytes) -> None:
     chunks = ChunkedReader()
     payload = chunks.feed(data)
     assert chunks.between_chunks and not chunks.done
-    assert len(payload) == len(value) + EVENT_FRAMING
+    assert len(payload) == chunk_data_size(data)
     decoder = primed()
     assert decoder.lane_ready
     events = decoder.feed(payload)
@@ -129,8 +129,10 @@ NEAR_MISSES = [
     _one(b"data: " + TOKEN + b"\r\n\r\n"),
     _one(b"data: " + TOKEN + b"\r\r"),
     _one(b"data: " + TOKEN + b"\n"),  # no blank line yet
-    _one(b"data:" + TOKEN + b"\n\n"),  # (the general path reads it; the lane leaves it)
     _one(b"event: ping\ndata: " + TOKEN + b"\n\n"),
+    _one(b"datax: " + TOKEN + b"\n\n"),  # another field (ignored: no event)
+    _one(b"datax: " + TOKEN + b" " * 300 + b"\n\n"),  # the same, three size digits
+    _one(b"data " + TOKEN + b" " * 300 + b"\n\n"),
     _one(b": keep\n\n"),
     _one(b"data: " + TOKEN + b"\n\n", b"0%x"),  # a leading zero
     _one(b"data: " + TOKEN + b"\n\n", b"%x;ext=1"),
@@ -183,13 +185,34 @@ def test_one_event_leaves_near_misses_to_feed(payload: bytes) -> None:
     assert primed().one_event(payload) is None
 
 
+@pytest.mark.parametrize("field", [b"data: ", b"data:"])
 @pytest.mark.parametrize("size", [16, 255, 256, 4095])
-def test_the_lane_takes_the_common_read_at_every_size_it_covers(size: int) -> None:
-    value = b'{"p":"' + b"p" * (size - EVENT_FRAMING - 8) + b'"}'
+def test_the_lane_takes_the_common_read_at_every_size_it_covers(size: int, field: bytes) -> None:
+    value = b'{"p":"' + b"p" * (size - len(field) - 2 - 8) + b'"}'
     for form in (b"%x", b"%X"):
-        data = form % size + b"\r\n" + b"data: " + value + b"\n\n\r\n"
+        data = form % size + b"\r\n" + field + value + b"\n\n\r\n"
         assert chunk_event(data) == value
-    assert chunk_event(b"%x\r\ndata: %s\n\n\r\n" % (size, value) + b"0\r\n\r\n") is None
+        assert chunk_data_size(data) == size
+    assert chunk_event(b"%x\r\n%s%s\n\n\r\n" % (size, field, value) + b"0\r\n\r\n") is None
+
+
+@pytest.mark.parametrize(
+    ("payload", "value"),
+    [
+        (b"data:" + TOKEN + b"\n\n", TOKEN),  # axum's form (TGI): no space after the colon
+        (b"data: " + TOKEN + b"\n\n", TOKEN),
+        (b"data:  " + TOKEN + b"\n\n", b" " + TOKEN),  # only the first space is dropped
+        (b"data:\t" + TOKEN + b"\n\n", b"\t" + TOKEN),  # a tab is the value's
+    ],
+)
+def test_the_lane_drops_one_space_after_the_colon(payload: bytes, value: bytes) -> None:
+    for line in (b"%x", b"%X"):
+        data = _one(payload, line)
+        assert chunk_event(data) == value
+        read_alike(data)
+    padded = payload.replace(TOKEN, TOKEN + b" " * 300)  # three size digits
+    assert chunk_event(_one(padded)) == value + b" " * 300
+    read_alike(_one(padded))
 
 
 def ended(reads: list[bytes], lane: bool, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
@@ -232,9 +255,10 @@ def test_responses_end_the_same_with_the_lane_on_and_off(reads: list[bytes]) -> 
         assert ended(reads, True, monkeypatch) == ended(reads, False, monkeypatch)
 
 
-def test_a_token_stream_goes_down_the_lane(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The lane is on for a plain token stream after its first event (the test above would
-    pass with a lane that never opens)."""
+@pytest.mark.parametrize("field", [b"data: ", b"data:"])
+def test_a_token_stream_goes_down_the_lane(monkeypatch: pytest.MonkeyPatch, field: bytes) -> None:
+    """The lane is on for a plain token stream after its first event, in both forms of the
+    field (the test above would pass with a lane that never opens)."""
     taken: list[bytes] = []
 
     def counting(data: bytes) -> bytes | None:
@@ -244,10 +268,10 @@ def test_a_token_stream_goes_down_the_lane(monkeypatch: pytest.MonkeyPatch) -> N
         return value
 
     monkeypatch.setattr(exchange_module, "chunk_event", counting)
-    token = b"%x\r\ndata: %s\n\n\r\n" % (len(TOKEN) + 8, TOKEN)
+    long = TOKEN.replace(b'"tok"', b'"' + b"t" * 300 + b'"')  # three size digits
     last = TOKEN.replace(b"null", b'"length"')
-    reads = [HEAD + b"7\r\n: pad\n\n\r\n", *[token] * 5]
-    reads.append(b"%x\r\ndata: %s\n\n\r\n" % (len(last) + 8, last))
+    values = [TOKEN, TOKEN, long, TOKEN, TOKEN, last]
+    reads = [HEAD + b"7\r\n: pad\n\n\r\n", *[_one(field + v + b"\n\n") for v in values]]
     reads.append(b"e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n")
     rec = drive_sse(
         [Burst(0.1 + 0.01 * i, [r]) for i, r in enumerate(reads)],
@@ -255,6 +279,8 @@ def test_a_token_stream_goes_down_the_lane(monkeypatch: pytest.MonkeyPatch) -> N
         StreamExpectations(max_tokens=6),
     )
     assert rec.outcome == "ok" and rec.tokens == 6, rec.error
+    # Every chunk's data counted, the lane's reads too.
+    assert rec.bytes == 7 + sum(len(field) + len(v) + 2 for v in values) + 14
     # The first event's read opens it (the comment before it counts toward the event); the
     # finish chunk is read by the lane too; [DONE] comes with the body's end: the general path.
     assert len(taken) == 5
