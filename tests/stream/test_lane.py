@@ -4,7 +4,7 @@ decoder (:mod:`streamslo.stream.lane`); it must read exactly as they read it.
 Three properties, each of which fails if a shortcut takes a read the general path reads otherwise:
 
 * on generated reads (size lines in every form: either case, leading zeros, extensions, wrong
-  sizes; payloads: ``data: ``/``data:``, CR and CRLF line ends, a second line, a comment, a
+  sizes; payloads: ``data: ``/``data:``, other field names, CR and CRLF line ends, a second line, a comment, a
   named event, a CR or LF inside the value, a missing blank line; short, long and trailing
   bytes), where :func:`chunk_event` answers a value, a fresh chunked reader gives one payload
   and stays between chunks, and the SSE decoder gives one ``message`` event with that value and
@@ -50,10 +50,17 @@ def event(draw: st.DrawFn, value: bytes | None = None) -> bytes:
             )
         )
     form = draw(
-        st.sampled_from(("common",) * 6 + ("nospace", "crlf", "cr", "two", "named", "cut", "open"))
+        st.sampled_from(
+            ("common",) * 6
+            + ("nospace", "nospace", "crlf", "cr", "two", "named", "cut", "open", "field")
+        )
     )
     if form == "nospace":
         return b"data:" + value + b"\n\n"
+    if form == "field":  # another field, or none: no event
+        return draw(st.sampled_from((b"datax:", b"data ", b"data;", b"Data:", b"data"))) + (
+            value + b"\n\n"
+        )
     if form == "crlf":
         return b"data: " + value + b"\r\n\r\n"
     if form == "cr":
