@@ -2,8 +2,8 @@
 
 The server is pinned to one core and this load generator to another (``taskset`` /
 ``sched_setaffinity``), so the client does not steal the server's CPU. The client is a lean
-asyncio raw-socket HTTP/1.1 reader (FINDINGS: httpx saturates a core near 250 streams and
-would measure itself). Per mode it reports tokens/s, per-token latency (ITL) p50/p99, TTFT p99,
+asyncio raw-socket HTTP/1.1 reader: an httpx client spends about four times its CPU per event
+(bench/RESULTS.md, the flood table), so at hundreds of streams it would measure itself. Per mode it reports tokens/s, per-token latency (ITL) p50/p99, TTFT p99,
 truncated and silently truncated streams, and the server's peak RSS; a second pass holds the
 same number of *slow readers* and reports peak RSS and write backlog.
 
