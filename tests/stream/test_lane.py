@@ -4,9 +4,9 @@ decoder (:mod:`streamslo.stream.lane`); it must read exactly as they read it.
 Three properties, each of which fails if a shortcut takes a read the general path reads otherwise:
 
 * on generated reads (size lines in every form: either case, leading zeros, extensions, wrong
-  sizes; payloads: ``data: ``/``data:``, other field names, CR and CRLF line ends, a second line, a comment, a
-  named event, a CR or LF inside the value, a missing blank line; short, long and trailing
-  bytes), where :func:`chunk_event` answers a value, a fresh chunked reader gives one payload
+  sizes; payloads: ``data: ``/``data:``, other field names, CR and CRLF line ends, a second
+  line, a comment, a named event, a CR or LF inside the value, a missing blank line; short, long
+  and trailing bytes), where :func:`chunk_event` answers a value, a fresh chunked reader gives one payload
   and stays between chunks, and the SSE decoder gives one ``message`` event with that value and
   stays between events;
 * the SSE decoder's own shortcut (:meth:`SSEDecoder.one_event`, for a body not framed by chunks)
