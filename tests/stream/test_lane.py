@@ -6,9 +6,9 @@ Three properties, each of which fails if a shortcut takes a read the general pat
 * on generated reads (size lines in every form: either case, leading zeros, extensions, wrong
   sizes; payloads: ``data: ``/``data:``, other field names, CR and CRLF line ends, a second
   line, a comment, a named event, a CR or LF inside the value, a missing blank line; short, long
-  and trailing bytes), where :func:`chunk_event` answers a value, a fresh chunked reader gives one payload
-  and stays between chunks, and the SSE decoder gives one ``message`` event with that value and
-  stays between events;
+  and trailing bytes), where :func:`chunk_event` answers a value, a fresh chunked reader gives
+  one payload and stays between chunks, and the SSE decoder gives one ``message`` event with
+  that value and stays between events;
 * the SSE decoder's own shortcut (:meth:`SSEDecoder.one_event`, for a body not framed by chunks)
   holds the same rule on generated events;
 * whole responses of chat chunks (tokens, stop reasons, usage, ``[DONE]``, the general
