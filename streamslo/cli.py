@@ -56,6 +56,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "streamslo.commands.check",
         "check a server's stream contract before load testing it (exit 0 / 99 / 2)",
     ),
+    "history": (
+        "streamslo.commands.history",
+        "runs kept over time: trends, and a regression verdict for the newest (exit 0 / 99 / 2)",
+    ),
 }
 
 #: Sub-commands that run children: SIGTERM and SIGHUP stop them like Ctrl-C (streamslo.run.signals).

@@ -166,7 +166,7 @@ def test_every_command_shell_lives_in_commands() -> None:
 
     from streamslo.cli import COMMANDS
 
-    assert len(COMMANDS) == 10
+    assert len(COMMANDS) == 11
     for name, (module_name, _) in COMMANDS.items():
         assert module_name.startswith("streamslo.commands."), (name, module_name)
         module = importlib.import_module(module_name)

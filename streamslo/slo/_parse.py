@@ -31,7 +31,9 @@ __all__ = [
     "DEFAULT_SLO",
     "OPERATORS",
     "SLO",
+    "SLO_TABLES",
     "Threshold",
+    "check_top_level",
     "load_slo",
     "parse_expression",
     "parse_metric_key",
@@ -414,19 +416,33 @@ def slo_of(toml: TomlFile) -> SLO:
         SLOFileError: no ``[thresholds]`` table, an unknown top-level key or any error of
             :func:`parse_thresholds_table`.
     """
-    # [budget] (error budget and burn-rate alerts) is read by streamslo.slo.budget.
-    unknown = [k for k in toml.doc if k not in ("thresholds", "budget")]
-    if unknown:
-        raise toml.error(
-            _line_of(toml.text, unknown[0]) or toml.table_line(unknown[0]),
-            f"unknown top-level key {unknown[0]!r}: an SLO file holds a [thresholds] table (and an optional [budget])",
-        )
+    check_top_level(toml)
     slo = thresholds_of(toml)
     if slo is None:
         raise toml.error(
             None, 'no [thresholds] table: expected e.g. [thresholds] then itl_ms = ["p(99)<200"]'
         )
     return slo
+
+
+#: The tables an SLO file may hold: [budget] is read by streamslo.slo.budget, [regression] (how
+#: ``streamslo history`` judges a run against the runs before it) by streamslo.slo.regression.
+SLO_TABLES = ("thresholds", "budget", "regression")
+
+
+def check_top_level(toml: TomlFile) -> None:
+    """Refuse a top-level key that no table of an SLO file has (names its line).
+
+    Raises:
+        SLOFileError: the first unknown key.
+    """
+    unknown = [k for k in toml.doc if k not in SLO_TABLES]
+    if unknown:
+        raise toml.error(
+            _line_of(toml.text, unknown[0]) or toml.table_line(unknown[0]),
+            f"unknown top-level key {unknown[0]!r}: an SLO file holds a [thresholds] table "
+            "(and an optional [budget] and [regression])",
+        )
 
 
 def thresholds_of(toml: TomlFile) -> SLO | None:

@@ -1,0 +1,135 @@
+"""``streamslo history``: runs kept over time, their trends, and a regression verdict
+(docs/history.md).
+
+- ``streamslo history add DIR... [--store PATH]`` adds finished results directories to the
+  store (made when missing; a run already there is not added twice).
+- ``streamslo history [--store PATH] [--slo FILE] [--metric M ...] [--last N] [--baseline K]
+  [--out FILE]`` judges the newest run of a series (the newest run's, or ``--scenario`` and
+  ``--target``) against the last K runs before it that passed, and writes ``history.html``
+  (trend charts), ``history.md`` (for a CI comment) and ``history.json``.
+
+The store: ``--store``, else ``$STREAMSLO_HISTORY``, else ``.streamslo/history.sqlite``.
+Exit codes: 0 no regression (or no verdict yet), 99 the newest run is a regression, 2 bad
+input (a results directory that is missing or not finalized, a store that is not one, an SLO
+file that does not parse).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from streamslo.errors import EXIT_OK
+
+__all__ = ["add_arguments", "main"]
+
+
+def _store_option(p: argparse.ArgumentParser, default: object) -> None:
+    p.add_argument(
+        "--store",
+        type=Path,
+        default=default,
+        metavar="PATH",
+        help="the history store (default: $STREAMSLO_HISTORY, else .streamslo/history.sqlite)",
+    )
+
+
+def _series_options(p: argparse.ArgumentParser, default: object, verb: str) -> None:
+    p.add_argument(
+        "--scenario", default=default, metavar="NAME", help=f"the series' scenario name ({verb})"
+    )
+    p.add_argument("--target", default=default, metavar="NAME", help=f"the series' target ({verb})")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """``history``'s options, and ``history add``'s."""
+    _store_option(p, None)
+    _series_options(p, None, "default: the newest run's series")
+    p.add_argument(
+        "--slo",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="an SLO file whose [regression] table sets the baseline, margins and metrics",
+    )
+    p.add_argument(
+        "--metric",
+        action="append",
+        default=None,
+        metavar="M",
+        help="a metric to show and judge (repeatable; default: the [regression] metrics), "
+        "e.g. itl_ms.p99, ttft_ms.p50, truncation_rate, tokens_per_s",
+    )
+    p.add_argument("--last", type=int, default=None, metavar="N", help="runs in the trend (30)")
+    p.add_argument(
+        "--baseline",
+        type=int,
+        default=None,
+        metavar="K",
+        help="judge against the last K runs that passed (7)",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="history.html (and .md, .json beside it), or a folder for them (default: ./history.html)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    sub = p.add_subparsers(dest="history_action", metavar="add", parser_class=type(p))
+    add = sub.add_parser(
+        "add",
+        help="add finished results directories to the store",
+        description="add finished results directories to the history store",
+    )
+    add.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="results directories")
+    _store_option(add, argparse.SUPPRESS)
+    _series_options(add, argparse.SUPPRESS, "default: from run.json")
+
+
+def _add(args: argparse.Namespace) -> int:
+    from streamslo.history.record import read_run
+    from streamslo.history.store import open_store, store_path
+
+    path = store_path(args.store)
+    # Every directory is read (and refused, with its name) before any is added.
+    runs = [read_run(d, scenario=args.scenario, target=args.target) for d in args.dirs]
+    with open_store(path, create=True) as store:
+        for d, (run, windows) in zip(args.dirs, runs, strict=True):
+            _, new = store.add(run, windows)
+            total = next(
+                s.runs
+                for s in store.series()
+                if (s.scenario, s.target) == (run.scenario, run.target)
+            )
+            what = "added" if new else "already in the store:"
+            print(
+                f"{what} {d} (series {run.scenario} against {run.target}, {total} runs; "
+                f"thresholds {'held' if run.passed else 'failed' if run.passed is False else 'unknown'})"
+            )
+    print(f"store: {path}")
+    return EXIT_OK
+
+
+def main(args: argparse.Namespace) -> int:
+    """``streamslo history``: exit 0 no regression, 99 a regression, 2 bad input."""
+    if getattr(args, "history_action", None) == "add":
+        return _add(args)
+    from streamslo.history.build import build_history, with_overrides, write_history
+    from streamslo.history.render import summary_lines
+    from streamslo.history.store import store_path
+    from streamslo.slo.regression import DEFAULT_REGRESSION, read_regression
+
+    settings = read_regression(args.slo) if args.slo is not None else DEFAULT_REGRESSION
+    settings = with_overrides(settings, args.metric, args.last, args.baseline)
+    report = build_history(
+        store_path(args.store),
+        settings,
+        scenario=args.scenario,
+        target=args.target,
+        seed=args.seed,
+    )
+    written = write_history(report, args.out)
+    print(summary_lines(report))
+    print(f"\nhistory: {written.html}\n         {written.markdown}\n         {written.json}")
+    return report.exit_code
