@@ -74,6 +74,8 @@ def test_secrets_and_local_paths_stay_out_of_the_web_ui():
         "scenarios_json",
         # set by streamslo run: the load's length from its first request
         "load_time",
+        # set by streamslo run: the reference replies it recorded before the load
+        "reference_replies",
     }
     for o in OPTIONS:
         if o.secret:
@@ -282,6 +284,9 @@ def _non_default(o: run_options.RunOption) -> object:
         "api": "openai-responses",
         "path": "/v2/gen",
         "token_ids": "off",
+        "forced_length": "min_tokens",
+        "eos_token_id": (2, 32000),
+        "reference_replies": '{"ab12": "hello"}',
         "sessions": "synthetic",
         "tool_time": SecondsDist.parse("uniform:0.1,0.4"),
         "on_broken_step": "continue",

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from streamslo.errors import BadInputError
+from streamslo.stream.truth import ForcedLength
 from streamslo.workload.requests import PromptSource, RequestOptions, build_body, user_weights
 
 
@@ -27,7 +28,8 @@ def test_default_body_asks_for_what_silent_truncation_needs():
 def test_switches_and_endpoints():
     body = json.loads(
         build_body(
-            RequestOptions(endpoint="completions", ignore_eos=False, include_usage=False), "p"
+            RequestOptions(endpoint="completions", forced=ForcedLength.NONE, include_usage=False),
+            "p",
         )
     )
     assert (

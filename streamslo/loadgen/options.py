@@ -17,7 +17,7 @@ from streamslo.options.run_options import RunOptions, from_locust, register_locu
 from streamslo.stream.dialects import ANTHROPIC_VERSION, Dialect
 from streamslo.stream.envelope import WSEnvelope
 from streamslo.transport.sync import ClientLimits
-from streamslo.workload.requests import RequestOptions, resolve_system_prompt
+from streamslo.workload.requests import RequestOptions
 
 if TYPE_CHECKING:
     from locust.argument_parser import LocustArgumentParser
@@ -104,21 +104,7 @@ class LoadOptions(RunOptions):
         )
         if anthropic:  # a default: a header of the user's (later) replaces it
             headers = Headers((("anthropic-version", ANTHROPIC_VERSION),)).merged(headers)
-        request = RequestOptions(
-            api=values["api"],
-            path_override=values["path"],
-            endpoint=values["endpoint"],
-            model=values["model"],
-            max_tokens=values["max_tokens"],
-            temperature=values["temperature"],
-            seed=values["seed"],
-            ignore_eos=values["ignore_eos"],
-            include_usage=values["usage"],
-            done_marker=values["done_marker"],
-            coalesced_chunks=values["coalesced_chunks"],
-            token_ids=values["token_ids"],
-            system_prompt=resolve_system_prompt(values["system_prompt"]),
-        )
+        request = RequestOptions.of(RunOptions(**values))
         envelope = WSEnvelope.from_options(
             values["ws_request_template"], values["ws_chunk_path"], values["ws_done_message"]
         )

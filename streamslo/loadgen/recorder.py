@@ -59,6 +59,7 @@ from streamslo.options.redact import Redactor, install_log_redaction
 from streamslo.options.run_options import OPTIONS
 from streamslo.results.layout import Layout
 from streamslo.results.writer import ResultsWriter, ensure_streams_header, new_tag, warm_pyarrow
+from streamslo.stream.cause import default_cause
 from streamslo.stream.outcome import Outcome
 from streamslo.stream.timing import StreamRecord
 from streamslo.workload.requests import Workload
@@ -121,6 +122,7 @@ class FinishedStreams:
         """A stream ended (whatever its outcome)."""
         if rec.outcome is None:  # defensive: a transport bug must not lose the row
             rec.outcome = Outcome.CANCELLED
+            rec.cause = default_cause(Outcome.CANCELLED)
             rec.error = rec.error or "ended without an outcome"
         if rec.started_at < self._warmup_ends():
             return

@@ -38,6 +38,7 @@ from streamslo.options.values import (
     Duration,
     Fraction,
     Integer,
+    IntList,
     Number,
     PathValue,
     RunOption,
@@ -50,6 +51,7 @@ from streamslo.options.values import (
 )
 from streamslo.results.markup import markdown_cell
 from streamslo.stream.dialects import Dialect
+from streamslo.stream.truth import ForcedLength
 from streamslo.transport.common import ClientLimits  # the client's own defaults, stated once
 
 if TYPE_CHECKING:
@@ -215,7 +217,8 @@ class RunOptions:
         default=None,
         metadata=option(
             Text(name="PATH"),
-            "a local tokenizer.json (or a folder holding one): lengths in tokens, not words",
+            "a local tokenizer.json (or a folder holding one): lengths in tokens, not words; "
+            "its folder's end-of-sequence ids for a logit_bias forced length",
             web_ui=False,
         ),
     )
@@ -271,6 +274,63 @@ class RunOptions:
             Choice(("auto", "on", "off")),
             "ask for each chunk's token ids (vLLM's return_token_ids: "
             "exact token counts when it merges tokens into one chunk); auto: when /v1/models says vLLM",
+        ),
+    )
+    forced_length: str = field(
+        default="auto",
+        metadata=option(
+            Choice(("auto", *(f.value for f in ForcedLength))),
+            "how each request makes the server send exactly max_tokens tokens, so that a stream "
+            "cut short that says 'stop' can be seen: auto learns it before the load "
+            "(ignore_eos, min_tokens, transformers' min_new_tokens, a logit_bias against the "
+            "end-of-sequence tokens); none: not forced",
+        ),
+    )
+    eos_token_id: tuple[int, ...] = field(
+        default=(),
+        metadata=option(
+            IntList(),
+            "the model's end-of-sequence token ids, for a logit_bias against them (default: "
+            "from --tokenizer, or the server's tokenizer endpoint)",
+        ),
+    )
+    reference: str = field(
+        default="auto",
+        metadata=option(
+            Choice(("auto", "on", "off")),
+            "reference replies: before the load, the idle server's greedy reply to each prompt, "
+            "one at a time; a stream that stops on a strict prefix of its reference is a silent "
+            "truncation. auto: where no forced length works",
+            locust=False,
+        ),
+    )
+    reference_prompts: int = field(
+        default=16,
+        metadata=option(
+            Integer(1),
+            "with reference replies: the distinct prompts the run sends (each has its reference)",
+        ),
+    )
+    reference_replies: str = field(
+        default="",
+        metadata=option(
+            Text(optional=False, name="JSON"),
+            "the reference replies streamslo run recorded (internal: JSON, prompt digest -> reply)",
+            cli=False,
+            scenario=False,
+            web_ui=False,
+            hidden=True,
+        ),
+    )
+    adapt: bool = field(
+        default=True,
+        metadata=option(
+            Switch(),
+            "take the request flags as given: no probes before the load to learn what the server "
+            "accepts and honours (docs/servers.md)",
+            flag="--no-adapt",
+            inverted=True,
+            locust=False,
         ),
     )
     ws_request_template: str | None = field(

@@ -27,6 +27,7 @@ __all__ = [
     "Choice",
     "Duration",
     "Fraction",
+    "IntList",
     "Integer",
     "Number",
     "PathValue",
@@ -144,6 +145,35 @@ class Integer(ValueType):
 
     def describe(self) -> str:
         return "integer" if self.minimum is None else f"integer ≥ {self.minimum}"
+
+
+@dataclass(frozen=True)
+class IntList(ValueType):
+    """Whole numbers ≥ 0: ``2`` or ``2,32000`` as text, a number or a list of numbers in a
+    scenario; kept as a tuple, as comma-separated text in Locust."""
+
+    _metavar: ClassVar[str] = "ID[,ID...]"
+
+    def parse(self, raw: object) -> tuple[int, ...]:
+        if isinstance(raw, bool):
+            raise ValueError(f"expected whole numbers, got {raw!r}")
+        if isinstance(raw, int):
+            items: list[object] = [raw]
+        elif isinstance(raw, str):
+            items = [p for p in raw.replace(" ", ",").split(",") if p]
+        elif isinstance(raw, (list, tuple)):
+            items = list(raw)
+        else:
+            raise ValueError(f"expected whole numbers, got {raw!r}")
+        return tuple(parse_int(i, 0) for i in items)
+
+    def wire(self, value: object) -> object:
+        if isinstance(value, (list, tuple)):
+            return ",".join(str(v) for v in value)
+        return "" if value is None else str(value)
+
+    def describe(self) -> str:
+        return "whole numbers, comma-separated"
 
 
 @dataclass(frozen=True)

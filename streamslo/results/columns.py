@@ -131,7 +131,7 @@ COLUMNS: tuple[Column, ...] = (
         "expected_tokens",
         "int",
         "count",
-        "what the request promised (`max_tokens` under `ignore_eos`)",
+        "what the request promised (`max_tokens` under a forced length)",
         lambda r: r.expected_tokens,
     ),
     Column(
@@ -302,6 +302,29 @@ COLUMNS: tuple[Column, ...] = (
         "agentic sessions: the step's parents' ids, `;`-joined (empty: a root)",
         lambda r: r.parent_ids,
         schema=6,
+        safe=True,
+    ),
+    Column(
+        "cause",
+        "text",
+        "one of the causes",
+        "why the stream ended as it did, beside its outcome: `complete`, `cut`, "
+        "`no_terminal`, `stopped_early`, `positions_missing`, `reference_prefix`, "
+        "`no_token`, `http_status`... ([outcomes.md](outcomes.md#causes))",
+        lambda r: r.cause,
+        schema=7,
+        safe=True,
+    ),
+    Column(
+        "reference",
+        "text",
+        "`match`, `prefix`, `diverged`",
+        "runs with reference replies: the answer against its prompt's reference (`prefix`: "
+        "an ordinary stop on a strict prefix of it, a silent truncation; `diverged`: another "
+        "text, so this stream's silent stops could not be checked); empty otherwise "
+        "([outcomes.md](outcomes.md#reference-replies))",
+        lambda r: r.reference,
+        schema=7,
         safe=True,
     ),
 )

@@ -63,8 +63,9 @@ __all__ = [
 #: 4: ``streams.csv`` ``scenario``; 5: ``streams.csv`` ``ttfo_ms``, ``reasoning_tokens``,
 #: ``tool_tokens``, ``ttftc_ms`` and ``run.json`` ``api`` (the dialect); 6: ``streams.csv``
 #: ``session_id``, ``step_id``, ``depth``, ``wait_ms``, ``session_steps``, ``parent_ids``
-#: (agentic sessions).
-SCHEMA_VERSION = 6
+#: (agentic sessions); 7: ``streams.csv`` ``cause`` and ``reference``, ``run.json`` ``contract``
+#: and ``truth`` (what the run could check).
+SCHEMA_VERSION = 7
 
 GAP_COLUMNS: tuple[str, ...] = ("stream_id", "index", "gap_ms", "t", "open")
 

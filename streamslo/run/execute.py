@@ -735,21 +735,7 @@ def _preflight_request(cfg: RunConfig) -> RequestOptions:
     """The run's request (:class:`~streamslo.workload.requests.RequestOptions`), as the
     preflight sends it."""
 
-    return RequestOptions(
-        endpoint=cfg.endpoint,
-        model=cfg.model,
-        max_tokens=cfg.max_tokens,
-        temperature=cfg.temperature,
-        seed=cfg.seed,
-        ignore_eos=cfg.ignore_eos,
-        include_usage=cfg.usage,
-        done_marker=cfg.done_marker,
-        coalesced_chunks=cfg.coalesced_chunks,
-        token_ids=cfg.token_ids,
-        system_prompt=resolve_system_prompt(cfg.system_prompt),
-        api=cfg.api,
-        path_override=cfg.path,
-    )
+    return RequestOptions.of(cfg)
 
 
 def _protocols_used(cfg: RunConfig) -> list[str]:

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 import msgspec
 
+from streamslo.stream.cause import Cause
 from streamslo.stream.chunkjson import (
     ANSWER,
     BARE_FINISH,
@@ -80,8 +81,11 @@ class Machine(Protocol):
     def end(self, t: float) -> None:
         """The terminal marker arrived."""
 
-    def finish(self, t: float, outcome: Outcome, error: str = ...) -> None:
-        """Decide the outcome (``malformed`` for a message the dialect cannot read)."""
+    def finish(
+        self, t: float, outcome: Outcome, error: str = ..., cause: Cause | None = ...
+    ) -> None:
+        """Decide the outcome and its cause (``malformed`` for a message the dialect cannot
+        read: ``bad_message``, the default)."""
 
     def error(self, t: float, message: str, status: int | None) -> None:
         """An in-band error."""

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from streamslo.stream.cause import Cause
 from streamslo.stream.outcome import Outcome
 from streamslo.stream.timing import StreamExpectations, StreamRecord
 
@@ -155,12 +156,18 @@ class Ledger:
 
 
 def judge_end(
-    rec: StreamRecord, expect: StreamExpectations, rules: EndRules, ledger: Ledger
-) -> tuple[Outcome, str]:
-    """The outcome of a stream whose terminal marker arrived, and its reason (empty for ok).
+    rec: StreamRecord,
+    expect: StreamExpectations,
+    rules: EndRules,
+    ledger: Ledger,
+    text: list[str] | None = None,
+) -> tuple[Outcome, Cause, str]:
+    """The outcome of a stream whose terminal marker arrived, its cause, and its reason (empty
+    for ok).
 
     Sets ``rec.reported_tokens`` where the count is the server's (``--coalesced-chunks``, or
-    merged chunks that the text accounts for).
+    merged chunks that the text accounts for), and ``rec.reference`` where the request has a
+    reference reply (``text``: the answer's text as it arrived).
     """
     usage = rec.usage_completion_tokens
     n = rec.tokens
@@ -170,18 +177,27 @@ def judge_end(
         rec.reported_tokens = usage
     reason = rec.finish_reason
     if reason is None:
-        return Outcome.MALFORMED, f"{rules.terminal} with no stop reason"
+        if not expect.done_marker:
+            # No terminal marker to wait for: the stop reason is the only sign of a whole
+            # answer, and a body that ended before one was cut (a gateway that gave up).
+            return (
+                Outcome.TRUNCATED,
+                Cause.NO_STOP_REASON,
+                f"the body ended with no stop reason after {n} {noun}",
+            )
+        return Outcome.MALFORMED, Cause.NO_STOP_REASON, f"{rules.terminal} with no stop reason"
     if reason in GAVE_UP_REASONS:
         return (
             Outcome.ERROR_EVENT,
+            Cause.GAVE_UP,
             f"the server gave up: stop reason {reason!r} after {n} {noun}",
         )
     if mt is not None and n > mt:
-        return Outcome.MALFORMED, f"more {noun} ({n}) than max_tokens ({mt})"
+        return Outcome.MALFORMED, Cause.OVER_MAX_TOKENS, f"more {noun} ({n}) than max_tokens ({mt})"
     if usage is not None and n > usage:
-        return Outcome.MALFORMED, f"{n} {noun} but usage says {usage} tokens"
+        return Outcome.MALFORMED, Cause.OVER_USAGE, f"{n} {noun} but usage says {usage} tokens"
     tool_end = reason in rules.tool or ledger.tool_end
-    forced = expect.ignore_eos and mt is not None and not tool_end
+    forced = expect.forced_length and mt is not None and not tool_end
     if forced:
         at_limit = (
             reason == rules.complete_is_length_at_limit
@@ -192,17 +208,29 @@ def judge_end(
         if reason not in rules.length and not at_limit:
             return (
                 Outcome.SILENT_TRUNCATION,
-                f"stop reason {reason!r} under ignore_eos after {n} of {mt} tokens",
+                Cause.STOPPED_EARLY,
+                f"stop reason {reason!r} under a forced length after {n} of {mt} tokens",
             )
         if usage is not None and mt is not None and usage < mt:
             return (
                 Outcome.SILENT_TRUNCATION,
-                f"the server counted {usage} tokens, below max_tokens {mt}",
+                Cause.COUNTED_SHORT,
+                f"the server counted {usage} tokens, below the forced length {mt}",
             )
-    elif reason in rules.cut or (rules.strict and reason not in rules.complete):
-        return Outcome.SILENT_TRUNCATION, f"stop reason {reason!r} after {n} {noun}"
+    elif reason in rules.cut:
+        return Outcome.SILENT_TRUNCATION, Cause.WITHHELD, f"stop reason {reason!r} after {n} {noun}"
+    elif rules.strict and reason not in rules.complete:
+        return (
+            Outcome.SILENT_TRUNCATION,
+            Cause.UNKNOWN_STOP,
+            f"stop reason {reason!r} after {n} {noun}",
+        )
+    elif expect.reference is not None and text is not None and not tool_end:
+        found = _against_reference(rec, expect.reference, "".join(text), reason, rules)
+        if found is not None:
+            return found
     if expect.coalesced_chunks:
-        return Outcome.OK, ""
+        return Outcome.OK, Cause.COMPLETE, ""
     counted = usage if usage is not None else (mt if forced else None)
     if counted is not None and n < counted:
         stop_token = (
@@ -217,8 +245,33 @@ def judge_end(
             # answer, a token with no text: llama.cpp.)
             # Merged chunks: the server's count is the stream's (docs/outcomes.md).
             rec.reported_tokens = counted
-            return Outcome.OK, ""
+            return Outcome.OK, Cause.COMPLETE, ""
         if usage is not None:
-            return Outcome.SILENT_TRUNCATION, f"{n} {noun} arrived of {usage} the server counted"
-        return Outcome.SILENT_TRUNCATION, f"{n} {noun} of max_tokens {mt}"
-    return Outcome.OK, ""
+            return (
+                Outcome.SILENT_TRUNCATION,
+                Cause.POSITIONS_MISSING,
+                f"{n} {noun} arrived of {usage} the server counted",
+            )
+        return Outcome.SILENT_TRUNCATION, Cause.POSITIONS_MISSING, f"{n} {noun} of max_tokens {mt}"
+    return Outcome.OK, Cause.COMPLETE, ""
+
+
+def _against_reference(
+    rec: StreamRecord, reference: str, answer: str, reason: str, rules: EndRules
+) -> tuple[Outcome, Cause, str] | None:
+    """An ordinary stop judged against the prompt's reference reply: a strict prefix of it is a
+    silent truncation; the same text matches; any other text diverged (this stream's silent
+    stops cannot be checked: counted apart, never taken as checked). Sets ``rec.reference``."""
+    if answer == reference:
+        rec.reference = "match"
+        return None
+    if reason not in rules.length and reference.startswith(answer):
+        rec.reference = "prefix"
+        return (
+            Outcome.SILENT_TRUNCATION,
+            Cause.REFERENCE_PREFIX,
+            f"stop reason {reason!r} after {len(answer)} of the {len(reference)} characters of "
+            "its reference reply (the text so far matches it)",
+        )
+    rec.reference = "diverged"
+    return None

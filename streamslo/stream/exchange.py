@@ -24,6 +24,7 @@ from streamslo.stream.caps import (
     MAX_AFTER_DONE_BYTES,
     MAX_ERROR_BODY_BYTES,
 )
+from streamslo.stream.cause import Cause
 from streamslo.stream.chunkjson import error_message, inband_error, loads_chunk
 from streamslo.stream.http1 import ReaderState, ResponseHead, ResponseReader
 from streamslo.stream.lane import chunk_event
@@ -72,7 +73,7 @@ def http_error(tracker: StreamTracker, t: float, status: int, body: bytes | byte
     elif 500 <= status < 600:
         tracker.finish(t, Outcome.HTTP_5XX, detail)
     else:
-        tracker.finish(t, Outcome.MALFORMED, f"unexpected {detail}")
+        tracker.finish(t, Outcome.MALFORMED, f"unexpected {detail}", Cause.HTTP_STATUS)
 
 
 def transport_failed(tracker: StreamTracker, t: float, exc: BaseException) -> None:
@@ -91,9 +92,11 @@ def transport_failed(tracker: StreamTracker, t: float, exc: BaseException) -> No
 def protocol_broken(tracker: StreamTracker, t: float, detail: str) -> None:
     """The bytes broke HTTP or WebSocket framing, or a cap: ``malformed`` (after the terminal
     marker too: the body broke after all)."""
+    cause = Cause.BROKEN_FRAMING
     if tracker.state is TrackerState.AFTER_DONE:
         detail = f"data after {tracker.dialect.terminal}: {detail}"
-    tracker.finish(t, Outcome.MALFORMED, detail[:300])
+        cause = Cause.DATA_AFTER_END
+    tracker.finish(t, Outcome.MALFORMED, detail[:300], cause)
 
 
 _FINISHED = TrackerState.FINISHED
@@ -135,12 +138,15 @@ class SSEBody:
                     t,
                     Outcome.MALFORMED,
                     f"2xx body is not an event stream ({ctype or 'no content type'})",
+                    Cause.NOT_A_STREAM,
                 )
             return
         tracker.rec.status = status
         tracker.progress_t = t
         if status < 200 or status >= 600:
-            tracker.finish(t, Outcome.MALFORMED, f"unexpected HTTP status {status}")
+            tracker.finish(
+                t, Outcome.MALFORMED, f"unexpected HTTP status {status}", Cause.HTTP_STATUS
+            )
 
     def feed(self, t: float, data: bytes) -> None:
         """Body bytes of the event stream, as read (one timestamp per read)."""
@@ -192,13 +198,15 @@ class SSEBody:
             tracker.end(t)
             tracker.stop_reading()
             return
-        tracker.finish(
-            t,
-            Outcome.TRUNCATED,
-            f"body ended before {tracker.dialect.terminal}"
-            if body_complete
-            else "connection closed mid-body",
-        )
+        if body_complete:
+            tracker.finish(
+                t,
+                Outcome.TRUNCATED,
+                f"body ended before {tracker.dialect.terminal}",
+                Cause.NO_TERMINAL,
+            )
+        else:
+            tracker.finish(t, Outcome.TRUNCATED, "connection closed mid-body", Cause.CUT)
 
 
 class ExchangeState(Enum):

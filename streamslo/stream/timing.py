@@ -11,6 +11,7 @@ from array import array
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from streamslo.stream.cause import Cause
 from streamslo.stream.outcome import Outcome
 
 __all__ = ["StreamExpectations", "StreamRecord", "Wire"]
@@ -27,8 +28,10 @@ class StreamExpectations:
     the stream ended first (``client_cancelled``)."""
     cancel_after_tokens: int | None = None
     """``--cancel-after Ntok``: the client hangs up once this many content chunks arrived."""
-    ignore_eos: bool = True
-    """The request asked for ``ignore_eos: true``: exactly ``max_tokens`` tokens, ``length``."""
+    forced_length: bool = True
+    """The request forced its length (``ignore_eos: true``, ``min_tokens``, a bias against the
+    end-of-sequence token...: docs/servers.md): exactly ``max_tokens`` tokens, and the stop
+    reason of the length limit."""
     coalesced_chunks: bool = False
     """The server may pack several tokens into one chunk: only count checks via usage apply."""
     done_marker: bool = True
@@ -36,6 +39,10 @@ class StreamExpectations:
     stop_token_counted: bool = False
     """The server's usage counts the end-of-sequence token that ended an answer, a token with
     no text (llama.cpp): a natural end one token short of usage is whole."""
+    reference: str | None = None
+    """The reply this prompt got when the server was idle (greedy, seeded, one stream at a
+    time): an ordinary stop while the answer is a strict prefix of it is a silent truncation
+    (the tracker keeps the answer's text to compare). None: no reference."""
 
 
 class Wire(StrEnum):
@@ -63,6 +70,8 @@ class StreamRecord:
     """Open-loop runs: the epoch second the arrival process scheduled this request for."""
     status: int | None = None
     outcome: Outcome | None = None
+    cause: Cause | None = None
+    """Why it ended as it did (:mod:`streamslo.stream.cause`), decided with the outcome."""
     connect_s: float | None = None
     ttft_s: float | None = None
     e2e_s: float | None = None
@@ -116,6 +125,10 @@ class StreamRecord:
     """Token positions that carried tool-call arguments (or a tool's name); part of :attr:`tokens`."""
     ttftc_s: float | None = None
     """Start to the first tool-call token (time to first tool call); None without one."""
+    reference: str | None = None
+    """With a reference reply: ``match`` (the answer is its reference), ``prefix`` (an
+    ordinary stop on a strict prefix of it: a silent truncation) or ``diverged`` (another
+    text: this stream's silent stops could not be checked); None without one."""
 
     @property
     def max_gap_s(self) -> float | None:

@@ -38,6 +38,7 @@ import math
 from enum import Enum
 from typing import Literal, Protocol
 
+from streamslo.stream.cause import Cause, default_cause
 from streamslo.stream.chunkjson import ANSWER, REASONING
 from streamslo.stream.chunks import DialectReader, OpenAIChunks
 from streamslo.stream.counts import Ledger, judge_end
@@ -186,7 +187,7 @@ class StreamTracker:
         )
         # (a microsecond early: _past_limit decides by the exact difference)
         self._check_t = math.inf if after_s is None else record.t0 + after_s - 1e-6
-        if expect.ignore_eos and expect.max_tokens is not None:
+        if expect.forced_length and expect.max_tokens is not None:
             record.expected_tokens = expect.max_tokens
 
     @property
@@ -210,7 +211,7 @@ class StreamTracker:
         if self.done:
             dialect = self.dialect
             if dialect.after_end is None or data.strip() != dialect.after_end:
-                self.finish(t, _MALFORMED, f"data after {dialect.terminal}")
+                self.finish(t, _MALFORMED, f"data after {dialect.terminal}", Cause.DATA_AFTER_END)
             return
         self.dialect.read(self, t, data, event)
 
@@ -236,7 +237,8 @@ class StreamTracker:
                 self.finish(t, Outcome.CANCELLED, "stopped by the load test")
                 return
             timeout = stall
-        self.finish(t, Outcome.STALLED, self._stall_text(timeout))
+        cause, text = self._stall_text(timeout)
+        self.finish(t, Outcome.STALLED, text, cause)
 
     def stop_reading(self) -> None:
         """The exchange stops reading after the terminal marker (the body ended, or the short
@@ -298,7 +300,10 @@ class StreamTracker:
         mt = ex.max_tokens
         if mt is not None and rec.tokens > mt:
             self.finish(
-                t, _MALFORMED, f"more token positions ({rec.tokens}) than max_tokens ({mt})"
+                t,
+                _MALFORMED,
+                f"more token positions ({rec.tokens}) than max_tokens ({mt})",
+                Cause.OVER_MAX_TOKENS,
             )
         elif ex.cancel_after_tokens is not None and rec.tokens >= ex.cancel_after_tokens:
             self.finish(
@@ -317,7 +322,7 @@ class StreamTracker:
         if self.rec.protocol == _WS and not self.content_seen:
             code = status if status is not None else 500
             outcome = Outcome.HTTP_4XX if code < 500 else Outcome.HTTP_5XX
-            self.finish(t, outcome, f"error {code}: {message}")
+            self.finish(t, outcome, f"error {code}: {message}", Cause.HTTP_STATUS)
         else:
             self.finish(t, Outcome.ERROR_EVENT, f"error event: {message}")
 
@@ -335,29 +340,35 @@ class StreamTracker:
             self.pending_t = None
             self.ledger.tail = True
             counted = rec.usage_completion_tokens
-            if counted is None and ex.ignore_eos and rec.finish_reason == "length":
+            if counted is None and ex.forced_length and rec.finish_reason == "length":
                 counted = ex.max_tokens
             if counted is not None and counted == rec.tokens + 1:
                 self.token(pending)
                 if rec.outcome is not None:
                     return
-        outcome, error = judge_end(rec, ex, self.dialect.rules, self.ledger)
-        self.finish(t, outcome, error)
+        outcome, cause, error = judge_end(rec, ex, self.dialect.rules, self.ledger, self.text)
+        self.finish(t, outcome, error, cause)
         if rec.protocol == _SSE and rec.outcome != _MALFORMED:
             self.state = _AFTER_DONE
 
-    def finish(self, t: float, outcome: Outcome, error: str = "") -> None:
-        """Decide the outcome at ``t`` (the first decision stands; only data after the terminal
-        marker, ``malformed``, replaces the marker's outcome while the body is read on)."""
+    def finish(
+        self, t: float, outcome: Outcome, error: str = "", cause: Cause | None = None
+    ) -> None:
+        """Decide the outcome at ``t`` and its cause (default: the outcome's own,
+        :func:`~streamslo.stream.cause.default_cause`). The first decision stands; only data
+        after the terminal marker, ``malformed``, replaces the marker's outcome while the body
+        is read on."""
         rec = self.rec
         if rec.outcome is not None:
             if outcome is _MALFORMED and self.state is _AFTER_DONE:
                 self.state = _FINISHED
                 rec.outcome = outcome
+                rec.cause = Cause.DATA_AFTER_END
                 rec.error = error
             return
         self.state = _FINISHED
         rec.outcome = outcome
+        rec.cause = cause if cause is not None else default_cause(outcome)
         if error and not rec.error:
             rec.error = error
         if self.done:
@@ -374,16 +385,18 @@ class StreamTracker:
             rec.gap_t.append(t)
             rec.open_gap = True
 
-    def _stall_text(self, stall_timeout: float) -> str:
-        """Why the stream stalled, and what kept its connection alive meanwhile."""
+    def _stall_text(self, stall_timeout: float) -> tuple[Cause, str]:
+        """Why the stream stalled (its cause), and what kept its connection alive meanwhile."""
         rec = self.rec
         if not status_began(rec.status):
             what = "response head" if rec.protocol == _SSE else "handshake answer"
-            return f"no {what} for {stall_timeout:g}s waiting for headers"
+            return Cause.NO_HEAD, f"no {what} for {stall_timeout:g}s waiting for headers"
         if self._last_token_t is None:
             ftt = self.first_token_timeout
+            cause = Cause.NO_FIRST_TOKEN
             text = f"no first token for {ftt if ftt is not None else stall_timeout:g}s after the stream began"
         else:
+            cause = Cause.NO_TOKEN
             text = f"no token for {stall_timeout:g}s after {rec.tokens} tokens"
         framing = self.framing
         alive: list[str] = []
@@ -399,4 +412,4 @@ class StreamTracker:
             alive.append(f"an unfinished line ({pending} bytes, no complete SSE line)")
         if alive:
             text += "; " + ", ".join(alive) + " kept the connection alive"
-        return text
+        return cause, text

@@ -21,6 +21,7 @@ from streamslo.results.columns import stream_row
 from streamslo.run.preflight import models_and_owner, one_stream
 from streamslo.stream.dialects import API_PATHS
 from streamslo.stream.timing import StreamExpectations, StreamRecord
+from streamslo.stream.truth import ForcedLength
 from streamslo.transport.common import ClientLimits, Target
 from streamslo.workload.requests import ENDPOINT_PATHS, RequestOptions, build_body
 
@@ -61,7 +62,7 @@ class ProbeRequest:
             endpoint=self.endpoint,
             model=model,
             max_tokens=self.max_tokens,
-            ignore_eos=self.ignore_eos,
+            forced=ForcedLength.IGNORE_EOS if self.ignore_eos else ForcedLength.NONE,
             include_usage=self.include_usage,
             api=self.api,
         )
@@ -76,7 +77,7 @@ class ProbeRequest:
 
     @property
     def expectations(self) -> StreamExpectations:
-        return StreamExpectations(max_tokens=self.max_tokens, ignore_eos=self.ignore_eos)
+        return StreamExpectations(max_tokens=self.max_tokens, forced_length=self.ignore_eos)
 
 
 def request_body(req: ProbeRequest, model: str) -> dict[str, object]:

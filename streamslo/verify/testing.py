@@ -34,6 +34,8 @@ def stream_row(stream_id: str, **fields: object) -> dict[str, object]:
         ValueError: a field that is not a column.
     """
     from streamslo.results.columns import STREAM_COLUMNS
+    from streamslo.stream.cause import default_cause
+    from streamslo.stream.outcome import OUTCOMES, Outcome
 
     row: dict[str, Any] = {
         "stream_id": stream_id,
@@ -69,11 +71,16 @@ def stream_row(stream_id: str, **fields: object) -> dict[str, object]:
         "wait_ms": None,
         "session_steps": None,
         "parent_ids": None,
+        "cause": None,
+        "reference": None,
     }
     unknown = sorted(set(fields) - set(STREAM_COLUMNS))
     if unknown:
         raise ValueError(f"not columns of streams.csv: {', '.join(unknown)}")
     row.update(fields)
+    if row["cause"] is None and row["outcome"] in OUTCOMES:
+        # The cause an outcome takes when nothing more precise is said.
+        row["cause"] = str(default_cause(Outcome(str(row["outcome"]))))
     return row
 
 
@@ -100,6 +107,8 @@ def write_run(
     import pandas as pd
 
     from streamslo.results.columns import STREAM_COLUMNS
+    from streamslo.stream.cause import default_cause
+    from streamslo.stream.outcome import OUTCOMES, Outcome
     from streamslo.results.layout import Layout
 
     layout = Layout(Path(directory))

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from streamslo.stream.dialects import Dialect
+from streamslo.stream.truth import ForcedLength
 from streamslo.workload.requests import RequestOptions
 
 __all__ = ["ENGINES", "Adapted", "Engine", "adapt_request", "engine_of"]
@@ -101,8 +102,8 @@ def adapt_request(req: RequestOptions, owner: str | None) -> Adapted:
     fields = engine.count_fields.get(dialect)
     if fields:
         req = _with_fields(req, fields)
-    if dialect in engine.no_forced_length and req.ignore_eos:
-        req = replace(req, ignore_eos=False)
+    if dialect in engine.no_forced_length and req.forced != ForcedLength.NONE:
+        req = replace(req, forced=ForcedLength.NONE)
         notes.append(
             f"{engine.name}'s {req.path} ignores ignore_eos: streams are judged without a forced "
             "length (a stream cut short with an ordinary stop reason and an honest usage "

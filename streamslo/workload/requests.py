@@ -21,6 +21,7 @@ from streamslo.errors import BadInputError
 from streamslo.options.run_options import DEFAULTS, RunOptions
 from streamslo.stream.dialects import API_PATHS, ENDPOINT_APIS, Dialect
 from streamslo.stream.timing import StreamExpectations
+from streamslo.stream.truth import ForcedLength
 from streamslo.workload.datasets import Conversation, Dataset, load_dataset
 from streamslo.workload.prefix import PrefixGroups
 from streamslo.workload.prompts import TextMeasure
@@ -34,8 +35,10 @@ __all__ = [
     "Turn",
     "Workload",
     "build_body",
+    "eos_ids_from_tokenizer",
     "first_model_id",
     "first_model_owner",
+    "resolve_forced",
     "resolve_system_prompt",
     "user_weights",
 ]
@@ -61,8 +64,13 @@ class RequestOptions:
     """``max_tokens`` of a request whose turn sets none."""
     temperature: float = DEFAULTS.temperature
     seed: int | None = DEFAULTS.seed
-    ignore_eos: bool = DEFAULTS.ignore_eos
-    """Ask for exactly max_tokens tokens so that a silent truncation can be seen."""
+    forced: ForcedLength = ForcedLength.IGNORE_EOS
+    """How each request forces its answer to run to ``max_tokens``, so that a silent
+    truncation can be seen (:class:`~streamslo.stream.truth.ForcedLength`; ``none``: not
+    forced). Resolved from ``--forced-length``, ``--no-ignore-eos`` and what the preflight
+    learned (:mod:`streamslo.contract`)."""
+    eos_token_ids: tuple[int, ...] = ()
+    """The model's end-of-sequence token ids (``logit_bias`` forcing)."""
     include_usage: bool = DEFAULTS.usage
     """Ask for ``stream_options.include_usage``."""
     done_marker: bool = DEFAULTS.done_marker
@@ -94,6 +102,45 @@ class RequestOptions:
             raise BadInputError(f"--path must start with '/', not {self.path_override!r}")
         if self.max_tokens < 1:
             raise BadInputError(f"--max-tokens must be at least 1, not {self.max_tokens}")
+        if self.forced == ForcedLength.LOGIT_BIAS and not self.eos_token_ids:
+            raise BadInputError(
+                "--forced-length logit_bias needs the model's end-of-sequence token ids: "
+                "--eos-token-id ID or --tokenizer DIR"
+            )
+
+    @property
+    def ignore_eos(self) -> bool:
+        """The request sends ``ignore_eos: true``."""
+        return self.forced == ForcedLength.IGNORE_EOS
+
+    @classmethod
+    def of(cls, opts: RunOptions) -> RequestOptions:
+        """The requests a run's options ask for (the Locust users' and the preflight's alike).
+
+        Raises:
+            BadInputError: options that contradict each other, or a forced length by
+                ``logit_bias`` without the end-of-sequence ids.
+        """
+        forced = resolve_forced(opts.forced_length, opts.ignore_eos)
+        eos = opts.eos_token_id
+        if not eos and forced == ForcedLength.LOGIT_BIAS and opts.tokenizer:
+            eos = eos_ids_from_tokenizer(opts.tokenizer)
+        return cls(
+            endpoint=opts.endpoint,
+            model=opts.model,
+            max_tokens=opts.max_tokens,
+            temperature=opts.temperature,
+            seed=opts.seed,
+            forced=forced,
+            eos_token_ids=eos,
+            include_usage=opts.usage,
+            done_marker=opts.done_marker,
+            coalesced_chunks=opts.coalesced_chunks,
+            token_ids=opts.token_ids,
+            system_prompt=resolve_system_prompt(opts.system_prompt),
+            api=opts.api,
+            path_override=opts.path,
+        )
 
     @property
     def dialect(self) -> str:
@@ -110,7 +157,7 @@ class RequestOptions:
         """What a complete answer looks like; ``max_tokens``: the request's own, if it set one."""
         return StreamExpectations(
             max_tokens=max_tokens or self.max_tokens,
-            ignore_eos=self.ignore_eos,
+            forced_length=self.forced != ForcedLength.NONE,
             coalesced_chunks=self.coalesced_chunks,
             done_marker=self.done_marker,
             stop_token_counted=self.stop_token_counted,
@@ -167,8 +214,7 @@ def build_body(
     body["temperature"] = opts.temperature
     if opts.seed is not None:
         body["seed"] = opts.seed
-    if opts.ignore_eos:
-        body["ignore_eos"] = True
+    _force_length(opts, body, n)
     if opts.include_usage:
         body["stream_options"] = {"include_usage": True}
     body.update(opts.extra)
@@ -213,9 +259,9 @@ def _event_dialect_body(
     """An OpenAI Responses or Anthropic Messages request (docs/outcomes.md, "Dialects").
 
     Both dialects always report usage (no ``stream_options``) and have no ``seed``; neither
-    has ``ignore_eos`` either, which is sent as the same extension field the OpenAI dialects
-    send (self-hosted servers honour it; ``--no-ignore-eos`` for servers that refuse unknown
-    fields).
+    has a forced length either, which is asked with the same extension fields the OpenAI
+    dialects send (self-hosted servers honour ``ignore_eos``; the preflight learns what a
+    server takes, docs/servers.md).
     """
     messages: list[dict[str, str]] = []
     for user, assistant in history:
@@ -233,10 +279,84 @@ def _event_dialect_body(
         body["max_tokens"] = max_tokens
     body["stream"] = True
     body["temperature"] = opts.temperature
-    if opts.ignore_eos:
-        body["ignore_eos"] = True
+    _force_length(opts, body, max_tokens)
     body.update(opts.extra)
     return json.dumps(body, separators=(",", ":")).encode()
+
+
+def _force_length(opts: RequestOptions, body: dict[str, object], n: int) -> None:
+    """The fields that force an answer of ``n`` tokens, by the request's means
+    (docs/servers.md, "Forcing the length")."""
+    forced = opts.forced
+    if forced == ForcedLength.IGNORE_EOS:
+        body["ignore_eos"] = True
+    elif forced == ForcedLength.MIN_TOKENS:
+        body["min_tokens"] = n
+    elif forced == ForcedLength.MIN_NEW_TOKENS:
+        # transformers serve reads a GenerationConfig's fields from this object.
+        body["generation_config"] = json.dumps({"min_new_tokens": n}, separators=(",", ":"))
+    elif forced == ForcedLength.LOGIT_BIAS:
+        body["logit_bias"] = {str(i): -100 for i in opts.eos_token_ids}
+
+
+def resolve_forced(forced_length: str, ignore_eos: bool) -> ForcedLength:
+    """The forced length of ``--forced-length`` and ``--no-ignore-eos``: ``auto`` (what the
+    preflight did not replace with what it learned) is ``ignore_eos`` unless turned off.
+
+    Raises:
+        BadInputError: ``--forced-length ignore_eos`` with ``--no-ignore-eos``.
+    """
+    if forced_length in ("auto", ""):
+        return ForcedLength.IGNORE_EOS if ignore_eos else ForcedLength.NONE
+    forced = ForcedLength(forced_length)
+    if forced == ForcedLength.IGNORE_EOS and not ignore_eos:
+        raise BadInputError("--forced-length ignore_eos contradicts --no-ignore-eos: give one")
+    return forced
+
+
+def eos_ids_from_tokenizer(path: str | Path) -> tuple[int, ...]:
+    """The end-of-sequence token ids of a local Hugging Face model or tokenizer folder (or the
+    folder of a ``tokenizer.json``): ``generation_config.json``'s ``eos_token_id`` (one id or a
+    list: a chat model often has several), else ``config.json``'s, else the id of
+    ``tokenizer_config.json``'s ``eos_token`` in ``tokenizer.json``. Nothing is downloaded.
+
+    Raises:
+        BadInputError: the folder names none of them.
+    """
+    p = Path(path)
+    folder = p if p.is_dir() else p.parent
+    ids: list[int] = []
+    for name in ("generation_config.json", "config.json"):
+        data = _json_file(folder / name)
+        value = data.get("eos_token_id") if isinstance(data, dict) else None
+        items = value if isinstance(value, list) else [value]
+        ids = [int(i) for i in items if isinstance(i, int) and not isinstance(i, bool) and i >= 0]
+        if ids:
+            return tuple(dict.fromkeys(ids))
+    config = _json_file(folder / "tokenizer_config.json")
+    token = config.get("eos_token") if isinstance(config, dict) else None
+    if isinstance(token, dict):
+        token = token.get("content")
+    tokenizer = _json_file(folder / "tokenizer.json")
+    if isinstance(token, str) and isinstance(tokenizer, dict):
+        for added in tokenizer.get("added_tokens") or ():
+            if isinstance(added, dict) and added.get("content") == token:
+                return (int(added["id"]),)
+        vocab = (tokenizer.get("model") or {}).get("vocab")
+        if isinstance(vocab, dict) and isinstance(vocab.get(token), int):
+            return (int(vocab[token]),)
+    raise BadInputError(
+        f"{folder}: no end-of-sequence token id (generation_config.json, config.json or "
+        "tokenizer_config.json's eos_token): give --eos-token-id ID"
+    )
+
+
+def _json_file(path: Path) -> object:
+    """A JSON file's content, or None when it is missing or not JSON."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
 
 
 def resolve_system_prompt(value: str | None) -> str | None:

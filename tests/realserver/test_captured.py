@@ -73,7 +73,9 @@ def _replay(name: str, size: int, max_tokens: int, coalesced: bool = False) -> S
     pieces = [raw[i : i + size] for i in range(0, len(raw), size)]
     # a burst per read 1 ms apart, then EOF (the server closes: Connection: close)
     bursts = [Burst(0.001 * (i + 1), [p]) for i, p in enumerate(pieces)]
-    expect = StreamExpectations(max_tokens=max_tokens, ignore_eos=True, coalesced_chunks=coalesced)
+    expect = StreamExpectations(
+        max_tokens=max_tokens, forced_length=True, coalesced_chunks=coalesced
+    )
     return drive_sse(bursts, 0.001 * (len(pieces) + 2), expect)
 
 

@@ -62,7 +62,7 @@ def test_rows_and_gaps_round_trip(tmp_path):
 def test_the_writer_marks_a_new_directory_incomplete(tmp_path):
     ResultsWriter(tmp_path, run_start=1_700_000_000.0)
     run = read_json(Layout(tmp_path).run_json)
-    assert run["schema_version"] == SCHEMA_VERSION == 6 and run["complete"] is False
+    assert run["schema_version"] == SCHEMA_VERSION == 7 and run["complete"] is False
     assert run["start_epoch"] == 1_700_000_000.0
     assert not is_complete(run)
 

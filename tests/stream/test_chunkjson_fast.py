@@ -477,7 +477,7 @@ def record_of(api: str, chunks: list[str], expect: StreamExpectations) -> dict[s
 def test_streams_of_chunks_end_the_same(
     api: str, chunks: list[str], done: bool, max_tokens: int | None
 ) -> None:
-    expect = StreamExpectations(max_tokens=max_tokens, ignore_eos=max_tokens is not None)
+    expect = StreamExpectations(max_tokens=max_tokens, forced_length=max_tokens is not None)
     chunks = [*chunks, "[DONE]"] if done else chunks
     fast = record_of(api, chunks, expect)
     with full_parse_only():
@@ -526,7 +526,7 @@ _TOKEN_CHUNKS = [
 def test_token_chunks_beside_odd_keys_end_the_same(chunk: str) -> None:
     """The typed token chunk knows some keys and refuses the rest: a value nested past the
     depth limit under any key, or a key it does not know, reads as the full parser reads it."""
-    expect = StreamExpectations(max_tokens=4, ignore_eos=False)
+    expect = StreamExpectations(max_tokens=4, forced_length=False)
     chunks = [_TOKEN_CHUNKS[0], chunk, chunk, "[DONE]"]  # (the first event is read as text)
     fast = record_of("openai-chat", chunks, expect)
     with full_parse_only():

@@ -26,7 +26,7 @@ from streamslo.stream.timing import StreamExpectations, StreamRecord
 from streamslo.transport.sync import ClientLimits, Target, stream_sse
 
 Event = dict[str, Any]
-HOSTED = StreamExpectations(max_tokens=64, ignore_eos=False, coalesced_chunks=True)
+HOSTED = StreamExpectations(max_tokens=64, forced_length=False, coalesced_chunks=True)
 FORCED = StreamExpectations(max_tokens=4)
 
 # --------------------------------------------------------------------------- the documents
@@ -432,7 +432,7 @@ def test_responses_every_delta_kind(docs_server):
         docs_server,
         "openai-responses",
         sse(responses_stream(deltas, reasoning_tokens=2)),
-        StreamExpectations(max_tokens=64, ignore_eos=False),
+        StreamExpectations(max_tokens=64, forced_length=False),
     )
     assert rec.outcome == "ok", rec.error
     assert (rec.tokens, rec.reasoning_tokens, rec.tool_tokens) == (8, 2, 4)
@@ -518,7 +518,7 @@ def test_chat_reasoning_fields(docs_server, key):
     ]
     body = b"".join(f"data: {json.dumps(c)}\n\n".encode() for c in chunks) + b"data: [DONE]\n\n"
     rec = read(
-        docs_server, "openai-chat", body, StreamExpectations(max_tokens=64, ignore_eos=False)
+        docs_server, "openai-chat", body, StreamExpectations(max_tokens=64, forced_length=False)
     )
     assert rec.outcome == "ok", rec.error
     assert (rec.tokens, rec.reasoning_tokens) == (4, 2)

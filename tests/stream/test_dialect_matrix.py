@@ -11,6 +11,7 @@ import pytest
 
 from streamslo.stream.dialects import tracker_for
 from streamslo.stream.timing import StreamRecord
+from streamslo.stream.truth import ForcedLength
 from streamslo.transport.sync import ClientLimits, Target, stream_sse
 from streamslo.workload.requests import RequestOptions, build_body
 from tests.faulty.dialects import DIALECT_EXPECTED
@@ -88,7 +89,7 @@ def test_keepalive_stalls_in_time_and_says_why(matrix, api):
 
 @pytest.mark.parametrize("api", ["openai-responses", "anthropic-messages"])
 def test_natural_end_is_ok_without_a_forced_length(faulty_server, api):
-    rec = run_case(faulty_server.base_url, "natural_end", api, ignore_eos=False)
+    rec = run_case(faulty_server.base_url, "natural_end", api, forced=ForcedLength.NONE)
     assert rec.outcome == "ok", rec.error
-    rec = run_case(faulty_server.base_url, "filtered", api, ignore_eos=False)
+    rec = run_case(faulty_server.base_url, "filtered", api, forced=ForcedLength.NONE)
     assert rec.outcome == "silent_truncation", rec.error

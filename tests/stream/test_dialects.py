@@ -17,7 +17,7 @@ from tests.stream.drive import REQUEST_TIMEOUT, STALL
 
 N = 6
 FORCED = StreamExpectations(max_tokens=N)
-FREE = StreamExpectations(max_tokens=N, ignore_eos=False)
+FREE = StreamExpectations(max_tokens=N, forced_length=False)
 HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
 
 
@@ -167,7 +167,7 @@ def test_stop_reasons(api, stop, forced, free):
 def test_counts_against_usage(api):
     raw = chunked(sse(events(api, usage=N + 1)))
     assert run(api, [(0.1, raw)], FREE, end=0.2).outcome == "silent_truncation"
-    coalesced = StreamExpectations(max_tokens=N, ignore_eos=False, coalesced_chunks=True)
+    coalesced = StreamExpectations(max_tokens=N, forced_length=False, coalesced_chunks=True)
     assert run(api, [(0.1, raw)], coalesced, end=0.2).outcome == "ok"
     raw = chunked(sse(events(api, usage=N - 1)))
     rec = run(api, [(0.1, raw)], FREE, end=0.2)
@@ -246,7 +246,7 @@ def test_chat_reasoning_and_tool_call_deltas_are_typed_tokens():
     parts.append(b"data: [DONE]\n\n")
     pieces = [HEAD] + [b"%x\r\n%s\r\n" % (len(p), p) for p in parts] + [b"0\r\n\r\n"]
     reads = [(0.01 * i, p) for i, p in enumerate(pieces)]
-    rec = run("openai-chat", reads, StreamExpectations(max_tokens=8, ignore_eos=False))
+    rec = run("openai-chat", reads, StreamExpectations(max_tokens=8, forced_length=False))
     assert rec.outcome == "ok", rec.error
     assert (rec.tokens, rec.reasoning_tokens, rec.tool_tokens) == (5, 2, 2)
     assert rec.ttft_s == pytest.approx(

@@ -21,7 +21,7 @@ from tests.stream.feed import Feed
 
 DONE = b"data: [DONE]\n\n"
 FORCED = StreamExpectations(max_tokens=8)
-FREE = StreamExpectations(max_tokens=8, ignore_eos=False)
+FREE = StreamExpectations(max_tokens=8, forced_length=False)
 
 
 def event(obj: object) -> bytes:
@@ -274,7 +274,7 @@ def test_a_natural_end_may_count_its_end_of_sequence_token():
     """llama.cpp counts the end-of-sequence token that ended the answer: usage is one more than
     the tokens with text. Only for an engine known to (a run sets it for llama.cpp); two more
     is a loss."""
-    llama = StreamExpectations(max_tokens=8, ignore_eos=False, stop_token_counted=True)
+    llama = StreamExpectations(max_tokens=8, forced_length=False, stop_token_counted=True)
     texts = [chat({"content": t}) for t in ["a", "b", "c"]]
     rec = run(llama, [*texts, chat({}, "stop"), usage_chunk(4), DONE])
     assert rec.outcome == "ok", rec.error

@@ -33,7 +33,7 @@ def usage(n: int) -> bytes:
 
 DONE = b"data: [DONE]\n\n"
 E3 = StreamExpectations(max_tokens=3)
-E3_FREE = StreamExpectations(max_tokens=3, ignore_eos=False)
+E3_FREE = StreamExpectations(max_tokens=3, forced_length=False)
 
 
 def run(expect: StreamExpectations, reads: list[tuple[float, bytes]], protocol: str = "sse"):

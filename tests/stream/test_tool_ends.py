@@ -12,7 +12,7 @@ from streamslo.stream.dialects import tracker_for
 from streamslo.stream.timing import StreamExpectations, StreamRecord
 from tests.stream.feed import Feed
 
-FORCED = StreamExpectations(max_tokens=12, ignore_eos=True)
+FORCED = StreamExpectations(max_tokens=12, forced_length=True)
 
 
 def _sse(events: list[tuple[str | None, dict | str]]) -> bytes:

@@ -128,13 +128,13 @@ def test_terminal_rules(reads, outcome):
 
 
 def test_more_chunks_than_usage_is_malformed_before_silent():
-    e = StreamExpectations(max_tokens=5, ignore_eos=False)
+    e = StreamExpectations(max_tokens=5, forced_length=False)
     rec = sse(e, [(10.1, chunk("a") + chunk("b") + chunk("c", "stop", 2) + DONE)])
     assert rec.outcome == "malformed"
 
 
 def test_fewer_chunks_than_usage_without_ignore_eos():
-    e = StreamExpectations(max_tokens=5, ignore_eos=False)
+    e = StreamExpectations(max_tokens=5, forced_length=False)
     rec = sse(e, [(10.1, chunk("a") + chunk("b", "stop", 3) + DONE)])
     assert rec.outcome == "silent_truncation"
     rec = sse(e, [(10.1, chunk("a") + chunk("b", "stop", 2) + DONE)])

@@ -15,6 +15,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from streamslo.stream.truth import ForcedLength
+
 __all__ = ["SHAPES", "Shape"]
 
 MAX_TOKENS = 4
@@ -27,7 +29,7 @@ class Shape:
     """The response body (the SSE events, as the server writes them)."""
     outcome: str
     options: dict[str, bool] = field(default_factory=dict)
-    """RequestOptions switches: ignore_eos, done_marker, coalesced_chunks (default: ours)."""
+    """RequestOptions switches: forced, done_marker, coalesced_chunks (default: ours)."""
     tokens: int | None = None
     """Content chunks the tracker must count."""
     usage: tuple[int, int] | None = None
@@ -220,7 +222,7 @@ _TOOL = [
     {"tool_calls": [{"index": 0, "function": {"arguments": '"Paris"'}}]},
     {"tool_calls": [{"index": 0, "function": {"arguments": "}"}}]},
 ]
-_NO_EOS = {"ignore_eos": False}
+_NO_EOS = {"forced": ForcedLength.NONE}
 
 SHAPES: tuple[Shape, ...] = (
     Shape("vllm", _vllm(_WORDS4), "ok", tokens=4, usage=(12, 4)),

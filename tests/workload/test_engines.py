@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from streamslo.stream.truth import ForcedLength
 from streamslo.workload.engines import adapt_request
 from streamslo.workload.requests import RequestOptions
 
@@ -45,7 +46,7 @@ def test_vllm_messages_is_judged_as_it_can_be_and_says_so():
     assert len(adapted.notes) == 2
     assert all("vLLM's /v1/messages" in n for n in adapted.notes)
     # what the user set already is left alone, and not announced
-    mine = RequestOptions(api="anthropic-messages", ignore_eos=False, coalesced_chunks=True)
+    mine = RequestOptions(api="anthropic-messages", forced=ForcedLength.NONE, coalesced_chunks=True)
     assert adapt_request(mine, "vllm").notes == ()
 
 
