@@ -21,7 +21,7 @@ from locust import events
 from locust.runners import MasterRunner, WorkerRunner
 
 from streamslo.errors import EXIT_BAD_INPUT, BadInputError
-from streamslo.loadgen import live_windows, loadtime, relay
+from streamslo.loadgen import admission, live_windows, loadtime, relay
 from streamslo.loadgen.executors import install_done_listener
 from streamslo.loadgen.live import TAB_STRUCTURE, live_payload, live_rows, tab_rows
 from streamslo.loadgen.locust_stats import count_streams_only
@@ -169,6 +169,12 @@ def _install_web_ui(environment: Any, web_ui: Any) -> None:
 _installed = False
 
 
+def _refusals(environment: Any) -> Any:
+    """Where the master tells of a refused worker: the relay's receiver (``relay.json``)."""
+    receiver = get_recorder(environment).receiver
+    return receiver.refuse if receiver is not None else None
+
+
 def _on_args(parser: Any, **_: Any) -> None:
     register_arguments(parser)
 
@@ -247,6 +253,9 @@ def install() -> None:
     hooks.init.add_listener(_on_init_remember)
     hooks.quitting.add_listener(_on_quitting)
     relay.install(hooks, get_recorder)  # distributed runs: workers' streams travel to the master
+    # ... from workers of the same versions and clock only (after the relay: its receiver
+    # keeps the refused workers for relay.json)
+    admission.install(hooks, _refusals)
     live_windows.install(
         hooks, _env_holder
     )  # last: its quitting listener runs first (reverse order)

@@ -303,6 +303,16 @@ class RelayReceiver:
         appends a batch sets off; the gap part files are written on another thread)."""
         self._dirty = False
         self._awaited = False
+        self.refused: list[dict[str, object]] = []
+        """Workers refused before load (another version, a clock too far off:
+        :mod:`streamslo.loadgen.admission`), for ``relay.json``."""
+
+    def refuse(self, entry: dict[str, object]) -> None:
+        """A worker was refused: it is no worker of this run (``relay.json`` names it under
+        ``refused_workers``)."""
+        self.workers.pop(str(entry.get("worker")), None)
+        self.refused.append(entry)
+        self._dirty = True
 
     def start(self, writer: ResultsWriter | None, layout: Layout | None) -> None:
         """A test started: write what comes to ``writer`` (None: count it only)."""
@@ -516,6 +526,7 @@ class RelayReceiver:
             if records
             else None,
             "lost_workers": self.lost(),
+            "refused_workers": list(self.refused),
             "per_worker": [w.as_dict() for w in ws],
         }
 

@@ -142,6 +142,7 @@ _RELAY_TOTALS = (
     "duplicates",
     "rejected_records",
     "master_ingest_us_per_record",
+    "refused_workers",
 )
 
 
