@@ -1,14 +1,19 @@
-"""``streamslo check URL``: a server's stream contract, checked before it is load tested.
+"""``streamslo check URL``: a server's stream contract, learned and checked before it is load
+tested (docs/check.md).
 
-Each check sends a request or two over the run's own transport (:mod:`streamslo.transport`)
-and judges the stream with the run's tracker (:mod:`streamslo.stream.tracker`), so that a
-check that passes here means the load run will classify that server's streams as ``ok``.
-Each :class:`CheckItem` is ``pass``, ``warn`` (a run works, with the flags it names; or a fault
-a load run never meets, such as the answer to a body that is not JSON) or ``fail`` (what breaks
-a load run or its truth: a run would count it against the server; the flags that let a run go
-on anyway are named too). Flags are only those a run needs beyond its defaults. The requests
-are adapted to the engine ``/v1/models`` names as a run's are (:mod:`streamslo.workload.engines`).
-``docs/check.md`` lists the checks.
+``check`` runs the contract probes a run's preflight runs (:func:`streamslo.contract.learn`,
+every means of forcing the length tried), then sends the request a run would send with what they
+learned, and a few more: the other endpoint or dialects, the WebSocket, a bad request,
+``/metrics``, keep-alive. Each request goes over the run's own transport and is judged by the
+run's own tracker, so a check that passes means the load run will read that server's streams as
+``ok``. Each :class:`CheckItem` is ``pass``, ``warn`` (a run works, but sees less, or a fault a
+load run never meets, such as the answer to a body that is not JSON) or ``fail`` (what a run
+would count against the server). Every decision reads a record's outcome, cause and fields,
+never the words of its error.
+
+The table ends with what a run there can check (:class:`~streamslo.stream.truth.Truth`) and the
+one command line to use: ``streamslo run --host URL`` (a run adapts by itself), with the flags
+it would set spelled out.
 
 Exit codes (:func:`exit_code`): 0 every check passed or warned, 99 a check failed, 2 the
 server could not be reached or the URL is bad (:class:`~streamslo.run.preflight.PreflightFailed`).
@@ -22,18 +27,16 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
+from streamslo.contract import Contract, MeansStatus, learn
+from streamslo.contract.probe import models_and_owner, one_stream
 from streamslo.errors import EXIT_OK, EXIT_THRESHOLD, ProtocolError
-from streamslo.run.preflight import (
-    Diagnosis,
-    PreflightFailed,
-    diagnose,
-    models_and_owner,
-    one_stream,
-    parse_target,
-)
+from streamslo.run.preflight import Diagnosis, PreflightFailed, diagnose, parse_target
+from streamslo.stream.cause import Cause
 from streamslo.stream.dialects import API_PATHS, EVENT_APIS, Dialect, tracker_for
+from streamslo.stream.outcome import Outcome, status_began
 from streamslo.stream.timing import StreamRecord
 from streamslo.stream.tracker import StreamTracker
+from streamslo.stream.truth import ForcedLength, Truth
 from streamslo.transport.common import ClientLimits, Target
 from streamslo.transport.fetch import fetch
 from streamslo.transport.sse import SSEConnection
@@ -57,7 +60,7 @@ __all__ = [
 
 Status = Literal["pass", "warn", "fail", "skip"]
 
-#: ``max_tokens`` of the contract requests: long enough that an early end shows.
+#: ``max_tokens`` of the checking requests: long enough that an early end shows.
 CHECK_MAX_TOKENS = 12
 
 _LIMITS = ClientLimits(
@@ -73,7 +76,7 @@ class CheckItem:
     status: Status
     detail: str
     flags: tuple[str, ...] = ()
-    """The ``streamslo run`` flags this server needs (empty: none)."""
+    """The ``streamslo run`` flags a run there sets by itself (what the probes learned)."""
 
 
 @dataclass
@@ -84,21 +87,40 @@ class CheckReport:
     model: str | None
     items: list[CheckItem] = field(default_factory=list)
     seconds: float = 0.0
+    contract: Contract | None = None
+    """What the contract probes learned (None: no stream answered)."""
 
     @property
     def flags(self) -> list[str]:
-        """Every flag a run against this server needs, once each, in the order found."""
+        """Every flag a run against this server sets by itself, once each, in the order found."""
         out: list[str] = []
         for item in self.items:
             out += [f for f in item.flags if f not in out]
         return out
 
+    @property
+    def truth(self) -> Truth | None:
+        return None if self.contract is None else self.contract.truth
+
+    def command_line(self) -> str:
+        """The run's command line: ``streamslo run --host URL`` (a run adapts by itself)."""
+        return f"streamslo run --host {self.url}"
+
+    def spelled_out(self) -> str:
+        """The same run with what it adapts to spelled out as flags."""
+        return " ".join([self.command_line(), *self.flags])
+
     def as_dict(self) -> dict[str, object]:
+        truth = self.truth
         return {
             "url": self.url,
             "model": self.model,
             "passed": exit_code(self) == EXIT_OK,
+            "command_line": self.command_line(),
+            "spelled_out": self.spelled_out(),
             "run_flags": self.flags,
+            "truth": None if truth is None else truth.as_dict(),
+            "contract": None if self.contract is None else self.contract.as_dict(),
             "seconds": round(self.seconds, 3),
             "checks": [{**asdict(i), "flags": list(i.flags)} for i in self.items],
         }
@@ -121,21 +143,29 @@ def _describe(rec: StreamRecord) -> str:
     return ", ".join(parts)
 
 
-#: Per event dialect: (the terminal event as the tracker names it, as the table shows it, the
-#: stop reason of a forced length, where usage is).
-_EVENT_WORDS: dict[str, tuple[str, str, str, str]] = {
+def _streams(rec: StreamRecord) -> bool:
+    """The server answered with an event stream (whatever happened in it)."""
+    return status_began(rec.status) and rec.cause not in (Cause.NOT_A_STREAM, Cause.HTTP_STATUS)
+
+
+#: Per event dialect: the terminal event as the table shows it, and where usage is.
+_EVENT_WORDS: dict[str, tuple[str, str]] = {
     Dialect.RESPONSES: (
-        "response.completed",
         "response.completed or response.incomplete",
-        "max_output_tokens",
         "response.usage.output_tokens",
     ),
-    Dialect.MESSAGES: (
-        "message_stop",
-        "message_stop",
-        "max_tokens",
-        "message_delta usage.output_tokens",
-    ),
+    Dialect.MESSAGES: ("message_stop", "message_delta usage.output_tokens"),
+}
+
+#: The statuses whose detail the forced-length line repeats for a means not chosen.
+_SAY_WHY = (MeansStatus.REJECTED, MeansStatus.IGNORED, MeansStatus.FAILED, MeansStatus.UNAVAILABLE)
+
+#: The means' words in the forced-length line.
+_MEANS_WORDS = {
+    ForcedLength.IGNORE_EOS: "ignore_eos",
+    ForcedLength.MIN_TOKENS: "min_tokens",
+    ForcedLength.MIN_NEW_TOKENS: "generation_config.min_new_tokens",
+    ForcedLength.LOGIT_BIAS: "logit_bias against the end-of-sequence ids",
 }
 
 
@@ -151,20 +181,20 @@ class _Checker:
         self.items: list[CheckItem] = []
         self.not_served = False
         """The dialect's path is not served: the stream checks are skipped."""
-        terminal, shown, length, usage = _EVENT_WORDS.get(
-            api, ("[DONE]", "[DONE]", "length", "usage.completion_tokens")
-        )
-        self.terminal, self.terminal_shown = terminal, shown
-        self.length, self.usage_field = length, usage
+        shown, usage = _EVENT_WORDS.get(api, ("[DONE]", "usage.completion_tokens"))
+        self.terminal_shown, self.usage_field = shown, usage
         self.unit = "token deltas" if api in EVENT_APIS else "content chunks"
         self.owner: str | None = None
         """Who serves the model (``/v1/models`` ``owned_by``): the engine a run adapts to."""
+        self.contract: Contract | None = None
+        self.adapted: dict[str, Any] = {}
+        """The request options the probes set (``forced``, ``done_marker``...)."""
 
     def add(self, name: str, status: Status, detail: str, *flags: str) -> None:
         self.items.append(CheckItem(name, status, detail, tuple(flags)))
 
     def _base(self, **kw: Any) -> RequestOptions:
-        """A request with the run's defaults, ``kw`` changed."""
+        """A request with the run's defaults and what the probes learned, ``kw`` changed."""
         base = RequestOptions(
             endpoint=self.endpoint,
             model=self.model,
@@ -172,7 +202,7 @@ class _Checker:
             temperature=0.0,
             api=self.api,
         )
-        return replace(base, **kw)
+        return replace(base, **{**self.adapted, **kw})
 
     def request(self, **kw: Any) -> RequestOptions:
         """A request as a run would send it (adapted to the engine), with ``kw`` changed."""
@@ -217,31 +247,76 @@ class _Checker:
                 "--model NAME",
             )
 
-    def reachable(self) -> tuple[StreamRecord, StreamTracker]:
-        """The first stream; raises PreflightFailed for a target that is wrong."""
-        req = self.request()
-        rec, tracker = one_stream(self.target, "sse", req, limits=_LIMITS)
-        d = diagnose("sse", rec, self.target, req)
-        if d is not None and d.fatal and rec.status in (None, 401, 403):
-            raise PreflightFailed(
-                "sse",
-                f"{self.target.scheme}://{self.target.host_header}{self.target.prefix}{req.path}",
-                for_check(d),
-            )
-        return rec, tracker
+    def learn(
+        self,
+        eos_ids: tuple[int, ...],
+        tokenizer: str | None,
+        forced: ForcedLength | None,
+    ) -> None:
+        """The contract probes, every means tried; a target that is wrong raises here."""
+        contract = learn(
+            self.target,
+            self._base(max_tokens=CHECK_MAX_TOKENS),
+            owner=self.owner,
+            wanted=forced,
+            eos_ids=eos_ids,
+            tokenizer=tokenizer,
+            all_means=True,
+            limits=_LIMITS,
+        )
+        if not contract.learned:
+            req = self.request()
+            rec = contract.extra.get("record")
+            if isinstance(rec, StreamRecord):
+                d = diagnose("sse", rec, self.target, req)
+                if d is not None and d.fatal and rec.status in (None, 401, 403):
+                    url = (
+                        f"{self.target.scheme}://{self.target.host_header}"
+                        f"{self.target.prefix}{req.path}"
+                    )
+                    raise PreflightFailed("sse", url, for_check(d))
+        self.contract = contract
+        for a in contract.adaptations:
+            if a.option == "forced_length":
+                self.adapted["forced"] = ForcedLength(str(a.value))
+            elif a.option == "eos_token_id":
+                self.adapted["eos_token_ids"] = a.value
+            elif a.option == "done_marker":
+                self.adapted["done_marker"] = False
+            elif a.option == "usage":
+                self.adapted["include_usage"] = False
+            elif a.option == "coalesced_chunks":
+                self.adapted["coalesced_chunks"] = True
+        if contract.learned and "forced" not in self.adapted:
+            self.adapted["forced"] = contract.forced
+            if contract.forced == ForcedLength.LOGIT_BIAS:
+                self.adapted["eos_token_ids"] = contract.eos_ids
 
-    def protocol_sse(self, rec: StreamRecord) -> None:
+    def _flag(self, option: str) -> tuple[str, ...]:
+        """The flag of the adaptation of ``option`` (empty: none)."""
+        if self.contract is None:
+            return ()
+        return tuple(a.flag for a in self.contract.adaptations if a.option == option)
+
+    def protocol_sse(self) -> StreamRecord:
+        """The request a run sends, as the probes left it."""
+        rec, _ = self.stream()
         path = self.request().path
         if self.api and rec.status in (404, 405):
             self.not_served = True
             self.add(f"SSE {path}", "fail", self._not_served(rec), *self._served_flags)
-            return
-        if rec.outcome == "ok":
+            return rec
+        if self.contract is not None and not self.contract.learned and not _streams(rec):
+            self.add(f"SSE {path}", "fail", _describe(rec))
+            return rec
+        if rec.outcome == Outcome.OK:
             self.add(f"SSE {path}", "pass", _describe(rec))
-        elif rec.status is not None and 200 <= rec.status < 300:
-            self.add(f"SSE {path}", "warn", f"streams, with a problem (below): {_describe(rec)}")
+        elif _streams(rec):
+            # An idle server that cuts the request a run sends: what a run counts against it.
+            self.add(f"SSE {path}", "fail", f"the stream a run sends: {_describe(rec)}")
         else:
             self.add(f"SSE {path}", "fail", _describe(rec))
+        return rec
 
     _served_flags: tuple[str, ...] = ()
 
@@ -253,11 +328,7 @@ class _Checker:
             if api == self.api:
                 continue
             rec, _ = self.stream(api=api, max_tokens=2)
-            if rec.outcome == "ok" or (
-                rec.status is not None
-                and 200 <= rec.status < 300
-                and "not an event stream" not in rec.error
-            ):
+            if rec.outcome == Outcome.OK or _streams(rec):
                 # It streams that dialect (a 2-token probe judges no more than that).
                 served.append(api)
             else:
@@ -293,7 +364,7 @@ class _Checker:
         other = "completions" if self.endpoint == "chat" else "chat"
         rec, _ = self.stream(endpoint=other)
         path = self.request(endpoint=other).path
-        if rec.outcome == "ok":
+        if rec.outcome == Outcome.OK:
             self.add(f"SSE {path}", "pass", _describe(rec))
         elif rec.status in (404, 405):
             self.add(
@@ -302,16 +373,16 @@ class _Checker:
                 f"not served ({_describe(rec)}); use --endpoint {self.endpoint}",
             )
         else:
-            need = _flag_for(rec)
             self.add(
                 f"SSE {path}",
                 "warn",
-                _describe(rec) + (f"; a run with --endpoint {other} needs {need}" if need else ""),
+                f"{_describe(rec)} (what the probes learned is for --endpoint {self.endpoint}: "
+                f"run `streamslo check URL --endpoint {other}` to learn that endpoint's)",
             )
 
     def websocket(self) -> None:
         rec, _ = self.stream("ws")
-        if rec.outcome == "ok":
+        if rec.outcome == Outcome.OK:
             self.add(f"WebSocket {WS_PATH}", "pass", _describe(rec))
         elif self.api in EVENT_APIS:  # e.g. the bundled /v1/ws, which speaks OpenAI chunks
             self.add(
@@ -330,135 +401,145 @@ class _Checker:
         else:
             self.add(f"WebSocket {WS_PATH}", "warn", f"served, with a problem: {_describe(rec)}")
 
-    def terminal_marker(self, rec: StreamRecord, tracker: StreamTracker) -> StreamRecord:
-        """The terminal marker check ([DONE]; an event dialect's terminal event); returns the
-        record the later checks judge (without the marker: a stream read with
-        --no-done-marker, so that they still see the whole answer)."""
-        chunks = self.terminal == "[DONE]"
+    def terminal_marker(self) -> None:
+        c = self.contract
+        chunks = self.api not in EVENT_APIS
         name = "terminal marker [DONE]" if chunks else "terminal event"
         marker = "data: [DONE]" if chunks else self.terminal_shown
-        if self.not_served:
-            self.add(name, "skip", f"not reached: {_describe(rec)}")
-            return rec
-        if tracker.done and rec.outcome != "truncated":
+        if self.not_served or c is None or not c.learned:
+            self.add(name, "skip", "not reached: no stream answered")
+            return
+        if c.done_marker:
             self.add(name, "pass", f"every stream ends with {marker}")
-            return rec
-        if rec.outcome == "truncated" and f"body ended before {self.terminal}" in rec.error:
-            again, t2 = self.stream(done_marker=False)
-            if t2.done and again.outcome != "truncated":
-                self.add(
-                    name,
-                    "fail",
-                    f"the body ends cleanly without {marker}; a run needs --no-done-marker",
-                    "--no-done-marker",
-                )
-                return again
-            self.add(
-                name, "fail", f"no {self.terminal_shown}: {_describe(rec)}", "--no-done-marker"
-            )
-            return rec
-        if rec.outcome == "truncated":
-            self.add(
-                name, "fail", f"the stream is cut before {self.terminal_shown}: {_describe(rec)}"
-            )
-            return rec
-        self.add(name, "skip", f"not reached: {_describe(rec)}")
-        return rec
+            return
+        self.add(
+            name,
+            "pass",
+            f"no {marker}: each stream ends with the body, after its stop reason (a body that "
+            "ends before one reads truncated)",
+            *self._flag("done_marker"),
+        )
 
-    def max_tokens_and_ignore_eos(self, rec: StreamRecord) -> None:
+    def max_tokens(self, rec: StreamRecord) -> None:
         n = CHECK_MAX_TOKENS
-        unit = self.unit
-        if rec.tokens > n or "than max_tokens" in rec.error or "for max_tokens" in rec.error:
+        if rec.tokens > n or rec.cause == Cause.OVER_MAX_TOKENS:
             self.add(
                 "max_tokens honoured",
                 "fail",
-                f"more {unit} than max_tokens {n}: {_describe(rec)}",
+                f"more {self.unit} than max_tokens {n}: {_describe(rec)}",
             )
-        elif rec.status is not None and 200 <= rec.status < 300:
-            self.add("max_tokens honoured", "pass", f"{rec.tokens} {unit} for max_tokens {n}")
+        elif _streams(rec):
+            self.add("max_tokens honoured", "pass", f"{rec.tokens} {self.unit} for max_tokens {n}")
         else:
             self.add("max_tokens honoured", "skip", f"no stream: {_describe(rec)}")
-        length = self.length
-        if not self.request().ignore_eos:
-            # The engine's path ignores the field: a run does not ask it (the /v1/models line).
-            self.add(
-                "ignore_eos honoured",
-                "skip",
-                "not asked: this path ignores ignore_eos, so runs judge it without a forced length",
-            )
+
+    def forced_length(self) -> None:
+        """Which means force the length there, each with what became of it."""
+        c = self.contract
+        name = "forced length"
+        if c is None or not c.learned:
+            self.add(name, "skip", "not reached: no stream answered")
             return
-        at_limit = (
-            rec.finish_reason == "completed"  # Responses at max_output_tokens (vLLM, llama.cpp)
-            and self.api == Dialect.RESPONSES
-            and (rec.usage_completion_tokens or 0) >= n
+
+        def words(m: ForcedLength) -> str:
+            return _MEANS_WORDS.get(m, str(m))
+
+        others = ", ".join(
+            f"{words(m.means)} {m.status}"
+            + (f" ({m.detail})" if m.status in _SAY_WHY and m.detail else "")
+            for m in c.means
+            if m.means != c.forced
         )
-        if rec.outcome == "ok" and (rec.finish_reason == length or at_limit):
+        tried = f"; also tried: {others}" if others else ""
+        ids = f"; end-of-sequence ids {list(c.eos_ids)} from {c.eos_source}" if c.eos_ids else ""
+        if c.forced == ForcedLength.NONE:
+            if c.reference:
+                detail = (
+                    "no means forces the length; greedy replies repeat, so a run checks every "
+                    "ordinary stop against reference replies recorded before the load"
+                )
+            else:
+                detail = "no means forces the length: a run cannot see a stream cut short that says 'stop'"
             self.add(
-                "ignore_eos honoured",
-                "pass",
-                f"exactly {n} tokens, finish_reason {rec.finish_reason}",
+                name,
+                "warn",
+                f"{detail} — {tried}",
+                *self._flag("forced_length"),
+                *self._flag("reference"),
             )
             return
-        natural = rec.finish_reason is not None and rec.finish_reason != length
-        if natural and rec.outcome == "silent_truncation":
-            self.add(
-                "ignore_eos honoured",
-                "fail",
-                f"finish_reason {rec.finish_reason} after {rec.tokens} of {n} tokens under "
-                "ignore_eos: true; a run counts every such stream as silent_truncation unless "
-                "given --no-ignore-eos",
-                "--no-ignore-eos",
-            )
-            return
-        if rec.status == 400 and "ignore_eos" in rec.error:
-            self.add("ignore_eos honoured", "warn", f"rejected: {rec.error}", "--no-ignore-eos")
-            return
-        self.add("ignore_eos honoured", "skip", f"not judged: {_describe(rec)}")
+        chosen = c.means_of(c.forced)
+        status: Status = (
+            "pass"
+            if chosen is not None and chosen.status in (MeansStatus.PROVEN, MeansStatus.KNOWN)
+            else "warn"
+        )
+        how = f" ({chosen.status}: {chosen.detail})" if chosen is not None else ""
+        self.add(
+            name,
+            status,
+            f"by {words(c.forced)}{how}{tried}{ids}",
+            *self._flag("forced_length"),
+            *self._flag("eos_token_id"),
+        )
 
     def usage(self, rec: StreamRecord) -> None:
-        usage = rec.usage_completion_tokens
-        if rec.outcome == "ok" and usage is not None and rec.reported_tokens == usage:
-            how = (
-                "counted by usage (--coalesced-chunks)"
-                if rec.tokens == usage or self.request().coalesced_chunks
-                else f"{rec.tokens} arrivals, merged tokens explained by their multi-byte text"
-            )
-            self.add("usage", "pass", f"{self.usage_field} {usage} = tokens streamed ({how})")
-            return
-        if rec.status is None or not 200 <= rec.status < 300:
+        c = self.contract
+        if not _streams(rec) or c is None or not c.learned:
             self.add("usage", "skip", f"no stream: {_describe(rec)}")
-        elif usage is None and self.api in EVENT_APIS:
+            return
+        if c.usage_refused:
             self.add(
                 "usage",
                 "warn",
-                f"no {self.usage_field} (the dialect always reports it); a run then cannot "
-                "see missing tokens",
+                "the server refuses stream_options.include_usage: a run counts tokens without it",
+                *self._flag("usage"),
             )
-        elif usage is None:
+        elif not c.usage:
             self.add(
                 "usage",
                 "warn",
-                "no usage chunk under stream_options.include_usage; a run then cannot "
-                "see missing chunks",
-                "--no-usage",
+                f"no {self.usage_field}: a run has no count of the server's to check the chunks "
+                "against",
             )
-        elif usage == rec.tokens:
-            self.add("usage", "pass", f"{self.usage_field} {usage} = {self.unit} streamed")
-        elif usage > rec.tokens:
-            # Lying usage or several tokens per chunk: the wire cannot tell them apart.
+        else:
+            self.add("usage", "pass", f"{self.usage_field} {rec.usage_completion_tokens} reported")
+
+    def token_count(self) -> None:
+        """How a run counts the tokens that arrived: the server's per-chunk count, one per chunk,
+        or only the usage (merged tokens)."""
+        c = self.contract
+        name = "token count"
+        if c is None or not c.learned:
+            self.add(name, "skip", "not reached: no stream answered")
+            return
+        if c.counted:
+            self.add(name, "pass", f"the server counts each chunk's tokens ({c.counted})")
+        elif c.merged:
             self.add(
-                "usage",
-                "fail",
-                f"{self.usage_field} {usage} but {rec.tokens} {self.unit} streamed: the usage "
-                "lies (tokens missing), or several tokens share a delta (then run with "
-                "--coalesced-chunks)",
-                "--coalesced-chunks",
+                name,
+                "warn",
+                "several tokens may share a chunk (or a token send none) and the server gives no "
+                "per-chunk count: a run counts tokens by usage and cannot see a lost chunk",
+                *self._flag("coalesced_chunks"),
+            )
+        else:
+            self.add(name, "pass", "one token per chunk in every probe")
+
+    def determinism(self) -> None:
+        c = self.contract
+        if c is None or c.deterministic is None:
+            return
+        if c.deterministic:
+            self.add(
+                "greedy replies repeat", "pass", "two greedy, seeded replies were the same text"
             )
         else:
             self.add(
-                "usage",
-                "fail",
-                f"{self.usage_field} {usage} but {rec.tokens} {self.unit} streamed",
+                "greedy replies repeat",
+                "warn",
+                "two greedy, seeded replies to the same prompt differed: reference replies "
+                "cannot stand in for a forced length here",
             )
 
     def bad_request(self) -> None:
@@ -539,11 +620,11 @@ class _Checker:
         finally:
             conn.close()
         first, second = recs
-        if first.outcome != "ok":
+        if first.outcome != Outcome.OK:
             self.add("keep-alive reuse", "skip", f"first stream not ok: {_describe(first)}")
-        elif second.outcome == "ok" and second.connect_s is None:
+        elif second.outcome == Outcome.OK and second.connect_s is None:
             self.add("keep-alive reuse", "pass", "the second request reused the connection")
-        elif second.outcome == "ok":
+        elif second.outcome == Outcome.OK:
             self.add(
                 "keep-alive reuse",
                 "warn",
@@ -555,18 +636,6 @@ class _Checker:
                 "fail",
                 f"the second request on a kept-alive connection: {_describe(second)}",
             )
-
-
-def _flag_for(rec: StreamRecord) -> str:
-    """The flag a run would need for a stream read so (empty: none known)."""
-    usage = rec.usage_completion_tokens
-    if rec.outcome == "silent_truncation" and usage is not None and usage > rec.tokens:
-        return "--coalesced-chunks"
-    if rec.outcome == "silent_truncation" and "under ignore_eos" in rec.error:
-        return "--no-ignore-eos"
-    if rec.outcome == "truncated" and "body ended before" in rec.error:
-        return "--no-done-marker"
-    return ""
 
 
 def for_check(d: Diagnosis) -> Diagnosis:
@@ -589,6 +658,9 @@ def run_checks(
     websocket: bool = True,
     progress: Callable[[CheckItem], None] | None = None,
     api: str = "",
+    eos_token_id: tuple[int, ...] = (),
+    tokenizer: str | None = None,
+    forced_length: str = "auto",
 ) -> CheckReport:
     """Check the server at ``url`` (its base URL, as ``--host`` takes it).
 
@@ -603,6 +675,9 @@ def run_checks(
         api: the dialect judged in detail (``--api``; empty: the OpenAI ``endpoint``). The
             other dialects' paths are probed too; one whose path is not served fails with
             the dialects the server does speak.
+        eos_token_id: the model's end-of-sequence ids (``--eos-token-id``).
+        tokenizer: a local tokenizer folder (its end-of-sequence ids).
+        forced_length: ``--forced-length`` (``auto``: every means is tried).
 
     Returns:
         The report (:func:`exit_code` turns it into 0 or 99).
@@ -616,18 +691,22 @@ def run_checks(
     except PreflightFailed as exc:
         raise PreflightFailed(exc.protocol, exc.url, for_check(exc.diagnosis)) from None
     c = _Checker(target, model, endpoint, api)
+    wanted = None if forced_length in ("auto", "") else ForcedLength(forced_length)
     c.models()
-    rec, tracker = c.reachable()
-    judged = [rec]
+    c.learn(eos_token_id, tokenizer, wanted)
+    judged: list[StreamRecord] = []
 
-    def marker() -> None:
-        judged[0] = c.terminal_marker(rec, tracker)
+    def sse() -> None:
+        judged.append(c.protocol_sse())
 
     steps: list[Callable[[], None]] = [
-        lambda: c.protocol_sse(rec),
-        marker,
-        lambda: c.max_tokens_and_ignore_eos(judged[0]),
+        sse,
+        c.terminal_marker,
+        lambda: c.max_tokens(judged[0]),
+        c.forced_length,
         lambda: c.usage(judged[0]),
+        c.token_count,
+        c.determinism,
         c.other_endpoint,
     ]
     if websocket:
@@ -640,7 +719,7 @@ def run_checks(
             for item in c.items[shown:]:
                 progress(item)
             shown = len(c.items)
-    return CheckReport(url, c.model, c.items, time.perf_counter() - t0)
+    return CheckReport(url, c.model, c.items, time.perf_counter() - t0, c.contract)
 
 
 _MARK = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "skip": "skip"}
@@ -658,21 +737,30 @@ def format_item(item: CheckItem, width: int = NAME_WIDTH) -> str:
 
 
 def format_footer(report: CheckReport) -> str:
-    """The counts, then every flag a run against the server needs."""
+    """The counts, what a run there can check, and the command line to use."""
     counts = {s: sum(1 for i in report.items if i.status == s) for s in ("pass", "warn", "fail")}
     lines = [
         f"{counts['pass']} passed, {counts['warn']} warnings, {counts['fail']} failed in {report.seconds:.1f} s"
     ]
-    if report.flags:
-        lines.append("a run against this server needs: " + " ".join(report.flags))
+    truth = report.truth
+    if truth is not None:
+        lines.append("a run there:")
+        lines += [f"  {line}" for line in truth.lines()]
+    if report.contract is not None and report.contract.learned:
+        if report.flags:
+            lines.append(f"run: {report.command_line()}   (it adapts by itself)")
+            lines.append(f"     spelled out: {report.spelled_out()}")
+        else:
+            lines.append(f"run: {report.command_line()}   (no flags: a run adapts)")
     return "\n".join(lines)
 
 
 def format_table(report: CheckReport) -> str:
-    """The table ``check`` prints: one line per check, then the flags a run needs."""
+    """The table ``check`` prints: one line per check, then what a run can check and the
+    command line."""
     head = f"streamslo check {report.url}" + (f" (model {report.model})" if report.model else "")
     return "\n".join([head, *(format_item(i) for i in report.items), format_footer(report)])
 
 
 def to_json(report: CheckReport) -> str:
-    return json.dumps(report.as_dict(), indent=2) + "\n"
+    return json.dumps(report.as_dict(), indent=2, default=str) + "\n"

@@ -12,7 +12,9 @@ import sys
 from pathlib import Path
 
 from streamslo.errors import BadInputError
+from streamslo.options.values import IntList
 from streamslo.stream.dialects import APIS, Dialect
+from streamslo.stream.truth import ForcedLength
 
 __all__ = ["add_arguments", "main"]
 
@@ -42,6 +44,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--no-ws", dest="websocket", action="store_false", help="do not check the WebSocket /v1/ws"
     )
     p.add_argument(
+        "--forced-length",
+        choices=("auto", *(f.value for f in ForcedLength)),
+        default="auto",
+        help="the means of forcing the length to check (default auto: every means is tried)",
+    )
+    p.add_argument(
+        "--eos-token-id",
+        type=_ids,
+        default=(),
+        metavar="ID[,ID...]",
+        help="the model's end-of-sequence token ids (a bias on them shows whether a forced "
+        "length works; default: from --tokenizer, the model's folder or the server)",
+    )
+    p.add_argument(
+        "--tokenizer",
+        metavar="PATH",
+        help="a local tokenizer or model folder: the model's end-of-sequence ids",
+    )
+    p.add_argument(
         "--api-key-env", metavar="VAR", help="an environment variable holding a bearer API key"
     )
     p.add_argument(
@@ -57,6 +78,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--json", metavar="FILE", help="write the results as JSON to FILE (- for stdout)"
     )
     p.add_argument("--out", metavar="DIR", help="write DIR/check.json")
+
+
+def _ids(text: str) -> tuple[int, ...]:
+    try:
+        return IntList().parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _write(path: Path, text: str) -> None:
@@ -103,6 +131,9 @@ def main(args: argparse.Namespace) -> int:
             websocket=args.websocket,
             progress=show,
             api=args.api,
+            eos_token_id=args.eos_token_id,
+            tokenizer=args.tokenizer,
+            forced_length=args.forced_length,
         )
     except BadInputError as exc:
         raise BadInputError(hide(str(exc))) from None

@@ -28,6 +28,7 @@ from streamslo.stream.tracker import StreamTracker
 from streamslo.transport.fetch import fetch
 from streamslo.transport.sync import ClientLimits, SSEConnection, Target, WSConnection
 from streamslo.workload.engines import adapt_request
+from streamslo.workload.references import References
 from streamslo.workload.requests import (
     WS_PATH,
     RequestOptions,
@@ -236,6 +237,8 @@ class StreamSource:
         self.opts = opts
         self.resolver = resolver
         self.workload = Workload(opts)
+        self.references = References.from_json(opts.reference_replies)
+        """The idle server's reply to each prompt (``--reference replies``; empty: none)."""
         self.transport: Transport = transport or SocketTransport(self)
         self.tag = f"p{id(self) & 0xFFFFFF:06x}"
         """The start of this process's stream ids (the results writer's tag)."""
@@ -364,7 +367,13 @@ def run_one_stream(
         rec.conversation_id, rec.turn = conversation
     if tag is not None:
         tag(rec)
-    tracker = source.tracker(protocol, rec, req.expectations(turn.max_tokens), limits, collect_text)
+    expect = req.expectations(turn.max_tokens)
+    if source.references and not history:
+        reference = source.references.get(turn.prompt)
+        if reference is not None:
+            expect = replace(expect, reference=reference)
+            collect_text = True
+    tracker = source.tracker(protocol, rec, expect, limits, collect_text)
     try:
         if conn is not None:
             conn.request(body, tracker)

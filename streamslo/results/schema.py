@@ -72,6 +72,10 @@ class RunJson(TypedDict, total=False):
     # the target
     server_mode: str | None
     server: dict[str, Any] | None
+    # what the preflight learned of the server, and what the run could check
+    contract: dict[str, Any] | None
+    truth: dict[str, Any]
+    forced_length: str
     # validity and the generator
     valid: bool
     invalid_reason: str | None

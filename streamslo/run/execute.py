@@ -9,7 +9,6 @@ exporter), finalizes the directory, prints the summary and returns the exit code
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import ctypes
 import errno
@@ -33,206 +32,38 @@ from streamslo.errors import (
     EXIT_THRESHOLD,
     BadInputError,
     ProtocolError,
-    SLOFileError,
 )
 from streamslo.figures.registry import GoodputBounds
-from streamslo.options.redact import HEADERS_ENV, Headers, resolve_headers
 from streamslo.options.run_options import (
-    RunOptions,
-    cli_values,
     locust_argv,
 )
 from streamslo.results.layout import Layout, load_run, new_run_json, read_run_start, write_json
 from streamslo.results.summary_table import format_summary
+from streamslo.run.adapt import Prepared, prepare_requests
+from streamslo.run.config import RunConfig, config_from_args
 from streamslo.run.evidence import ServerEvidence
 from streamslo.run.exporter import GeneratorExporter
 from streamslo.run.freed import FreedCheck
-from streamslo.run.preflight import PreflightFailed, preflight
 from streamslo.run.progress import Progress
 from streamslo.run.signals import exit_code_of
 from streamslo.run.watch import RunWatch
 from streamslo.runfiles.finalize import finalize, iso_utc, last_record_epoch
-from streamslo.scenario_files import resolve_scenario
 from streamslo.server.bundled import free_port
 from streamslo.slo import thresholds
-from streamslo.slo.budget import read_slo_file
-from streamslo.stream.dialects import ENDPOINT_APIS, Dialect
+from streamslo.stream.dialects import ENDPOINT_APIS
 from streamslo.stream.envelope import WSEnvelope
 from streamslo.transport.common import Target
 from streamslo.transport.fetch import fetch
 from streamslo.workload.requests import RequestOptions, Workload, resolve_system_prompt
-from streamslo.workload.scenario_file import read_scenario
 from streamslo.workload.scenarios import from_wire
-from streamslo.workload.sessions import read_sessions
-from streamslo.workload.trace import describe_trace
 
 if TYPE_CHECKING:
     from streamslo.results.schema import RunJson
-    from streamslo.workload.scenario_file import ScenarioFile
 
 __all__ = ["RunConfig", "config_from_args", "execute", "prepare_out"]
 
-
-@dataclass(frozen=True, kw_only=True)
-class RunConfig(RunOptions):
-    """One headless load run: every run option (:class:`~streamslo.options.run_options.RunOptions`),
-    with a host and a results directory, and what is built from them."""
-
-    host: str
-    out: Path
-    slo: Any = None
-    """A parsed SLO (streamslo.slo.thresholds); None: the incidents' default."""
-    budget: Any = None
-    """The error budget (:class:`streamslo.slo.budget.Budget`) of the SLO file or scenario, or None."""
-    extra_locust_args: tuple[str, ...] = field(default_factory=tuple)
-    headers: Headers = field(init=False, repr=False, compare=False)
-    """``--header-file``, ``--header`` and ``--api-key-env`` resolved (validated at once)."""
-
-    def __post_init__(self) -> None:
-        headers = resolve_headers(
-            self.header,
-            self.header_file,
-            self.api_key_env,
-            anthropic=self.api == Dialect.MESSAGES,
-        )
-        object.__setattr__(self, "headers", headers)
-
-    def locust_environment(self) -> dict[str, str]:
-        """What the Locust subprocess's environment gets besides ours: the headers (values
-        never go on its command line, where ``ps`` and CI logs show them)."""
-        return {HEADERS_ENV: self.headers.to_env()} if self.headers else {}
-
-
-def _scenario_run(values: dict[str, Any], cli: dict[str, Any]) -> dict[str, Any]:
-    """What ``[scenarios.*]`` decide for the Locust run: its length (the last scenario's end),
-    one :class:`~streamslo.loadgen.executors.ScenarioUser` per generator process, and the stop
-    timeout (the longest ``gracefulStop``, unless ``--drain`` is given).
-
-    Raises:
-        BadInputError: a whole-run load option as well (``stages``, ``shape``, ``request_rate``;
-            ``--users``, ``--duration``: the scenarios say how many and how long).
-    """
-
-    clash = [k for k in ("stages", "shape", "request_rate") if values.get(k)]
-    clash += [k for k in ("users", "duration") if k in values]
-    if clash:
-        raise BadInputError(
-            f"{values.get('scenario')}: [scenarios.*] set the load; remove {', '.join(clash)} "
-            "(a [load] or command-line option), or move it into a scenario"
-        )
-    scenarios = from_wire(values["scenarios"])
-    generators = (
-        values.get("expect_workers", 1) if values.get("master") else values.get("processes", 1)
-    )
-    out: dict[str, Any] = {"duration": max(sc.end for sc in scenarios), "users": max(1, generators)}
-    if "drain" not in cli:
-        out["drain"] = max(sc.graceful_stop for sc in scenarios)
-    return out
-
-
-def _trace_run(values: dict[str, Any], cli: dict[str, Any]) -> dict[str, Any]:
-    """What ``--trace`` decides for the Locust run: one replaying user per generator process,
-    and a length of the trace's span at its speed (unless ``--duration`` cuts it shorter).
-
-    Raises:
-        BadInputError: scenarios, a request rate, stages or a shape as well (each sets the
-            arrivals), or an unreadable trace.
-    """
-
-    clash = [k for k in ("scenarios", "stages", "shape", "request_rate") if values.get(k)]
-    if clash:
-        raise BadInputError(f"--trace sets the arrivals; remove {', '.join(clash)}")
-    info = describe_trace(values["trace"], values.get("trace_format", "auto"))
-    span = info.span_s / values.get("trace_speed", 1.0)
-    generators = (
-        values.get("expect_workers", 1) if values.get("master") else values.get("processes", 1)
-    )
-    out: dict[str, Any] = {"users": max(1, generators)}
-    if "duration" not in cli:
-        out["duration"] = max(1.0, math.ceil(span + 1.0))
-    return out
-
-
-def config_from_args(args: argparse.Namespace, scenario: ScenarioFile | None = None) -> RunConfig:
-    """Merge the command line over the scenario file (if any), over the defaults.
-
-    Args:
-        args: the parsed command line.
-        scenario: the scenario file ``args.scenario`` names, when the caller has read it
-            already (``soak`` reads it for its host first); else it is read here.
-
-    Raises:
-        BadInputError: a missing or bad value.
-    """
-
-    values: dict[str, Any] = {}
-    slo = budget = None
-    cli = cli_values(args)
-    if cli.get("scenario"):
-        if scenario is None:
-            scenario = read_scenario(resolve_scenario(cli["scenario"]))
-        cli["scenario"] = scenario.path
-        values, slo, budget = dict(scenario.values), scenario.slo, scenario.budget
-    values.update(cli)
-    if values.get("slo_source"):
-        slo, own_budget = read_slo_file(values["slo_source"])
-        if slo is None:
-            raise SLOFileError(
-                values["slo_source"],
-                None,
-                'no [thresholds] table: expected e.g. [thresholds] then itl_ms = ["p(99)<200"]',
-            )
-        budget = own_budget or budget
-    if values.get("scenarios"):
-        values.update(_scenario_run(values, cli))
-    if values.get("trace"):
-        values.update(_trace_run(values, cli))
-    if values.get("sessions"):
-        _check_sessions(values)
-    if not values.get("host"):
-        raise BadInputError("--host is required (or 'host' in the scenario's [load])")
-    if not values.get("out"):
-        raise BadInputError("--out DIR is required")
-    if values.get("master") and values.get("processes", 1) > 1:
-        raise BadInputError(
-            "--master takes its load from workers: give --expect-workers, not --processes"
-        )
-    window = values.get("window", 10.0)
-    if not window > 0:
-        raise BadInputError(f"--window must be longer than 0, not {window:g}")
-    source = budget.source if budget is not None else ""
-    for a in budget.alerts if budget is not None else ():
-        if a.short_s < window:
-            raise BadInputError(
-                f"{source}: the alert {a.name}'s short window ({a.short_s:g} s) is shorter than "
-                f"--window ({window:g} s): lower --window, or lower [budget] time_scale"
-            )
-    return RunConfig(**values, slo=slo, budget=budget)
-
-
-def _check_sessions(values: dict[str, Any]) -> None:
-    """``--sessions`` sets what each request sends and when: no other source of requests or
-    arrivals beside it; a session file is read now (bad input before any load).
-
-    Raises:
-        BadInputError: a clash, or a session file with a bad line (file and line named).
-    """
-    clash = [
-        flag
-        for flag, on in (
-            ("--trace", values.get("trace")),
-            ("[scenarios]", values.get("scenarios")),
-            ("--request-rate", (values.get("request_rate") or 0) > 0),
-            ("--turns", (values.get("turns") or 1) > 1),
-        )
-        if on
-    ]
-    if clash:
-        raise BadInputError(
-            f"--sessions sets the requests and their order; remove {', '.join(clash)}"
-        )
-    if values["sessions"] != "synthetic":
-        read_sessions(values["sessions"], values.get("session_format", "auto"))
+# (RunConfig and config_from_args live in streamslo.run.config; named here too, since every
+# command that runs one imports them beside execute.)
 
 
 #: Plain runs: how long past the load's own end Locust's ``--run-time`` (a safety net) waits.
@@ -362,7 +193,12 @@ class _Prepared:
     """The directory's :class:`~streamslo.results.layout.Layout`."""
     slo: Any
     workload: dict[str, Any]
-    preflight: list[dict[str, Any]] | None
+    requests: Prepared
+    """The preflight's findings, the adapted configuration and the truth the run can check."""
+
+    @property
+    def preflight(self) -> list[dict[str, Any]] | None:
+        return self.requests.preflight
 
 
 @dataclass
@@ -432,6 +268,7 @@ def execute(cfg: RunConfig) -> int:
             (``compare``, ``soak``) stops too.
     """
     prepared = _prepare(cfg)
+    cfg = prepared.requests.cfg  # adapted to what the preflight learned of the server
     target = _ask_target(cfg, prepared)
     start = _write_run_json(cfg, prepared, target)
     watched = _launch_and_watch(cfg, prepared, target, start)
@@ -453,14 +290,14 @@ def _prepare(cfg: RunConfig) -> _Prepared:
     prepare_out(layout.root)
     try:
         workload = _describe_workload(cfg)  # a bad dataset or tokenizer: exit 2 before any load
-        preflight = _preflight(cfg)  # a wrong target: exit 2 before any load
+        requests = prepare_requests(cfg, layout.root)  # a wrong target: exit 2 before any load
     except BadInputError:
         if created:  # leave no empty directory behind a run that never started
             with contextlib.suppress(OSError):
                 layout.root.rmdir()
         raise
     slo = cfg.slo if cfg.slo is not None else thresholds.DEFAULT_SLO
-    return _Prepared(layout, slo, workload, preflight)
+    return _Prepared(layout, slo, workload, requests)
 
 
 def _ask_target(cfg: RunConfig, prepared: _Prepared) -> _Target:
@@ -496,6 +333,7 @@ def _write_run_json(cfg: RunConfig, prepared: _Prepared, target: _Target) -> flo
 
     start = time.time()
     server = target.server
+    contract = prepared.requests.contract
     info: RunJson = {
         "tool_version": __version__,
         "start": iso_utc(start),
@@ -527,6 +365,9 @@ def _write_run_json(cfg: RunConfig, prepared: _Prepared, target: _Target) -> flo
         "server": server,
         "workload": prepared.workload,
         "preflight": prepared.preflight,
+        "contract": None if contract is None else contract.as_dict(),
+        "truth": prepared.requests.truth.as_dict(),
+        "forced_length": str(RequestOptions.of(cfg).forced),
     }
     if cfg.goodput:
         info["goodput"] = GoodputBounds.parse(cfg.goodput).as_dict()
@@ -728,86 +569,6 @@ def _describe_workload(cfg: RunConfig) -> dict[str, Any]:
             "chunk_path": cfg.ws_chunk_path,
             "done_message": cfg.ws_done_message,
         }
-    return out
-
-
-def _preflight_request(cfg: RunConfig) -> RequestOptions:
-    """The run's request (:class:`~streamslo.workload.requests.RequestOptions`), as the
-    preflight sends it."""
-
-    return RequestOptions.of(cfg)
-
-
-def _protocols_used(cfg: RunConfig) -> list[str]:
-    """The protocols the run's users speak (its scenarios' mixes included), in a fixed order."""
-    used = {"sse", "ws"} if cfg.protocol == "mixed" else {cfg.protocol}
-    if cfg.scenarios:
-        used = set()
-        for sc in from_wire(cfg.scenarios):
-            mix = dict(sc.protocol) if sc.protocol is not None else {cfg.protocol: 1.0}
-            used |= (
-                {"sse", "ws"}
-                if "mixed" in mix
-                else {p for p, w in mix.items() if w and p in ("sse", "ws")}
-            )
-    return [p for p in ("sse", "ws") if p in used] or ["sse"]
-
-
-def _preflight(cfg: RunConfig) -> list[dict[str, Any]] | None:
-    """One short request per protocol in use before any load (``--no-preflight``: none).
-
-    Returns:
-        run.json's ``preflight``: each request's protocol, outcome, status, error and seconds.
-
-    Raises:
-        PreflightFailed: the target is wrong (exit 2, with the cause and the fix).
-    """
-    if not cfg.preflight:
-        return None
-
-    request = _preflight_request(cfg)
-    envelope = WSEnvelope.from_options(
-        cfg.ws_request_template, cfg.ws_chunk_path, cfg.ws_done_message
-    )
-    protocols = _protocols_used(cfg)
-    try:
-        # A master without credentials of its own may have workers that bring theirs.
-        results = preflight(
-            cfg.host,
-            protocols,
-            request,
-            headers=cfg.headers.as_dict(),
-            insecure=cfg.insecure,
-            envelope=envelope,
-            auth_fatal=not (cfg.master and not cfg.headers),
-        )
-    except PreflightFailed as exc:
-        # The server's own words go to the terminal: mask any credential it echoed.
-        hide = cfg.headers.redactor()
-        d = replace(exc.diagnosis, cause=hide(exc.diagnosis.cause))
-        raise PreflightFailed(
-            exc.protocol, exc.url, d, "nothing else was sent; --no-preflight skips this check"
-        ) from None
-    out = []
-    if not cfg.quiet:
-        for note in results[0].adapted if results else ():
-            print(f"streamslo run: {note}", file=sys.stderr)
-    for r in results:
-        if not cfg.quiet and r.diagnosis is not None:
-            error = f" ({cfg.headers.redactor()(r.record.error)})" if r.record.error else ""
-            print(f"streamslo run: {r.describe()}{error}; the run goes on", file=sys.stderr)
-        out.append(
-            {
-                "protocol": r.protocol,
-                "url": r.url,
-                "outcome": r.record.outcome,
-                "status": r.record.status,
-                "error": cfg.headers.redactor()(r.record.error) or None,
-                "seconds": round(r.seconds, 3),
-                "engine": r.engine,
-                "adapted": list(r.adapted),
-            }
-        )
     return out
 
 

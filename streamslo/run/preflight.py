@@ -18,29 +18,19 @@ warning that says how many answers were broken.
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from streamslo.contract.probe import PROBE_LIMITS, list_models, models_and_owner, one_stream
 from streamslo.errors import BadInputError, ProtocolError
-from streamslo.stream.chunkjson import loads_chunk
-from streamslo.stream.dialects import API_PATHS, EVENT_APIS, Dialect, tracker_for
+from streamslo.stream.dialects import API_PATHS, Dialect
 from streamslo.stream.envelope import WSEnvelope
 from streamslo.stream.timing import StreamRecord
-from streamslo.stream.tracker import StreamTracker
 from streamslo.transport.common import ClientLimits, Target, connect
 from streamslo.transport.fetch import fetch
-from streamslo.transport.sse import stream_sse
-from streamslo.transport.ws import WSConnection
 from streamslo.workload.engines import adapt_request
-from streamslo.workload.requests import (
-    WS_PATH,
-    RequestOptions,
-    build_body,
-    first_model_id,
-    first_model_owner,
-)
+from streamslo.workload.requests import WS_PATH, RequestOptions
 
 __all__ = [
     "PREFLIGHT_HEADER",
@@ -51,6 +41,7 @@ __all__ = [
     "PreflightResult",
     "diagnose",
     "first_bytes",
+    "judge",
     "list_models",
     "models_and_owner",
     "one_stream",
@@ -69,11 +60,7 @@ PREFLIGHT_MAX_TOKENS = 4
 PREFLIGHT_TRIES = 3
 
 #: Time limits of a preflight request: a wrong target fails well under 10 s.
-PREFLIGHT_LIMITS = ClientLimits(
-    stall_timeout=5.0, request_timeout=8.0, connect_timeout=3.0, tls_timeout=1.0
-)
-
-_seq = itertools.count(1)
+PREFLIGHT_LIMITS = PROBE_LIMITS
 
 
 @dataclass(frozen=True)
@@ -149,94 +136,6 @@ def parse_target(url: str, headers: dict[str, str] | None = None, insecure: bool
                 "give --host as http://HOST:PORT or https://HOST[:PORT][/prefix]",
             ),
         ) from None
-
-
-def list_models(
-    target: Target, limits: ClientLimits = PREFLIGHT_LIMITS
-) -> tuple[int | None, list[str]]:
-    """``GET /v1/models``: the status (None: no answer) and the model ids listed."""
-    status, ids, _ = models_and_owner(target, limits)
-    return status, ids
-
-
-def models_and_owner(
-    target: Target, limits: ClientLimits = PREFLIGHT_LIMITS
-) -> tuple[int | None, list[str], str | None]:
-    """``GET /v1/models``: the status (None: no answer), the model ids listed, and who serves
-    the first (``owned_by``: the engine, docs/servers.md)."""
-    try:
-        status, body = fetch(target, "/v1/models", timeout=limits.request_timeout, limits=limits)
-    except (OSError, ProtocolError, ValueError):
-        return None, [], None
-    if status != 200:
-        return status, [], None
-    try:
-        listing = loads_chunk(body.decode("utf-8", "replace"))
-    except ValueError:
-        return status, [], None
-    data = listing.get("data") if isinstance(listing, dict) else None
-    ids = (
-        [str(m["id"]) for m in data if isinstance(m, dict) and "id" in m]
-        if isinstance(data, list)
-        else []
-    )
-    if not ids and first_model_id(listing):
-        ids = [str(first_model_id(listing))]
-    return status, ids, first_model_owner(listing)
-
-
-def one_stream(
-    target: Target,
-    protocol: str,
-    request: RequestOptions,
-    *,
-    prompt: str = "Say hello.",
-    envelope: WSEnvelope | None = None,
-    limits: ClientLimits = PREFLIGHT_LIMITS,
-    collect_text: bool = False,
-    label: str = "preflight",
-) -> tuple[StreamRecord, StreamTracker]:
-    """One streaming request on its own connection, judged by the run's tracker.
-
-    Args:
-        target: the server.
-        protocol: ``sse`` or ``ws``.
-        request: how the request is built and judged (its ``max_tokens`` included).
-        prompt: the user message.
-        envelope: the WebSocket envelope (plain by default).
-        limits: time limits.
-        collect_text: keep the answer's text (``tracker.text``).
-        label: the record's user class and the start of its stream id.
-
-    Returns:
-        The finished record and its tracker.
-    """
-    env = envelope or WSEnvelope()
-    rec = StreamRecord(
-        stream_id=f"{label}-{next(_seq)}",
-        protocol=protocol,
-        user_class=label,
-        started_at=time.time(),
-        t0=time.perf_counter(),
-    )
-    expect = request.expectations()
-    body = build_body(request, prompt)
-    tracker: StreamTracker
-    if request.dialect in EVENT_APIS:  # typed events, on either transport (as a run reads them)
-        tracker = tracker_for(request.dialect, rec, expect, limits.max_event_bytes, collect_text)
-    elif protocol == "ws":
-        tracker = env.tracker(rec, expect, limits.max_event_bytes, collect_text)
-    else:
-        tracker = StreamTracker(rec, expect, limits.max_event_bytes, collect_text)
-    if protocol == "ws":
-        conn = WSConnection(target, WS_PATH, limits)
-        try:
-            conn.request(env.wrap(body), tracker)
-        finally:
-            conn.close()
-    else:
-        stream_sse(target, request.path, body, tracker, limits)
-    return rec, tracker
 
 
 def _speaks_plain_http(target: Target) -> bool:
@@ -419,7 +318,7 @@ def _wrong_path(protocol: str, error: str, request: RequestOptions) -> Diagnosis
         )
     return Diagnosis(
         f"answered {error}: wrong path",
-        "check the URL prefix in --host (the base URL, without /v1/...) and --endpoint "
+        "check the URL prefix in --host (the server's base URL; a trailing /v1 is fine) and --endpoint "
         "(chat: /v1/chat/completions, completions: /v1/completions)",
     )
 
@@ -499,6 +398,50 @@ def _tries(
     return rec, seconds, diagnosis
 
 
+def judge(
+    target: Target,
+    protocol: str,
+    rec: StreamRecord,
+    request: RequestOptions,
+    models: Sequence[str] = (),
+    diagnosis: Diagnosis | None = None,
+    auth_fatal: bool = True,
+    limits: ClientLimits = PREFLIGHT_LIMITS,
+) -> tuple[Diagnosis | None, str]:
+    """What one request's record says of the target; raise when the target is wrong.
+
+    Args:
+        target: the server.
+        protocol: ``sse`` or ``ws``.
+        rec: the finished record (a preflight request, or the first contract probe).
+        request: what was asked.
+        models: what ``/v1/models`` listed (asked here when a 4xx may name a model).
+        diagnosis: the record's diagnosis when the caller has it (else :func:`diagnose`).
+        auth_fatal: False: a 401/403 is a note (a master whose workers bring credentials).
+        limits: time limits of a ``/v1/models`` request.
+
+    Returns:
+        The diagnosis (None: ``ok``; else a note, the run goes on), and the request's URL.
+
+    Raises:
+        PreflightFailed: the target is wrong.
+    """
+    if diagnosis is None:
+        diagnosis = diagnose(protocol, rec, target, request, models)
+    if diagnosis is not None and diagnosis.fatal and not models and rec.status in (400, 404, 422):
+        _, listed = list_models(target, limits)
+        diagnosis = diagnose(protocol, rec, target, request, listed)
+    if diagnosis is not None and not auth_fatal and rec.status in (401, 403):
+        diagnosis = replace(
+            diagnosis, fatal=False, fix="the workers must bring credentials (--header-file)"
+        )
+    path = WS_PATH if protocol == "ws" else request.path
+    url = f"{target.scheme}://{target.host_header}{target.prefix}{path}"
+    if diagnosis is not None and diagnosis.fatal:
+        raise PreflightFailed(protocol, url, diagnosis)
+    return diagnosis, url
+
+
 def preflight(
     host: str,
     protocols: Sequence[str],
@@ -536,22 +479,9 @@ def preflight(
     results: list[PreflightResult] = []
     for protocol in protocols:
         rec, seconds, diagnosis = _tries(target, protocol, request, models, envelope, limits)
-        if (
-            diagnosis is not None
-            and diagnosis.fatal
-            and not models
-            and rec.status in (400, 404, 422)
-        ):
-            _, models = list_models(target, limits)
-            diagnosis = diagnose(protocol, rec, target, request, models)
-        if diagnosis is not None and not auth_fatal and rec.status in (401, 403):
-            diagnosis = replace(
-                diagnosis, fatal=False, fix="the workers must bring credentials (--header-file)"
-            )
-        path = WS_PATH if protocol == "ws" else request.path
-        url = f"{target.scheme}://{target.host_header}{target.prefix}{path}"
-        if diagnosis is not None and diagnosis.fatal:
-            raise PreflightFailed(protocol, url, diagnosis)
+        diagnosis, url = judge(
+            target, protocol, rec, request, models, diagnosis, auth_fatal, limits
+        )
         results.append(
             PreflightResult(protocol, url, rec, seconds, diagnosis, owner, adapted.notes)
         )

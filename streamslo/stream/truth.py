@@ -72,6 +72,9 @@ class Truth:
     """How a lost chunk is seen (a per-chunk count, one token per chunk), or None."""
     why_not: Mapping[str, str]
     """For each check the run cannot make: why not."""
+    learned: bool = True
+    """What the preflight's probes learned of the server; False: what the flags ask, not
+    checked (``--no-adapt``, ``--no-preflight``, a plain Locust run)."""
 
     @classmethod
     def of(
@@ -85,6 +88,7 @@ class Truth:
         done_marker: bool = True,
         terminal: str = "[DONE]",
         no_forcing: str = "",
+        learned: bool = True,
     ) -> Truth:
         """The truth of a run's requests.
 
@@ -97,6 +101,7 @@ class Truth:
             done_marker: streams end with the terminal marker.
             terminal: the terminal marker's name.
             no_forcing: why no forced length is used (for the why-not of a silent stop).
+            learned: the probes learned it (False: the flags ask for it, unchecked).
         """
         why: dict[str, str] = {}
         cut = (
@@ -124,7 +129,7 @@ class Truth:
             lost = "one token per chunk, against the forced length"
         else:
             why["lost_chunk"] = "no usage, no per-chunk count and no forced length to count against"
-        return cls(cut, silent, lost, why)
+        return cls(cut, silent, lost, why, learned)
 
     def sees(self, check: str) -> bool:
         """Whether the run can check ``check`` (one of :data:`CHECKS`)."""
@@ -156,6 +161,7 @@ class Truth:
             "lost_chunk": self.lost_chunk,
             "missing": self.missing,
             "why_not": dict(self.why_not),
+            "learned": self.learned,
         }
 
     @classmethod
@@ -174,4 +180,5 @@ class Truth:
             text("silent_stop"),
             text("lost_chunk"),
             {str(k): str(v) for k, v in why.items()} if isinstance(why, dict) else {},
+            data.get("learned") is not False,
         )

@@ -85,6 +85,10 @@ class Target:
     ) -> Target:
         """Parse a base URL such as ``http://127.0.0.1:8000`` or ``https://host/api``.
 
+        A base URL that ends in ``/v1``, as OpenAI's clients take it
+        (``http://127.0.0.1:8000/v1``), means the same server: every path streamslo asks for
+        starts with ``/v1`` already.
+
         Raises:
             ValueError: not an http(s) URL.
         """
@@ -93,9 +97,10 @@ class Target:
             raise ValueError(f"not an http(s) URL: {url!r}")
         port = parts.port or (443 if parts.scheme == "https" else 80)
         ctx = make_ssl_context(insecure) if parts.scheme == "https" else None
-        return cls(
-            parts.scheme, parts.hostname, port, parts.path.rstrip("/"), dict(headers or {}), ctx
-        )
+        prefix = parts.path.rstrip("/")
+        if prefix == "/v1" or prefix.endswith("/v1"):
+            prefix = prefix[: -len("/v1")]
+        return cls(parts.scheme, parts.hostname, port, prefix, dict(headers or {}), ctx)
 
     @property
     def host_header(self) -> str:

@@ -27,8 +27,12 @@ def fetch(
     timeout: float = 5.0,
     max_bytes: int = MAX_FETCH_BYTES,
     limits: ClientLimits | None = None,
+    *,
+    method: str = "GET",
+    body: bytes | None = None,
 ) -> tuple[int, bytes]:
-    """``GET`` ``path`` on ``target`` (its headers included) and read the whole answer.
+    """``GET`` ``path`` on ``target`` (its headers included) and read the whole answer
+    (``method`` and a JSON ``body``: another request, e.g. ``POST /tokenize``).
 
     A redirect is returned as it is (status 3xx), never followed.
 
@@ -49,22 +53,26 @@ def fetch(
     watch = WATCHDOG.watch(sock, deadline, timeout)
     try:
         headers = {"Accept": "application/json", **target.headers}
-        sock.sendall(build_request("GET", target.host_header, target.prefix + path, b"", headers))
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        sock.sendall(
+            build_request(method, target.host_header, target.prefix + path, body or b"", headers)
+        )
         reader = ResponseReader()
-        body = bytearray()
+        answer = bytearray()
         while not reader.complete:
             data = recv(sock, lim, watch)
             if data is None:
-                raise TimeoutError(f"GET {path}: no complete answer within {timeout:g}s")
+                raise TimeoutError(f"{method} {path}: no complete answer within {timeout:g}s")
             if not data:
                 if reader.head is not None and reader.framed_by_close:
                     break
-                raise ConnectionError(f"GET {path}: the connection closed mid-answer")
-            body += reader.feed(data)
-            if len(body) > max_bytes:
-                raise HTTPProtocolError(f"GET {path}: answer larger than {max_bytes} bytes")
+                raise ConnectionError(f"{method} {path}: the connection closed mid-answer")
+            answer += reader.feed(data)
+            if len(answer) > max_bytes:
+                raise HTTPProtocolError(f"{method} {path}: answer larger than {max_bytes} bytes")
         assert reader.head is not None
-        return reader.head.status, bytes(body)
+        return reader.head.status, bytes(answer)
     finally:
         WATCHDOG.unwatch(watch)
         sock.close()

@@ -12,7 +12,7 @@ can no longer see.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from streamslo.stream.dialects import Dialect
 from streamslo.stream.truth import ForcedLength
@@ -36,6 +36,12 @@ class Engine:
     characters) and offers no per-delta count: only its usage can count the tokens."""
     stop_token_counted: bool = False
     """Its usage counts the end-of-sequence token that ended an answer (no text, no chunk)."""
+    honours: Mapping[str, frozenset[ForcedLength]] = field(default_factory=dict)
+    """Dialect -> the forced lengths its endpoint is known to honour (measured on the real
+    engine): what the contract probes fall back on where a tiny or stubborn model never stops
+    on its own, so that no probe can show a means' effect."""
+    count_name: str = ""
+    """What its per-chunk count is called (messages, ``run.json``)."""
 
 
 #: ``owned_by`` -> the engine (facts measured on the real servers: docs/servers.md).
@@ -51,6 +57,12 @@ ENGINES: Mapping[str, Engine] = {
         # but sends no count with a delta).
         no_forced_length=frozenset({Dialect.MESSAGES}),
         uncounted_merges=frozenset({Dialect.MESSAGES}),
+        honours={
+            Dialect.CHAT: frozenset({ForcedLength.IGNORE_EOS, ForcedLength.MIN_TOKENS}),
+            Dialect.COMPLETIONS: frozenset({ForcedLength.IGNORE_EOS, ForcedLength.MIN_TOKENS}),
+            Dialect.RESPONSES: frozenset({ForcedLength.IGNORE_EOS}),
+        },
+        count_name="token ids",
     ),
     "llamacpp": Engine(
         name="llama.cpp",
@@ -66,6 +78,12 @@ ENGINES: Mapping[str, Engine] = {
         uncounted_merges=frozenset({Dialect.MESSAGES}),
         # usage counts the end-of-generation token: "stop" after 2 text chunks, usage 3.
         stop_token_counted=True,
+        honours={
+            Dialect.CHAT: frozenset({ForcedLength.IGNORE_EOS}),
+            Dialect.COMPLETIONS: frozenset({ForcedLength.IGNORE_EOS}),
+            Dialect.RESPONSES: frozenset({ForcedLength.IGNORE_EOS}),
+        },
+        count_name="timings.predicted_n",
     ),
 }
 

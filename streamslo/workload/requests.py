@@ -296,7 +296,8 @@ def _force_length(opts: RequestOptions, body: dict[str, object], n: int) -> None
         # transformers serve reads a GenerationConfig's fields from this object.
         body["generation_config"] = json.dumps({"min_new_tokens": n}, separators=(",", ":"))
     elif forced == ForcedLength.LOGIT_BIAS:
-        body["logit_bias"] = {str(i): -100 for i in opts.eos_token_ids}
+        # (floats: transformers serve refuses integer biases; every server takes a number)
+        body["logit_bias"] = {str(i): -100.0 for i in opts.eos_token_ids}
 
 
 def resolve_forced(forced_length: str, ignore_eos: bool) -> ForcedLength:
@@ -515,6 +516,10 @@ class Workload:
             ]
             self.source = "synthetic"
         random.Random(opts.seed).shuffle(entries)
+        if opts.reference_replies:
+            # A run with reference replies sends only the prompts that have one (the first
+            # --reference-prompts, in this same seeded order: reference_prompts()).
+            entries = entries[: opts.reference_prompts]
         self._entries = entries
         self.prefixes: PrefixGroups | None = None
         """``--prefix-groups``: the shared prefixes, one put before each conversation's first turn."""
@@ -522,6 +527,22 @@ class Workload:
             self.prefixes = PrefixGroups(
                 opts.prefix_groups, opts.prefix_tokens, self.measure, opts.seed
             )
+
+    def reference_prompts(self) -> list[str]:
+        """The opening prompts a run with reference replies sends (the first
+        ``--reference-prompts`` conversations), each once."""
+        seen: dict[str, None] = {}
+        for entry in self._entries[: self.opts.reference_prompts]:
+            seen.setdefault(entry.turns[0], None)
+        return list(seen)
+
+    def largest_max_tokens(self) -> int:
+        """The largest ``max_tokens`` any request of the run may ask for."""
+        out = self.opts.output_tokens
+        if out is not None:
+            return out.upper
+        hints = [h for e in self._entries for h in e.output_hints if h is not None]
+        return max([self.opts.max_tokens, *hints])
 
     def _max_tokens(self, hint: int | None) -> int:
         out = self.opts.output_tokens
