@@ -103,7 +103,7 @@ def _sqlite_cell(root: Path, runs: int) -> dict[str, Any]:
             t = time.perf_counter()
             got = store.runs("s3", "http://llm.internal:8000", last=30)
             reads.append(time.perf_counter() - t)
-        assert len(got) == 30 and len(got[-1].figures) == len(HISTORY_METRICS)
+        assert len(got) == min(30, runs // 10) and len(got[-1].figures) == len(HISTORY_METRICS)
     return {
         "store": "SQLite (sqlite3, stdlib)",
         "add_ms_p50": round(float(np.median(adds)) * 1e3, 2),
@@ -182,10 +182,14 @@ def _duckdb_cell(root: Path, runs: int) -> dict[str, Any] | None:
         t = time.perf_counter()
         rows = con.execute(sql).fetchall()
         reads.append(time.perf_counter() - t)
-    assert len(rows) == 30 * len(HISTORY_METRICS)
+    assert len(rows) == min(30, runs // 10) * len(HISTORY_METRICS)
     size = sum(p.stat().st_size for p in folder.rglob("*.parquet"))
-    dep = Path(duckdb.__file__).parent
-    dep_size = sum(p.stat().st_size for p in dep.rglob("*") if p.is_file())
+    from importlib.metadata import files
+
+    # every file the distribution installed (its native library lies beside the package)
+    dep_size = sum(
+        p.stat().st_size for f in files("duckdb") or [] if (p := Path(str(f.locate()))).is_file()
+    )
     return {
         "store": f"DuckDB {duckdb.__version__} over Parquet (a file per run)",
         "add_ms_p50": round(float(np.median(adds)) * 1e3, 2),
@@ -328,6 +332,8 @@ def render(data: dict[str, Any]) -> str:
             "| --- | ---: | ---: |",
             f"| B. noise only: any night flagged | {fa['histories_with_a_flag']} | {fa['histories_with_a_flag_pct']:.1f} % |",
             f"| B. noise only: the newest night flagged | {fa['newest_flagged']} | {fa['newest_flagged_pct']:.1f} % |",
+            f"| B. noise only: nights flagged, of {v['judged_nights']} judged | {fa['nights_flagged']} | "
+            f"{100.0 * fa['nights_flagged'] / max(v['judged_nights'], 1):.1f} % |",
             f"| C. planted: night {p['planted_night']} flagged | {pl['planted_night_flagged']} | {pl['planted_night_flagged_pct']:.1f} % |",
             f"| C. planted: night {p['planted_night']} and no other flagged | {pl['only_planted_night_flagged']} | {pl['only_planted_night_flagged_pct']:.1f} % |",
             "",

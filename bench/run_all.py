@@ -129,6 +129,13 @@ BENCHES: tuple[Bench, ...] = (
         ("--streams", "20", "--seconds", "6", "--clients", "streamslo SSE,asyncio raw"),
     ),
     Bench(
+        "history",
+        "bench_history",
+        "Run history: the store, and the regression verdict's false alarms",
+        ("--histories", "100"),
+        ("--histories", "20", "--runs", "300"),
+    ),
+    Bench(
         "dialects",
         "bench_dialects",
         "Every --api dialect against one server; reasoning models' TTFO",

@@ -1,12 +1,12 @@
 """The history store: one SQLite file, embedded (no server), that CI can keep between nights.
 
-Why SQLite and not DuckDB over Parquet: measured side by side with ``bench/bench_history.py``
-(bench/RESULTS.md, "History store"), a run is added in milliseconds and the trend of the last
-30 runs of a series read in about a millisecond out of a thousand runs, by Python's own
-``sqlite3``. DuckDB read the same trend no faster from Parquet files (one file per run, since a
-Parquet file cannot be appended to), took longer to add a run, and costs a 40+ MB dependency
-and a slower import; what it is good at, scanning millions of rows, a history of nightly runs
-never does.
+Why SQLite and not DuckDB over Parquet, measured side by side by ``bench/bench_history.py``
+(bench/RESULTS.md, "Run history"; 1,000 runs in 10 series, 2 shared cores): reading the trend
+of one series' last 30 runs took 3.3 ms from SQLite and 228 ms from DuckDB over Parquet (a
+Parquet file cannot be appended to: a file per run and table, every query opens them all);
+adding a run took 3.8 ms and 2.1 ms; the files were 125 MB and 87 MB; DuckDB costs a 68 MB
+dependency and 82 ms of import, ``sqlite3`` is in the standard library. What DuckDB is good
+at, scanning millions of rows, a history of nightly runs never does.
 
 Tables (``SCHEMA_VERSION`` in ``meta``)::
 

@@ -35,6 +35,7 @@ RESULTS = BENCH / "results"
         "replay",
         "dialects",
         "flood",
+        "history",
     ],
 )
 def test_committed_results_render(name: str) -> None:
@@ -352,3 +353,21 @@ def test_run_all_rewrites_only_marked_sections(tmp_path: Path) -> None:
         "<!-- bench:memory -->" in md.read_text() and "<!-- bench:burst -->" not in md.read_text()
     )
     assert (BENCH / "run_all.py").exists()
+
+
+@bench_run
+def test_history(tmp_path: Path) -> None:
+    data = run_bench(
+        "bench_history",
+        tmp_path / "history.json",
+        "--runs",
+        "20",
+        "--histories",
+        "2",
+        "--workers",
+        "1",
+    )
+    assert data["stores"][0]["store"].startswith("SQLite") and data["stores"][0]["trend_ms_p50"] > 0
+    v = data["verdicts"]
+    assert v["judged_nights"] == 2 * 7 and v["planted"]["planted_night_flagged"] == 2
+    assert "| B. noise only" in _rendered("bench_history", data)
