@@ -115,8 +115,8 @@ def main(args: argparse.Namespace) -> int:
     """``streamslo history``: exit 0 no regression, 99 a regression, 2 bad input."""
     if getattr(args, "history_action", None) == "add":
         return _add(args)
-    from streamslo.history.build import build_history, with_overrides, write_history
-    from streamslo.history.render import summary_lines
+    from streamslo.history.outputs import summary_lines, write_history
+    from streamslo.history.series import build_history, with_overrides
     from streamslo.history.store import store_path
     from streamslo.slo.regression import DEFAULT_REGRESSION, read_regression
 

@@ -8,8 +8,8 @@ passed.
 - :mod:`~streamslo.history.record`: adding a results directory (``record_run``, what
   ``streamslo history add`` and ``--history`` call);
 - :mod:`~streamslo.history.verdict`: the verdict, pure;
-- :mod:`~streamslo.history.build` and :mod:`~streamslo.history.render`: ``streamslo history``'s
-  page, Markdown and JSON.
+- :mod:`~streamslo.history.series` and :mod:`~streamslo.history.outputs`: ``streamslo
+  history``'s series, judged, and its page, Markdown and JSON.
 
 The settings (baseline size, margins) are the SLO file's ``[regression]`` table
 (:mod:`streamslo.slo.regression`).

@@ -1,6 +1,6 @@
-"""The history's outputs: one self-contained HTML page with a trend chart per metric, Markdown
-for a CI comment, and JSON (everything the page shows). Nothing here computes a verdict or
-writes a file: these functions return strings.
+"""The history's outputs, and where they go: one self-contained HTML page with a trend chart
+per metric, Markdown for a CI comment, and JSON (everything the page shows). Nothing here
+computes a verdict; only :func:`write_history` writes, the rest return strings.
 
 A trend chart: each run a point at its value with its interval (its own streams resampled), the
 runs of the newest run's baseline in blue, a run that regressed in red, a run that failed its
@@ -12,9 +12,11 @@ from __future__ import annotations
 import html
 import json
 import math
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from streamslo.history.build import HistoryReport
+from streamslo.history.series import HistoryReport
 from streamslo.history.verdict import Change, RunJudgement
 from streamslo.reports.charts import Chart, png_base64
 from streamslo.reports.render import CSS, figures_html
@@ -22,12 +24,15 @@ from streamslo.results import markup
 from streamslo.slo.regression import HISTORY_METRICS
 
 __all__ = [
+    "Written",
     "headline",
+    "output_paths",
     "render_html",
     "render_json",
     "render_markdown",
     "summary_lines",
     "verdict_rows",
+    "write_history",
 ]
 
 _EXTRA_CSS = """
@@ -305,3 +310,38 @@ def render_json(report: HistoryReport) -> str:
         "runs": [_judgement(j) for j in report.judgements],
     }
     return json.dumps(_safe(doc), indent=2) + "\n"
+
+
+@dataclass(frozen=True)
+class Written:
+    """Where the three files went."""
+
+    html: Path
+    markdown: Path
+    json: Path
+
+
+def output_paths(out: Path | None) -> Written:
+    """``--out``: a folder (``history.html``, ``.md``, ``.json`` in it) or the HTML file
+    itself (the others beside it, named by its stem). Default: ``history.html`` here."""
+    if out is None:
+        html = Path("history.html")
+    elif out.suffix.lower() in (".html", ".htm"):
+        html = out
+    else:
+        html = out / "history.html"
+    return Written(html, html.with_suffix(".md"), html.with_suffix(".json"))
+
+
+def write_history(report: HistoryReport, out: Path | None) -> Written:
+    """Write the three files (made folders as needed; an earlier history there is replaced).
+
+    Raises:
+        OSError: a path that cannot be written (the CLI names it).
+    """
+    paths = output_paths(out)
+    paths.html.parent.mkdir(parents=True, exist_ok=True)
+    paths.html.write_text(render_html(report))
+    paths.markdown.write_text(render_markdown(report))
+    paths.json.write_text(render_json(report))
+    return paths

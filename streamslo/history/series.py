@@ -1,5 +1,5 @@
-"""``streamslo history``'s one entry point: read a series from the store, judge it, and write
-the page, the Markdown and the JSON (load → judge → render, as the report).
+"""``streamslo history``'s series: read it from the store and judge it (load → judge; the
+outputs are :mod:`streamslo.history.outputs`'s, as the report's pipeline).
 
 Which series: the newest run's (of any series in the store), unless ``scenario`` and
 ``target`` name one. The trend shows the last N runs; each is judged against the runs that
@@ -18,14 +18,7 @@ from streamslo.history.store import HistoryRun, open_store
 from streamslo.history.verdict import RunJudgement, judge_series
 from streamslo.slo.regression import HISTORY_METRICS, RegressionSettings
 
-__all__ = [
-    "HistoryReport",
-    "Written",
-    "build_history",
-    "output_paths",
-    "with_overrides",
-    "write_history",
-]
+__all__ = ["HistoryReport", "build_history", "with_overrides"]
 
 
 @dataclass(frozen=True)
@@ -50,13 +43,6 @@ class HistoryReport:
     def exit_code(self) -> int:
         """99 when the newest run is a regression, else 0 (``verify``'s codes)."""
         return EXIT_THRESHOLD if self.newest.verdict == "regressed" else EXIT_OK
-
-
-@dataclass(frozen=True)
-class Written:
-    html: Path
-    markdown: Path
-    json: Path
 
 
 def _pick_series(
@@ -122,34 +108,6 @@ def build_history(
         judgements=tuple(judged[-settings.last :]),
         series_runs=counts[(name, url)],
     )
-
-
-def output_paths(out: Path | None) -> Written:
-    """``--out``: a folder (``history.html``, ``.md``, ``.json`` in it) or the HTML file
-    itself (the others beside it, named by its stem). Default: ``history.html`` here."""
-    if out is None:
-        html = Path("history.html")
-    elif out.suffix.lower() in (".html", ".htm"):
-        html = out
-    else:
-        html = out / "history.html"
-    return Written(html, html.with_suffix(".md"), html.with_suffix(".json"))
-
-
-def write_history(report: HistoryReport, out: Path | None) -> Written:
-    """Write the three files (made folders as needed; an earlier history there is replaced).
-
-    Raises:
-        OSError: a path that cannot be written (the CLI names it).
-    """
-    from streamslo.history.render import render_html, render_json, render_markdown
-
-    paths = output_paths(out)
-    paths.html.parent.mkdir(parents=True, exist_ok=True)
-    paths.html.write_text(render_html(report))
-    paths.markdown.write_text(render_markdown(report))
-    paths.json.write_text(render_json(report))
-    return paths
 
 
 def with_overrides(
