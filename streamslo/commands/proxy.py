@@ -126,6 +126,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="when the upstream closes, wait S before closing the client side",
     )
     f.add_argument(
+        "--silent-stop",
+        action="store_true",
+        help="HTTP level: cut a selected request's chunk stream short and end it as if whole "
+        "(finish_reason stop, a usage that counts what was sent, [DONE]): the third incident",
+    )
+    f.add_argument(
+        "--silent-stop-after",
+        type=positive_int_arg,
+        default=None,
+        metavar="N",
+        help="with --silent-stop: content chunks forwarded before the cut (default: drawn "
+        "below the request's max_tokens)",
+    )
+    f.add_argument(
         "--direction",
         choices=[d.value for d in Direction],
         default="down",
@@ -179,6 +193,8 @@ def _faults(args: argparse.Namespace) -> Faults:
         every=args.every,
         probability=args.probability,
         seed=args.seed,
+        silent_stop=args.silent_stop,
+        silent_stop_after=args.silent_stop_after,
     )
 
 

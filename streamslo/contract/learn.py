@@ -124,12 +124,18 @@ class _Seen:
         )
 
     def whole(self) -> bool:
-        """It ended with a stop reason after the stream began (whatever the counts say)."""
+        """It ended with a stop reason after the stream began (whatever the counts say; a body
+        that ended cleanly after its stop reason without the terminal marker included)."""
         return (
             status_began(self.rec.status)
             and self.rec.finish_reason is not None
-            and (self.rec.cause not in (Cause.CUT, Cause.NO_TERMINAL, Cause.NO_STOP_REASON))
+            and self.rec.cause not in (Cause.CUT, Cause.NO_STOP_REASON)
         )
+
+    @property
+    def no_terminal(self) -> bool:
+        """The body ended cleanly after the stop reason, with no terminal marker."""
+        return self.rec.cause == Cause.NO_TERMINAL and self.rec.finish_reason is not None
 
 
 def _describe(rec: StreamRecord) -> str:
@@ -148,6 +154,8 @@ class _Prober:
         self.target = target
         self.limits = limits
         self.sent = 0
+        self.no_terminal = 0
+        """Probes whose body ended cleanly after their stop reason, without the marker."""
 
     def send(self, req: RequestOptions) -> _Seen:
         rec, tracker = one_stream(
@@ -160,9 +168,12 @@ class _Prober:
             label="contract",
         )
         self.sent += 1
-        return _Seen(
+        seen = _Seen(
             rec, tracker.dialect.rules, "".join(tracker.text or ()), tracker.ledger.counted
         )
+        if seen.no_terminal:
+            self.no_terminal += 1
+        return seen
 
 
 def _pushed(req: RequestOptions, ids: Iterable[int]) -> RequestOptions:
@@ -248,16 +259,9 @@ def learn(
     while not first.whole() and not first.refused and tries < TRIES and _transient(first.rec):
         first = prober.send(base)  # a 5xx, a cut or a stall at idle: ask again
         tries += 1
-    if first.rec.cause == Cause.NO_TERMINAL and base.done_marker:
-        say("the end of a stream without its terminal marker")
-        again = prober.send(replace(base, done_marker=False))
-        if again.whole():
-            base = replace(base, done_marker=False)
-            first = again
     if not first.whole():
         return _failed(request, adapted, owner, first, prober, t0, usage_refused)
     st = _State(base=base, first=first, usage_refused=usage_refused)
-    st.done_marker_dropped = not base.done_marker and request.done_marker
     _note_merged(st, first, PROBE_TOKENS)
     if first.stopped(PROBE_TOKENS):
         say("whether the model stops on its own")
@@ -307,12 +311,7 @@ def learn(
             or USABLE.index(found.status) < USABLE.index(_status_of(tried, chosen))
         ):
             chosen = means
-    if (
-        chosen != ForcedLength.NONE
-        and st.merged is None
-        and not first.counted
-        and first.rec.usage_completion_tokens is not None
-    ):
+    if st.merged is None and not first.counted and first.rec.usage_completion_tokens is not None:
         say("whether a token with no text sends a chunk")
         _textless(prober, st, chosen, eos, special.bos, st.push_status)
     deterministic: bool | None = None
@@ -321,6 +320,9 @@ def learn(
         say("whether greedy replies repeat")
         deterministic = _deterministic(prober, st)
         use_reference = reference == "on" or bool(deterministic)
+    # Any probe whose body ended cleanly after its stop reason shows a server that sends no
+    # terminal marker (a gateway that cuts streams may add one to some: not to all).
+    st.done_marker_dropped = prober.no_terminal > 0 and request.done_marker
     return _contract(
         request=request,
         adapted=adapted,
@@ -480,15 +482,17 @@ def _textless(
     beginning-of-sequence token pushed: its text is empty), else a longer one: a server that
     sends no chunk for such a token (transformers serve) shows a usage above its chunks."""
     req = replace(st.base, forced=means, eos_token_ids=eos)
-    if bos is not None and bos not in eos and push_refused is None:
-        req = _pushed(req, (bos,))
-        n = PROBE_TOKENS
-    else:
-        req = replace(req, max_tokens=LONG_PROBE_TOKENS)
-        n = LONG_PROBE_TOKENS
-    seen = prober.send(req)
-    if seen.reached(n):
-        _note_merged(st, seen, n)
+    refused = push_refused is not None and push_refused.status == MeansStatus.REJECTED
+    if bos is not None and bos not in eos and not refused:
+        seen = prober.send(_pushed(req, (bos,)))
+        if seen.reached(PROBE_TOKENS):
+            _note_merged(st, seen, PROBE_TOKENS)
+            return
+        if not seen.refused:
+            return
+    seen = prober.send(replace(req, max_tokens=LONG_PROBE_TOKENS))
+    if seen.reached(LONG_PROBE_TOKENS):
+        _note_merged(st, seen, LONG_PROBE_TOKENS)
 
 
 def _deterministic(prober: _Prober, st: _State) -> bool | None:
@@ -606,13 +610,18 @@ def _contract(
             )
         )
     if use_reference and chosen == ForcedLength.NONE:
+        lead = (
+            "the run does not force its length (--forced-length none)"
+            if wanted == ForcedLength.NONE
+            else "no forced length works here"
+        )
         adaptations.append(
             Adaptation(
                 "reference",
                 "on",
                 "--reference on",
-                "no forced length works here, and greedy replies repeat: the run records each "
-                "prompt's reply before the load and checks every ordinary stop against it",
+                f"{lead}, and greedy replies repeat: the run records each prompt's reply before "
+                "the load and checks every ordinary stop against it",
             )
         )
     elif deterministic is False:

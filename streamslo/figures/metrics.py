@@ -169,7 +169,45 @@ def failure_mask(streams: pd.DataFrame, rate: str) -> pd.Series[bool]:
         return counted & (outcome != "ok").fillna(True).astype(bool)
     if rate == "goodput_fraction":
         raise KeyError("goodput_fraction counts good requests, not failures: see good_mask")
+    if rate == "unchecked_stop_rate":
+        return unchecked_stop_mask(streams)
     return counted & (outcome == rate[: -len("_rate")]).fillna(False).astype(bool)
+
+
+#: Stop reasons of an answer that ended on its own (not at its length, not for a tool call).
+NATURAL_STOPS: tuple[str, ...] = ("stop", "eos_token", "stop_sequence", "end_turn", "completed")
+
+
+def unchecked_stop_mask(streams: pd.DataFrame) -> pd.Series[bool]:
+    """Streams that ended ``ok`` with an ordinary stop that the run could not check: the length
+    was not forced (no ``expected_tokens``) and no reference reply matched (docs/outcomes.md,
+    "What a run can see"). Such a stream may have been cut short and said ``stop``."""
+    ok = counted_mask(streams) & (streams["outcome"] == "ok").fillna(False).astype(bool)
+    natural = streams["finish_reason"].isin(NATURAL_STOPS).fillna(False).astype(bool)
+    forced = streams["expected_tokens"].notna()
+    if "reference" in streams.columns:
+        matched = (streams["reference"] == "match").fillna(False).astype(bool)
+    else:
+        matched = pd.Series(False, index=streams.index)
+    return ok & natural & ~forced & ~matched
+
+
+def truth_figures(data: RunData) -> dict[str, object] | None:
+    """``summary.json``'s ``truth``: what the run could check (``run.json``'s), with the streams
+    whose ordinary stop it could not check and, with reference replies, how the answers
+    compared. None for a run that does not say (written before streamslo kept it)."""
+    truth = data.run.get("truth")
+    if not isinstance(truth, dict):
+        return None
+    s = data.streams
+    out: dict[str, object] = dict(truth)
+    ok = int((counted_mask(s) & (s["outcome"] == "ok").fillna(False)).sum())
+    out["unchecked_stops"] = int(unchecked_stop_mask(s).sum())
+    out["ok_streams"] = ok
+    if "reference" in s.columns and s["reference"].notna().any():
+        refs = s["reference"].dropna().astype(str).value_counts()
+        out["reference_replies"] = {k: int(refs.get(k, 0)) for k in ("match", "prefix", "diverged")}
+    return out
 
 
 def good_mask(streams: pd.DataFrame, bounds: GoodputBounds) -> pd.Series[bool]:
@@ -345,6 +383,8 @@ def rate_value(data: RunData, name: str) -> tuple[int, int]:
     den_mask = counted_mask(s)
     if name == "truncation_rate":
         den_mask = den_mask & began_mask(s)
+    elif name == "unchecked_stop_rate":
+        den_mask = den_mask & (s["outcome"] == "ok").fillna(False).astype(bool)
     return num, int(den_mask.sum())
 
 
@@ -468,6 +508,9 @@ def summarize(data: RunData) -> SummaryJson:
             float(whole) / duration if duration and isinstance(whole, int) else None
         )
     out["top_errors"] = top_errors(data)
+    truth = truth_figures(data)
+    if truth is not None:
+        out["truth"] = truth
     out["valid"] = data.valid
     if not data.valid:
         out["invalid_reason"] = data.run.get("invalid_reason")
@@ -482,7 +525,7 @@ def summarize(data: RunData) -> SummaryJson:
         unknown = unknown_stop_reasons(s)
         if unknown:
             out["unknown_finish_reasons"] = unknown
-    hints = server_hints(s)
+    hints = server_hints(s, data.run)
     if hints:
         out["server_hints"] = hints
     return out

@@ -127,6 +127,13 @@ _SPECS: tuple[MetricSpec, ...] = (
         "token positions that carried tool-call arguments (part of tokens)",
     ),
     MetricSpec(
+        "unchecked_stop_rate",
+        "rate",
+        "ratio",
+        "streams that ended ok with an ordinary stop this run could not check (no forced "
+        "length, no matching reference reply), over streams that ended ok",
+    ),
+    MetricSpec(
         "goodput_fraction",
         "rate",
         "ratio",

@@ -244,6 +244,13 @@ class Faults:
     """Fault each connection with this probability (seeded); None for all."""
     seed: int = 0
     """Seeds the jitter and the ``probability`` draws: the same seed, the same schedule."""
+    silent_stop: bool = False
+    """HTTP-level: cut a selected request's chunk stream short and end it as if it were whole
+    (``finish_reason: "stop"``, a usage that counts what was sent, ``[DONE]``):
+    :mod:`streamslo.proxy.gateway`."""
+    silent_stop_after: int | None = None
+    """With ``silent_stop``: content chunks forwarded before the cut (None: drawn below the
+    request's ``max_tokens``)."""
 
     def __post_init__(self) -> None:
         for name in ("latency_s", "jitter_s", "slow_close_s"):
@@ -270,6 +277,24 @@ class Faults:
             raise ProxyConfigError("--every and --probability exclude each other: choose one")
         if self.burst is not None and self.bandwidth is None:
             raise ProxyConfigError("--burst needs --bandwidth")
+        if self.silent_stop_after is not None and not self.silent_stop:
+            raise ProxyConfigError("--silent-stop-after needs --silent-stop")
+        if self.silent_stop_after is not None and self.silent_stop_after < 1:
+            raise ProxyConfigError(
+                f"--silent-stop-after must be at least 1, not {self.silent_stop_after!r}"
+            )
+        if self.silent_stop and (
+            self.latency_s
+            or self.jitter_s
+            or self.slow_close_s
+            or self.bandwidth is not None
+            or self.reset_after is not None
+            or self.blackhole_after is not None
+        ):
+            raise ProxyConfigError(
+                "--silent-stop reads the HTTP streams it cuts: run a second proxy for the "
+                "byte-level faults (--latency, --reset-after...)"
+            )
 
     @property
     def bucket_size(self) -> int | None:
@@ -288,6 +313,7 @@ class Faults:
             or self.bandwidth is not None
             or self.reset_after is not None
             or self.blackhole_after is not None
+            or self.silent_stop
         )
 
     def describe(self) -> str:
@@ -305,6 +331,9 @@ class Faults:
             parts.append(f"blackhole-after={self.blackhole_after}B")
         if self.slow_close_s:
             parts.append(f"slow-close={self.slow_close_s:g}s")
+        if self.silent_stop:
+            after = self.silent_stop_after
+            parts.append(f"silent-stop{'' if after is None else f' after {after} chunks'}")
         if not parts:
             return "none"
         share = ""

@@ -26,7 +26,9 @@ import termios
 from dataclasses import asdict, dataclass
 from types import TracebackType
 
+from streamslo.errors import HTTPProtocolError
 from streamslo.proxy.config import Endpoint, Faults, ProxyLimits, parse_listen, parse_upstream
+from streamslo.proxy.gateway import SilentStop, relay_request
 from streamslo.proxy.schedule import (
     Close,
     Eof,
@@ -70,6 +72,8 @@ class ProxyStats:
     """Connections whose upstream could not be reached (the client was reset)."""
     peak_buffered: int = 0
     """The most bytes one flow held queued at any time (bounded by the limits)."""
+    silent_stops: int = 0
+    """Streams ``--silent-stop`` cut short and ended as if whole."""
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -353,6 +357,9 @@ class FaultProxy:
         self.stats.active += 1
         conn = None
         try:
+            if self.faults.silent_stop:
+                await self._gateway(index, reader, writer)
+                return
             conn = _Connection(self, index, (reader, writer))
             await conn.run()
         except asyncio.CancelledError:
@@ -366,6 +373,27 @@ class FaultProxy:
                 writer.transport.abort()
             self.stats.active -= 1
             self._tasks.discard(task)
+
+    async def _gateway(
+        self, index: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        """``--silent-stop``: one request, at the HTTP level (:mod:`streamslo.proxy.gateway`)."""
+        faulted, rng = self.selector.choose(index)
+        if faulted:
+            self.stats.faulted += 1
+        cut = SilentStop(self.faults.silent_stop_after) if faulted else None
+        try:
+            if await relay_request((reader, writer), self.upstream, self.limits, cut, rng):
+                self.stats.silent_stops += 1
+            await writer.drain()
+        except (OSError, TimeoutError):
+            self.stats.upstream_errors += 1
+        except HTTPProtocolError as exc:
+            log.warning("connection %d: %s", index, exc)
+        finally:
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
 
     async def close(self) -> None:
         """Stop listening, end every connection, and wait for them."""

@@ -74,7 +74,7 @@ class RunJson(TypedDict, total=False):
     server: dict[str, Any] | None
     # what the preflight learned of the server, and what the run could check
     contract: dict[str, Any] | None
-    truth: dict[str, Any]
+    truth: dict[str, Any] | None
     forced_length: str
     # validity and the generator
     valid: bool
@@ -168,3 +168,6 @@ class SummaryJson(TypedDict, total=False):
     session_goodput_per_s: float | None
     server_freed: dict[str, Any]
     top_errors: dict[str, list[dict[str, Any]]]
+    truth: dict[str, Any]
+    """What the run could check (run.json's ``truth``), and the ok streams whose ordinary stop
+    it could not check (``unchecked_stops``)."""

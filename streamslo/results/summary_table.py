@@ -177,6 +177,32 @@ def _connect_error_rate(counts: Mapping[str, int]) -> float | None:
     return counts.get("connect_error", 0) / counted if counted else None
 
 
+def truth_lines(truth: Mapping[str, Any] | None) -> list[str]:
+    """What the run could check, one line each, and the ok streams whose ordinary stop it could
+    not check (``summary.json``'s ``truth``)."""
+    from streamslo.stream.truth import Truth
+
+    found = Truth.from_dict(truth)
+    if found is None or truth is None:
+        return []
+    head = "checks" if found.learned else "checks (as the flags ask; not learned from the server)"
+    out = [f"{head:<10}" + (found.lines()[0])]
+    out += [f"{'':<10}{line}" for line in found.lines()[1:]]
+    unchecked = truth.get("unchecked_stops")
+    if unchecked:
+        out.append(
+            f"{'':<10}!! {unchecked:,} of {truth.get('ok_streams', 0):,} ok streams ended with an "
+            "ordinary stop this run could not check (each may have been cut short)"
+        )
+    refs = truth.get("reference_replies")
+    if isinstance(refs, Mapping) and refs.get("diverged"):
+        out.append(
+            f"{'':<10}{refs['diverged']:,} answers differed from their reference reply (greedy "
+            "decoding is not repeatable under this load): their silent stops could not be checked"
+        )
+    return out
+
+
 def format_summary(summary: SummaryJson, checks: Sequence[CheckLine], run: RunJson) -> str:
     """A table of outcomes, rates, latencies and threshold verdicts."""
     lines = [f"!! {line}" for line in run_warnings(run)]
@@ -192,6 +218,7 @@ def format_summary(summary: SummaryJson, checks: Sequence[CheckLine], run: RunJs
         f"rates     truncation {_rate(summary['truncation_rate'])}   5xx {_rate(summary['http_5xx_rate'])}   "
         f"connect errors {_rate(_connect_error_rate(counts))}   errors {_rate(summary['error_rate'])}"
     )
+    lines.extend(truth_lines(summary.get("truth")))
     lines.append(
         f"{'latency (ms)':<14}{'p50':>10}{'p90':>10}{'p95':>10}{'p99':>10}{'max':>10}{'count':>9}"
     )

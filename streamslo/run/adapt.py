@@ -34,7 +34,6 @@ from streamslo.run.preflight import (
     parse_target,
     preflight,
 )
-from streamslo.stream.dialects import reader_for
 from streamslo.stream.envelope import WSEnvelope
 from streamslo.stream.timing import StreamRecord
 from streamslo.stream.truth import ForcedLength, Truth
@@ -79,21 +78,10 @@ def _say(cfg: RunConfig, text: str) -> None:
         print(f"streamslo run: {text}", file=sys.stderr)
 
 
-def truth_of_options(cfg: RunConfig, request: RequestOptions | None = None) -> Truth:
+def truth_of_options(cfg: RunConfig) -> Truth:
     """What a run whose flags were taken as given asks to check (nothing learned: the server may
     not honour it)."""
-    req = request or RequestOptions.of(cfg)
-    return Truth.of(
-        forced=req.forced,
-        reference=None,
-        counted=None,
-        coalesced=req.coalesced_chunks,
-        usage=req.include_usage,
-        done_marker=req.done_marker,
-        terminal=reader_for(req.dialect).terminal,
-        no_forcing="the run does not force its length (--forced-length none or --no-ignore-eos)",
-        learned=False,
-    )
+    return RequestOptions.of(cfg).truth_asked()
 
 
 def _wanted(cfg: RunConfig) -> ForcedLength | None:

@@ -509,6 +509,11 @@ def _exit_code(cfg: RunConfig, prepared: _Prepared, done: _Finalized, w: _Watche
         return EXIT_THRESHOLD
     if any(not c.passed for c in done.checks) or w.aborted or w.alert_abort is not None:
         return EXIT_THRESHOLD
+    unmet = thresholds.unmet_requirements(prepared.slo, done.data.run)
+    for line in unmet:
+        print(f"streamslo run: {line}", file=sys.stderr)
+    if unmet:
+        return EXIT_THRESHOLD
     if not done.data.valid and not cfg.allow_invalid:
         print(
             f"streamslo run: the run is invalid: {done.data.run.get('invalid_reason')}",

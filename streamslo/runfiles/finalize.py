@@ -359,10 +359,24 @@ def finalize_plain_locust(
                 "stall_timeout": option("stall_timeout"),
                 "max_tokens": option("max_tokens"),
                 "locust_version": locust.__version__,
+                "truth": _asked_truth(opts),
             },
         )
     except Exception:  # the load run itself is over; say why the files are incomplete
         log.exception("streamslo: could not finalize %s", directory)
+
+
+def _asked_truth(parsed: object) -> dict[str, object] | None:
+    """What a plain Locust run's options ask to check (nothing learned: no preflight ran)."""
+    from streamslo.errors import BadInputError
+    from streamslo.options.run_options import RunOptions, from_locust
+    from streamslo.workload.requests import RequestOptions
+
+    try:
+        values = from_locust(parsed)
+        return RequestOptions.of(RunOptions(**values)).truth_asked().as_dict()
+    except (BadInputError, TypeError, ValueError):
+        return None
 
 
 # ----------------------------------------------------------------- streamslo finalize

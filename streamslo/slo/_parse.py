@@ -25,6 +25,7 @@ from streamslo.figures.registry import (
     metric_kind,
 )
 from streamslo.options.toml_file import TomlFile, header_line, parse_toml, read_toml
+from streamslo.stream.truth import CHECKS
 
 __all__ = [
     "AGGREGATIONS",
@@ -41,6 +42,7 @@ __all__ = [
     "parse_thresholds_table",
     "slo_of",
     "thresholds_of",
+    "truth_of",
 ]
 
 #: Every operator, as k6 writes them.
@@ -109,11 +111,21 @@ class Threshold:
 
 @dataclass(frozen=True, slots=True)
 class SLO:
-    """A parsed SLO: its thresholds, in file order."""
+    """A parsed SLO: its thresholds, in file order, and what a run must be able to check."""
 
     thresholds: tuple[Threshold, ...]
     source: str = "<default>"
     """Where it came from: a path, ``<default>``, or a description such as a test marker."""
+    require: tuple[str, ...] = ()
+    """``[truth] require``: the checks a run must be able to make (``silent_stop``,
+    ``lost_chunk``, ``cut``: :data:`streamslo.stream.truth.CHECKS`); a run that cannot fails."""
+    require_line: int | None = None
+    """The line of ``require`` in :attr:`source`."""
+
+    @property
+    def require_where(self) -> str:
+        """``file:line`` of ``[truth] require``."""
+        return f"{self.source}:{self.require_line}" if self.require_line else self.source
 
     def __len__(self) -> int:
         return len(self.thresholds)
@@ -422,12 +434,48 @@ def slo_of(toml: TomlFile) -> SLO:
         raise toml.error(
             None, 'no [thresholds] table: expected e.g. [thresholds] then itl_ms = ["p(99)<200"]'
         )
-    return slo
+    return truth_of(toml, slo)
+
+
+def truth_of(toml: TomlFile, slo: SLO) -> SLO:
+    """``slo`` with the file's ``[truth]`` table: ``require = ["silent_stop", ...]``.
+
+    Raises:
+        SLOFileError: not a table, an unknown key, or a check that does not exist (its line).
+    """
+    from dataclasses import replace
+
+    table = toml.doc.get("truth")
+    if table is None:
+        return slo
+    if not isinstance(table, dict):
+        raise toml.error(toml.table_line("truth"), "[truth] must be a table")
+    for key in table:
+        if key != "require":
+            raise toml.error(
+                toml.key_line("truth", str(key)),
+                f'unknown [truth] key {key!r}: [truth] takes require = ["silent_stop", ...]',
+            )
+    line = toml.key_line("truth", "require")
+    raw = table.get("require", [])
+    items = [raw] if isinstance(raw, str) else raw
+    if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+        raise toml.error(line, f"[truth] require must be a list of checks: {', '.join(CHECKS)}")
+    for item in items:
+        if item not in CHECKS:
+            close = difflib.get_close_matches(item, CHECKS, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise toml.error(
+                line,
+                f"[truth] require: unknown check {item!r}{hint}; the checks: {', '.join(CHECKS)}",
+            )
+    return replace(slo, require=tuple(dict.fromkeys(items)), require_line=line)
 
 
 #: The tables an SLO file may hold: [budget] is read by streamslo.slo.budget, [regression] (how
-#: ``streamslo history`` judges a run against the runs before it) by streamslo.slo.regression.
-SLO_TABLES = ("thresholds", "budget", "regression")
+#: ``streamslo history`` judges a run against the runs before it) by streamslo.slo.regression,
+#: [truth] (what a run must be able to check) by :func:`truth_of`.
+SLO_TABLES = ("thresholds", "budget", "regression", "truth")
 
 
 def check_top_level(toml: TomlFile) -> None:
@@ -441,7 +489,7 @@ def check_top_level(toml: TomlFile) -> None:
         raise toml.error(
             _line_of(toml.text, unknown[0]) or toml.table_line(unknown[0]),
             f"unknown top-level key {unknown[0]!r}: an SLO file holds a [thresholds] table "
-            "(and an optional [budget] and [regression])",
+            "(and optional [budget], [regression] and [truth] tables)",
         )
 
 

@@ -304,6 +304,8 @@ def sections_of(toml: TomlFile) -> tuple[SLO | None, Budget | None]:
 
     is_scenario = any(k in toml for k in ("load", "scenarios"))
     slo = thresholds.thresholds_of(toml) if is_scenario else thresholds.slo_of(toml)
+    if is_scenario and slo is not None:
+        slo = thresholds.truth_of(toml, slo)
     budget = parse_budget(toml.doc["budget"], toml.path, toml.text) if "budget" in toml else None
     return slo, budget
 

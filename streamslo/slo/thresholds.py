@@ -49,6 +49,7 @@ from streamslo.slo._parse import (
     parse_thresholds_table,
     slo_of,
     thresholds_of,
+    truth_of,
 )
 
 if TYPE_CHECKING:
@@ -71,6 +72,8 @@ __all__ = [
     "parse_thresholds_table",
     "slo_of",
     "thresholds_of",
+    "truth_of",
+    "unmet_requirements",
     "write_slo_json",
 ]
 
@@ -241,6 +244,35 @@ def evaluate(slo: SLO, data: RunData, *, duration_s: float | None = None) -> lis
         One :class:`CheckResult` per threshold, in the SLO's order.
     """
     return [evaluate_threshold(th, data, duration_s=duration_s) for th in slo.thresholds]
+
+
+def unmet_requirements(slo: SLO, run: Mapping[str, Any]) -> list[str]:
+    """What ``[truth] require`` asks of a run that it could not check, one sentence each (empty:
+    every requirement met, or none).
+
+    Args:
+        slo: the SLO (its :attr:`SLO.require`).
+        run: the run's ``run.json`` (its ``truth``).
+    """
+    from streamslo.stream.truth import Truth
+
+    if not slo.require:
+        return []
+    truth = Truth.from_dict(run.get("truth"))
+    if truth is None:
+        return [
+            f"{slo.require_where} requires that a run sees {', '.join(slo.require)}; this results "
+            "directory does not say what its run could check (written before streamslo kept it)"
+        ]
+    out = []
+    for check in slo.require:
+        if not truth.sees(check):
+            why = truth.why_not.get(check, "no means")
+            out.append(
+                f"{slo.require_where} requires that a run sees {check.replace('_', ' ')}; "
+                f"this run could not: {why}"
+            )
+    return out
 
 
 def abort_check(slo: SLO, data: RunData, elapsed_s: float) -> list[CheckResult]:

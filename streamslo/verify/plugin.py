@@ -235,7 +235,7 @@ def streamslo_check(
         allow_incomplete = override.allow_incomplete
 
     def check(data: RunData) -> list[CheckResult]:
-        from streamslo.slo.thresholds import evaluate
+        from streamslo.slo.thresholds import evaluate, unmet_requirements
         from streamslo.verify.explain import (
             explain_empty,
             explain_incomplete,
@@ -250,6 +250,7 @@ def streamslo_check(
             problems.append(explain_incomplete(data))
         if not data.valid and not allow:
             problems.append(explain_invalid(data))
+        problems.extend(unmet_requirements(streamslo_slo, data.run))
         results = evaluate(streamslo_slo, data)
         problems.extend(explain_result(r, data) for r in results if not r.passed)
         if problems:

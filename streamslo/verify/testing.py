@@ -107,8 +107,6 @@ def write_run(
     import pandas as pd
 
     from streamslo.results.columns import STREAM_COLUMNS
-    from streamslo.stream.cause import default_cause
-    from streamslo.stream.outcome import OUTCOMES, Outcome
     from streamslo.results.layout import Layout
 
     layout = Layout(Path(directory))

@@ -21,7 +21,7 @@ from streamslo.errors import BadInputError
 from streamslo.options.run_options import DEFAULTS, RunOptions
 from streamslo.stream.dialects import API_PATHS, ENDPOINT_APIS, Dialect
 from streamslo.stream.timing import StreamExpectations
-from streamslo.stream.truth import ForcedLength
+from streamslo.stream.truth import ForcedLength, Truth
 from streamslo.workload.datasets import Conversation, Dataset, load_dataset
 from streamslo.workload.prefix import PrefixGroups
 from streamslo.workload.prompts import TextMeasure
@@ -112,6 +112,21 @@ class RequestOptions:
     def ignore_eos(self) -> bool:
         """The request sends ``ignore_eos: true``."""
         return self.forced == ForcedLength.IGNORE_EOS
+
+    def truth_asked(self) -> Truth:
+        """What a run of these requests asks to check, as the flags say (nothing learned: the
+        server may not honour it)."""
+        from streamslo.stream.dialects import reader_for
+
+        return Truth.of(
+            forced=self.forced,
+            coalesced=self.coalesced_chunks,
+            usage=self.include_usage,
+            done_marker=self.done_marker,
+            terminal=reader_for(self.dialect).terminal,
+            no_forcing="the run does not force its length (--forced-length none or --no-ignore-eos)",
+            learned=False,
+        )
 
     @classmethod
     def of(cls, opts: RunOptions) -> RequestOptions:

@@ -16,12 +16,12 @@ from typing import Any
 from streamslo.options.run_options import scenario_values
 from streamslo.options.toml_file import TomlFile, read_toml
 from streamslo.slo.budget import Budget, parse_budget
-from streamslo.slo.thresholds import SLO, thresholds_of
+from streamslo.slo.thresholds import SLO, thresholds_of, truth_of
 from streamslo.workload.scenarios import parse_scenarios, to_wire
 
 __all__ = ["ScenarioFile", "read_scenario", "scenario_of"]
 
-_SECTIONS = ("load", "scenarios", "thresholds", "budget")
+_SECTIONS = ("load", "scenarios", "thresholds", "budget", "truth")
 
 
 @dataclass(frozen=True)
@@ -68,4 +68,7 @@ def scenario_of(toml: TomlFile) -> ScenarioFile:
         parse_scenarios(toml.doc["scenarios"], toml.path, toml.text)  # every mistake, its line
         values["scenarios"] = to_wire(toml.doc["scenarios"])
     budget = parse_budget(toml.doc["budget"], toml.path, toml.text) if "budget" in toml else None
-    return ScenarioFile(toml.path, values, thresholds_of(toml), budget)
+    slo = thresholds_of(toml)
+    if slo is not None:
+        slo = truth_of(toml, slo)
+    return ScenarioFile(toml.path, values, slo, budget)

@@ -12,7 +12,12 @@ from streamslo.verify.plugin import get_state
 if TYPE_CHECKING:
     from streamslo.results.layout import RunData
 
-__all__ = ["test_run_is_complete", "test_run_is_not_empty", "test_run_is_valid"]
+__all__ = [
+    "test_run_could_check_what_the_slo_requires",
+    "test_run_is_complete",
+    "test_run_is_not_empty",
+    "test_run_is_valid",
+]
 
 
 def _required(holds: bool, allowed: bool, allowance: str, explain: str) -> None:
@@ -48,3 +53,15 @@ def test_run_is_valid(streamslo_results: RunData, pytestconfig: pytest.Config) -
         "invalid run allowed (--streamslo-allow-invalid)",
         explain_invalid(streamslo_results),
     )
+
+
+def test_run_could_check_what_the_slo_requires(
+    streamslo_results: RunData, pytestconfig: pytest.Config
+) -> None:
+    """The run could check what the SLO's ``[truth] require`` names (a silent stop, a lost
+    chunk): a run that could not see them fails instead of passing."""
+    from streamslo.slo.thresholds import unmet_requirements
+
+    unmet = unmet_requirements(get_state(pytestconfig).session_slo(), streamslo_results.run)
+    if unmet:
+        pytest.fail("; ".join(unmet), pytrace=False)
