@@ -83,7 +83,7 @@ class Added:
     store: Path
 
 
-def series_of(run_json: Mapping[str, Any]) -> tuple[str, str]:
+def series_of(run_json: Mapping[str, object]) -> tuple[str, str]:
     """(scenario, target) of a run, as the history names its series (see the module)."""
     scenario = run_json.get("scenario")
     name = Path(str(scenario)).name.removesuffix(".toml") if scenario else NO_SCENARIO
@@ -128,7 +128,7 @@ def read_run(
     seed: int = 0,
     scenario: str | None = None,
     target: str | None = None,
-) -> tuple[HistoryRun, list[dict[str, Any]]]:
+) -> tuple[HistoryRun, list[dict[str, float | None]]]:
     """Read a finished results directory as the history keeps it.
 
     Args:

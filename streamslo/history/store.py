@@ -160,7 +160,9 @@ class HistoryStore:
         self.path = path
 
     # ------------------------------------------------------------------ writing
-    def add(self, run: HistoryRun, windows: Sequence[Mapping[str, Any]] = ()) -> tuple[int, bool]:
+    def add(
+        self, run: HistoryRun, windows: Sequence[Mapping[str, object]] = ()
+    ) -> tuple[int, bool]:
         """Add a run (its id is ignored) with its windows, in one transaction.
 
         Returns:
@@ -206,9 +208,9 @@ class HistoryStore:
             c.executemany(
                 "INSERT OR REPLACE INTO windows(run_id, window_start, row) VALUES (?, ?, ?)",
                 [
-                    (run_id, float(w["window_start"]), json.dumps(dict(w), default=str))
+                    (run_id, float(start), json.dumps(dict(w), default=str))
                     for w in windows
-                    if isinstance(w.get("window_start"), (int, float))
+                    if isinstance(start := w.get("window_start"), (int, float))
                 ],
             )
         return run_id, True
@@ -250,7 +252,7 @@ class HistoryStore:
             )
         return [_run(r, figures[int(r[0])]) for r in rows]
 
-    def windows(self, run_id: int) -> list[dict[str, Any]]:
+    def windows(self, run_id: int) -> list[dict[str, object]]:
         """The windows of one run, in order."""
         return [
             json.loads(r[0])
