@@ -73,7 +73,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         metavar="FILE",
-        help="history.html (and .md, .json beside it), or a folder for them (default: ./history.html)",
+        help="history.html (and .md, .json beside it), a folder for them, or a .md or .json file "
+        "alone (default: ./history.html)",
     )
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     sub = p.add_subparsers(dest="history_action", metavar="add", parser_class=type(p))
@@ -131,5 +132,5 @@ def main(args: argparse.Namespace) -> int:
     )
     written = write_history(report, args.out)
     print(summary_lines(report))
-    print(f"\nhistory: {written.html}\n         {written.markdown}\n         {written.json}")
+    print("\nhistory: " + "\n         ".join(str(p) for p in written.paths()))
     return report.exit_code

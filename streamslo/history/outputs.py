@@ -314,19 +314,28 @@ def render_json(report: HistoryReport) -> str:
 
 @dataclass(frozen=True)
 class Written:
-    """Where the three files went."""
+    """Where the files went (None: not written)."""
 
-    html: Path
-    markdown: Path
-    json: Path
+    html: Path | None
+    markdown: Path | None
+    json: Path | None
+
+    def paths(self) -> list[Path]:
+        return [p for p in (self.html, self.markdown, self.json) if p is not None]
 
 
 def output_paths(out: Path | None) -> Written:
-    """``--out``: a folder (``history.html``, ``.md``, ``.json`` in it) or the HTML file
-    itself (the others beside it, named by its stem). Default: ``history.html`` here."""
+    """``--out``: a folder (``history.html``, ``.md``, ``.json`` in it), the HTML file itself
+    (the others beside it, named by its stem), or a ``.md`` or ``.json`` file alone (that one
+    only: no charts drawn, for a quick verdict). Default: ``history.html`` here."""
+    suffix = out.suffix.lower() if out is not None else ""
+    if out is not None and suffix == ".md":
+        return Written(None, out, None)
+    if out is not None and suffix == ".json":
+        return Written(None, None, out)
     if out is None:
         html = Path("history.html")
-    elif out.suffix.lower() in (".html", ".htm"):
+    elif suffix in (".html", ".htm"):
         html = out
     else:
         html = out / "history.html"
@@ -334,14 +343,19 @@ def output_paths(out: Path | None) -> Written:
 
 
 def write_history(report: HistoryReport, out: Path | None) -> Written:
-    """Write the three files (made folders as needed; an earlier history there is replaced).
+    """Write the files ``out`` asks for (made folders as needed; an earlier history there is
+    replaced).
 
     Raises:
         OSError: a path that cannot be written (the CLI names it).
     """
     paths = output_paths(out)
-    paths.html.parent.mkdir(parents=True, exist_ok=True)
-    paths.html.write_text(render_html(report))
-    paths.markdown.write_text(render_markdown(report))
-    paths.json.write_text(render_json(report))
+    for path, render in (
+        (paths.html, render_html),
+        (paths.markdown, render_markdown),
+        (paths.json, render_json),
+    ):
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(render(report))
     return paths
