@@ -406,6 +406,21 @@ class _Checker:
         chunks = self.api not in EVENT_APIS
         name = "terminal marker [DONE]" if chunks else "terminal event"
         marker = "data: [DONE]" if chunks else self.terminal_shown
+        rec = c.extra.get("record") if c is not None else None
+        if (
+            not self.not_served
+            and isinstance(rec, StreamRecord)
+            and rec.cause in (Cause.NO_TERMINAL, Cause.NO_STOP_REASON)
+        ):
+            # A stream that ends cleanly with neither its terminal marker nor a stop reason:
+            # nothing tells a whole answer from a cut one.
+            self.add(
+                name,
+                "fail",
+                f"the stream ends without {marker} and without a stop reason: a run reads every "
+                f"stream as cut ({_describe(rec)})",
+            )
+            return
         if self.not_served or c is None or not c.learned:
             self.add(name, "skip", "not reached: no stream answered")
             return
@@ -463,7 +478,7 @@ class _Checker:
             self.add(
                 name,
                 "warn",
-                f"{detail} — {tried}",
+                f"{detail}{tried.replace('also tried', 'tried')}{ids}",
                 *self._flag("forced_length"),
                 *self._flag("reference"),
             )
@@ -494,6 +509,14 @@ class _Checker:
                 "warn",
                 "the server refuses stream_options.include_usage: a run counts tokens without it",
                 *self._flag("usage"),
+            )
+        elif (rec.usage_completion_tokens or 0) > CHECK_MAX_TOKENS:
+            self.add(
+                "usage",
+                "fail",
+                f"{self.usage_field} {rec.usage_completion_tokens} for max_tokens "
+                f"{CHECK_MAX_TOKENS}: the server counts tokens it may not have generated (a "
+                "run reads every such stream as tokens lost)",
             )
         elif not c.usage:
             self.add(
@@ -752,6 +775,8 @@ def format_footer(report: CheckReport) -> str:
             lines.append(f"     spelled out: {report.spelled_out()}")
         else:
             lines.append(f"run: {report.command_line()}   (no flags: a run adapts)")
+    elif report.flags:
+        lines.append("a run against this server needs: " + " ".join(report.flags))
     return "\n".join(lines)
 
 

@@ -68,6 +68,7 @@ __all__ = [
     "GAUGE_METRICS",
     "GOODPUT_KEYS",
     "METRICS",
+    "NATURAL_STOPS",
     "PERCENTILES",
     "RATE_METRICS",
     "SELECTOR_KEYS",
@@ -94,6 +95,8 @@ __all__ = [
     "summarize",
     "top_errors",
     "trend_samples",
+    "truth_figures",
+    "unchecked_stop_mask",
 ]
 
 #: ``summary.json`` ``top_errors``: the most frequent error texts kept per outcome.

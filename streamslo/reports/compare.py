@@ -52,6 +52,7 @@ from streamslo.reports.model import (
     RunInfo,
     ScalarComparison,
     ServerSummary,
+    TruthBanner,
     VerdictRow,
 )
 from streamslo.reports.server_series import counter_increase, is_counter, moved_samples, run_time
@@ -393,6 +394,30 @@ def run_phrase(label: str, name: str) -> str:
     return f"{who} ({name})" if name else who
 
 
+def truth_sentence(label: str, name: str, truth: Any) -> TruthBanner | None:
+    """What one run could check, in one sentence (None: the run does not say)."""
+    from streamslo.stream.truth import CHECKS, Truth
+
+    found = Truth.from_dict(truth)
+    if found is None:
+        return None
+    words = {"cut": "a cut stream", "silent_stop": "a silent stop", "lost_chunk": "a lost chunk"}
+    seen = [f"{words[c]} (by {getattr(found, c)})" for c in CHECKS if found.sees(c)]
+    text = f"{run_phrase(label, name)} could see " + ", ".join(seen)
+    missing = [f"{words[c]} ({found.why_not.get(c, 'no means')})" for c in found.missing]
+    if missing:
+        text += "; it could NOT see " + ", ".join(missing)
+    if not found.learned:
+        text += " (as its flags ask: not learned from the server)"
+    unchecked = truth.get("unchecked_stops") if isinstance(truth, dict) else None
+    if unchecked:
+        text += (
+            f"; {unchecked:,} of {truth.get('ok_streams', 0):,} ok streams ended with an ordinary "
+            "stop it could not check"
+        )
+    return TruthBanner(text + ".", not missing and not unchecked)
+
+
 def _scalar(metric: str, before: Any, after: Any) -> ScalarComparison:
     b = None if before is None else float(before)
     a = None if after is None else float(after)
@@ -429,6 +454,11 @@ def build_model(
     empty = tuple(
         f"{run_phrase(i.label, i.name)} holds no requests." for i in infos if i.requests == 0
     )
+    truth = tuple(
+        t
+        for i, s in zip(infos, summaries, strict=True)
+        if (t := truth_sentence(i.label, i.name, s.get("truth"))) is not None
+    )
     hints = tuple(
         f"The {i.label} run ({i.name}): {h}"
         for i, s in zip(infos, summaries, strict=True)
@@ -456,6 +486,7 @@ def build_model(
         runs=infos,
         warnings=warnings + empty + hints,
         invalid=invalid,
+        truth=truth,
         verdicts=tuple(verdicts),
         passed=all(v.after_passed for v in verdicts),
         rates=tuple(rate_comparison(runs, m, settings) for m in REPORT_RATES),

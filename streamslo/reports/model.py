@@ -43,6 +43,7 @@ __all__ = [
     "ScalarComparison",
     "ServerSample",
     "ServerSummary",
+    "TruthBanner",
     "VerdictRow",
 ]
 
@@ -250,6 +251,15 @@ class BootstrapSettings:
 
 
 @dataclass(frozen=True)
+class TruthBanner:
+    """What one run could check, in one sentence."""
+
+    text: str
+    sees_all: bool
+    """It could check all three (shown plain; otherwise as a warning)."""
+
+
+@dataclass(frozen=True)
 class Report:
     """Everything the report says; rendered to HTML, Markdown and JSON."""
 
@@ -275,6 +285,9 @@ class Report:
     bootstrap: BootstrapSettings
     failures: tuple[FailureGroup, ...] = ()
     """Top error texts per run and failure outcome (empty when every request ended ok)."""
+    truth: tuple[TruthBanner, ...] = ()
+    """One per run: what it could check (a cut stream, a silent stop, a lost chunk) and what
+    it could not (shown as a banner, after the validity banners)."""
     glossary: tuple[GlossaryEntry, ...] = ()
     """Every metric the report shows."""
 

@@ -52,6 +52,7 @@ tr:nth-child(even) td{background:#fafbfc}
 .banner{padding:10px 14px;border-radius:6px;margin:8px 0;font-size:14px;font-weight:500}
 .invalid{background:#fde2e1;border:2px solid #c0392b;color:#7b1d14}
 .warn{background:#fff4d6;border:2px solid #e0a800;color:#6b4f00}
+.truth{background:#eef4fb;border:1px solid #9bb8d8;color:#1d3a5c}
 .okb{background:#e3f4e6;border:2px solid #2e7d32;color:#1b4d1f}
 .failb{background:#fde2e1;border:2px solid #c0392b;color:#7b1d14}
 .v{font-weight:700;border-radius:4px;padding:1px 7px;font-size:12px}
@@ -82,6 +83,10 @@ _CHANGE_CLASS = {
 
 def _banners(report: Report) -> str:
     out = [f'<div class="banner invalid">&#9888; {html.escape(m)}</div>' for m in report.invalid]
+    out += [
+        f'<div class="banner {"truth" if t.sees_all else "warn"}">{html.escape(t.text)}</div>'
+        for t in report.truth
+    ]
     out += [f'<div class="banner warn">&#9888; {html.escape(m)}</div>' for m in report.warnings]
     cls = "okb" if report.passed else "failb"
     out.append(f'<div class="banner {cls}">{html.escape(headline(report))}</div>')
@@ -353,8 +358,9 @@ def render_markdown(report: Report, extra: str = "") -> str:
     t = report_rows(report)
     out = ["## streamslo report", ""]
     out += [f"> :warning: **{m}**" for m in report.invalid]
+    out += [f"> {'' if t.sees_all else ':warning: '}{t.text}" for t in report.truth]
     out += [f"> :warning: {m}" for m in report.warnings]
-    if report.invalid or report.warnings:
+    if report.invalid or report.warnings or report.truth:
         out.append("")
     out += [
         f"**{headline(report)}**",

@@ -8,7 +8,7 @@ from typing import Any, Protocol, cast
 from streamslo.results.schema import LatencySummary, RunJson, SummaryJson
 from streamslo.stream.outcome import OUTCOMES
 
-__all__ = ["CheckLine", "format_summary", "integrity_warnings", "run_warnings"]
+__all__ = ["CheckLine", "format_summary", "integrity_warnings", "run_warnings", "truth_lines"]
 
 
 class CheckLine(Protocol):

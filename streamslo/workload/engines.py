@@ -44,7 +44,8 @@ class Engine:
     """What its per-chunk count is called (messages, ``run.json``)."""
 
 
-#: ``owned_by`` -> the engine (facts measured on the real servers: docs/servers.md).
+#: ``owned_by`` -> the engine (facts measured on the real servers: docs/servers.md; the bundled
+#: target server says ``streamslo``).
 ENGINES: Mapping[str, Engine] = {
     "vllm": Engine(
         name="vLLM",
@@ -84,6 +85,12 @@ ENGINES: Mapping[str, Engine] = {
             Dialect.RESPONSES: frozenset({ForcedLength.IGNORE_EOS}),
         },
         count_name="timings.predicted_n",
+    ),
+    "streamslo": Engine(
+        name="the bundled server",
+        count_fields={},
+        # Its engine bans the end-of-sequence token under ignore_eos, on every path.
+        honours={d.value: frozenset({ForcedLength.IGNORE_EOS}) for d in Dialect},
     ),
 }
 

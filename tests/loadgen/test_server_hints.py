@@ -20,6 +20,7 @@ def _rows(n_ok: int, n_short: int, n_other: int) -> pd.DataFrame:
             "usage_completion_tokens": 8,
             "finish_reason": "length",
             "error": "",
+            "cause": "complete",
         }
     ] * n_ok
     rows += [
@@ -29,6 +30,7 @@ def _rows(n_ok: int, n_short: int, n_other: int) -> pd.DataFrame:
             "usage_completion_tokens": 8,
             "finish_reason": "length",
             "error": "4 token positions arrived of 8 the server counted",
+            "cause": "positions_missing",
         }
     ] * n_short
     rows += [
@@ -38,6 +40,7 @@ def _rows(n_ok: int, n_short: int, n_other: int) -> pd.DataFrame:
             "usage_completion_tokens": None,
             "finish_reason": None,
             "error": "connection closed mid-body",
+            "cause": "cut",
         }
     ] * n_other
     rows += [
@@ -47,6 +50,7 @@ def _rows(n_ok: int, n_short: int, n_other: int) -> pd.DataFrame:
             "usage_completion_tokens": None,
             "finish_reason": None,
             "error": "",
+            "cause": "stopped_by_test",
         }
     ]
     return pd.DataFrame(rows)
@@ -77,9 +81,49 @@ def test_a_rule_behind_most_failures_of_some_streams_gives_both_readings():
     assert server_hints(_rows(n_ok=995, n_short=2, n_other=0)) == []
 
 
+def _stopped(n_ok: int, n_stopped: int) -> pd.DataFrame:
+    rows = _rows(n_ok=n_ok, n_short=0, n_other=0)
+    stopped = rows.iloc[:1].assign(
+        outcome="silent_truncation", tokens=3, finish_reason="stop", cause="stopped_early"
+    )
+    return pd.concat([rows, *([stopped] * n_stopped)], ignore_index=True)
+
+
+PROVEN = {
+    "contract": {
+        "forced_length": "ignore_eos",
+        "means": [{"means": "ignore_eos", "status": "proven", "detail": "..."}],
+        "done_marker": True,
+    }
+}
+
+
+def test_streams_that_stop_early_under_a_proven_forced_length_are_silent_truncations():
+    """The naive bundled server cuts most streams under load and says 'stop': where the probes
+    showed the forced length works, the hint never tells the user to drop it."""
+    (hint,) = server_hints(_stopped(n_ok=2, n_stopped=98), PROVEN)
+    assert "silent truncations" in hint and "honours ignore_eos" in hint
+    assert "--forced-length none" not in hint and "--no-ignore-eos" not in hint
+
+
+def test_a_forced_length_never_shown_to_work_gets_the_flag_only_when_every_stream_stops():
+    unproven = {
+        "contract": {
+            "forced_length": "ignore_eos",
+            "means": [{"means": "ignore_eos", "status": "unproven"}],
+        }
+    }
+    (every,) = server_hints(_stopped(n_ok=2, n_stopped=98), unproven)
+    assert "run with --forced-length none" in every
+    (some,) = server_hints(_stopped(n_ok=40, n_stopped=60), unproven)
+    assert "its effect was not shown" in some and "run with" not in some
+    (unlearned,) = server_hints(_stopped(n_ok=40, n_stopped=60))
+    assert "silent truncation" in unlearned and "run with" not in unlearned
+
+
 def test_stop_reasons_that_say_the_server_gave_up_or_that_nobody_knows_are_said():
     rows = _rows(n_ok=6, n_short=0, n_other=0)
-    gave_up = rows.iloc[:4].assign(outcome="error_event", finish_reason="abort")
+    gave_up = rows.iloc[:4].assign(outcome="error_event", finish_reason="abort", cause="gave_up")
     odd = rows.iloc[:3].assign(outcome="ok", finish_reason="frobnicated")
     hints = server_hints(pd.concat([rows, gave_up, odd], ignore_index=True))
     assert any("gave up" in h and "see its log" in h for h in hints), hints
@@ -103,6 +147,7 @@ def test_a_run_says_which_flag_the_server_needs(faulty_server, tmp_path):
         "8",
         "--drain",
         "3",
+        "--no-adapt",  # the flags as given: what the probes would have learned, the hint says
     )
     assert r.returncode == 99, r.stdout + r.stderr
     summary = json.loads((out / "summary.json").read_text())

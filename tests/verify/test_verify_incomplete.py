@@ -61,7 +61,7 @@ def test_checks_fail_an_unfinalized_run(pytester: pytest.Pytester, unfinalized: 
     pytester.makeini(INI)
     args = ("--pyargs", "streamslo.verify.checks.test_run", f"--streamslo-run-dir={unfinalized}")
     result = pytester.runpytest(*args)
-    result.assert_outcomes(passed=2, failed=1)
+    result.assert_outcomes(passed=3, failed=1)
     result.stdout.fnmatch_lines(
         [
             "streamslo: run *killed*NOT finalized (run.json complete: false)*",
@@ -69,7 +69,7 @@ def test_checks_fail_an_unfinalized_run(pytester: pytest.Pytester, unfinalized: 
         ]
     )
     result = pytester.runpytest(*args, "--streamslo-allow-incomplete")
-    result.assert_outcomes(passed=2, skipped=1)
+    result.assert_outcomes(passed=3, skipped=1)
 
 
 def test_marker_allows_an_unfinalized_run(pytester: pytest.Pytester, unfinalized: Path) -> None:

@@ -74,7 +74,7 @@ def test_checks_pass_on_a_good_run(pytester: pytest.Pytester, good_run: Path) ->
     result = pytester.runpytest(
         "--pyargs", "streamslo.verify.checks", f"--streamslo-run-dir={good_run}", "-v"
     )
-    result.assert_outcomes(passed=7, skipped=3)  # the 3 probes skip without --streamslo-probe-url
+    result.assert_outcomes(passed=8, skipped=3)  # the 3 probes skip without --streamslo-probe-url
     result.stdout.fnmatch_lines(
         [
             f"streamslo: run {good_run}, SLO <default> (4 thresholds)",
@@ -168,7 +168,7 @@ def test_missing_run_dir_is_a_usage_error(pytester: pytest.Pytester, tmp_path: P
 def test_checks_without_a_run_fail_clearly(pytester: pytest.Pytester) -> None:
     pytester.makeini(INI)
     result = pytester.runpytest("--pyargs", "streamslo.verify.checks.test_run")
-    result.assert_outcomes(errors=3)
+    result.assert_outcomes(errors=4)
     result.stdout.fnmatch_lines(["*no results directory to check: pass --streamslo-run-dir DIR*"])
 
 
@@ -178,7 +178,7 @@ def test_empty_and_invalid_runs(pytester: pytest.Pytester, tmp_path: Path) -> No
     result = pytester.runpytest(
         "--pyargs", "streamslo.verify.checks.test_run", f"--streamslo-run-dir={empty}"
     )
-    result.assert_outcomes(passed=2, failed=1)
+    result.assert_outcomes(passed=3, failed=1)
     result.stdout.fnmatch_lines(["*has no streams: streams.csv holds no request*"])
     invalid = write_run(
         tmp_path / "invalid",
@@ -188,7 +188,7 @@ def test_empty_and_invalid_runs(pytester: pytest.Pytester, tmp_path: Path) -> No
     result = pytester.runpytest(
         "--pyargs", "streamslo.verify.checks.test_run", f"--streamslo-run-dir={invalid}"
     )
-    result.assert_outcomes(passed=2, failed=1)
+    result.assert_outcomes(passed=3, failed=1)
     result.stdout.fnmatch_lines(["*is invalid (run.json valid: false): generator lag p99 41 ms*"])
     result = pytester.runpytest(
         "--pyargs",
@@ -196,7 +196,7 @@ def test_empty_and_invalid_runs(pytester: pytest.Pytester, tmp_path: Path) -> No
         f"--streamslo-run-dir={invalid}",
         "--streamslo-allow-invalid",
     )
-    result.assert_outcomes(passed=2, skipped=1)
+    result.assert_outcomes(passed=3, skipped=1)
 
 
 def test_marker_overrides_the_slo(pytester: pytest.Pytester, bad_run: Path) -> None:
