@@ -20,6 +20,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """``streamslo run``."""
+    from streamslo.history.record import record_after_run
+
     cfg = config_from_args(args)
     install_log_redaction(cfg.headers.redactor())
-    return execute(cfg)
+    code = execute(cfg)
+    record_after_run(cfg.history, cfg.out)
+    return code

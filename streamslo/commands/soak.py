@@ -72,7 +72,11 @@ def main(args: argparse.Namespace) -> int:
             cfg = replace(
                 cfg, duration=total_duration(stages), users=max(1, max(st.target for st in stages))
             )
-        return execute(cfg)
+        code = execute(cfg)
+        from streamslo.history.record import record_after_run
+
+        record_after_run(cfg.history, cfg.out)
+        return code
     finally:
         if server is not None:
             server.stop()

@@ -40,6 +40,7 @@ __all__ = [
     "Added",
     "code_version",
     "read_run",
+    "record_after_run",
     "record_run",
     "series_of",
 ]
@@ -219,3 +220,24 @@ def record_run(
     from dataclasses import replace
 
     return Added(replace(run, id=run_id), new, path)
+
+
+def record_after_run(store_path: str | None, results_dir: str | os.PathLike[str]) -> None:
+    """``--history PATH`` on ``run`` and ``soak``: add the finished run to the store, and say
+    so; a run that left no finished directory, or a store that cannot take it, is said and
+    changes nothing (the run's exit code is the run's)."""
+    import sys
+
+    from streamslo.errors import BadInputError
+
+    if not store_path or not Path(results_dir, "run.json").is_file():
+        return
+    try:
+        added = record_run(store_path, results_dir)
+    except BadInputError as exc:
+        print(f"streamslo: not added to the history: {exc}", file=sys.stderr)
+        return
+    what = "added to" if added.new else "already in"
+    print(
+        f"history: {what} {added.store} (run {added.run.id}); `streamslo history --store {added.store}` judges it"
+    )

@@ -127,6 +127,15 @@ class RunOptions:
             web_ui=False,
         ),
     )
+    history: str | None = field(
+        default=None,
+        metadata=option(
+            Text(name="PATH"),
+            "add the finished run to this history store, for trends and regression verdicts "
+            "over nights (docs/history.md)",
+            locust=False,
+        ),
+    )
     scenario: str | None = field(
         default=None,
         metadata=option(
