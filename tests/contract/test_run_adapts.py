@@ -85,7 +85,7 @@ def test_a_gateway_that_cuts_streams_and_says_stop_reads_broken(
         out = tmp_path / "run"
         r = streamslo_run(f"{proxy.url}/p/tfserve", out, *LOAD)
     assert r.returncode == 99, r.stdout + r.stderr
-    run, summary, streams = read(out)
+    run, _, streams = read(out)
     cut = streams[streams["outcome"] == "silent_truncation"]
     assert set(streams["outcome"]) == {"ok", "silent_truncation"}
     assert set(cut["cause"]) <= {"stopped_early", "counted_short"}
