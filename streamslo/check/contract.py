@@ -36,7 +36,7 @@ from streamslo.stream.dialects import API_PATHS, EVENT_APIS, Dialect, tracker_fo
 from streamslo.stream.outcome import Outcome, status_began
 from streamslo.stream.timing import StreamRecord
 from streamslo.stream.tracker import StreamTracker
-from streamslo.stream.truth import ForcedLength, Truth
+from streamslo.stream.truth import ForcedLength, Forcing, Truth, parse_forcing
 from streamslo.transport.common import ClientLimits, Target
 from streamslo.transport.fetch import fetch
 from streamslo.transport.sse import SSEConnection
@@ -251,7 +251,7 @@ class _Checker:
         self,
         eos_ids: tuple[int, ...],
         tokenizer: str | None,
-        forced: ForcedLength | None,
+        forced: Forcing | None,
     ) -> None:
         """The contract probes, every means tried; a target that is wrong raises here."""
         contract = learn(
@@ -278,7 +278,7 @@ class _Checker:
         self.contract = contract
         for a in contract.adaptations:
             if a.option == "forced_length":
-                self.adapted["forced"] = ForcedLength(str(a.value))
+                self.adapted["forced"] = parse_forcing(str(a.value))
             elif a.option == "eos_token_id":
                 self.adapted["eos_token_ids"] = a.value
             elif a.option == "done_marker":
@@ -289,7 +289,7 @@ class _Checker:
                 self.adapted["coalesced_chunks"] = True
         if contract.learned and "forced" not in self.adapted:
             self.adapted["forced"] = contract.forced
-            if contract.forced == ForcedLength.LOGIT_BIAS:
+            if ForcedLength.LOGIT_BIAS in contract.forced:
                 self.adapted["eos_token_ids"] = contract.eos_ids
 
     def _flag(self, option: str) -> tuple[str, ...]:
@@ -463,11 +463,11 @@ class _Checker:
             f"{words(m.means)} {m.status}"
             + (f" ({m.detail})" if m.status in _SAY_WHY and m.detail else "")
             for m in c.means
-            if m.means != c.forced
+            if m.means not in c.forced
         )
         tried = f"; also tried: {others}" if others else ""
         ids = f"; end-of-sequence ids {list(c.eos_ids)} from {c.eos_source}" if c.eos_ids else ""
-        if c.forced == ForcedLength.NONE:
+        if not c.forced:
             if c.reference:
                 detail = (
                     "no means forces the length; greedy replies repeat, so a run checks every "
@@ -483,17 +483,21 @@ class _Checker:
                 *self._flag("reference"),
             )
             return
-        chosen = c.means_of(c.forced)
+        chosen = c.means_of(c.forced[0]) if len(c.forced) == 1 else None
         status: Status = (
             "pass"
             if chosen is not None and chosen.status in (MeansStatus.PROVEN, MeansStatus.KNOWN)
             else "warn"
         )
-        how = f" ({chosen.status}: {chosen.detail})" if chosen is not None else ""
+        how = (
+            f" ({chosen.status}: {chosen.detail})"
+            if chosen is not None
+            else " (each accepted; no probe could show which the server honours: all are sent)"
+        )
         self.add(
             name,
             status,
-            f"by {words(c.forced)}{how}{tried}{ids}",
+            f"by {' and '.join(words(m) for m in c.forced)}{how}{tried}{ids}",
             *self._flag("forced_length"),
             *self._flag("eos_token_id"),
         )
@@ -714,7 +718,7 @@ def run_checks(
     except PreflightFailed as exc:
         raise PreflightFailed(exc.protocol, exc.url, for_check(exc.diagnosis)) from None
     c = _Checker(target, model, endpoint, api)
-    wanted = None if forced_length in ("auto", "") else ForcedLength(forced_length)
+    wanted = None if forced_length in ("auto", "") else parse_forcing(forced_length)
     c.models()
     c.learn(eos_token_id, tokenizer, wanted)
     judged: list[StreamRecord] = []

@@ -117,10 +117,35 @@ def _token_id(target: Target, token: str, limits: ClientLimits) -> tuple[int | N
     return None, ""
 
 
-def _from_server(target: Target, limits: ClientLimits) -> SpecialIds | None:
-    """The special ids as the server's own tokenizer has them: llama.cpp's ``/props`` names its
-    ``eos_token`` and ``bos_token``, and ``/tokenize`` (llama.cpp) or ``/extras/tokenize``
-    (llama-cpp-python) gives each one's id."""
+#: End-of-sequence texts of common tokenizers (SentencePiece Llama/Mistral, GPT-2 and its heirs,
+#: ChatML, Llama 3, Gemma, Phi): a text the server's tokenizer turns into one special id is a
+#: candidate, and the probe that pushes it shows whether it ends an answer.
+EOS_TEXTS = (
+    "</s>",
+    "<|endoftext|>",
+    "<|im_end|>",
+    "<|eot_id|>",
+    "<|end_of_text|>",
+    "<end_of_turn>",
+    "<|end|>",
+    "<eos>",
+)
+
+def _llama_cpp_python(text: str) -> dict[str, object]:
+    return {"input": text}
+
+
+def _vllm(text: str) -> dict[str, object]:
+    return {"prompt": text, "add_special_tokens": False}
+
+
+#: The tokenizer endpoints servers have, each with how to ask it (a text -> a JSON body).
+_TOKENIZERS = (("/extras/tokenize", _llama_cpp_python), ("/tokenize", _vllm))
+
+
+def _from_props(target: Target, limits: ClientLimits) -> SpecialIds | None:
+    """llama.cpp's ``/props`` names its ``eos_token`` and ``bos_token``; ``/tokenize`` gives
+    each one's id."""
     props = _json(target, "GET", "/props", None, limits)
     if not isinstance(props, dict):
         return None
@@ -133,6 +158,35 @@ def _from_server(target: Target, limits: ClientLimits) -> SpecialIds | None:
     bos_text = props.get("bos_token")
     bos = _token_id(target, bos_text, limits)[0] if isinstance(bos_text, str) and bos_text else None
     return SpecialIds((eos,), bos, f"the server's /props eos_token {token!r} by {path}")
+
+
+def _from_tokenizer(target: Target, limits: ClientLimits) -> SpecialIds | None:
+    """A tokenizer endpoint with no ``/props`` (llama-cpp-python, vLLM): the ids it gives the
+    usual end-of-sequence texts (:data:`EOS_TEXTS`), one special id each once the ids it puts
+    before any text (a beginning-of-sequence id) are taken off."""
+    for path, body in _TOKENIZERS:
+        empty = _json(target, "POST", path, body(""), limits)
+        if not isinstance(empty, dict) or not isinstance(empty.get("tokens"), list):
+            continue
+        prefix = _ints(empty.get("tokens"))
+        found: dict[int, str] = {}
+        for text in EOS_TEXTS:
+            answer = _json(target, "POST", path, body(text), limits)
+            ids = _ints(answer.get("tokens")) if isinstance(answer, dict) else ()
+            rest = ids[len(prefix) :] if ids[: len(prefix)] == prefix else ids
+            if len(rest) == 1 and rest[0] not in prefix:
+                found.setdefault(rest[0], text)
+        if found:
+            words = ", ".join(repr(t) for t in found.values())
+            bos = prefix[0] if len(prefix) == 1 else None
+            return SpecialIds(tuple(found), bos, f"the server's {path} ({words})")
+    return None
+
+
+def _from_server(target: Target, limits: ClientLimits) -> SpecialIds | None:
+    """The special ids as the server's own tokenizer has them (``/props`` and ``/tokenize``,
+    else a tokenizer endpoint and the usual end-of-sequence texts)."""
+    return _from_props(target, limits) or _from_tokenizer(target, limits)
 
 
 def find_eos_ids(

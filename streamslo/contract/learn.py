@@ -51,7 +51,7 @@ from streamslo.stream.cause import Cause
 from streamslo.stream.counts import EndRules
 from streamslo.stream.outcome import Outcome, status_began
 from streamslo.stream.timing import StreamRecord
-from streamslo.stream.truth import ForcedLength, Truth
+from streamslo.stream.truth import ForcedLength, Forcing, Truth, forcing_text
 from streamslo.transport.common import ClientLimits, Target
 from streamslo.workload.engines import Engine, adapt_request, engine_of
 from streamslo.workload.requests import RequestOptions
@@ -204,7 +204,7 @@ def learn(
     request: RequestOptions,
     *,
     owner: str | None = None,
-    wanted: ForcedLength | None = None,
+    wanted: Forcing | None = None,
     ignore_eos_allowed: bool = True,
     eos_ids: Iterable[int] = (),
     tokenizer: str | None = None,
@@ -219,8 +219,9 @@ def learn(
         target: the server.
         request: the run's request options (the model resolved).
         owner: ``/v1/models``'s ``owned_by`` (the engine, when streamslo knows it).
-        wanted: the forced length the user set (``--forced-length``; ``none`` included): only
-            it is tried. None: every means of :data:`MEANS_ORDER` until one works.
+        wanted: the forced length the user set (``--forced-length``; empty: ``none``): only
+            its means are tried, and it is used. None: every means of :data:`MEANS_ORDER` until
+            one works.
         ignore_eos_allowed: False under ``--no-ignore-eos`` (it is not tried).
         eos_ids: ``--eos-token-id``.
         tokenizer: ``--tokenizer``.
@@ -242,7 +243,7 @@ def learn(
         max_tokens=PROBE_TOKENS,
         temperature=0.0,
         seed=adapted.seed if adapted.seed is not None else 1,
-        forced=ForcedLength.NONE,
+        forced=(),
         eos_token_ids=(),
     )
     prober = _Prober(target, limits)
@@ -275,7 +276,7 @@ def learn(
     say("the model's special token ids")
     special = find_eos_ids(target, base.model, limits, given=tuple(eos_ids), tokenizer=tokenizer)
     eos, eos_source = special.eos, special.source
-    if eos and not st.natural and wanted != ForcedLength.NONE:
+    if eos and not st.natural and wanted != ():
         say("a bias toward the end-of-sequence ids")
         pushed = prober.send(_pushed(base, eos))
         if pushed.refused:
@@ -294,29 +295,29 @@ def learn(
             )
     candidates = _candidates(wanted, ignore_eos_allowed)
     tried: list[MeansTried] = []
-    chosen = ForcedLength.NONE
+    best: MeansTried | None = None  # the first proven (or known) means
     for means in MEANS_ORDER:
         if means not in candidates:
             if wanted is None and means == ForcedLength.IGNORE_EOS:
                 tried.append(MeansTried(means, MeansStatus.NOT_TRIED, "--no-ignore-eos"))
             continue
-        if chosen != ForcedLength.NONE and not all_means:
-            tried.append(MeansTried(means, MeansStatus.NOT_TRIED, f"{chosen} works"))
+        if best is not None and not all_means:
+            tried.append(MeansTried(means, MeansStatus.NOT_TRIED, f"{best.means} works"))
             continue
         say(f"a forced length by {means}")
         found = _try_means(prober, st, means, engine, request.dialect, eos, eos_source)
         tried.append(found)
-        if found.status in USABLE and (
-            chosen == ForcedLength.NONE
-            or USABLE.index(found.status) < USABLE.index(_status_of(tried, chosen))
+        if found.status in (MeansStatus.PROVEN, MeansStatus.KNOWN) and (
+            best is None or USABLE.index(found.status) < USABLE.index(best.status)
         ):
-            chosen = means
+            best = found
+    chosen = _choose(prober, st, wanted, best, tried, eos)
     if st.merged is None and not first.counted and first.rec.usage_completion_tokens is not None:
         say("whether a token with no text sends a chunk")
         _textless(prober, st, chosen, eos, special.bos, st.push_status)
     deterministic: bool | None = None
     use_reference = reference == "on"
-    if (chosen == ForcedLength.NONE and reference == "auto") or reference == "on":
+    if (not chosen and reference == "auto") or reference == "on":
         say("whether greedy replies repeat")
         deterministic = _deterministic(prober, st)
         use_reference = reference == "on" or bool(deterministic)
@@ -353,14 +354,38 @@ def _transient(rec: StreamRecord) -> bool:
     )
 
 
-def _candidates(wanted: ForcedLength | None, ignore_eos_allowed: bool) -> tuple[ForcedLength, ...]:
+def _candidates(wanted: Forcing | None, ignore_eos_allowed: bool) -> Forcing:
     if wanted is not None:
-        return () if wanted == ForcedLength.NONE else (wanted,)
+        return wanted
     return tuple(m for m in MEANS_ORDER if ignore_eos_allowed or m != ForcedLength.IGNORE_EOS)
 
 
-def _status_of(tried: list[MeansTried], means: ForcedLength) -> MeansStatus:
-    return next(t.status for t in tried if t.means == means)
+def _choose(
+    prober: _Prober,
+    st: _State,
+    wanted: Forcing | None,
+    best: MeansTried | None,
+    tried: list[MeansTried],
+    eos: tuple[int, ...],
+) -> Forcing:
+    """The means a run forces its length with: the user's; else the first shown to work (or
+    known to); else, where no probe could show any means' effect (a model that never stops on
+    its own, and no end-of-sequence id to push), ``ignore_eos`` where the server took it (the
+    default), else every means the server accepted, together: the one it honours is enough,
+    and a server that ignores the rest loses nothing."""
+    if wanted is not None:
+        return wanted
+    if best is not None:
+        return (best.means,)
+    unproven = tuple(t.means for t in tried if t.status == MeansStatus.UNPROVEN)
+    if ForcedLength.IGNORE_EOS in unproven:
+        # The default a run sends anyway: kept alone (what most servers that take it honour).
+        return (ForcedLength.IGNORE_EOS,)
+    if len(unproven) > 1:
+        together = prober.send(replace(st.base, forced=unproven, eos_token_ids=eos))
+        if together.refused or not together.reached(PROBE_TOKENS):
+            return unproven[:1]
+    return unproven
 
 
 def _note_merged(st: _State, seen: _Seen, n: int) -> None:
@@ -393,6 +418,12 @@ def _try_means(
             MeansStatus.KNOWN_IGNORED,
             f"{engine.name}'s {st.base.path} is known to ignore a forced length (docs/servers.md)",
         )
+    if engine is not None and means in engine.ignores.get(dialect, frozenset()):
+        return MeansTried(
+            means,
+            MeansStatus.KNOWN_IGNORED,
+            f"{engine.name} takes it and is known to ignore it (docs/servers.md)",
+        )
     if means == ForcedLength.LOGIT_BIAS:
         if not eos:
             return MeansTried(
@@ -402,7 +433,7 @@ def _try_means(
             )
         if st.push_status is not None:
             return st.push_status
-    req = replace(st.base, forced=means, eos_token_ids=eos)
+    req = replace(st.base, forced=(means,), eos_token_ids=eos)
     if st.push and means != ForcedLength.LOGIT_BIAS:
         req = _pushed(req, eos)
     stops: list[_Seen] = []
@@ -473,7 +504,7 @@ def _reached(
 def _textless(
     prober: _Prober,
     st: _State,
-    means: ForcedLength,
+    means: Forcing,
     eos: tuple[int, ...],
     bos: int | None,
     push_refused: MeansTried | None,
@@ -539,8 +570,8 @@ def _contract(
     engine: Engine | None,
     st: _State,
     tried: list[MeansTried],
-    chosen: ForcedLength,
-    wanted: ForcedLength | None,
+    chosen: Forcing,
+    wanted: Forcing | None,
     eos: tuple[int, ...],
     eos_source: str,
     deterministic: bool | None,
@@ -572,17 +603,17 @@ def _contract(
                 "that ends before a stop reason reads truncated)",
             )
         )
-    default = ForcedLength.IGNORE_EOS if request.ignore_eos else ForcedLength.NONE
+    default: Forcing = (ForcedLength.IGNORE_EOS,) if request.ignore_eos else ()
     if wanted is None and chosen != default:
         adaptations.append(
             Adaptation(
                 "forced_length",
-                str(chosen),
-                f"--forced-length {chosen}",
+                forcing_text(chosen),
+                f"--forced-length {forcing_text(chosen)}",
                 _why_forced(chosen, tried),
             )
         )
-    if chosen == ForcedLength.LOGIT_BIAS and eos and eos_source != "--eos-token-id":
+    if ForcedLength.LOGIT_BIAS in chosen and eos and eos_source != "--eos-token-id":
         adaptations.append(
             Adaptation(
                 "eos_token_id",
@@ -609,10 +640,10 @@ def _contract(
                 "one): tokens are counted by usage",
             )
         )
-    if use_reference and chosen == ForcedLength.NONE:
+    if use_reference and not chosen:
         lead = (
             "the run does not force its length (--forced-length none)"
-            if wanted == ForcedLength.NONE
+            if wanted == ()
             else "no forced length works here"
         )
         adaptations.append(
@@ -667,16 +698,24 @@ def _contract(
     )
 
 
-def _why_forced(chosen: ForcedLength, tried: list[MeansTried]) -> str:
+def _why_forced(chosen: Forcing, tried: list[MeansTried]) -> str:
     """Why the run forces its length the way it does (the means' own detail, and the ones
-    before it that did not work)."""
+    that did not work)."""
     before = [
-        f"{t.means}: {t.status}" for t in tried if t.means != chosen and t.status not in USABLE
+        f"{t.means}: {t.status}"
+        for t in tried
+        if t.means not in chosen and t.status not in (*USABLE, MeansStatus.NOT_TRIED)
     ]
     before_text = f" ({'; '.join(before)})" if before else ""
-    if chosen == ForcedLength.NONE:
+    if not chosen:
         return f"no means forces the length here{before_text}"
-    found = next(t for t in tried if t.means == chosen)
+    if len(chosen) > 1:
+        return (
+            "each was accepted and ran to the length, but the model never stopped on its own, "
+            "so no probe could show which the server honours: every one is sent (one that "
+            f"works is enough; --eos-token-id or --tokenizer lets a probe tell){before_text}"
+        )
+    found = next(t for t in tried if t.means == chosen[0])
     return f"{found.status}: {found.detail}{before_text}"
 
 

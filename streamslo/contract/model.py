@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from streamslo.stream.truth import ForcedLength, Truth
+from streamslo.stream.truth import ForcedLength, Forcing, Truth, forcing_text
 
 __all__ = ["Adaptation", "Contract", "MeansStatus", "MeansTried"]
 
@@ -100,8 +100,8 @@ class Contract:
     model: str | None
     engine: str | None
     """``/v1/models``'s ``owned_by``."""
-    forced: ForcedLength
-    """The forced length a run uses there."""
+    forced: Forcing
+    """The means a run forces its length with there (empty: none)."""
     means: tuple[MeansTried, ...] = ()
     done_marker: bool = True
     """Streams end with the terminal marker."""
@@ -176,7 +176,7 @@ class Contract:
             "path": self.path,
             "model": self.model,
             "engine": self.engine,
-            "forced_length": str(self.forced),
+            "forced_length": forcing_text(self.forced),
             "means": [m.as_dict() for m in self.means],
             "done_marker": self.done_marker,
             "usage": self.usage,

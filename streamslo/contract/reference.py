@@ -12,7 +12,6 @@ from dataclasses import dataclass, replace
 
 from streamslo.contract.probe import one_stream
 from streamslo.stream.outcome import Outcome
-from streamslo.stream.truth import ForcedLength
 from streamslo.transport.common import ClientLimits, Target
 from streamslo.workload.references import References, prompt_key
 from streamslo.workload.requests import RequestOptions
@@ -54,7 +53,7 @@ def record_references(
     t0 = time.perf_counter()
     req = replace(
         request,
-        forced=ForcedLength.NONE,
+        forced=(),
         temperature=0.0,
         seed=request.seed if request.seed is not None else 0,
         max_tokens=max_tokens,

@@ -36,6 +36,7 @@ from streamslo.options.values import (
     OPTION_KEY,
     Choice,
     Duration,
+    ForcingValue,
     Fraction,
     Integer,
     IntList,
@@ -51,7 +52,6 @@ from streamslo.options.values import (
 )
 from streamslo.results.markup import markdown_cell
 from streamslo.stream.dialects import Dialect
-from streamslo.stream.truth import ForcedLength
 from streamslo.transport.common import ClientLimits  # the client's own defaults, stated once
 
 if TYPE_CHECKING:
@@ -125,15 +125,6 @@ class RunOptions:
             scenario=False,
             locust="--results-dir",
             web_ui=False,
-        ),
-    )
-    history: str | None = field(
-        default=None,
-        metadata=option(
-            Text(name="PATH"),
-            "add the finished run to this history store, for trends and regression verdicts "
-            "over nights (docs/history.md)",
-            locust=False,
         ),
     )
     scenario: str | None = field(
@@ -288,7 +279,7 @@ class RunOptions:
     forced_length: str = field(
         default="auto",
         metadata=option(
-            Choice(("auto", *(f.value for f in ForcedLength))),
+            ForcingValue(),
             "how each request makes the server send exactly max_tokens tokens, so that a stream "
             "cut short that says 'stop' can be seen: auto learns it before the load "
             "(ignore_eos, min_tokens, transformers' min_new_tokens, a logit_bias against the "
@@ -785,6 +776,15 @@ class RunOptions:
             Duration(),
             "--cancel-rate with a metrics URL: after the run the server's in-flight gauge must "
             "return to its baseline within this long (the verdict says if not)",
+            locust=False,
+        ),
+    )
+    history: str | None = field(
+        default=None,
+        metadata=option(
+            Text(name="PATH"),
+            "add the finished run to this history store, for trends and regression verdicts "
+            "over nights (docs/history.md)",
             locust=False,
         ),
     )

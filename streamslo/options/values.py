@@ -26,6 +26,7 @@ __all__ = [
     "OPTION_KEY",
     "Choice",
     "Duration",
+    "ForcingValue",
     "Fraction",
     "IntList",
     "Integer",
@@ -145,6 +146,25 @@ class Integer(ValueType):
 
     def describe(self) -> str:
         return "integer" if self.minimum is None else f"integer ≥ {self.minimum}"
+
+
+@dataclass(frozen=True)
+class ForcingValue(ValueType):
+    """``--forced-length``: ``auto``, ``none``, or the means (``ignore_eos``, ``min_tokens``,
+    ``min_new_tokens``, ``logit_bias``), several joined by ``+``; kept as canonical text."""
+
+    _metavar: ClassVar[str] = "auto|none|MEANS[+MEANS]"
+
+    def parse(self, raw: object) -> str:
+        from streamslo.stream.truth import forcing_text, parse_forcing
+
+        text = self.text(raw)
+        if text in ("auto", ""):
+            return "auto"
+        return forcing_text(parse_forcing(text))
+
+    def describe(self) -> str:
+        return "`auto`, `none`, or `ignore_eos`, `min_tokens`, `min_new_tokens`, `logit_bias` (several: `a+b`)"
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from streamslo.run.preflight import (
 )
 from streamslo.stream.envelope import WSEnvelope
 from streamslo.stream.timing import StreamRecord
-from streamslo.stream.truth import ForcedLength, Truth
+from streamslo.stream.truth import Forcing, Truth
 from streamslo.transport.common import ClientLimits
 from streamslo.workload.requests import RequestOptions, Workload
 from streamslo.workload.scenarios import from_wire
@@ -84,10 +84,10 @@ def truth_of_options(cfg: RunConfig) -> Truth:
     return RequestOptions.of(cfg).truth_asked()
 
 
-def _wanted(cfg: RunConfig) -> ForcedLength | None:
+def _wanted(cfg: RunConfig) -> Forcing | None:
     """The forced length the user set, or None (the probes choose)."""
     if "forced_length" in cfg.given and cfg.forced_length not in ("auto", ""):
-        return ForcedLength(cfg.forced_length)
+        return RequestOptions.of(cfg).forced
     return None
 
 
@@ -278,7 +278,7 @@ def prepare_requests(cfg: RunConfig, out: Path) -> Prepared:
         cfg, recorded = _references(cfg, out)
     if contract is not None and contract.learned and contract.truth is not None:
         truth = contract.truth
-        if recorded is not None and contract.forced == ForcedLength.NONE:
+        if recorded is not None and not contract.forced:
             truth = replace(
                 truth,
                 silent_stop=f"reference replies ({len(recorded.references)} prompts, greedy)",

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-__all__ = ["CHECKS", "ForcedLength", "Truth"]
+__all__ = ["CHECKS", "ForcedLength", "Forcing", "Truth", "forcing_text", "parse_forcing"]
 
 
 class ForcedLength(StrEnum):
@@ -48,6 +48,38 @@ class ForcedLength(StrEnum):
 
     def __str__(self) -> str:
         return self.value
+
+
+Forcing = tuple[ForcedLength, ...]
+"""The means a request forces its length with (empty: not forced). Usually one; several where
+the server accepts several and no probe could show which it honours (each is sent: one that
+works is enough)."""
+
+
+def forcing_text(forcing: Forcing) -> str:
+    """``ignore_eos``, ``ignore_eos+min_tokens``, or ``none``."""
+    return "+".join(str(m) for m in forcing) or str(ForcedLength.NONE)
+
+
+def parse_forcing(text: str) -> Forcing:
+    """The means ``--forced-length`` names: one, several joined by ``+`` or ``,``, or ``none``.
+
+    Raises:
+        ValueError: a name that is no means (the message lists them).
+    """
+    names = [n.strip() for n in text.replace(",", "+").split("+") if n.strip()]
+    out: list[ForcedLength] = []
+    for name in names:
+        try:
+            means = ForcedLength(name)
+        except ValueError:
+            known = ", ".join(m.value for m in ForcedLength)
+            raise ValueError(f"{name!r} is no forced length (one of {known})") from None
+        if means != ForcedLength.NONE and means not in out:
+            out.append(means)
+    if ForcedLength.NONE.value in names and out:
+        raise ValueError("none cannot be joined with a means")
+    return tuple(out)
 
 
 #: The three checks, in the order they are shown.
@@ -80,7 +112,7 @@ class Truth:
     def of(
         cls,
         *,
-        forced: str,
+        forced: Forcing,
         reference: str | None = None,
         counted: str | None = None,
         coalesced: bool = False,
@@ -93,7 +125,7 @@ class Truth:
         """The truth of a run's requests.
 
         Args:
-            forced: the :class:`ForcedLength` the requests use.
+            forced: the means the requests force their length with (empty: none).
             reference: how reference replies are kept (e.g. ``"16 greedy replies"``), or None.
             counted: the server's per-chunk count the run reads (``"token ids"``), or None.
             coalesced: several tokens may share a chunk (tokens counted by usage).
@@ -110,8 +142,8 @@ class Truth:
             else "the stop reason at the body's end"
         )
         silent: str | None = None
-        if forced != ForcedLength.NONE:
-            silent = f"a forced length ({forced})"
+        if forced:
+            silent = f"a forced length ({forcing_text(forced)})"
         elif reference:
             silent = f"reference replies ({reference})"
         else:
@@ -125,7 +157,7 @@ class Truth:
             )
         elif usage:
             lost = "one token per chunk, against the server's usage"
-        elif forced != ForcedLength.NONE:
+        elif forced:
             lost = "one token per chunk, against the forced length"
         else:
             why["lost_chunk"] = "no usage, no per-chunk count and no forced length to count against"

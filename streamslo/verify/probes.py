@@ -62,7 +62,7 @@ class ProbeRequest:
             endpoint=self.endpoint,
             model=model,
             max_tokens=self.max_tokens,
-            forced=ForcedLength.IGNORE_EOS if self.ignore_eos else ForcedLength.NONE,
+            forced=(ForcedLength.IGNORE_EOS,) if self.ignore_eos else (),
             include_usage=self.include_usage,
             api=self.api,
         )

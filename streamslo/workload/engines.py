@@ -42,6 +42,9 @@ class Engine:
     on its own, so that no probe can show a means' effect."""
     count_name: str = ""
     """What its per-chunk count is called (messages, ``run.json``)."""
+    ignores: Mapping[str, frozenset[ForcedLength]] = field(default_factory=dict)
+    """Dialect -> the forced lengths its endpoint takes and silently ignores (measured on the
+    real engine): the probes do not try them."""
 
 
 #: ``owned_by`` -> the engine (facts measured on the real servers: docs/servers.md; the bundled
@@ -86,6 +89,20 @@ ENGINES: Mapping[str, Engine] = {
         },
         count_name="timings.predicted_n",
     ),
+    "me": Engine(
+        # llama-cpp-python's own server (0.3.36) names itself so. It takes ignore_eos and ignores
+        # it; min_tokens and logit_bias work alone (sent together, neither applies there).
+        name="llama-cpp-python",
+        count_fields={},
+        honours={
+            Dialect.CHAT: frozenset({ForcedLength.MIN_TOKENS}),
+            Dialect.COMPLETIONS: frozenset({ForcedLength.MIN_TOKENS}),
+        },
+        ignores={
+            Dialect.CHAT: frozenset({ForcedLength.IGNORE_EOS}),
+            Dialect.COMPLETIONS: frozenset({ForcedLength.IGNORE_EOS}),
+        },
+    ),
     "streamslo": Engine(
         name="the bundled server",
         count_fields={},
@@ -127,8 +144,8 @@ def adapt_request(req: RequestOptions, owner: str | None) -> Adapted:
     fields = engine.count_fields.get(dialect)
     if fields:
         req = _with_fields(req, fields)
-    if dialect in engine.no_forced_length and req.forced != ForcedLength.NONE:
-        req = replace(req, forced=ForcedLength.NONE)
+    if dialect in engine.no_forced_length and req.forced:
+        req = replace(req, forced=())
         notes.append(
             f"{engine.name}'s {req.path} ignores ignore_eos: streams are judged without a forced "
             "length (a stream cut short with an ordinary stop reason and an honest usage "

@@ -21,7 +21,7 @@ from streamslo.errors import BadInputError
 from streamslo.options.run_options import DEFAULTS, RunOptions
 from streamslo.stream.dialects import API_PATHS, ENDPOINT_APIS, Dialect
 from streamslo.stream.timing import StreamExpectations
-from streamslo.stream.truth import ForcedLength, Truth
+from streamslo.stream.truth import ForcedLength, Forcing, Truth, parse_forcing
 from streamslo.workload.datasets import Conversation, Dataset, load_dataset
 from streamslo.workload.prefix import PrefixGroups
 from streamslo.workload.prompts import TextMeasure
@@ -64,11 +64,11 @@ class RequestOptions:
     """``max_tokens`` of a request whose turn sets none."""
     temperature: float = DEFAULTS.temperature
     seed: int | None = DEFAULTS.seed
-    forced: ForcedLength = ForcedLength.IGNORE_EOS
+    forced: Forcing = (ForcedLength.IGNORE_EOS,)
     """How each request forces its answer to run to ``max_tokens``, so that a silent
-    truncation can be seen (:class:`~streamslo.stream.truth.ForcedLength`; ``none``: not
-    forced). Resolved from ``--forced-length``, ``--no-ignore-eos`` and what the preflight
-    learned (:mod:`streamslo.contract`)."""
+    truncation can be seen (the :class:`~streamslo.stream.truth.ForcedLength` means, each sent;
+    empty: not forced). Resolved from ``--forced-length``, ``--no-ignore-eos`` and what the
+    preflight learned (:mod:`streamslo.contract`)."""
     eos_token_ids: tuple[int, ...] = ()
     """The model's end-of-sequence token ids (``logit_bias`` forcing)."""
     include_usage: bool = DEFAULTS.usage
@@ -92,6 +92,9 @@ class RequestOptions:
     """``--path``: the request path instead of the dialect's."""
 
     def __post_init__(self) -> None:
+        forced: object = self.forced
+        if isinstance(forced, str):  # one means, or "none", given bare
+            object.__setattr__(self, "forced", parse_forcing(forced))
         if self.endpoint not in ENDPOINT_PATHS:
             raise BadInputError(
                 f"--endpoint must be one of {', '.join(ENDPOINT_PATHS)}, not {self.endpoint!r}"
@@ -102,7 +105,7 @@ class RequestOptions:
             raise BadInputError(f"--path must start with '/', not {self.path_override!r}")
         if self.max_tokens < 1:
             raise BadInputError(f"--max-tokens must be at least 1, not {self.max_tokens}")
-        if self.forced == ForcedLength.LOGIT_BIAS and not self.eos_token_ids:
+        if ForcedLength.LOGIT_BIAS in self.forced and not self.eos_token_ids:
             raise BadInputError(
                 "--forced-length logit_bias needs the model's end-of-sequence token ids: "
                 "--eos-token-id ID or --tokenizer DIR"
@@ -111,7 +114,7 @@ class RequestOptions:
     @property
     def ignore_eos(self) -> bool:
         """The request sends ``ignore_eos: true``."""
-        return self.forced == ForcedLength.IGNORE_EOS
+        return ForcedLength.IGNORE_EOS in self.forced
 
     def truth_asked(self) -> Truth:
         """What a run of these requests asks to check, as the flags say (nothing learned: the
@@ -138,7 +141,7 @@ class RequestOptions:
         """
         forced = resolve_forced(opts.forced_length, opts.ignore_eos)
         eos = opts.eos_token_id
-        if not eos and forced == ForcedLength.LOGIT_BIAS and opts.tokenizer:
+        if not eos and ForcedLength.LOGIT_BIAS in forced and opts.tokenizer:
             eos = eos_ids_from_tokenizer(opts.tokenizer)
         return cls(
             endpoint=opts.endpoint,
@@ -172,7 +175,7 @@ class RequestOptions:
         """What a complete answer looks like; ``max_tokens``: the request's own, if it set one."""
         return StreamExpectations(
             max_tokens=max_tokens or self.max_tokens,
-            forced_length=self.forced != ForcedLength.NONE,
+            forced_length=bool(self.forced),
             coalesced_chunks=self.coalesced_chunks,
             done_marker=self.done_marker,
             stop_token_counted=self.stop_token_counted,
@@ -300,32 +303,37 @@ def _event_dialect_body(
 
 
 def _force_length(opts: RequestOptions, body: dict[str, object], n: int) -> None:
-    """The fields that force an answer of ``n`` tokens, by the request's means
+    """The fields that force an answer of ``n`` tokens, by each of the request's means
     (docs/servers.md, "Forcing the length")."""
-    forced = opts.forced
-    if forced == ForcedLength.IGNORE_EOS:
-        body["ignore_eos"] = True
-    elif forced == ForcedLength.MIN_TOKENS:
-        body["min_tokens"] = n
-    elif forced == ForcedLength.MIN_NEW_TOKENS:
-        # transformers serve reads a GenerationConfig's fields from this object.
-        body["generation_config"] = json.dumps({"min_new_tokens": n}, separators=(",", ":"))
-    elif forced == ForcedLength.LOGIT_BIAS:
-        # (floats: transformers serve refuses integer biases; every server takes a number)
-        body["logit_bias"] = {str(i): -100.0 for i in opts.eos_token_ids}
+    for means in opts.forced:
+        if means == ForcedLength.IGNORE_EOS:
+            body["ignore_eos"] = True
+        elif means == ForcedLength.MIN_TOKENS:
+            body["min_tokens"] = n
+        elif means == ForcedLength.MIN_NEW_TOKENS:
+            # transformers serve reads a GenerationConfig's fields from this JSON string (an
+            # object is a 500 there).
+            body["generation_config"] = json.dumps({"min_new_tokens": n}, separators=(",", ":"))
+        elif means == ForcedLength.LOGIT_BIAS:
+            # (floats: transformers serve refuses integer biases; every server takes a number)
+            body["logit_bias"] = {str(i): -100.0 for i in opts.eos_token_ids}
 
 
-def resolve_forced(forced_length: str, ignore_eos: bool) -> ForcedLength:
+def resolve_forced(forced_length: str, ignore_eos: bool) -> Forcing:
     """The forced length of ``--forced-length`` and ``--no-ignore-eos``: ``auto`` (what the
     preflight did not replace with what it learned) is ``ignore_eos`` unless turned off.
 
     Raises:
-        BadInputError: ``--forced-length ignore_eos`` with ``--no-ignore-eos``.
+        BadInputError: a name that is no means, or ``--forced-length ignore_eos`` with
+            ``--no-ignore-eos``.
     """
     if forced_length in ("auto", ""):
-        return ForcedLength.IGNORE_EOS if ignore_eos else ForcedLength.NONE
-    forced = ForcedLength(forced_length)
-    if forced == ForcedLength.IGNORE_EOS and not ignore_eos:
+        return (ForcedLength.IGNORE_EOS,) if ignore_eos else ()
+    try:
+        forced = parse_forcing(forced_length)
+    except ValueError as exc:
+        raise BadInputError(f"--forced-length: {exc}") from None
+    if ForcedLength.IGNORE_EOS in forced and not ignore_eos:
         raise BadInputError("--forced-length ignore_eos contradicts --no-ignore-eos: give one")
     return forced
 

@@ -54,6 +54,7 @@ PERSONALITIES = (
     "tfserve",
     "tiny_tfserve",
     "llamacpp_python",
+    "known_llamacpp_python",
     "stubborn",
     "chaotic",
 )
@@ -104,7 +105,9 @@ _RULES = {
         owner="local",
         natural=False,
     ),
-    "llamacpp_python": _Rules(ignore_eos="ignore", usage=False, owner="me"),
+    "llamacpp_python": _Rules(ignore_eos="ignore", usage=False, owner="x-me"),
+    # (owned_by "me", as llama-cpp-python says: what streamslo knows of it is used)
+    "known_llamacpp_python": _Rules(ignore_eos="ignore", usage=False, owner="me"),
     "stubborn": _Rules(ignore_eos="ignore", min_tokens="ignore", logit_bias="ignore", owner="x"),
     "chaotic": _Rules(
         ignore_eos="ignore", min_tokens="ignore", logit_bias="ignore", varies=True, owner="x"

@@ -39,7 +39,7 @@ def flags(c: Contract) -> list[str]:
 
 def test_a_server_that_honours_ignore_eos_needs_nothing(server: ContractServer) -> None:
     c = probe(server, "vllm")
-    assert c.forced == ForcedLength.IGNORE_EOS and c.natural_stop
+    assert c.forced == (ForcedLength.IGNORE_EOS,) and c.natural_stop
     assert statuses(c)["ignore_eos"] == "proven"
     assert flags(c) == [] and c.done_marker and c.usage
     assert c.truth is not None and c.truth.missing == []
@@ -51,7 +51,7 @@ def test_transformers_serve_is_learned_in_one_pass(server: ContractServer) -> No
     without it), no [DONE], no chunk for a token without text: three adaptations, each with
     the flag that spells it."""
     c = probe(server, "tfserve", all_means=True)
-    assert c.forced == ForcedLength.MIN_NEW_TOKENS
+    assert c.forced == (ForcedLength.MIN_NEW_TOKENS,)
     assert statuses(c) == {
         "ignore_eos": "rejected",
         "min_tokens": "rejected",
@@ -83,7 +83,7 @@ def test_without_the_end_of_sequence_id_the_effect_is_unproven_and_said(
     server: ContractServer,
 ) -> None:
     c = probe(server, "tiny_vllm")
-    assert c.forced == ForcedLength.IGNORE_EOS
+    assert c.forced == (ForcedLength.IGNORE_EOS,)
     assert statuses(c)["ignore_eos"] == "unproven"
     assert "--eos-token-id" in c.means_of(ForcedLength.IGNORE_EOS).detail  # type: ignore[union-attr]
     given = probe(server, "tiny_vllm", eos_ids=(EOS,))
@@ -95,7 +95,7 @@ def test_an_ignored_ignore_eos_is_seen_and_the_next_means_used(server: ContractS
     """llama-cpp-python takes ignore_eos and ignores it: the answer stops on its own three
     times out of three; min_tokens is honoured. No usage: the forced length counts the chunks."""
     c = probe(server, "llamacpp_python")
-    assert c.forced == ForcedLength.MIN_TOKENS
+    assert c.forced == (ForcedLength.MIN_TOKENS,)
     assert statuses(c)["ignore_eos"] == "ignored"
     assert "3 of 3 times" in c.means_of(ForcedLength.IGNORE_EOS).detail  # type: ignore[union-attr]
     assert flags(c) == ["--forced-length min_tokens"]
@@ -104,9 +104,16 @@ def test_an_ignored_ignore_eos_is_seen_and_the_next_means_used(server: ContractS
     assert c.truth.lost_chunk == "one token per chunk, against the forced length"
 
 
+def test_what_is_known_of_an_engine_spares_the_probes(server: ContractServer) -> None:
+    """llama-cpp-python says owned_by "me": that it ignores ignore_eos is known, not probed."""
+    c = probe(server, "known_llamacpp_python")
+    assert statuses(c)["ignore_eos"] == "known_ignored"
+    assert c.forced == (ForcedLength.MIN_TOKENS,)
+
+
 def test_no_means_and_repeatable_replies_mean_reference_replies(server: ContractServer) -> None:
     c = probe(server, "stubborn")
-    assert c.forced == ForcedLength.NONE and c.deterministic is True and c.reference
+    assert c.forced == () and c.deterministic is True and c.reference
     assert flags(c) == ["--forced-length none", "--reference on"]
     assert c.truth is not None and c.truth.silent_stop is not None
     assert c.truth.silent_stop.startswith("reference replies")
@@ -116,26 +123,26 @@ def test_no_means_and_replies_that_differ_leave_silent_stops_unseen(
     server: ContractServer,
 ) -> None:
     c = probe(server, "chaotic")
-    assert c.forced == ForcedLength.NONE and c.deterministic is False and not c.reference
+    assert c.forced == () and c.deterministic is False and not c.reference
     assert flags(c) == ["--forced-length none"]
     assert c.truth is not None and "silent_stop" in c.truth.missing
     assert "greedy replies differ" in c.truth.why_not["silent_stop"]
 
 
 def test_a_means_the_user_set_is_the_only_one_tried(server: ContractServer) -> None:
-    c = probe(server, "vllm", wanted=ForcedLength.MIN_TOKENS)
-    assert c.forced == ForcedLength.MIN_TOKENS
+    c = probe(server, "vllm", wanted=(ForcedLength.MIN_TOKENS,))
+    assert c.forced == (ForcedLength.MIN_TOKENS,)
     assert list(statuses(c)) == ["min_tokens"]
     assert flags(c) == []  # the user's choice is no adaptation
-    none = probe(server, "vllm", wanted=ForcedLength.NONE, reference="off")
-    assert none.forced == ForcedLength.NONE and none.means == ()
+    none = probe(server, "vllm", wanted=(), reference="off")
+    assert none.forced == () and none.means == ()
     assert none.truth is not None and "silent_stop" in none.truth.missing
 
 
 def test_no_ignore_eos_leaves_it_out(server: ContractServer) -> None:
     c = probe(server, "vllm", ignore_eos_allowed=False)
     assert statuses(c)["ignore_eos"] == "not_tried"
-    assert c.forced == ForcedLength.MIN_TOKENS
+    assert c.forced == (ForcedLength.MIN_TOKENS,)
     assert flags(c) == ["--forced-length min_tokens"]
 
 
