@@ -131,6 +131,7 @@ EOS_TEXTS = (
     "<eos>",
 )
 
+
 def _llama_cpp_python(text: str) -> dict[str, object]:
     return {"input": text}
 

@@ -158,6 +158,10 @@ class _Prober:
         """Probes whose body ended cleanly after their stop reason, without the marker."""
 
     def send(self, req: RequestOptions) -> _Seen:
+        # Read to its end whatever its chunks count (a server that sends chunks without a
+        # token would otherwise end the probe early as more positions than max_tokens): the
+        # probes judge the record's fields themselves.
+        expect = replace(req.expectations(), max_tokens=None, forced_length=False)
         rec, tracker = one_stream(
             self.target,
             "sse",
@@ -166,6 +170,7 @@ class _Prober:
             limits=self.limits,
             collect_text=True,
             label="contract",
+            expect=expect,
         )
         self.sent += 1
         seen = _Seen(
@@ -194,8 +199,8 @@ class _State:
     natural: bool = False
     push: bool = False
     push_status: MeansTried | None = None
-    merged: tuple[int, int] | None = None
-    """(usage, chunks) of a whole stream whose usage is above its chunks."""
+    merged: str | None = None
+    """What a whole stream showed of chunks that are not one token each (None: nothing)."""
     second_text: str | None = None
 
 
@@ -312,7 +317,13 @@ def learn(
         ):
             best = found
     chosen = _choose(prober, st, wanted, best, tried, eos)
-    if st.merged is None and not first.counted and first.rec.usage_completion_tokens is not None:
+    usage = first.rec.usage_completion_tokens is not None
+    if (
+        st.merged is None
+        and not first.counted
+        and not adapted.coalesced_chunks
+        and (usage or chosen)
+    ):
         say("whether a token with no text sends a chunk")
         _textless(prober, st, chosen, eos, special.bos, st.push_status)
     deterministic: bool | None = None
@@ -389,16 +400,22 @@ def _choose(
 
 
 def _note_merged(st: _State, seen: _Seen, n: int) -> None:
-    """A whole stream whose usage counts more tokens than arrived, with no per-chunk count."""
+    """A whole stream whose chunks are not one token each, with no per-chunk count: its usage
+    counts more tokens than arrived, or more chunks arrived than it ran tokens."""
+    if st.merged is not None or seen.counted or not seen.whole():
+        return
     usage = seen.rec.usage_completion_tokens
-    if (
-        usage is not None
-        and not seen.counted
-        and seen.whole()
-        and seen.rec.tokens < usage <= n
-        and st.merged is None
-    ):
-        st.merged = (usage, seen.rec.tokens)
+    positions = seen.rec.tokens
+    if usage is not None and positions < usage <= n:
+        st.merged = (
+            f"a whole stream's usage counts {usage} tokens for {positions} chunks (a token with "
+            "no text sends no chunk, or several share one)"
+        )
+    elif seen.reached(n) and positions > (usage if usage is not None else n):
+        st.merged = (
+            f"a whole stream of {usage if usage is not None else n} tokens came in "
+            f"{positions} chunks (chunks that carry no token)"
+        )
 
 
 def _try_means(
@@ -514,7 +531,8 @@ def _textless(
     sends no chunk for such a token (transformers serve) shows a usage above its chunks."""
     req = replace(st.base, forced=means, eos_token_ids=eos)
     refused = push_refused is not None and push_refused.status == MeansStatus.REJECTED
-    if bos is not None and bos not in eos and not refused:
+    has_usage = st.first.rec.usage_completion_tokens is not None
+    if has_usage and bos is not None and bos not in eos and not refused:
         seen = prober.send(_pushed(req, (bos,)))
         if seen.reached(PROBE_TOKENS):
             _note_merged(st, seen, PROBE_TOKENS)
@@ -629,15 +647,13 @@ def _contract(
     )
     merged = st.merged is not None and counted is None
     if merged and not request.coalesced_chunks:
-        usage, chunks = st.merged or (0, 0)
         adaptations.append(
             Adaptation(
                 "coalesced_chunks",
                 True,
                 "--coalesced-chunks",
-                f"a whole stream's usage counts {usage} tokens for {chunks} chunks and the server "
-                "gives no per-chunk count (a token with no text sends no chunk, or several share "
-                "one): tokens are counted by usage",
+                f"{st.merged} and the server gives no per-chunk count: tokens are counted by the "
+                "server's usage where it gives one, never by chunks",
             )
         )
     if use_reference and not chosen:
@@ -667,7 +683,7 @@ def _contract(
         forced=chosen,
         reference="greedy replies recorded before the load" if use_reference else None,
         counted=counted,
-        coalesced=merged or request.coalesced_chunks,
+        coalesced=merged or adapted.coalesced_chunks,
         usage=usage,
         done_marker=not st.done_marker_dropped and request.done_marker,
         terminal=terminal,

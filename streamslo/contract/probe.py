@@ -17,7 +17,7 @@ from streamslo.errors import ProtocolError
 from streamslo.stream.chunkjson import loads_chunk
 from streamslo.stream.dialects import EVENT_APIS, tracker_for
 from streamslo.stream.envelope import WSEnvelope
-from streamslo.stream.timing import StreamRecord
+from streamslo.stream.timing import StreamExpectations, StreamRecord
 from streamslo.stream.tracker import StreamTracker
 from streamslo.transport.common import ClientLimits, Target
 from streamslo.transport.fetch import fetch
@@ -85,6 +85,7 @@ def one_stream(
     limits: ClientLimits = PROBE_LIMITS,
     collect_text: bool = False,
     label: str = "preflight",
+    expect: StreamExpectations | None = None,
 ) -> tuple[StreamRecord, StreamTracker]:
     """One streaming request on its own connection, judged by the run's tracker.
 
@@ -97,6 +98,7 @@ def one_stream(
         limits: time limits.
         collect_text: keep the answer's text (``tracker.text``).
         label: the record's user class and the start of its stream id.
+        expect: how the stream is judged (default: as the request asks).
 
     Returns:
         The finished record and its tracker.
@@ -109,7 +111,8 @@ def one_stream(
         started_at=time.time(),
         t0=time.perf_counter(),
     )
-    expect = request.expectations()
+    if expect is None:
+        expect = request.expectations()
     body = build_body(request, prompt)
     tracker: StreamTracker
     if request.dialect in EVENT_APIS:  # typed events, on either transport (as a run reads them)

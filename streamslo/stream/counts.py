@@ -192,9 +192,18 @@ def judge_end(
             Cause.GAVE_UP,
             f"the server gave up: stop reason {reason!r} after {n} {noun}",
         )
-    if mt is not None and n > mt:
+    if expect.coalesced_chunks:
+        # The chunks are not tokens (several may share one, or one carry none): only the
+        # server's own count says how long the answer was.
+        if usage is not None and mt is not None and usage > mt:
+            return (
+                Outcome.MALFORMED,
+                Cause.OVER_MAX_TOKENS,
+                f"the server counted {usage} tokens, more than max_tokens ({mt})",
+            )
+    elif mt is not None and n > mt:
         return Outcome.MALFORMED, Cause.OVER_MAX_TOKENS, f"more {noun} ({n}) than max_tokens ({mt})"
-    if usage is not None and n > usage:
+    elif usage is not None and n > usage:
         return Outcome.MALFORMED, Cause.OVER_USAGE, f"{n} {noun} but usage says {usage} tokens"
     tool_end = reason in rules.tool or ledger.tool_end
     forced = expect.forced_length and mt is not None and not tool_end

@@ -180,8 +180,12 @@ class StreamTracker:
         self._last_token_t: float | None = None
         self._comments_at_token = 0
         # Where token() must look at the request's limits (:meth:`_past_limit`): the count
-        # past max_tokens or at --cancel-after Ntok, the time of --cancel-after.
+        # past max_tokens or at --cancel-after Ntok, the time of --cancel-after. Where chunks
+        # are not tokens (--coalesced-chunks: a server that packs several tokens in a chunk, or
+        # sends chunks that carry none), their count says nothing of max_tokens.
         mt, after_n, after_s = expect.max_tokens, expect.cancel_after_tokens, expect.cancel_after_s
+        if expect.coalesced_chunks:
+            mt = None
         self._check_n = min(
             _NEVER_N if mt is None else mt + 1, _NEVER_N if after_n is None else after_n
         )
@@ -297,7 +301,7 @@ class StreamTracker:
         time: more positions than ``max_tokens`` (``malformed``) or the client's hang-up."""
         rec = self.rec
         ex = self.expect
-        mt = ex.max_tokens
+        mt = None if ex.coalesced_chunks else ex.max_tokens
         if mt is not None and rec.tokens > mt:
             self.finish(
                 t,

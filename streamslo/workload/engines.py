@@ -94,6 +94,9 @@ ENGINES: Mapping[str, Engine] = {
         # it; min_tokens and logit_bias work alone (sent together, neither applies there).
         name="llama-cpp-python",
         count_fields={},
+        # It sends a "content": "" chunk while a character's bytes are incomplete, then the
+        # text: more chunks than tokens (66 for 64), and no usage or count to say so.
+        uncounted_merges=frozenset({Dialect.CHAT, Dialect.COMPLETIONS}),
         honours={
             Dialect.CHAT: frozenset({ForcedLength.MIN_TOKENS}),
             Dialect.COMPLETIONS: frozenset({ForcedLength.MIN_TOKENS}),

@@ -7,6 +7,11 @@
 - llama.cpp (``tox -e llamacpp``): ``STREAMSLO_LLAMACPP_DIR`` names a directory where
   ``llamacpp_setup.py build`` built ``llama-server``; the model is built there too (cached).
   One server per module; it starts in under a second.
+- Hugging Face ``transformers serve`` (``tox -e transformers``): ``STREAMSLO_TRANSFORMERS_DIR``
+  names a directory where ``transformers_setup.py install`` and ``build-model`` ran.
+- llama-cpp-python's server (``tox -e llamacpp-python``): ``STREAMSLO_LLAMACPP_PYTHON_DIR``.
+- a LiteLLM proxy (``tox -e litellm``): ``STREAMSLO_LITELLM_DIR``, in front of the llama.cpp of
+  ``STREAMSLO_LLAMACPP_DIR``.
 """
 
 from __future__ import annotations
@@ -29,10 +34,16 @@ REPO = HERE.parents[1]
 VENV_ENV = "STREAMSLO_VLLM_VENV"
 MODEL_ENV = "STREAMSLO_VLLM_MODEL"
 LLAMACPP_ENV = "STREAMSLO_LLAMACPP_DIR"
+TRANSFORMERS_ENV = "STREAMSLO_TRANSFORMERS_DIR"
+LLAMACPP_PYTHON_ENV = "STREAMSLO_LLAMACPP_PYTHON_DIR"
+LITELLM_ENV = "STREAMSLO_LITELLM_DIR"
 
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
+import litellm_setup  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
+import llamacpp_python_setup  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
 import llamacpp_setup  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
+import transformers_setup  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
 import vllm_setup  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
 
 __all__ = ["LOAD", "Run", "assert_healthy", "run_command", "run_streamslo"]
@@ -142,6 +153,53 @@ def llamacpp(
         server.stop()
 
 
+def _setup_dir(env: str, what: str, ready: Any) -> Path:
+    """The directory ``env`` names, made by a setup script (``ready(dir)`` says it is), or a
+    visible skip."""
+    value = os.environ.get(env)
+    if not value:
+        pytest.skip(f"no real {what}: set {env} (tox -e does it)")
+    directory = Path(value).resolve()
+    if not ready(directory):
+        pytest.skip(f"no real {what}: {env}={value} holds no finished install")
+    return directory
+
+
+@pytest.fixture(scope="module")
+def transformers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """``transformers serve`` with the tiny Llama on a free loopback port."""
+    directory = _setup_dir(
+        TRANSFORMERS_ENV,
+        "transformers serve",
+        lambda d: (
+            (transformers_setup.venv_dir(d) / "bin" / "transformers").exists()
+            and (transformers_setup.model_dir(d) / "config.json").exists()
+        ),
+    )
+    log = tmp_path_factory.mktemp("transformers-log") / "serve.log"
+    server = transformers_setup.start_server(directory, free_port(), log)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def llamacpp_python_dir() -> Path:
+    return _setup_dir(
+        LLAMACPP_PYTHON_ENV,
+        "llama-cpp-python",
+        lambda d: (
+            llamacpp_python_setup.is_installed(d) and llamacpp_python_setup.gguf_path(d).exists()
+        ),
+    )
+
+
+@pytest.fixture(scope="module")
+def litellm_dir() -> Path:
+    return _setup_dir(LITELLM_ENV, "LiteLLM", litellm_setup.is_installed)
+
+
 class Run:
     """A finished ``streamslo run``: its exit code and results directory."""
 
@@ -151,6 +209,7 @@ class Run:
         self.stderr = stderr
         self.streams = pd.read_csv(out / "streams.csv")
         self.summary: dict[str, Any] = json.loads((out / "summary.json").read_text())
+        self.run: dict[str, Any] = json.loads((out / "run.json").read_text())
 
     def outcomes(self) -> dict[str, int]:
         """Outcome -> count, the zeros left out."""
