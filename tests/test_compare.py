@@ -72,7 +72,16 @@ def test_compare_naive_breaks_fixed_meets_slo(tmp_path):
     ]
     assert any(broken), naive
     assert fixed["truncation_rate"] == 0.0 and fixed["http_5xx_rate"] == 0.0
-    assert json.loads((out / "naive" / "run.json").read_text())["server_mode"] == "naive"
+    naive_run = json.loads((out / "naive" / "run.json").read_text())
+    assert naive_run["server_mode"] == "naive"
+    # Its cut streams say "stop" under ignore_eos, which the bundled server is known to honour:
+    # silent truncations, never advice to drop the forced length that shows them.
+    assert naive_run["forced_length"] == "ignore_eos"
+    for hint in naive.get("server_hints") or ():
+        assert "--forced-length none" not in hint and "--no-ignore-eos" not in hint, hint
+    silent = naive["outcomes"]["silent_truncation"]
+    if silent:
+        assert naive["truth"]["silent_stop"].startswith("a forced length (ignore_eos")
     assert json.loads((out / "fixed" / "run.json").read_text())["server_mode"] == "fixed"
     # The verdict is the fixed run's SLO result, said as such. Whether its ITL p99 stays under
     # the SLO's 200 ms depends on the machine's load (a quiet machine's figure, asserted by

@@ -49,6 +49,7 @@ from streamslo.contract.model import (
 from streamslo.contract.probe import PROBE_LIMITS, one_stream
 from streamslo.stream.cause import Cause
 from streamslo.stream.counts import EndRules
+from streamslo.stream.dialects import Dialect
 from streamslo.stream.outcome import Outcome, status_began
 from streamslo.stream.timing import StreamRecord
 from streamslo.stream.truth import ForcedLength, Forcing, Truth, forcing_text
@@ -322,6 +323,8 @@ def learn(
         st.merged is None
         and not first.counted
         and not adapted.coalesced_chunks
+        # (a Responses stream's terminal event repeats the whole text: a lost delta shows there)
+        and request.dialect != Dialect.RESPONSES
         and (usage or chosen)
     ):
         say("whether a token with no text sends a chunk")
@@ -645,7 +648,7 @@ def _contract(
         if first.counted
         else None
     )
-    merged = st.merged is not None and counted is None
+    merged = st.merged is not None and counted is None and request.dialect != Dialect.RESPONSES
     if merged and not request.coalesced_chunks:
         adaptations.append(
             Adaptation(
@@ -724,6 +727,9 @@ def _why_forced(chosen: Forcing, tried: list[MeansTried]) -> str:
     ]
     before_text = f" ({'; '.join(before)})" if before else ""
     if not chosen:
+        known = {t.detail for t in tried if t.status == MeansStatus.KNOWN_IGNORED}
+        if len(known) == 1 and all(t.status == MeansStatus.KNOWN_IGNORED for t in tried):
+            return f"no means forces the length here: {known.pop()}"
         return f"no means forces the length here{before_text}"
     if len(chosen) > 1:
         return (

@@ -103,7 +103,7 @@ def test_a_healthy_llamacpp_is_all_ok_on_anthropic_messages(llamacpp: Any, tmp_p
         msg,
         eos[["tokens", "usage_completion_tokens"]].head(5).to_dict("records"),
     )
-    assert "llama.cpp's /v1/messages ignores ignore_eos" in run.stderr
+    assert "llama.cpp's /v1/messages is known to ignore a forced length" in run.stderr
 
 
 def test_llamacpp_honours_ignore_eos_on_chat_and_not_on_anthropic_messages(

@@ -85,7 +85,7 @@ def test_a_healthy_vllm_is_all_ok_on_messages(vllm: Any, tmp_path: Path) -> None
     assert len(counted) >= 20 and len(ok) >= 0.99 * len(counted), msg
     assert (ok["tokens"] == ok["usage_completion_tokens"]).all(), msg
     assert ok["finish_reason"].isin(["max_tokens", "end_turn"]).all(), msg
-    assert "vLLM's /v1/messages ignores ignore_eos" in run.stderr
+    assert "vLLM's /v1/messages is known to ignore a forced length" in run.stderr
     preflight = json.loads((run.out / "run.json").read_text())["preflight"]
     assert preflight[0]["engine"] == "vllm" and len(preflight[0]["adapted"]) == 2
 

@@ -64,3 +64,12 @@ def test_the_workflow_runs_the_real_server_tests_against_vllm() -> None:
     assert "pytest -ra tests/realserver" in job
     tox = (REPO / "tox.ini").read_text()
     assert "[testenv:vllm]" in tox and "vllm_setup.py install" in tox
+
+
+@pytest.mark.parametrize("env", ["llamacpp", "transformers", "llamacpp-python", "litellm"])
+def test_the_workflow_runs_each_real_server_in_the_loop(env: str) -> None:
+    """Every real server with a tox environment runs nightly, through that environment."""
+    text = WORKFLOW.read_text()
+    assert f"\n  {env}:\n" in text, env
+    assert f"run: tox -e {env} -- --junitxml=results/{env}/junit.xml" in text
+    assert f"[testenv:{env}]" in (REPO / "tox.ini").read_text()
