@@ -268,13 +268,15 @@ def judge_end(
 def _against_reference(
     rec: StreamRecord, reference: str, answer: str, reason: str, rules: EndRules
 ) -> tuple[Outcome, Cause, str] | None:
-    """An ordinary stop judged against the prompt's reference reply: a strict prefix of it is a
-    silent truncation; the same text matches; any other text diverged (this stream's silent
-    stops cannot be checked: counted apart, never taken as checked). Sets ``rec.reference``."""
-    if answer == reference:
+    """A stream's end judged against the prompt's reference reply: an ordinary stop on a strict
+    prefix of it is a silent truncation; the same text, or a prefix its own length ended,
+    matches; any other text diverged (this stream's silent stops cannot be checked: counted
+    apart, never taken as checked). Sets ``rec.reference``."""
+    if answer == reference or (reason in rules.length and reference.startswith(answer)):
+        # (a prefix that its own length ended: the reference ran on under a larger max_tokens)
         rec.reference = "match"
         return None
-    if reason not in rules.length and reference.startswith(answer):
+    if reference.startswith(answer):
         rec.reference = "prefix"
         return (
             Outcome.SILENT_TRUNCATION,
