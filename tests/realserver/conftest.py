@@ -12,6 +12,8 @@
 - llama-cpp-python's server (``tox -e llamacpp-python``): ``STREAMSLO_LLAMACPP_PYTHON_DIR``.
 - a LiteLLM proxy (``tox -e litellm``): ``STREAMSLO_LITELLM_DIR``, in front of the llama.cpp of
   ``STREAMSLO_LLAMACPP_DIR``.
+- Apple MLX LM's ``mlx_lm.server`` on Linux (``tox -e mlx``): ``STREAMSLO_MLX_DIR``, serving the
+  model of ``STREAMSLO_TRANSFORMERS_DIR``.
 """
 
 from __future__ import annotations
@@ -37,12 +39,14 @@ LLAMACPP_ENV = "STREAMSLO_LLAMACPP_DIR"
 TRANSFORMERS_ENV = "STREAMSLO_TRANSFORMERS_DIR"
 LLAMACPP_PYTHON_ENV = "STREAMSLO_LLAMACPP_PYTHON_DIR"
 LITELLM_ENV = "STREAMSLO_LITELLM_DIR"
+MLX_ENV = "STREAMSLO_MLX_DIR"
 
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 import litellm_setup  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
 import llamacpp_python_setup  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
 import llamacpp_setup  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
+import mlx_setup  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
 import transformers_setup  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
 import vllm_setup  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
 
@@ -178,6 +182,29 @@ def transformers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     )
     log = tmp_path_factory.mktemp("transformers-log") / "serve.log"
     server = transformers_setup.start_server(directory, free_port(), log)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def mlx(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """``mlx_lm.server`` (MLX's CPU build) serving transformers serve's tiny Llama as it is."""
+    directory = _setup_dir(
+        MLX_ENV,
+        "mlx_lm.server",
+        lambda d: (mlx_setup.venv_dir(d) / "bin" / "mlx_lm.server").exists(),
+    )
+    models = _setup_dir(
+        TRANSFORMERS_ENV,
+        "model for mlx_lm.server",
+        lambda d: (transformers_setup.model_dir(d) / "config.json").exists(),
+    )
+    log = tmp_path_factory.mktemp("mlx-log") / "serve.log"
+    server = mlx_setup.start_server(
+        directory, transformers_setup.model_dir(models), free_port(), log
+    )
     try:
         yield server
     finally:

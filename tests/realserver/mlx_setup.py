@@ -36,8 +36,37 @@ What it needs, found by trying (mlx-lm 0.32.2, mlx 0.32.4, Python 3.11, Linux x8
   ``"default_model"``, or no ``model`` at all) uses the loaded model. Any other name is loaded
   as a path or hub repo *per request*: offline that fails, HTTP 404 ``{"error": ...}``.
 
-What it streams and accepts: see ``FACTS`` in /work/rs/MLX_FACTS.md's summary, repeated here
-once measured.
+What it streams and accepts (chat and completions alike unless said; ``/tokenize``, ``/props``,
+``/metrics`` are 404; ``/health`` is ``{"status": "ok"}``):
+
+- HTTP/1.0 (Python's ``http.server``): no ``Content-Length`` and no chunked encoding on a
+  stream; the server closes the connection to end every response (EOF in the same millisecond
+  as ``data: [DONE]``), so each request needs a new TCP connection. LF line ends. Non-streamed
+  answers carry ``Content-Length``; ``/v1/models`` does not.
+- Before the first ``data:`` line come SSE comments, ``: keepalive N/M`` (prompt progress).
+- ``data: [DONE]`` ends every stream. Usage only with ``stream_options.include_usage``, in a
+  last chunk with ``choices: []`` whose ``object`` is ``"chat.completion"`` on both endpoints;
+  ``usage.prompt_tokens_details.cached_tokens`` reports its prompt cache.
+- Every chat chunk's ``delta`` has ``"role": "assistant"``; the first one has text too (no
+  role-only chunk). The finish chunk has no text (chat ``delta: {"role": "assistant"}``,
+  completions ``text: ""``). No empty-text chunks: a token without text (a byte of an unfinished
+  character) is held back and joined to the next chunk (48 tokens: 44 chunks in chat, 45 in
+  completions). No per-chunk token count: streams carry no ``logprobs``.
+- Unknown fields are accepted and ignored: ``ignore_eos``, ``min_tokens``, ``timings_per_token``,
+  ``return_token_ids``. ``logit_bias`` is honoured on both endpoints, int or float values
+  (keys must be token ids; else HTTP 400 ``logit_bias must be a dict of int to float``):
+  ``{"2": 100.0}`` ends the answer at once (``"stop"``, usage 1), ``{"2": -100.0}`` runs to
+  ``max_tokens``. Nothing else forces a length.
+- Greedy answers (``temperature`` 0, its default) are the same twice, and the same with 4 or 8
+  requests decoded together in one batch as one at a time; the token sequence is transformers
+  serve's on the same weights (the first token's leading space is trimmed).
+- A request that arrives while a batch is decoding waits up to 0.5 s (the generation loop's time
+  budget) before it joins: its TTFT grows by that.
+- ``max_tokens`` is not checked against the model's context: 2,000 tokens stream from this
+  512-position model.
+- A request naming another model unloads this one, fails (404) and the next request reloads it;
+  around that reload the process aborted twice in four tries (``double free or corruption``,
+  SIGABRT): name :func:`model_id` only.
 
 Only the standard library is imported at the top: every step runs with any Python.
 """

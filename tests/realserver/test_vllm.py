@@ -86,8 +86,12 @@ def test_a_healthy_vllm_is_all_ok_on_messages(vllm: Any, tmp_path: Path) -> None
     assert (ok["tokens"] == ok["usage_completion_tokens"]).all(), msg
     assert ok["finish_reason"].isin(["max_tokens", "end_turn"]).all(), msg
     assert "vLLM's /v1/messages is known to ignore a forced length" in run.stderr
-    preflight = json.loads((run.out / "run.json").read_text())["preflight"]
-    assert preflight[0]["engine"] == "vllm" and len(preflight[0]["adapted"]) == 2
+    preflight = run.run["preflight"]
+    assert preflight[0]["engine"] == "vllm" and len(preflight[0]["adapted"]) == 1
+    assert "--forced-length none" in [a["flag"] for a in run.run["contract"]["adaptations"]]
+    # With no forced length, what shows a silent stop there is the reference replies (vLLM's
+    # greedy replies repeat), or nothing: the run says which.
+    assert run.run["truth"]["silent_stop"] in (None, "reference replies (16 prompts, greedy)")
 
 
 def test_check_passes_a_healthy_vllm_in_every_dialect(vllm: Any) -> None:
