@@ -230,7 +230,9 @@ def record_after_run(store_path: str | None, results_dir: str | os.PathLike[str]
 
     from streamslo.errors import BadInputError
 
-    if not store_path or not Path(results_dir, "run.json").is_file():
+    from streamslo.results.layout import Layout
+
+    if not store_path or not Layout(Path(results_dir)).run_json.is_file():
         return
     try:
         added = record_run(store_path, results_dir)

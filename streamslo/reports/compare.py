@@ -73,6 +73,7 @@ __all__ = [
     "run_info",
     "run_phrase",
     "server_summary",
+    "truth_sentence",
 ]
 
 #: Latency metrics the report shows, in order.
@@ -394,7 +395,7 @@ def run_phrase(label: str, name: str) -> str:
     return f"{who} ({name})" if name else who
 
 
-def truth_sentence(label: str, name: str, truth: Any) -> TruthBanner | None:
+def truth_sentence(label: str, name: str, truth: object) -> TruthBanner | None:
     """What one run could check, in one sentence (None: the run does not say)."""
     from streamslo.stream.truth import CHECKS, Truth
 
@@ -409,11 +410,12 @@ def truth_sentence(label: str, name: str, truth: Any) -> TruthBanner | None:
         text += "; it could NOT see " + ", ".join(missing)
     if not found.learned:
         text += " (as its flags ask: not learned from the server)"
-    unchecked = truth.get("unchecked_stops") if isinstance(truth, dict) else None
+    counts = truth if isinstance(truth, dict) else {}
+    unchecked = counts.get("unchecked_stops")
     if unchecked:
         text += (
-            f"; {unchecked:,} of {truth.get('ok_streams', 0):,} ok streams ended with an ordinary "
-            "stop it could not check"
+            f"; {unchecked:,} of {counts.get('ok_streams', 0):,} ok streams ended with an "
+            "ordinary stop it could not check"
         )
     return TruthBanner(text + ".", not missing and not unchecked)
 

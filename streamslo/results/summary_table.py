@@ -177,7 +177,7 @@ def _connect_error_rate(counts: Mapping[str, int]) -> float | None:
     return counts.get("connect_error", 0) / counted if counted else None
 
 
-def truth_lines(truth: Mapping[str, Any] | None) -> list[str]:
+def truth_lines(truth: Mapping[str, object] | None) -> list[str]:
     """What the run could check, one line each, and the ok streams whose ordinary stop it could
     not check (``summary.json``'s ``truth``)."""
     from streamslo.stream.truth import Truth

@@ -52,6 +52,7 @@ from streamslo.server.bundled import free_port
 from streamslo.slo import thresholds
 from streamslo.stream.dialects import ENDPOINT_APIS
 from streamslo.stream.envelope import WSEnvelope
+from streamslo.stream.truth import forcing_text
 from streamslo.transport.common import Target
 from streamslo.transport.fetch import fetch
 from streamslo.workload.requests import RequestOptions, Workload, resolve_system_prompt
@@ -367,7 +368,7 @@ def _write_run_json(cfg: RunConfig, prepared: _Prepared, target: _Target) -> flo
         "preflight": prepared.preflight,
         "contract": None if contract is None else contract.as_dict(),
         "truth": prepared.requests.truth.as_dict(),
-        "forced_length": str(RequestOptions.of(cfg).forced),
+        "forced_length": forcing_text(RequestOptions.of(cfg).forced),
     }
     if cfg.goodput:
         info["goodput"] = GoodputBounds.parse(cfg.goodput).as_dict()

@@ -246,7 +246,7 @@ def evaluate(slo: SLO, data: RunData, *, duration_s: float | None = None) -> lis
     return [evaluate_threshold(th, data, duration_s=duration_s) for th in slo.thresholds]
 
 
-def unmet_requirements(slo: SLO, run: Mapping[str, Any]) -> list[str]:
+def unmet_requirements(slo: SLO, run: Mapping[str, object]) -> list[str]:
     """What ``[truth] require`` asks of a run that it could not check, one sentence each (empty:
     every requirement met, or none).
 

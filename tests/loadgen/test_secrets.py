@@ -51,8 +51,9 @@ class _EchoServer(ThreadingHTTPServer):
 
 
 class _Handler(BaseHTTPRequestHandler):
-    """Every other chat request: a 401 whose message echoes the credentials it got; the rest
-    stream ``max_tokens`` chunks and end with ``finish_reason`` "=1+2"."""
+    """Every other chat request of the load: a 401 whose message echoes the credentials it got;
+    the rest (and every request before the load: the probes and the preflight, which say so in
+    a header) stream ``max_tokens`` chunks and end with ``finish_reason`` "=1+2"."""
 
     protocol_version = "HTTP/1.1"
     server: _EchoServer
@@ -74,7 +75,8 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         req = json.loads(self.rfile.read(int(self.headers.get("content-length", "0"))))
         self.server.seen.append(dict(self.headers))
-        if next(self.server.count) % 2:
+        before_load = self.headers.get("X-Streamslo-Preflight") == "1"
+        if not before_load and next(self.server.count) % 2:
             got = " / ".join(
                 self.headers.get(h, "") for h in ("Authorization", "X-Api-Key", "X-Tenant-Token")
             )
