@@ -229,7 +229,6 @@ def record_after_run(store_path: str | None, results_dir: str | os.PathLike[str]
     import sys
 
     from streamslo.errors import BadInputError
-
     from streamslo.results.layout import Layout
 
     if not store_path or not Layout(Path(results_dir)).run_json.is_file():

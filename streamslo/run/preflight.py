@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 
 from streamslo.contract.probe import PROBE_LIMITS, list_models, models_and_owner, one_stream
 from streamslo.errors import BadInputError, ProtocolError
+from streamslo.stream.cause import Cause
 from streamslo.stream.dialects import API_PATHS, Dialect
 from streamslo.stream.envelope import WSEnvelope
 from streamslo.stream.timing import StreamRecord
@@ -148,49 +149,36 @@ def _speaks_plain_http(target: Target) -> bool:
     return 100 <= status < 600
 
 
-def _connect_cause(target: Target, error: str) -> Diagnosis:
-    low = error.lower()
+def _connect_cause(target: Target, rec: StreamRecord) -> Diagnosis:
+    """Why there is no connection, by the record's cause (its error's words are only shown)."""
+    error = rec.error
     where = f"{target.host}:{target.port}"
-    if (
-        "gaierror" in low
-        or "name or service not known" in low
-        or "nodename nor servname" in low
-        or "temporary failure in name resolution" in low
-    ):
+    cause = rec.cause
+    if cause == Cause.DNS_FAILED:
         return Diagnosis(
             f"cannot resolve the host {target.host!r} ({error})",
             "check the host name in --host (a typo?), or use its IP address",
         )
-    if (
-        "wrong_version_number" in low
-        or "record layer failure" in low
-        or "packet length too long" in low
-        or ("sslerror" in low and "http" in low)
-    ):
-        return Diagnosis(
-            f"TLS handshake failed ({error}): the server speaks plain HTTP",
-            f"use http://{target.host_header}{target.prefix}",
-        )
-    if "certificate" in low:
+    if cause == Cause.TLS_UNTRUSTED:
         return Diagnosis(
             f"the server's TLS certificate is not trusted ({error})",
             "install its CA, or pass --insecure to skip verification (test servers only)",
         )
-    if "sslerror" in low or "ssl" in low:
+    if cause == Cause.TLS_FAILED:
         return Diagnosis(
             f"TLS handshake failed ({error})", "check the scheme (http:// or https://) and the port"
         )
-    if "refused" in low:
+    if cause == Cause.REFUSED:
         return Diagnosis(
             f"connection refused at {where} ({error}): nothing listens there",
             "start the server, or fix the port in --host",
         )
-    if "timeout" in low or "timed out" in low:
+    if cause == Cause.CONNECT_TIMEOUT:
         return Diagnosis(
             f"no connection to {where} within {PREFLIGHT_LIMITS.connect_timeout:g} s ({error})",
             "check the host and port, and any firewall in between",
         )
-    if "unreachable" in low:
+    if cause == Cause.UNREACHABLE:
         return Diagnosis(
             f"{where} is unreachable ({error})", "check the host in --host and the network"
         )
@@ -220,10 +208,10 @@ def diagnose(
     if outcome == "ok":
         return None
     if outcome == "connect_error" and rec.connect_s is None:
-        return _no_connection(target, error)
+        return _no_connection(target, rec)
     if outcome == "http_4xx" or (status is not None and 400 <= status < 500):
-        return _refused(protocol, error, status, request, models)
-    if outcome == "malformed" and "is not an event stream" in error:
+        return _refused(protocol, rec, request, models)
+    if rec.cause == Cause.NOT_A_STREAM:
         return Diagnosis(
             f"answered {error}: not a streaming endpoint",
             "point --host at an OpenAI-compatible server that streams (text/event-stream); "
@@ -237,17 +225,16 @@ def diagnose(
     )
 
 
-def _no_connection(target: Target, error: str) -> Diagnosis:
+def _no_connection(target: Target, rec: StreamRecord) -> Diagnosis:
     """No connection: why (DNS, refused, TLS on a plain port, a timeout...)."""
-    found = _connect_cause(target, error)
+    found = _connect_cause(target, rec)
     if (
         target.scheme == "https"
-        and "refused" not in error.lower()
-        and "resolve" not in found.cause
+        and rec.cause not in (Cause.REFUSED, Cause.DNS_FAILED)
         and _speaks_plain_http(target)
     ):
         return Diagnosis(
-            f"TLS handshake failed ({error}): the server speaks plain HTTP",
+            f"TLS handshake failed ({rec.error}): the server speaks plain HTTP",
             f"use http://{target.host_header}{target.prefix}",
         )
     return found
@@ -255,14 +242,14 @@ def _no_connection(target: Target, error: str) -> Diagnosis:
 
 def _refused(
     protocol: str,
-    error: str,
-    status: int | None,
+    rec: StreamRecord,
     request: RequestOptions,
     models: Sequence[str],
 ) -> Diagnosis:
-    """A 4xx before the stream: credentials, an unknown model, a wrong path, a rejected option."""
-    low = error.lower()
-    if status in (401, 403):
+    """A 4xx before the stream, by its cause: credentials, an unknown model, a wrong path, a
+    request the server refuses."""
+    error, status, cause = rec.error, rec.status, rec.cause
+    if cause == Cause.UNAUTHORIZED:
         header = (
             "'x-api-key: ...'"
             if request.dialect == Dialect.MESSAGES
@@ -272,34 +259,27 @@ def _refused(
             f"answered {error or f'HTTP {status}'}: the server wants credentials",
             f"pass the key with --api-key-env VAR (the variable holding it) or --header {header}",
         )
-    if "model" in low and status in (400, 404, 422, None):
+    if cause == Cause.UNKNOWN_MODEL:
         listed = f"; the server lists: {', '.join(models[:10])}" if models else ""
         return Diagnosis(
             f"answered {error}: unknown model {request.model!r}{listed}",
             "give --model with a name the server serves"
             + (f" (e.g. --model {models[0]})" if models else ""),
         )
-    if status == 404 or "404" in error:
+    if status == 404 or cause == Cause.NOT_FOUND:
         return _wrong_path(protocol, error, request)
     if status == 405:
         return Diagnosis(
             f"answered {error}: the path does not take POST",
             "check --host and --api" if request.api else "check --host and --endpoint",
         )
-    if status == 429:
+    if cause == Cause.RATE_LIMITED:
         return Diagnosis(f"answered {error} (rate limited)", "the run goes on", fatal=False)
-    hint = []
-    if "ignore_eos" in low:
-        hint.append("--no-ignore-eos")
-    if "stream_options" in low or "include_usage" in low or "usage" in low:
-        hint.append("--no-usage")
-    fix = (
-        ("the server rejects a request option: " + " ".join(hint))
-        if hint
-        else "the server rejects the request: check --endpoint, --model and the options it does not accept "
-        "(--no-ignore-eos, --no-usage); `streamslo check URL` shows what it accepts"
+    return Diagnosis(
+        f"answered {error or f'HTTP {status}'}",
+        "the server rejects the request: check --endpoint, --model and the options it does not "
+        "accept (--forced-length, --no-usage); `streamslo check URL` shows what it accepts",
     )
-    return Diagnosis(f"answered {error or f'HTTP {status}'}", fix)
 
 
 def _wrong_path(protocol: str, error: str, request: RequestOptions) -> Diagnosis:

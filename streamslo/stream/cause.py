@@ -20,7 +20,7 @@ from enum import StrEnum
 
 from streamslo.stream.outcome import Outcome
 
-__all__ = ["CAUSES", "Cause", "default_cause"]
+__all__ = ["CAUSES", "CONNECT_CAUSES", "Cause", "connect_cause", "default_cause", "status_cause"]
 
 
 class Cause(StrEnum):
@@ -30,10 +30,32 @@ class Cause(StrEnum):
     """``ok``: the terminal marker, a stop reason and counts that add up."""
     # --- before a stream began
     NO_CONNECTION = "no_connection"
-    """``connect_error``: refused, unreachable, TLS failed, reset before any answer."""
+    """``connect_error``: the connection failed in another way (reset, closed before any
+    answer)."""
+    DNS_FAILED = "dns_failed"
+    """``connect_error``: the host name does not resolve."""
+    REFUSED = "refused"
+    """``connect_error``: nothing listens on the port."""
+    UNREACHABLE = "unreachable"
+    """``connect_error``: no route to the host or its network."""
+    CONNECT_TIMEOUT = "connect_timeout"
+    """``connect_error``: no connection within the connect timeout."""
+    TLS_FAILED = "tls_failed"
+    """``connect_error``: the TLS handshake failed (a server that speaks plain HTTP, another
+    protocol)."""
+    TLS_UNTRUSTED = "tls_untrusted"
+    """``connect_error``: the server's certificate is not trusted."""
     HTTP_STATUS = "http_status"
     """``http_4xx`` / ``http_5xx``: a non-2xx status (``status``), a refused WebSocket handshake,
     or an error frame / close before the first content chunk (``status``: its code)."""
+    UNAUTHORIZED = "unauthorized"
+    """``http_4xx``: 401 or 403, the server wants (other) credentials."""
+    NOT_FOUND = "not_found"
+    """``http_4xx``: 404 or 405, no such path (or method)."""
+    UNKNOWN_MODEL = "unknown_model"
+    """``http_4xx``: a 400, 404 or 422 whose message names the model."""
+    RATE_LIMITED = "rate_limited"
+    """``http_4xx``: 429, or WebSocket close 1013 (try again later)."""
     NOT_A_STREAM = "not_a_stream"
     """``malformed``: a 2xx whose body is not an event stream."""
     # --- the transport
@@ -115,3 +137,53 @@ _DEFAULT: dict[Outcome, Cause] = {
 def default_cause(outcome: Outcome) -> Cause:
     """The cause an outcome takes when the code that decided it names none."""
     return _DEFAULT[outcome]
+
+
+#: The causes of a connection that never carried an answer.
+CONNECT_CAUSES: frozenset[Cause] = frozenset(
+    {
+        Cause.NO_CONNECTION,
+        Cause.DNS_FAILED,
+        Cause.REFUSED,
+        Cause.UNREACHABLE,
+        Cause.CONNECT_TIMEOUT,
+        Cause.TLS_FAILED,
+        Cause.TLS_UNTRUSTED,
+    }
+)
+
+
+def connect_cause(exc: BaseException) -> Cause:
+    """Why a connection failed, by the exception's type (and errno): never by its words."""
+    import errno
+    import socket
+    import ssl
+
+    if isinstance(exc, socket.gaierror):
+        return Cause.DNS_FAILED
+    if isinstance(exc, ConnectionRefusedError):
+        return Cause.REFUSED
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return Cause.TLS_UNTRUSTED
+    if isinstance(exc, ssl.SSLError):
+        return Cause.TLS_FAILED
+    if isinstance(exc, TimeoutError):  # (socket.timeout is TimeoutError)
+        return Cause.CONNECT_TIMEOUT
+    if isinstance(exc, OSError) and exc.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH):
+        return Cause.UNREACHABLE
+    return Cause.NO_CONNECTION
+
+
+def status_cause(status: int, message: str) -> Cause:
+    """What a non-2xx answer says of the request: credentials, no such path, an unknown model
+    (a 400, 404 or 422 whose message names the model: the only place its words are read),
+    slow down, or just its status."""
+    if status in (401, 403):
+        return Cause.UNAUTHORIZED
+    if status in (400, 404, 422) and "model" in message.lower():
+        return Cause.UNKNOWN_MODEL
+    if status in (404, 405):
+        return Cause.NOT_FOUND
+    if status == 429:
+        return Cause.RATE_LIMITED
+    return Cause.HTTP_STATUS

@@ -24,7 +24,7 @@ from streamslo.stream.caps import (
     MAX_AFTER_DONE_BYTES,
     MAX_ERROR_BODY_BYTES,
 )
-from streamslo.stream.cause import Cause
+from streamslo.stream.cause import Cause, connect_cause, status_cause
 from streamslo.stream.chunkjson import error_message, inband_error, loads_chunk
 from streamslo.stream.http1 import ReaderState, ResponseHead, ResponseReader
 from streamslo.stream.lane import chunk_event
@@ -69,7 +69,7 @@ def http_error(tracker: StreamTracker, t: float, status: int, body: bytes | byte
         message = text[:200].strip()
     detail = f"HTTP {status}" + (f": {message}" if message else "")
     if 400 <= status < 500:
-        tracker.finish(t, Outcome.HTTP_4XX, detail)
+        tracker.finish(t, Outcome.HTTP_4XX, detail, status_cause(status, message))
     elif 500 <= status < 600:
         tracker.finish(t, Outcome.HTTP_5XX, detail)
     else:
@@ -84,7 +84,7 @@ def transport_failed(tracker: StreamTracker, t: float, exc: BaseException) -> No
         return
     detail = f"{type(exc).__name__}: {exc}"[:200]
     if tracker.rec.status is None:
-        tracker.finish(t, Outcome.CONNECT_ERROR, detail)
+        tracker.finish(t, Outcome.CONNECT_ERROR, detail, connect_cause(exc))
     else:
         tracker.finish(t, Outcome.TRUNCATED, detail)
 

@@ -38,7 +38,7 @@ import math
 from enum import Enum
 from typing import Literal, Protocol
 
-from streamslo.stream.cause import Cause, default_cause
+from streamslo.stream.cause import Cause, default_cause, status_cause
 from streamslo.stream.chunkjson import ANSWER, REASONING
 from streamslo.stream.chunks import DialectReader, OpenAIChunks
 from streamslo.stream.counts import Ledger, judge_end
@@ -326,7 +326,8 @@ class StreamTracker:
         if self.rec.protocol == _WS and not self.content_seen:
             code = status if status is not None else 500
             outcome = Outcome.HTTP_4XX if code < 500 else Outcome.HTTP_5XX
-            self.finish(t, outcome, f"error {code}: {message}", Cause.HTTP_STATUS)
+            cause = status_cause(code, message) if code < 500 else Cause.HTTP_STATUS
+            self.finish(t, outcome, f"error {code}: {message}", cause)
         else:
             self.finish(t, Outcome.ERROR_EVENT, f"error event: {message}")
 

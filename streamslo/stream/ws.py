@@ -23,6 +23,7 @@ from websockets.frames import Frame, Opcode
 from websockets.protocol import State
 
 from streamslo.stream.caps import MAX_CONTROL_FRAMES
+from streamslo.stream.cause import Cause
 from streamslo.stream.exchange import (
     ExchangeState,
     Expiry,
@@ -72,7 +73,8 @@ def ws_closed(tracker: StreamTracker, t: float, code: int | None, reason: str = 
     detail = f"ws close {shown}" + (f": {reason[:120]}" if reason else "")
     if not tracker.content_seen:
         if shown in WS_CLOSE_4XX:
-            tracker.finish(t, Outcome.HTTP_4XX, detail)
+            cause = Cause.RATE_LIMITED if shown == 1013 else Cause.HTTP_STATUS
+            tracker.finish(t, Outcome.HTTP_4XX, detail, cause)
             return
         if shown in WS_CLOSE_5XX:
             tracker.finish(t, Outcome.HTTP_5XX, detail)
