@@ -28,6 +28,7 @@ from streamslo.options.run_options import (
 )
 from streamslo.options.values import Duration, Switch, TextList
 from streamslo.run import execute as runner
+from streamslo.run.locust_cmd import locust_command
 from streamslo.workload.requests import ENDPOINT_PATHS, RequestOptions
 
 REPO = Path(__file__).resolve().parents[1]
@@ -164,7 +165,7 @@ def test_the_locust_command_carries_no_secret(tmp_path, monkeypatch):
         "--max-tokens",
         "5",
     )
-    cmd = runner._locust_command(cfg, Path("locustfile.py"))
+    cmd = locust_command(cfg, Path("locustfile.py"))
     line = " ".join(cmd)
     for value in (
         "sk-live-0123456789",

@@ -85,6 +85,8 @@ KEPT: dict[str, str] = {
     "streamslo.options.run_options.cli_values": _OPTIONS,
     "streamslo.options.run_options.from_locust": _OPTIONS,
     "streamslo.run.execute.load_scenario": _OPTIONS,
+    "streamslo.run.config.describe_scenarios": "run.json's scenarios: JSON values of a scenario's schedule",
+    "streamslo.run.config.describe_workload": "run.json's workload: JSON values, one key per source",
     "streamslo.runfiles.finalize.finalize": (
         "left: run_info is merged over run.json read as JSON, and the plain-Locust caller writes "
         "None where RunJson says int; RunJson should allow None there (then run_info: RunJson)"

@@ -21,15 +21,25 @@ from streamslo.options.run_options import OPTIONS, RunOptions, cli_values
 from streamslo.scenario_files import resolve_scenario
 from streamslo.slo.budget import read_slo_file
 from streamslo.stream.dialects import Dialect
+from streamslo.stream.envelope import WSEnvelope
+from streamslo.workload.requests import Workload, resolve_system_prompt
 from streamslo.workload.scenario_file import read_scenario
 from streamslo.workload.scenarios import from_wire
 from streamslo.workload.sessions import read_sessions
 from streamslo.workload.trace import describe_trace
 
 if TYPE_CHECKING:
+    from streamslo.slo.budget import Budget
+    from streamslo.slo.thresholds import SLO
     from streamslo.workload.scenario_file import ScenarioFile
 
-__all__ = ["RunConfig", "config_from_args"]
+__all__ = [
+    "RunConfig",
+    "config_from_args",
+    "describe_scenarios",
+    "describe_workload",
+    "protocol_mix",
+]
 
 _OPTION_NAMES = frozenset(o.name for o in OPTIONS)
 
@@ -41,10 +51,10 @@ class RunConfig(RunOptions):
 
     host: str
     out: Path
-    slo: Any = None
-    """A parsed SLO (streamslo.slo.thresholds); None: the incidents' default."""
-    budget: Any = None
-    """The error budget (:class:`streamslo.slo.budget.Budget`) of the SLO file or scenario, or None."""
+    slo: SLO | None = None
+    """A parsed SLO; None: the incidents' default."""
+    budget: Budget | None = None
+    """The error budget of the SLO file or scenario, or None."""
     extra_locust_args: tuple[str, ...] = field(default_factory=tuple)
     given: frozenset[str] = frozenset()
     """The run options the user set (command line or scenario file): what the preflight learns
@@ -197,3 +207,53 @@ def _check_sessions(values: dict[str, Any]) -> None:
         )
     if values["sessions"] != "synthetic":
         read_sessions(values["sessions"], values.get("session_format", "auto"))
+
+
+def describe_scenarios(wire: str) -> list[dict[str, Any]] | None:
+    """run.json's ``scenarios``: each one's name, executor and schedule (None without)."""
+    if not wire:
+        return None
+
+    return [
+        {
+            "name": sc.name,
+            "executor": sc.executor,
+            "start_s": sc.start_time,
+            "duration_s": sc.duration,
+            "graceful_stop_s": sc.graceful_stop,
+            "peak_vus": sc.peak_vus(),
+            "protocol": dict(sc.protocol) if sc.protocol is not None else None,
+        }
+        for sc in from_wire(wire)
+    ]
+
+
+def describe_workload(cfg: RunConfig) -> dict[str, Any]:
+    """What ``run.json`` keeps about the prompts (``workload``: source, dataset name and
+    sha256, lengths, turns); reading the inputs here rejects a bad one before Locust starts.
+
+    Raises:
+        BadInputError: an unreadable dataset, prompt file, tokenizer, system prompt file or
+            WebSocket request template.
+    """
+
+    resolve_system_prompt(cfg.system_prompt)
+    envelope = WSEnvelope.from_options(
+        cfg.ws_request_template, cfg.ws_chunk_path, cfg.ws_done_message
+    )
+    out = Workload(cfg).describe()
+    if not envelope.plain:
+        out["ws_envelope"] = {
+            "request_template": cfg.ws_request_template,
+            "chunk_path": cfg.ws_chunk_path,
+            "done_message": cfg.ws_done_message,
+        }
+    return out
+
+
+def protocol_mix(cfg: RunConfig) -> dict[str, float]:
+    """run.json's ``protocol_mix``: each transport's share and the slow readers'."""
+    f = cfg.slow_readers
+    if cfg.protocol == "mixed":
+        return {"sse": 0.5, "ws": 0.5, "slow_readers": f}
+    return {cfg.protocol: 1.0, "slow_readers": f}

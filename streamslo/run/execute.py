@@ -10,16 +10,11 @@ exporter), finalizes the directory, prints the summary and returns the exit code
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
-import math
-import os
-import signal
-import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,32 +29,31 @@ from streamslo.errors import (
     ProtocolError,
 )
 from streamslo.figures.registry import GoodputBounds
-from streamslo.options.run_options import (
-    locust_argv,
-)
 from streamslo.results.layout import Layout, load_run, new_run_json, read_run_start, write_json
 from streamslo.results.summary_table import format_summary
 from streamslo.run.adapt import Prepared, prepare_requests
-from streamslo.run.config import RunConfig, config_from_args
+from streamslo.run.child import Watched, exit_words, launch_and_watch, signal_name
+from streamslo.run.config import (
+    RunConfig,
+    config_from_args,
+    describe_scenarios,
+    describe_workload,
+    protocol_mix,
+)
 from streamslo.run.evidence import ServerEvidence
-from streamslo.run.exporter import GeneratorExporter
 from streamslo.run.freed import FreedCheck
-from streamslo.run.progress import Progress
-from streamslo.run.signals import exit_code_of
-from streamslo.run.watch import RunWatch
 from streamslo.runfiles.finalize import finalize, iso_utc, last_record_epoch
-from streamslo.server.bundled import free_port
 from streamslo.slo import thresholds
 from streamslo.stream.dialects import ENDPOINT_APIS
-from streamslo.stream.envelope import WSEnvelope
 from streamslo.stream.truth import forcing_text
 from streamslo.transport.common import Target
 from streamslo.transport.fetch import fetch
-from streamslo.workload.requests import RequestOptions, Workload, resolve_system_prompt
-from streamslo.workload.scenarios import from_wire
+from streamslo.workload.requests import RequestOptions
 
 if TYPE_CHECKING:
-    from streamslo.results.schema import RunJson
+    from streamslo.results.layout import RunData
+    from streamslo.results.schema import RunJson, SummaryJson
+    from streamslo.slo.thresholds import SLO, CheckResult
 
 __all__ = ["RunConfig", "config_from_args", "execute", "prepare_out"]
 
@@ -67,132 +61,13 @@ __all__ = ["RunConfig", "config_from_args", "execute", "prepare_out"]
 # command that runs one imports them beside execute.)
 
 
-#: Plain runs: how long past the load's own end Locust's ``--run-time`` (a safety net) waits.
-LOAD_START_SLACK_S = 60.0
-#: ``[scenarios.*]`` runs: how long after the last scenario's end Locust's ``--run-time``
-#: stops a run whose scenarios did not end it (a lost worker).
-SCENARIO_SLACK_S = 30.0
-
-
-def _describe_scenarios(wire: str) -> list[dict[str, Any]] | None:
-    """run.json's ``scenarios``: each one's name, executor and schedule (None without)."""
-    if not wire:
-        return None
-
-    return [
-        {
-            "name": sc.name,
-            "executor": sc.executor,
-            "start_s": sc.start_time,
-            "duration_s": sc.duration,
-            "graceful_stop_s": sc.graceful_stop,
-            "peak_vus": sc.peak_vus(),
-            "protocol": dict(sc.protocol) if sc.protocol is not None else None,
-        }
-        for sc in from_wire(wire)
-    ]
-
-
-def _locust_command(cfg: RunConfig, locustfile: Path) -> list[str]:
-    """Locust's command line: its own options translated, then every stream-user option that
-    differs from its default (never a secret: see :meth:`RunConfig.locust_environment`)."""
-    run_time, load_time = _run_time(cfg)
-    spawn = cfg.spawn_rate if cfg.spawn_rate > 0 else float(cfg.users)
-    # The open loop splits --request-rate over the generating processes: a master's workers.
-    forwarded = (
-        replace(cfg, processes=cfg.expect_workers, load_time=load_time)
-        if cfg.master
-        else replace(cfg, load_time=load_time)
-    )
-    # The web UI tab checks the run's SLO: its file, or the scenario holding the thresholds.
-    if not cfg.slo_source and cfg.slo is not None and cfg.scenario:
-        forwarded = replace(forwarded, slo_source=cfg.scenario)
-    cmd = [
-        sys.executable,
-        "-m",
-        "locust",
-        "-f",
-        str(locustfile),
-        "--headless",
-        "--host",
-        cfg.host,
-        "-u",
-        str(cfg.users),
-        "-r",
-        f"{spawn:g}",
-        "--run-time",
-        f"{max(1, round(run_time))}s",
-        "--stop-timeout",
-        str(math.ceil(cfg.drain)),
-        "--exit-code-on-error",
-        "0",
-        "--only-summary",
-        "--loglevel",
-        "WARNING",
-        *locust_argv(forwarded),
-        *_process_options(cfg),
-    ]
-    if cfg.generator_cpus:
-        cmd = ["taskset", "-c", cfg.generator_cpus, *cmd]
-    return [*cmd, *cfg.extra_locust_args]
-
-
-def _run_time(cfg: RunConfig) -> tuple[float, float]:
-    """Locust's ``--run-time`` (a safety net past the load's own end) and the load's length
-    from its first request (0: the scenarios, a trace or the stages end it)."""
-    run_time = cfg.warmup + cfg.duration
-    load_time = 0.0
-    if cfg.scenarios or cfg.trace:
-        # The scenarios (a trace) end the run themselves (Locust's clock starts before they do): its
-        # run time is only a safety net.
-        run_time += SCENARIO_SLACK_S
-    elif not cfg.stages and not cfg.shape:
-        # The load lasts --duration from its first request (loadgen/loadtime.py): Locust's
-        # clock starts before the spawn and the model lookup, which took 2.2 s of a 5 s run.
-        load_time = run_time
-        run_time += LOAD_START_SLACK_S
-    return run_time, load_time
-
-
-def _process_options(cfg: RunConfig) -> list[str]:
-    """Locust's options for a master (workers elsewhere) or local processes."""
-    if cfg.master:
-        return [
-            "--master",
-            "--expect-workers",
-            str(cfg.expect_workers),
-            "--master-bind-host",
-            cfg.master_bind_host,
-            "--master-bind-port",
-            str(cfg.master_bind_port),
-        ]
-    if cfg.processes <= 1:
-        return []
-    # Locust's master binds every interface unless told otherwise; its forks are local.
-    # A free port of its own: on the default one (5557), two runs on one machine take each
-    # other's workers (seen: "Discarded report from unrecognized worker", windows and
-    # Locust's own statistics lost). Locust needs the port twice, or its forks hang.
-
-    port = str(free_port())
-    return [
-        "--processes",
-        str(cfg.processes),
-        "--master-bind-host",
-        "127.0.0.1",
-        "--master-bind-port",
-        port,
-        "--master-port",
-        port,
-    ]
-
-
 @dataclass
 class _Prepared:
     """Phase 1, before any load: the results directory, what the run sends, the target's answer."""
 
-    layout: Any
-    """The directory's :class:`~streamslo.results.layout.Layout`."""
-    slo: Any
+    layout: Layout
+    slo: SLO
+    """The thresholds the run is judged by (the incidents' default when none was given)."""
     workload: dict[str, Any]
     requests: Prepared
     """The preflight's findings, the adapted configuration and the truth the run can check."""
@@ -207,45 +82,20 @@ class _Target:
     """Phase 2: what the target says of itself before the load (and the baseline the freed
     check returns to)."""
 
-    evidence: Any
-    """The :class:`~streamslo.run.evidence.ServerEvidence` that scrapes it during the run."""
+    evidence: ServerEvidence
+    """What scrapes it during the run."""
     server: dict[str, Any] | None
-    freed: Any = None
-
-
-@dataclass
-class _Watched:
-    """Phases 3 and 4: how the load generator's run went."""
-
-    start: float
-    watch: Any
-    rc: int | None = None
-    aborted: list[Any] = field(default_factory=list)
-    alert_abort: Any = None
-    overran: bool = False
-    interrupted: KeyboardInterrupt | None = None
-
-    @property
-    def died(self) -> bool:
-        """Locust exited with an error of its own (not stopped by a threshold, an alert, a
-        signal or the safety net)."""
-        return (
-            self.rc not in (0, None)
-            and not self.aborted
-            and self.alert_abort is None
-            and self.interrupted is None
-            and not self.overran
-        )
+    freed: FreedCheck | None = None
 
 
 @dataclass
 class _Finalized:
     """Phase 5: the finalized directory."""
 
-    summary: Any
-    checks: list[Any]
-    data: Any
-    """The run as loaded after finalizing (:class:`~streamslo.results.layout.RunData`)."""
+    summary: SummaryJson
+    checks: list[CheckResult]
+    data: RunData
+    """The run as loaded after finalizing."""
     server_freed: dict[str, Any] | None
     tail: str
     """The end of Locust's log, when it died."""
@@ -272,7 +122,7 @@ def execute(cfg: RunConfig) -> int:
     cfg = prepared.requests.cfg  # adapted to what the preflight learned of the server
     target = _ask_target(cfg, prepared)
     start = _write_run_json(cfg, prepared, target)
-    watched = _launch_and_watch(cfg, prepared, target, start)
+    watched = launch_and_watch(cfg, prepared.slo, prepared.layout, target.evidence, start)
     done = _finalize(cfg, prepared, target, watched)
     _print_report(cfg, prepared, done, watched)
     return _exit_code(cfg, prepared, done, watched)
@@ -290,7 +140,7 @@ def _prepare(cfg: RunConfig) -> _Prepared:
     created = not layout.root.exists()
     prepare_out(layout.root)
     try:
-        workload = _describe_workload(cfg)  # a bad dataset or tokenizer: exit 2 before any load
+        workload = describe_workload(cfg)  # a bad dataset or tokenizer: exit 2 before any load
         requests = prepare_requests(cfg, layout.root)  # a wrong target: exit 2 before any load
     except BadInputError:
         if created:  # leave no empty directory behind a run that never started
@@ -347,14 +197,14 @@ def _write_run_json(cfg: RunConfig, prepared: _Prepared, target: _Target) -> flo
         "warmup_s": cfg.warmup,
         "drain_s": cfg.drain,
         "protocol": cfg.protocol,
-        "protocol_mix": _mix(cfg),
+        "protocol_mix": protocol_mix(cfg),
         "endpoint": cfg.endpoint,
         "api": cfg.api or ENDPOINT_APIS[cfg.endpoint],
         "max_tokens": cfg.max_tokens,
         "stall_timeout": cfg.stall_timeout,
         "request_timeout": cfg.request_timeout,
         "request_rate": cfg.request_rate or None,
-        "scenarios": _describe_scenarios(cfg.scenarios),
+        "scenarios": describe_scenarios(cfg.scenarios),
         "processes": cfg.processes,
         "expect_workers": cfg.expect_workers if cfg.master else None,
         "slo": cfg.slo_source or ("scenario" if cfg.slo is not None else "default"),
@@ -376,53 +226,7 @@ def _write_run_json(cfg: RunConfig, prepared: _Prepared, target: _Target) -> flo
     return start
 
 
-def _launch_and_watch(
-    cfg: RunConfig, prepared: _Prepared, target: _Target, start: float
-) -> _Watched:
-    """Start Locust and watch it to its end (live thresholds, alerts, progress); a stop signal
-    stops it as at the end of a run (streams in flight get the drain)."""
-    locustfile = Path(__file__).resolve().parents[1] / "loadgen" / "locustfile.py"
-    env = dict(os.environ, STREAMSLO_RUNNER="1", PYTHONUNBUFFERED="1", **cfg.locust_environment())
-    watched = _Watched(start, _new_watch(cfg, prepared.slo, prepared.layout.root))
-    proc: subprocess.Popen[bytes] | None = None
-    with open(prepared.layout.locust_log, "wb") as log:
-        try:
-            proc = subprocess.Popen(
-                _locust_command(cfg, locustfile),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=env,
-                start_new_session=True,
-                preexec_fn=_die_with_parent,
-            )
-            target.evidence.start()
-            watched.aborted, watched.alert_abort, watched.overran = _watch(proc, cfg, watched.watch)
-        except KeyboardInterrupt as exc:
-            # Ctrl-C, SIGTERM, SIGHUP: stop Locust as at the end of a run (streams in flight
-            # get the drain), then finalize what was measured.
-            watched.interrupted = exc
-            print(
-                "streamslo run: interrupted; stopping the load (streams in flight get the drain) "
-                "and keeping the results",
-                file=sys.stderr,
-                flush=True,
-            )
-            if proc is not None:
-                _stop(proc, cfg.drain)
-        except BaseException:
-            if proc is not None:
-                _stop(proc, 5.0)
-            raise
-        finally:
-            target.evidence.stop()
-            watched.watch.finish(time.time() - start)
-            if watched.watch.exporter is not None:
-                watched.watch.exporter.stop()
-    watched.rc = proc.returncode if proc is not None else None
-    return watched
-
-
-def _finalize(cfg: RunConfig, prepared: _Prepared, target: _Target, w: _Watched) -> _Finalized:
+def _finalize(cfg: RunConfig, prepared: _Prepared, target: _Target, w: Watched) -> _Finalized:
     """Finalize the directory however the run ended (a killed Locust: its end is its last
     record).
 
@@ -450,7 +254,7 @@ def _finalize(cfg: RunConfig, prepared: _Prepared, target: _Target, w: _Watched)
         "aborted_by_alert": w.alert_abort.as_dict() if w.alert_abort is not None else None,
         "alerts": [a.as_dict() for a in w.watch.alerts] if cfg.budget is not None else None,
         "interrupted": w.interrupted is not None,
-        "stop_signal": _signal_name(w.interrupted),
+        "stop_signal": signal_name(w.interrupted),
         "killed": died,
         "overran": w.overran,
         "locust_exit_code": w.rc,
@@ -461,7 +265,7 @@ def _finalize(cfg: RunConfig, prepared: _Prepared, target: _Target, w: _Watched)
     return _Finalized(summary, list(checks), load_run(layout.root), server_freed, tail)
 
 
-def _print_report(cfg: RunConfig, prepared: _Prepared, done: _Finalized, w: _Watched) -> None:
+def _print_report(cfg: RunConfig, prepared: _Prepared, done: _Finalized, w: Watched) -> None:
     """The terminal summary, drift and budget alerts, where the results are and what next."""
     if cfg.quiet:
         return
@@ -488,7 +292,7 @@ def _print_report(cfg: RunConfig, prepared: _Prepared, done: _Finalized, w: _Wat
     )
 
 
-def _exit_code(cfg: RunConfig, prepared: _Prepared, done: _Finalized, w: _Watched) -> int:
+def _exit_code(cfg: RunConfig, prepared: _Prepared, done: _Finalized, w: Watched) -> int:
     """The run's exit code (k6's); a stop signal is raised again once everything is written.
 
     Raises:
@@ -499,7 +303,7 @@ def _exit_code(cfg: RunConfig, prepared: _Prepared, done: _Finalized, w: _Watche
         raise w.interrupted
     if w.died:
         print(
-            f"streamslo run: the load generator (locust) {_exit_words(w.rc)} before the run's "
+            f"streamslo run: the load generator (locust) {exit_words(w.rc)} before the run's "
             f"end; what it had written is finalized in {prepared.layout.root} (run.json killed: "
             f"true). See {prepared.layout.locust_log}:\n{done.tail}",
             file=sys.stderr,
@@ -555,29 +359,6 @@ def prepare_out(out: Path) -> None:
         ) from None
 
 
-def _describe_workload(cfg: RunConfig) -> dict[str, Any]:
-    """What ``run.json`` keeps about the prompts (``workload``: source, dataset name and
-    sha256, lengths, turns); reading the inputs here rejects a bad one before Locust starts.
-
-    Raises:
-        BadInputError: an unreadable dataset, prompt file, tokenizer, system prompt file or
-            WebSocket request template.
-    """
-
-    resolve_system_prompt(cfg.system_prompt)
-    envelope = WSEnvelope.from_options(
-        cfg.ws_request_template, cfg.ws_chunk_path, cfg.ws_done_message
-    )
-    out = Workload(cfg).describe()
-    if not envelope.plain:
-        out["ws_envelope"] = {
-            "request_template": cfg.ws_request_template,
-            "chunk_path": cfg.ws_chunk_path,
-            "done_message": cfg.ws_done_message,
-        }
-    return out
-
-
 def _answers(cfg: RunConfig, path: str) -> bool:
     """Whether the target answers ``GET path`` (any status) within 3 s."""
 
@@ -586,122 +367,3 @@ def _answers(cfg: RunConfig, path: str) -> bool:
     except (OSError, ProtocolError, ValueError):
         return False
     return True
-
-
-def _signal_name(exc: KeyboardInterrupt | None) -> str | None:
-
-    return None if exc is None else signal.Signals(exit_code_of(exc) - 128).name
-
-
-def _exit_words(rc: int | None) -> str:
-    if rc is not None and rc < 0:
-        return f"was killed by {signal.Signals(-rc).name}"
-    return f"exited with code {rc}"
-
-
-def _die_with_parent() -> None:
-    """In the Locust child, before exec: have Linux send it SIGTERM if ``streamslo run`` dies
-    without stopping it (SIGKILL), so that Locust stops and flushes instead of running on."""
-    if not sys.platform.startswith("linux"):
-        return
-
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
-
-
-def _mix(cfg: RunConfig) -> dict[str, float]:
-    f = cfg.slow_readers
-    if cfg.protocol == "mixed":
-        return {"sse": 0.5, "ws": 0.5, "slow_readers": f}
-    return {cfg.protocol: 1.0, "slow_readers": f}
-
-
-def _new_watch(cfg: RunConfig, slo: Any, out: Path) -> Any:
-    """The watch of this run, with its progress line and its Prometheus endpoint."""
-
-    mode = "off" if cfg.quiet and cfg.progress == "auto" else cfg.progress
-    exporter = None
-    if cfg.prometheus_port:
-        exporter = GeneratorExporter(cfg.prometheus_port)
-        try:
-            exporter.start()
-        except OSError as exc:
-            raise BadInputError(
-                f"--prometheus-port {cfg.prometheus_port}: cannot listen ({exc.strerror})"
-            ) from None
-    progress = Progress(mode, cfg.progress_interval)
-    return RunWatch(out, slo, cfg.budget, cfg.warmup + cfg.duration, progress, exporter)
-
-
-def _watch(
-    proc: subprocess.Popen[bytes], cfg: RunConfig, watch: Any
-) -> tuple[list[Any], Any, bool]:
-    """Wait for Locust; stop it early when an abortOnFail threshold fails or an abortOnFail
-    alert fires (read from the windows and the running totals, see :mod:`streamslo.run.watch`),
-    or when it runs far past its end (a hung generator).
-
-    Returns:
-        (the abortOnFail checks that stopped it, the alert that stopped it or None, whether it
-        ran past its end and was stopped).
-    """
-
-    start: float | None = None if cfg.master else time.monotonic()
-    said = -math.inf
-    limit = cfg.warmup + cfg.duration + cfg.drain + 120.0
-    while proc.poll() is None:
-        time.sleep(1.0)
-        if start is None:
-            # A master's clock starts when its workers start the load: until then say so
-            # (a progress line would count down a run that has not begun).
-            if read_run_start(Layout(cfg.out)) is None:
-                if time.monotonic() - said >= 15.0 and not cfg.quiet and cfg.progress != "off":
-                    said = time.monotonic()
-                    print(_waiting_words(cfg), file=sys.stderr, flush=True)
-                continue
-            start = time.monotonic()
-        elapsed = time.monotonic() - start
-        if elapsed > limit:
-            print(
-                f"streamslo run: locust still runs {elapsed:.0f}s after the start; stopping it",
-                file=sys.stderr,
-            )
-            _stop(proc, 5.0)
-            return [], None, True
-        verdict = watch.poll(elapsed)
-        if verdict:
-            if verdict.alert is not None:
-                print(
-                    f"streamslo run: budget alert {verdict.alert.name} fired (abortOnFail); stopping the run",
-                    file=sys.stderr,
-                    flush=True,
-                )
-            _stop(proc, cfg.drain)
-            return list(verdict.failed), verdict.alert, False
-    return [], None, False
-
-
-def _waiting_words(cfg: RunConfig) -> str:
-    """What a master says while no worker has started the load."""
-    n = cfg.expect_workers
-    locustfile = Path(__file__).resolve().parent / "loadgen" / "locustfile.py"
-    return (
-        f"streamslo run: master waiting for {n} worker{'s' if n != 1 else ''} on "
-        f"{cfg.master_bind_host}:{cfg.master_bind_port}; the run starts when {'all' if n != 1 else 'it'} "
-        f"connected. Start {'each' if n != 1 else 'it'} with: locust -f {locustfile} --worker "
-        f"--master-host HOST --master-port {cfg.master_bind_port}"
-    )
-
-
-def _stop(proc: subprocess.Popen[bytes], drain: float) -> None:
-    """SIGTERM Locust's process group (streams in flight get ``drain``), SIGKILL it after."""
-    if proc.poll() is not None:
-        return
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    try:
-        proc.wait(timeout=drain + 15)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
