@@ -50,7 +50,7 @@ class Prepared:
 
     cfg: RunConfig
     """The run's configuration with the adaptations applied."""
-    preflight: list[dict[str, Any]] | None
+    preflight: list[dict[str, object]] | None
     """``run.json``'s ``preflight`` (None: ``--no-preflight``)."""
     contract: Contract | None
     """What the probes learned (None: not asked)."""
@@ -191,12 +191,12 @@ def _preflight_results(cfg: RunConfig) -> list[PreflightResult]:
         raise _masked(cfg, exc) from None
 
 
-def _preflight_json(cfg: RunConfig, results: Sequence[PreflightResult]) -> list[dict[str, Any]]:
+def _preflight_json(cfg: RunConfig, results: Sequence[PreflightResult]) -> list[dict[str, object]]:
     """``run.json``'s ``preflight``, each note said on the terminal."""
     hide = cfg.headers.redactor()
     for note in results[0].adapted if results else ():
         _say(cfg, note)
-    out = []
+    out: list[dict[str, object]] = []
     for r in results:
         if r.diagnosis is not None:
             error = f" ({hide(r.record.error)})" if r.record.error else ""

@@ -228,7 +228,7 @@ def describe_scenarios(wire: str) -> list[dict[str, Any]] | None:
     ]
 
 
-def describe_workload(cfg: RunConfig) -> dict[str, Any]:
+def describe_workload(cfg: RunConfig) -> dict[str, object]:
     """What ``run.json`` keeps about the prompts (``workload``: source, dataset name and
     sha256, lengths, turns); reading the inputs here rejects a bad one before Locust starts.
 

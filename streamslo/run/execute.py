@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from streamslo import __version__
 from streamslo.errors import (
@@ -68,12 +68,12 @@ class _Prepared:
     layout: Layout
     slo: SLO
     """The thresholds the run is judged by (the incidents' default when none was given)."""
-    workload: dict[str, Any]
+    workload: dict[str, object]
     requests: Prepared
     """The preflight's findings, the adapted configuration and the truth the run can check."""
 
     @property
-    def preflight(self) -> list[dict[str, Any]] | None:
+    def preflight(self) -> list[dict[str, object]] | None:
         return self.requests.preflight
 
 
@@ -84,7 +84,7 @@ class _Target:
 
     evidence: ServerEvidence
     """What scrapes it during the run."""
-    server: dict[str, Any] | None
+    server: dict[str, object] | None
     freed: FreedCheck | None = None
 
 
@@ -96,7 +96,7 @@ class _Finalized:
     checks: list[CheckResult]
     data: RunData
     """The run as loaded after finalizing."""
-    server_freed: dict[str, Any] | None
+    server_freed: dict[str, object] | None
     tail: str
     """The end of Locust's log, when it died."""
 
