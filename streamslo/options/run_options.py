@@ -22,18 +22,18 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from streamslo.errors import BadInputError, SLOFileError
 from streamslo.figures.registry import GoodputBounds
 from streamslo.options.cancel import CancelAfterSpec
+from streamslo.options.declare import add_arguments, rows
 from streamslo.options.lengths import LengthDist, LengthSpec, SecondsDist, SecondsSpec
 from streamslo.options.toml_file import TomlFile
 from streamslo.options.values import (
-    OPTION_KEY,
     Choice,
     Duration,
     ForcingValue,
@@ -801,34 +801,7 @@ class RunOptions:
     )
 
 
-def _rows() -> tuple[RunOption, ...]:
-    rows = []
-    for f in fields(RunOptions):
-        m = f.metadata[OPTION_KEY]
-        flag = m["flag"] or "--" + f.name.replace("_", "-")
-        scenario = m["scenario"]
-        locust = m["locust"]
-        rows.append(
-            RunOption(
-                name=f.name,
-                default=f.default,
-                type=m["type"],
-                help=m["help"],
-                flag=flag,
-                cli=m["cli"],
-                scenario_key=(f.name if scenario is True else scenario or None),
-                locust_flag=(flag if locust is True else locust or None),
-                locust_native=m["native"],
-                web_ui=m["web_ui"],
-                secret=m["secret"],
-                inverted=m["inverted"],
-                hidden=m["hidden"],
-            )
-        )
-    return tuple(rows)
-
-
-OPTIONS: tuple[RunOption, ...] = _rows()
+OPTIONS: tuple[RunOption, ...] = rows(RunOptions)
 """The table: one row per field of :class:`RunOptions`, in order."""
 
 DEFAULTS = RunOptions()
@@ -839,17 +812,6 @@ _BY_SCENARIO_KEY = {o.scenario_key: o for o in OPTIONS if o.scenario_key}
 
 
 # ------------------------------------------------------------------------------ derivations
-def _arg_type(opt: RunOption) -> Callable[[str], Any]:
-    def convert(text: str) -> Any:
-        try:
-            return opt.type.parse(text)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    convert.__name__ = opt.type.describe()  # argparse names the type in some messages
-    return convert
-
-
 def add_cli_arguments(
     parser: argparse.ArgumentParser,
     *,
@@ -873,34 +835,16 @@ def add_cli_arguments(
         only: the option names the command takes (None: every one); ``compare`` takes a few.
         defaults: option name -> the command's own default (its help says so).
     """
-    must = set(required)
-    left_out = set(exclude)
-    chosen = None if only is None else set(only)
-    own = dict(defaults or {})
-    for opt in OPTIONS:
-        if not opt.cli or opt.name in left_out or (chosen is not None and opt.name not in chosen):
-            continue
-        shown = replace(opt, default=own[opt.name]) if opt.name in own else opt
-        text = (help or {}).get(opt.name) or shown.help_text()
-        kw: dict[str, Any] = {
-            "dest": opt.name,
-            "default": own.get(opt.name),
-            "help": text.replace("%", "%%"),
-        }
-        if isinstance(opt.type, Switch):
-            kw.update(action="store_const", const=not opt.inverted)
-        elif isinstance(opt.type, TextList):
-            kw.update(action="append", metavar=opt.type.metavar)
-        elif isinstance(opt.type, Choice):
-            kw.update(choices=list(opt.type.choices))
-        elif getattr(opt.type, "nargs", None):
-            # several words, parsed together by cli_values
-            kw.update(nargs=getattr(opt.type, "nargs"), metavar=opt.type.metavar)  # noqa: B009
-        else:
-            kw.update(type=_arg_type(opt), metavar=opt.type.metavar)
-        if opt.name in must:
-            kw["required"] = True
-        parser.add_argument(opt.flag, **kw)
+    add_arguments(
+        parser,
+        RunOptions,
+        defaults=False,
+        required=required,
+        help=help,
+        exclude=exclude,
+        only=only,
+        own_defaults=defaults,
+    )
 
 
 def cli_values(args: argparse.Namespace) -> dict[str, Any]:

@@ -8,7 +8,7 @@ caller adds where the value came from (a flag, a file and key).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -31,6 +31,7 @@ __all__ = [
     "IntList",
     "Integer",
     "Number",
+    "Parsed",
     "PathValue",
     "RunOption",
     "Stages",
@@ -251,6 +252,27 @@ class Duration(ValueType):
 
 
 @dataclass(frozen=True)
+class Parsed(ValueType):
+    """A value read by a parse function of its own (a size, a rate, an address), which raises
+    :class:`ValueError` with what was expected."""
+
+    parser: Callable[[str], object] = str
+    name: str = "VALUE"
+    kind: str = "text"
+    """What the docs call the value."""
+
+    @property
+    def metavar(self) -> str:
+        return self.name
+
+    def parse(self, raw: object) -> object:
+        return self.parser(self.text(raw))
+
+    def describe(self) -> str:
+        return self.kind
+
+
+@dataclass(frozen=True)
 class Choice(ValueType):
     choices: tuple[str, ...] = ()
     empty: bool = False
@@ -362,6 +384,12 @@ class RunOption:
     """A switch that is on by default; ``flag`` (``--no-...``) turns it off."""
     hidden: bool = False
     """Internal to ``streamslo run``: left out of Locust's ``--help``."""
+    group: str = ""
+    """The ``--help`` section it is listed in (empty: the command's own)."""
+    positional: bool = False
+    """A positional argument (``URL``, ``DIR``), not a flag."""
+    required: bool = False
+    """The declaration gives no default: the command needs it."""
 
     @property
     def locust_dest(self) -> str | None:
@@ -431,6 +459,8 @@ def option(
     secret: bool = False,
     inverted: bool = False,
     hidden: bool = False,
+    group: str = "",
+    positional: bool = False,
 ) -> dict[str, object]:
     """The metadata of one :class:`RunOptions` field (everything but its name and default).
 
@@ -446,6 +476,8 @@ def option(
         secret: never on a command line or in the web UI.
         inverted: a switch on by default that ``flag`` turns off.
         hidden: not in Locust's ``--help``.
+        group: the ``--help`` section (commands with several).
+        positional: a positional argument, not a flag.
     """
     return {
         OPTION_KEY: {
@@ -460,5 +492,7 @@ def option(
             "secret": secret,
             "inverted": inverted,
             "hidden": hidden,
+            "group": group,
+            "positional": positional,
         }
     }
