@@ -9,82 +9,112 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from streamslo.errors import BadInputError
-from streamslo.options.values import IntList
+from streamslo.options import declare
+from streamslo.options.values import (
+    Choice,
+    ForcingValue,
+    IntList,
+    Switch,
+    Text,
+    TextList,
+    flag_option,
+)
 from streamslo.stream.dialects import APIS, Dialect
-from streamslo.stream.truth import ForcedLength
 
-__all__ = ["add_arguments", "main"]
+__all__ = ["CheckOptions", "add_arguments", "main"]
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    """``streamslo check``'s options (docs/check.md)."""
+
+    url: str = field(
+        metadata=flag_option(
+            Text(optional=False, name="URL"),
+            "the server's base URL, as --host takes it (http://127.0.0.1:8000)",
+            positional=True,
+        )
+    )
+    model: str | None = field(
+        default=None,
+        metadata=flag_option(
+            Text(name="NAME"), "the model to ask for (default: the first of /v1/models)"
+        ),
+    )
+    endpoint: str = field(
+        default="chat",
+        metadata=flag_option(
+            Choice(("chat", "completions")),
+            "the endpoint a run will use; the other is checked too",
+        ),
+    )
+    api: str = field(
+        default="",
+        metadata=flag_option(
+            Choice(APIS, empty=True),
+            "the dialect a run will use (its path judged in detail; the others probed): "
+            "openai-chat, openai-completions, openai-responses (/v1/responses) or "
+            "anthropic-messages (/v1/messages); default: --endpoint's",
+        ),
+    )
+    websocket: bool = field(
+        default=True,
+        metadata=flag_option(
+            Switch(), "do not check the WebSocket /v1/ws", flag="--no-ws", inverted=True
+        ),
+    )
+    forced_length: str = field(
+        default="auto",
+        metadata=flag_option(
+            ForcingValue(),
+            "the means of forcing the length to check (auto: every means is tried)",
+        ),
+    )
+    eos_token_id: tuple[int, ...] = field(
+        default=(),
+        metadata=flag_option(
+            IntList(),
+            "the model's end-of-sequence token ids (a bias on them shows whether a forced "
+            "length works; default: from --tokenizer, the model's folder or the server)",
+        ),
+    )
+    tokenizer: str | None = field(
+        default=None,
+        metadata=flag_option(
+            Text(name="PATH"), "a local tokenizer or model folder: the model's end-of-sequence ids"
+        ),
+    )
+    api_key_env: str | None = field(
+        default=None,
+        metadata=flag_option(Text(name="VAR"), "an environment variable holding a bearer API key"),
+    )
+    header: tuple[str, ...] = field(
+        default=(),
+        metadata=flag_option(TextList(name="'NAME: VALUE'"), "an extra request header"),
+    )
+    header_file: str | None = field(
+        default=None,
+        metadata=flag_option(Text(name="FILE"), "a file of extra request headers"),
+    )
+    insecure: bool = field(
+        default=False, metadata=flag_option(Switch(), "https: skip certificate verification")
+    )
+    json: str | None = field(
+        default=None,
+        metadata=flag_option(Text(name="FILE"), "write the results as JSON to FILE (- for stdout)"),
+    )
+    out: str | None = field(
+        default=None, metadata=flag_option(Text(name="DIR"), "write DIR/check.json")
+    )
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "url",
-        metavar="URL",
-        help="the server's base URL, as --host takes it (http://127.0.0.1:8000)",
-    )
-    p.add_argument("--model", help="the model to ask for (default: the first of /v1/models)")
-    p.add_argument(
-        "--endpoint",
-        choices=("chat", "completions"),
-        default="chat",
-        help="the endpoint a run will use (default chat); the other is checked too",
-    )
-    p.add_argument(
-        "--api",
-        choices=APIS,
-        default="",
-        help="the dialect a run will use (its path judged in detail; the others probed): "
-        "openai-chat, openai-completions, openai-responses (/v1/responses) or "
-        "anthropic-messages (/v1/messages); default: --endpoint's",
-    )
-    p.add_argument(
-        "--no-ws", dest="websocket", action="store_false", help="do not check the WebSocket /v1/ws"
-    )
-    p.add_argument(
-        "--forced-length",
-        choices=("auto", *(f.value for f in ForcedLength)),
-        default="auto",
-        help="the means of forcing the length to check (default auto: every means is tried)",
-    )
-    p.add_argument(
-        "--eos-token-id",
-        type=_ids,
-        default=(),
-        metavar="ID[,ID...]",
-        help="the model's end-of-sequence token ids (a bias on them shows whether a forced "
-        "length works; default: from --tokenizer, the model's folder or the server)",
-    )
-    p.add_argument(
-        "--tokenizer",
-        metavar="PATH",
-        help="a local tokenizer or model folder: the model's end-of-sequence ids",
-    )
-    p.add_argument(
-        "--api-key-env", metavar="VAR", help="an environment variable holding a bearer API key"
-    )
-    p.add_argument(
-        "--header",
-        action="append",
-        default=[],
-        metavar="'NAME: VALUE'",
-        help="an extra request header",
-    )
-    p.add_argument("--header-file", metavar="FILE", help="a file of extra request headers")
-    p.add_argument("--insecure", action="store_true", help="https: skip certificate verification")
-    p.add_argument(
-        "--json", metavar="FILE", help="write the results as JSON to FILE (- for stdout)"
-    )
-    p.add_argument("--out", metavar="DIR", help="write DIR/check.json")
-
-
-def _ids(text: str) -> tuple[int, ...]:
-    try:
-        return IntList().parse(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    """``check``'s options (:class:`CheckOptions`)."""
+    declare.add_arguments(p, CheckOptions)
 
 
 def _write(path: Path, text: str) -> None:
@@ -97,6 +127,7 @@ def _write(path: Path, text: str) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """``streamslo check``."""
+    o = declare.values(args, CheckOptions)
     from streamslo.check.contract import (
         CheckItem,
         exit_code,
@@ -108,14 +139,14 @@ def main(args: argparse.Namespace) -> int:
     from streamslo.options.redact import Headers, resolve_headers
     from streamslo.stream.dialects import ANTHROPIC_VERSION
 
-    anthropic = args.api == Dialect.MESSAGES
-    headers = resolve_headers(args.header, args.header_file, args.api_key_env, anthropic=anthropic)
+    anthropic = o.api == Dialect.MESSAGES
+    headers = resolve_headers(o.header, o.header_file, o.api_key_env, anthropic=anthropic)
     if anthropic:  # a default: a header of the user's replaces it
         headers = Headers((("anthropic-version", ANTHROPIC_VERSION),)).merged(headers)
     hide = headers.redactor()  # a server's words may echo a credential: never print it
-    table = args.json != "-"
+    table = o.json != "-"
     if table:
-        print(f"streamslo check {args.url}", flush=True)
+        print(f"streamslo check {o.url}", flush=True)
 
     def show(item: CheckItem) -> None:  # each line as it is decided: a slow server shows progress
         if table:
@@ -123,17 +154,17 @@ def main(args: argparse.Namespace) -> int:
 
     try:
         report = run_checks(
-            args.url,
-            model=args.model,
-            endpoint=args.endpoint,
+            o.url,
+            model=o.model,
+            endpoint=o.endpoint,
             headers=headers.as_dict(),
-            insecure=args.insecure,
-            websocket=args.websocket,
+            insecure=o.insecure,
+            websocket=o.websocket,
             progress=show,
-            api=args.api,
-            eos_token_id=args.eos_token_id,
-            tokenizer=args.tokenizer,
-            forced_length=args.forced_length,
+            api=o.api,
+            eos_token_id=o.eos_token_id,
+            tokenizer=o.tokenizer,
+            forced_length=o.forced_length,
         )
     except BadInputError as exc:
         raise BadInputError(hide(str(exc))) from None
@@ -142,8 +173,8 @@ def main(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
     else:
         print(hide(format_footer(report)) + (f"\nmodel: {report.model}" if report.model else ""))
-        if args.json:
-            _write(Path(args.json), text)
-        if args.out:
-            _write(Path(args.out) / "check.json", text)
+        if o.json:
+            _write(Path(o.json), text)
+        if o.out:
+            _write(Path(o.out) / "check.json", text)
     return exit_code(report)

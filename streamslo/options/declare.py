@@ -65,6 +65,8 @@ def rows(cls: type) -> tuple[RunOption, ...]:
                 group=m["group"],
                 positional=m["positional"],
                 required=default is dataclasses.MISSING,
+                short=m.get("short", ""),
+                exclusive=m.get("exclusive", ""),
             )
         )
     return tuple(out)
@@ -91,6 +93,7 @@ def add_arguments(
     exclude: Iterable[str] = (),
     only: Iterable[str] | None = None,
     own_defaults: Mapping[str, object] | None = None,
+    suppress: bool = False,
 ) -> None:
     """Add the options of ``cls`` to ``parser``, each in its help section.
 
@@ -104,12 +107,15 @@ def add_arguments(
         exclude: option names the command refuses.
         only: the option names the command takes (None: every one).
         own_defaults: option name -> the command's own default (its help says so).
+        suppress: a flag not given leaves no attribute (a sub-command's copy of its parent's
+            flags: the value given before the sub-command's name stands).
     """
     must = set(required)
     left_out = set(exclude)
     chosen = None if only is None else set(only)
     own = dict(own_defaults or {})
     groups: dict[str, argparse._ArgumentGroup] = {}
+    sets: dict[tuple[str, str], argparse._MutuallyExclusiveGroup] = {}
     for opt in rows(cls):
         if not opt.cli or opt.name in left_out or (chosen is not None and opt.name not in chosen):
             continue
@@ -132,6 +138,8 @@ def add_arguments(
                 kw["default"] = bool(own.get(opt.name, opt.default))
         elif isinstance(opt.type, TextList) and not opt.positional:
             kw.update(action="append", metavar=opt.type.metavar)
+            if opt.type.choices:
+                kw["choices"] = list(opt.type.choices)
             if defaults:
                 initial = own.get(opt.name, opt.default)
                 kw["default"] = list(initial) if isinstance(initial, (list, tuple)) else []
@@ -151,7 +159,14 @@ def add_arguments(
             continue
         if opt.name in must or (opt.required and defaults):
             kw["required"] = True
-        target.add_argument(opt.flag, **kw)
+        if suppress:
+            kw["default"] = argparse.SUPPRESS
+        if opt.exclusive:
+            key = (opt.group, opt.exclusive)
+            if key not in sets:
+                sets[key] = target.add_mutually_exclusive_group()
+            target = sets[key]
+        target.add_argument(*((opt.short,) if opt.short else ()), opt.flag, **kw)
 
 
 def values(args: argparse.Namespace, cls: type[T]) -> T:
@@ -188,7 +203,9 @@ def markdown(cls: type, command: str) -> str:
     for o in rows(cls):
         if not o.cli:
             continue
-        flag = f"`{o.name.upper()}`" if o.positional else f"`{o.flag}`"
+        flag = f"`{o.type.metavar}`" if o.positional else f"`{o.flag}`"
+        if o.short:
+            flag = f"`{o.short}`, {flag}"
         if o.inverted:
             default = "on (the flag turns it off)"
         elif isinstance(o.type, Switch):

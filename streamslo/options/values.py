@@ -39,6 +39,7 @@ __all__ = [
     "Text",
     "TextList",
     "ValueType",
+    "flag_option",
     "option",
 ]
 
@@ -260,16 +261,26 @@ class Parsed(ValueType):
     name: str = "VALUE"
     kind: str = "text"
     """What the docs call the value."""
+    shown: Callable[[Any], str] = str
+    """The value as a person would type it (a default in the help and the docs)."""
 
     @property
     def metavar(self) -> str:
         return self.name
 
     def parse(self, raw: object) -> object:
-        return self.parser(self.text(raw))
+        import argparse
+
+        try:
+            return self.parser(self.text(raw))
+        except argparse.ArgumentTypeError as exc:  # the parse functions argparse already takes
+            raise ValueError(str(exc)) from None
 
     def describe(self) -> str:
         return self.kind
+
+    def show(self, value: object) -> str:
+        return self.shown(value)
 
 
 @dataclass(frozen=True)
@@ -312,6 +323,8 @@ class TextList(ValueType):
     """Repeatable text (a flag given several times, a list of strings in a scenario)."""
 
     name: str = "TEXT"
+    choices: tuple[str, ...] = ()
+    """The values allowed (empty: any text)."""
     locust_type: ClassVar[type] = list
 
     @property
@@ -322,9 +335,14 @@ class TextList(ValueType):
         items = [raw] if isinstance(raw, str) else raw
         if not isinstance(items, (list, tuple)) or not all(isinstance(i, str) for i in items):
             raise ValueError(f"expected a list of strings, got {raw!r}")
+        bad = [i for i in items if self.choices and i not in self.choices]
+        if bad:
+            raise ValueError(f"must be one of {', '.join(self.choices)}, not {bad[0]!r}")
         return tuple(items)
 
     def describe(self) -> str:
+        if self.choices:
+            return "repeatable: " + " | ".join(f"`{c}`" for c in self.choices)
         return "repeatable text"
 
 
@@ -390,6 +408,10 @@ class RunOption:
     """A positional argument (``URL``, ``DIR``), not a flag."""
     required: bool = False
     """The declaration gives no default: the command needs it."""
+    short: str = ""
+    """A one-letter alias (``-q``)."""
+    exclusive: str = ""
+    """Options that name the same set here exclude one another on a command line."""
 
     @property
     def locust_dest(self) -> str | None:
@@ -461,6 +483,8 @@ def option(
     hidden: bool = False,
     group: str = "",
     positional: bool = False,
+    short: str = "",
+    exclusive: str = "",
 ) -> dict[str, object]:
     """The metadata of one :class:`RunOptions` field (everything but its name and default).
 
@@ -478,6 +502,8 @@ def option(
         hidden: not in Locust's ``--help``.
         group: the ``--help`` section (commands with several).
         positional: a positional argument, not a flag.
+        short: a one-letter alias (``-q``).
+        exclusive: the name of a set of options that exclude one another.
     """
     return {
         OPTION_KEY: {
@@ -494,5 +520,35 @@ def option(
             "hidden": hidden,
             "group": group,
             "positional": positional,
+            "short": short,
+            "exclusive": exclusive,
         }
     }
+
+
+def flag_option(
+    type: ValueType,
+    help: str,
+    *,
+    flag: str | None = None,
+    group: str = "",
+    positional: bool = False,
+    inverted: bool = False,
+    short: str = "",
+    exclusive: str = "",
+) -> dict[str, object]:
+    """The metadata of one option of a command other than ``run`` (neither a scenario key nor a
+    Locust option): see :func:`option` for the arguments."""
+    return option(
+        type,
+        help,
+        flag=flag,
+        scenario=False,
+        locust=False,
+        web_ui=False,
+        inverted=inverted,
+        group=group,
+        positional=positional,
+        short=short,
+        exclusive=exclusive,
+    )
