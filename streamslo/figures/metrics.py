@@ -51,10 +51,12 @@ from streamslo.figures.registry import (
 )
 from streamslo.figures.session_figures import session_summary, session_table
 from streamslo.results.layout import RunData
-from streamslo.results.schema import LatencySummary, ScenarioFigures, SummaryJson
+from streamslo.results.schema import LatencySummary, ScenarioFigures, SummaryJson, TopError
+from streamslo.stream.error_groups import group_counts
 from streamslo.stream.outcome import (
     BEGUN_STATUSES_WS,
     EXCLUDED_OUTCOMES,
+    FAILURE_OUTCOMES,
     NOT_BEGUN_OUTCOMES,
     OUTCOMES,
 )
@@ -534,28 +536,43 @@ def summarize(data: RunData) -> SummaryJson:
     return out
 
 
-def top_errors(data: RunData, limit: int = TOP_ERRORS) -> dict[str, list[dict[str, object]]]:
-    """``summary.json`` ``top_errors``: per failure outcome (in the documented order), its most
-    frequent error texts with their counts, most frequent first (ties: the text's order).
+def top_errors(data: RunData, limit: int = TOP_ERRORS) -> dict[str, list[TopError]]:
+    """``summary.json`` ``top_errors``: per failure outcome (in the documented order), its
+    largest error groups (:mod:`streamslo.stream.error_groups`: the outcome, the cause and the
+    text with its numbers masked), the largest first.
 
     Returns:
-        ``{"connect_error": [{"error": "ConnectionRefusedError: ...", "count": 4600}], ...}``;
-        outcomes without a failed stream (or without error text) are left out.
+        ``{"connect_error": [{"error": "ConnectionRefusedError: ...", "count": 4600,
+        "cause": "refused", "texts": 1}], ...}``: ``error`` is the group's most frequent exact
+        text, ``count`` the group's streams, ``texts`` how many distinct texts it holds; a
+        failed stream without text counts as ``(no error text recorded)``. Outcomes without a
+        failed stream are left out.
     """
+    import pandas as pd
+
     s = data.streams
-    out: dict[str, list[dict[str, Any]]] = {}
-    if len(s) == 0 or "error" not in s.columns:
+    out: dict[str, list[TopError]] = {}
+    if len(s) == 0:
         return out
+    failed = s[s["outcome"].isin(tuple(FAILURE_OUTCOMES))]
+    if failed.empty:
+        return out
+    frame = pd.DataFrame(
+        {
+            "outcome": failed["outcome"].astype(str),
+            "cause": failed["cause"] if "cause" in failed.columns else "",
+            "error": failed["error"] if "error" in failed.columns else None,
+        }
+    )
+    counts = frame.groupby(["outcome", "cause", "error"], dropna=False, sort=False).size()
+    views = group_counts((*cast("tuple[str, Any, Any]", k), int(n)) for k, n in counts.items())
     for outcome in OUTCOMES:
-        if outcome in ("ok", "cancelled"):
-            continue
-        errors = s.loc[s["outcome"] == outcome, "error"].fillna("").astype(str)
-        errors = errors[errors != ""]
-        if errors.empty:
-            continue
-        counts = errors.value_counts()
-        ranked = sorted(counts.items(), key=lambda kv: (-int(kv[1]), str(kv[0])))[:limit]
-        out[outcome] = [{"error": str(text), "count": int(n)} for text, n in ranked]
+        mine = [v for v in views if v.key.outcome == outcome][:limit]
+        if mine:
+            out[outcome] = [
+                {"error": v.text, "count": v.count, "cause": v.key.cause or None, "texts": v.texts}
+                for v in mine
+            ]
     return out
 
 

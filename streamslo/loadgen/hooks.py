@@ -23,8 +23,16 @@ from locust.runners import MasterRunner, WorkerRunner
 from streamslo.errors import EXIT_BAD_INPUT, BadInputError
 from streamslo.loadgen import admission, live_windows, loadtime, relay
 from streamslo.loadgen.executors import install_done_listener
-from streamslo.loadgen.live import TAB_STRUCTURE, live_payload, live_rows, tab_rows
-from streamslo.loadgen.locust_stats import count_streams_only
+from streamslo.loadgen.live import (
+    BANNER_HTML,
+    TAB_STRUCTURE,
+    invalid_line,
+    live_payload,
+    live_rows,
+    live_validity,
+    tab_rows,
+)
+from streamslo.loadgen.locust_stats import WorkerTexts, count_streams_only
 from streamslo.loadgen.options import register_arguments
 from streamslo.loadgen.prewarm import prewarm
 from streamslo.loadgen.recorder import RunRecorder, get_recorder
@@ -132,6 +140,17 @@ def swarm_refusal(form: dict[str, str], start_host: str | None, has_secrets: boo
     return None
 
 
+def _add_banner(response: Any) -> Any:
+    """Locust's page with the validity banner above its root element (an invalid run is said
+    before anything else on the page)."""
+    page = response.get_data(as_text=True)
+    root = '<div id="root">'
+    if root not in page or "streamslo-invalid" in page:
+        return response
+    response.set_data(page.replace(root, BANNER_HTML + root, 1))
+    return response
+
+
 def _install_web_ui(environment: Any, web_ui: Any) -> None:
     from flask import jsonify, request
 
@@ -151,6 +170,8 @@ def _install_web_ui(environment: Any, web_ui: Any) -> None:
         return jsonify({"success": False, "message": why, "host": environment.host}), 403
 
     def _add_slo_rows(response: Any) -> Any:
+        if response.mimetype == "text/html" and request.path.rstrip("/") == "":
+            return _add_banner(response)
         if request.path != "/stats/requests" or not response.is_json:
             return response
         data = response.get_json()
@@ -191,6 +212,9 @@ def _on_init(environment: Any, runner: Any = None, web_ui: Any = None, **_: Any)
             _apply_shape(environment)
         if isinstance(runner, MasterRunner):
             install_done_listener(runner)  # [scenarios.*]: workers say when they are done
+            # Each error group shown as the text its workers reported most (after Locust's
+            # own listener, which merged the report).
+            environment.events.worker_report.add_listener(WorkerTexts(environment.stats))
     except BadInputError as exc:
         log.error("streamslo: %s", exc)
         environment.process_exit_code = EXIT_BAD_INPUT
@@ -232,6 +256,16 @@ def _on_quitting(environment: Any, **_: Any) -> None:
         finalize_plain_locust(environment, d, rec.run_start, _stopped.get("at"))
 
 
+def _on_quit(**_: Any) -> None:
+    """After Locust's end-of-run tables (its ``quit`` event): an invalid run says so there."""
+    environment = _env_holder.get("env")
+    if environment is None or isinstance(environment.runner, WorkerRunner):
+        return
+    line = invalid_line(live_validity(environment), so_far=False)
+    if line:
+        log.warning("streamslo: %s", line)
+
+
 def install() -> None:
     """Register the stream users' listeners on Locust's global events (once per process, however
     many locustfiles import this)."""
@@ -252,6 +286,7 @@ def install() -> None:
     hooks.test_stop.add_listener(_on_test_stop)
     hooks.init.add_listener(_on_init_remember)
     hooks.quitting.add_listener(_on_quitting)
+    hooks.quit.add_listener(_on_quit)
     relay.install(hooks, get_recorder)  # distributed runs: workers' streams travel to the master
     # ... from workers of the same versions and clock only (after the relay: its receiver
     # keeps the refused workers for relay.json)

@@ -25,13 +25,13 @@ periodic flush logs it and tries again in 2 s; the end of a test reports it to L
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from streamslo.options.redact import csv_safe
 from streamslo.results.columns import SAFE_FIELDS
+from streamslo.stream.error_groups import error_key, exact_text, group_label
 from streamslo.stream.timing import StreamRecord, Wire
 
 if TYPE_CHECKING:
@@ -106,21 +106,29 @@ class Hook(Generic[T]):
 
 
 class StreamFailure(Exception):
-    """A stream that did not end ``ok``; Locust groups failures by this message."""
+    """A stream that did not end ``ok``, as Locust sees it: one failure of the error group
+    (:mod:`streamslo.stream.error_groups`) of its outcome, cause and text with the numbers
+    masked. Locust's statistics (:class:`streamslo.loadgen.locust_stats.StreamTotals`) count
+    it in one row per group, shown as the group's most frequent exact text.
+
+    Args:
+        outcome: the stream's outcome.
+        cause: its cause (empty: none).
+        error: its exact error text.
+    """
+
+    def __init__(self, outcome: str, cause: str, error: str) -> None:
+        self.key = error_key(outcome, cause, error)
+        self.text = exact_text(error)
+        super().__init__(failure_text(outcome, cause, error))
 
 
-#: Counts and durations in an error text (kept: an HTTP status, a close code, an error code).
-_NUMBER = re.compile(r"(?<!HTTP )(?<!close )(?<!error )(?<![\w.])\d+(?:\.\d+)?(?![\w.])")
-
-
-def failure_text(outcome: str, error: str) -> str:
-    """The message Locust groups a failed stream by: its outcome and its error with counts and
-    durations as ``N`` ("silent_truncation: N token positions arrived of N the server
-    counted"), so one way of failing is one row of Locust's Failures tab; ``streams.csv`` keeps
-    the exact text."""
-    if not error:
-        return outcome
-    return f"{outcome}: {_NUMBER.sub('N', error)[:80]}"
+def failure_text(outcome: str, cause: str, error: str) -> str:
+    """The one-line name of a failed stream's group, stable while the run goes: ``silent_truncation
+    (positions_missing): N token positions arrived of N the server counted`` (``streams.csv``
+    keeps the exact text; Locust's Failures tab shows the group's most frequent one)."""
+    key = error_key(outcome, cause, error)
+    return group_label(key.outcome, key.cause, key.text)
 
 
 def csv_safe_record(rec: StreamRecord) -> StreamRecord:
@@ -243,7 +251,11 @@ class LocustStats:
                 self._entry(kind, MAX_GAP_ENTRY, max(rec.gap_s) * 1000.0)
         if outcome == "client_cancelled":
             return  # hung up on purpose: its TTFT and gaps count, its cut-short stream neither way
-        exc = None if outcome == "ok" else StreamFailure(failure_text(str(outcome), rec.error))
+        exc = (
+            None
+            if outcome == "ok"
+            else StreamFailure(str(outcome), str(rec.cause or ""), rec.error)
+        )
         self.fire(
             request_type=kind,
             name="stream",

@@ -1,15 +1,22 @@
-"""The web UI's "Stream SLOs" tab: the run's active SLO checked on the running totals.
+"""The web UI's "Stream SLOs" tab: the run's active SLO checked on the running totals, and
+whether the run is valid so far.
 
 The active SLO is the one the run is judged by: ``--slo FILE`` (an SLO file, or the scenario
 whose thresholds ``streamslo run`` uses), else the incidents' default. Its thresholds are
 checked on the merged window totals (:func:`streamslo.slo.live_eval.evaluate_live`: rates exact,
 percentiles within 1 %), never on the whole results; then come the last closed window's
 figures and the outcome counts. A master shows every worker's streams.
+
+Validity (docs/results.md, ``valid``) is judged live by the rule the finished run is judged by
+(:func:`streamslo.runfiles.finalize.judge_generators`), on the generator monitors' figures so
+far: this process's, and on a master every worker's. An invalid run says so in the tab's first
+row, in a banner above the web UI (:data:`BANNER_HTML`), and after Locust's end-of-run tables.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
@@ -29,7 +36,19 @@ if TYPE_CHECKING:
 if TYPE_CHECKING:
     from locust.env import Environment
 
-__all__ = ["TAB_STRUCTURE", "active_slo", "live_payload", "live_rows", "slo_rows", "tab_rows"]
+__all__ = [
+    "BANNER_HTML",
+    "TAB_STRUCTURE",
+    "Validity",
+    "active_slo",
+    "invalid_line",
+    "live_payload",
+    "live_rows",
+    "live_validity",
+    "slo_rows",
+    "tab_rows",
+    "validity_row",
+]
 
 log = logging.getLogger(__name__)
 
@@ -94,14 +113,72 @@ def slo_rows(
     return rows
 
 
+@dataclass(frozen=True)
+class Validity:
+    """Whether the run's load generator measured the server so far."""
+
+    valid: bool
+    reason: str | None
+    """Why not (every process that broke the rule), or None."""
+    processes: int
+    """Generator processes judged (0: none has figures yet)."""
+
+
+def live_validity(environment: Environment) -> Validity:
+    """The run so far judged by the validity rule: this process's generator figures and, on a
+    master, every worker's (valid while no process has figures)."""
+    from streamslo.runfiles.finalize import judge_generators
+
+    rec = get_recorder(environment)
+    procs: list[dict[str, object]] = []
+    if rec.monitor is not None:
+        procs.append(rec.monitor.figures())
+    if rec.receiver is not None:
+        procs += [
+            {**st.figures, "worker": cid}
+            for cid, st in rec.receiver.workers.items()
+            if st.figures is not None
+        ]
+    judged = judge_generators(procs)
+    reason = judged["invalid_reason"]
+    return Validity(bool(judged["valid"]), None if reason is None else str(reason), len(procs))
+
+
+#: The rule, as the tab shows it.
+_RULE = "each generator process under 90 % of a core for 90 % of the run, greenlet lag p99 ≤ 20 ms"
+
+
+def invalid_line(v: Validity, so_far: bool = True) -> str:
+    """What a person reads of an invalid run (empty for a valid one)."""
+    if v.valid:
+        return ""
+    return (
+        f"INVALID RUN{' so far' if so_far else ''}: {v.reason}: its latencies measure the load "
+        "generator, not the server (fewer users, or more processes)"
+    )
+
+
+def validity_row(v: Validity) -> dict[str, str]:
+    """The tab's row for the run's validity."""
+    if v.processes == 0:
+        value, status = "not judged yet", ""
+    elif v.valid:
+        value, status = "valid so far", "PASS"
+    else:
+        value, status = f"INVALID so far: {v.reason}", "FAIL"
+    return {"name": "run validity (load generator)", "value": value, "slo": _RULE, "status": status}
+
+
 def live_rows(environment: Environment) -> list[dict[str, str]]:
-    """Rows for the web UI's Stream SLOs tab."""
+    """Rows for the web UI's Stream SLOs tab: the run's validity first, then the thresholds
+    (failing ones first), the last window and the outcome counts."""
     import time
 
     book = live_book(environment)
     totals = book.totals if book is not None else {}
     rec = get_recorder(environment)
-    rows = slo_rows(active_slo(environment), totals, max(0.0, time.time() - rec.run_start))
+    rows = [validity_row(live_validity(environment))]
+    rows += slo_rows(active_slo(environment), totals, max(0.0, time.time() - rec.run_start))
     last = book.last_row if book is not None else None
     if last is not None:
         for col in ("itl_ms_p99", "ttft_ms_p95", "active_streams", "gen_cpu_pct"):
@@ -141,8 +218,32 @@ def tab_rows(rows: list[dict[str, str]]) -> list[dict[str, str]]:
 def live_payload(environment: Environment) -> dict[str, object]:
     """``/streamslo/live``: the rows, the last window and the raw totals."""
     book = live_book(environment)
+    v = live_validity(environment)
     return {
+        "validity": {"valid": v.valid, "reason": v.reason, "line": invalid_line(v)},
         "rows": live_rows(environment),
         "last_window": book.last_row.values if book is not None and book.last_row else None,
         "totals": totals_to_wire(book.totals) if book is not None else [],
     }
+
+
+#: Put before Locust's page (its root element): a red banner above the web UI while the run is
+#: invalid, from ``/streamslo/live`` every 2 s (Locust's own pages poll at that pace).
+BANNER_HTML = """<div id="streamslo-invalid" role="alert" style="display:none;background:#c0392b;
+color:#fff;padding:10px 16px;font:600 15px/1.4 system-ui,sans-serif;text-align:center"></div>
+<script>
+(function () {
+  var el = document.getElementById("streamslo-invalid");
+  function show(d) {
+    var line = d && d.validity && d.validity.line;
+    el.textContent = line ? "\u26a0 " + line : "";
+    el.style.display = line ? "block" : "none";
+  }
+  function poll() {
+    fetch("./streamslo/live").then(function (r) { return r.json(); }).then(show, function () {});
+  }
+  poll();
+  setInterval(poll, 2000);
+})();
+</script>
+"""

@@ -9,6 +9,13 @@ where 40 % of streams failed read 10 % failures at four times the stream rate.
 :func:`count_streams_only` keeps the timings out of the total; their own rows are unchanged.
 A worker's total travels to its master as it is, so a master's total counts streams too.
 
+**Failures by group.** A failed stream is a :class:`~streamslo.loadgen.listeners.StreamFailure`;
+Locust's Failures tab, its end-of-run error report and ``--csv`` keep one row per error group
+(:mod:`streamslo.stream.error_groups`: the outcome, the cause, the text with its numbers masked),
+the same groups as ``summary.json``'s ``top_errors`` and the report, each shown as the group's
+most frequent exact text with the group's count. A master shows for each group the text its
+workers reported most often.
+
 **Bounded.** Locust keeps, for each of its entries (``SSE stream``, ``WS token ttft``... and
 the aggregate), a ``{second: count}`` dict of requests and one of failures, one key per second of the run, for
 ever: about 2.4 MiB an hour at the suite's nine entries (measured: bench/RESULTS.md). It reads
@@ -23,12 +30,25 @@ no HTML report) nothing reads it, and only its last :data:`HISTORY_KEEP` points 
 
 from __future__ import annotations
 
+import weakref
+from collections.abc import Mapping
+
 from locust.env import Environment
-from locust.stats import RequestStats
+from locust.stats import RequestStats, StatsError
 
-from streamslo.loadgen.listeners import TOKEN_ENTRIES
+from streamslo.loadgen.listeners import TOKEN_ENTRIES, StreamFailure
+from streamslo.stream.error_groups import ErrorTally, group_label, representative
 
-__all__ = ["HISTORY_KEEP", "KEEP_S", "StreamTotals", "count_streams_only", "trim_locust_stats"]
+__all__ = [
+    "HISTORY_KEEP",
+    "KEEP_S",
+    "SHOWN_CHARS",
+    "StreamTotals",
+    "WorkerTexts",
+    "count_streams_only",
+    "shown_text",
+    "trim_locust_stats",
+]
 
 #: Seconds of per-second counts kept (Locust reads the last 12).
 KEEP_S = 60
@@ -79,8 +99,72 @@ class StreamTotals(RequestStats):
     def log_error(self, method: str, name: str, error: Exception | str | None) -> None:
         if name in TOKEN_ENTRIES:  # never fired (a timing does not fail): kept out all the same
             self.entries[(name, method)].log_error(error)
+        elif isinstance(error, StreamFailure):
+            # One row per error group (its stable label is the row's key), shown as the
+            # group's most frequent exact text so far.
+            group = str(error)
+            super().log_error(method, name, group)
+            self.errors[StatsError.create_key(method, name, group)].error = shown_text(
+                self, method, name, error
+            )
         else:
             super().log_error(method, name, error)
+
+    def reset_all(self) -> None:
+        super().reset_all()
+        _tally(self).clear()
+
+
+#: Per statistics object: (method, name) -> the groups' exact texts so far.
+_TALLIES: weakref.WeakKeyDictionary[RequestStats, dict[tuple[str, str], ErrorTally]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _tally(stats: RequestStats) -> dict[tuple[str, str], ErrorTally]:
+    tally = _TALLIES.get(stats)
+    if tally is None:
+        tally = _TALLIES[stats] = {}
+    return tally
+
+
+def shown_text(stats: RequestStats, method: str, name: str, failure: StreamFailure) -> str:
+    """Count ``failure`` in its group; the group's line as Locust shows it: the outcome, the
+    cause and the group's most frequent exact text."""
+    tally = _tally(stats).setdefault((method, name), ErrorTally())
+    key = failure.key
+    tally.add(key.outcome, key.cause, failure.text)
+    return group_label(key.outcome, key.cause, tally.view(key).text)[:SHOWN_CHARS]
+
+
+#: A failure line in Locust's tables is cut here (the exact texts are in streams.csv).
+SHOWN_CHARS = 200
+
+
+class WorkerTexts:
+    """A master's Locust statistics: each group shown as the text its workers reported most
+    often (each worker reports its own most frequent; Locust keeps the first it received).
+
+    Install with :meth:`install` at ``init`` on a master: it listens to ``worker_report`` after
+    Locust's own listener, which merged the report into the statistics.
+    """
+
+    def __init__(self, stats: RequestStats) -> None:
+        self.stats = stats
+        self._seen: dict[str, dict[str, int]] = {}
+
+    def __call__(self, client_id: str = "", data: Mapping[str, object] | None = None) -> None:
+        errors = (data or {}).get("errors")
+        for key, err in errors.items() if isinstance(errors, dict) else ():
+            entry = self.stats.errors.get(key)
+            if entry is None or not isinstance(err, dict):
+                continue
+            text, n = err.get("error"), err.get("occurrences")
+            if not isinstance(text, str) or not isinstance(n, int):
+                continue
+            seen = self._seen.setdefault(key, {})
+            seen[text] = seen.get(text, 0) + n
+            entry.error = representative(seen)
 
 
 def count_streams_only(environment: Environment) -> None:

@@ -90,9 +90,6 @@ class LoadedRun:
     """Length of the run in seconds (run.json, else the span of its streams)."""
     server: ServerEvidence
     """Server-side evidence from ``DIR/server/``."""
-    top_errors: Any = None
-    """summary.json's ``top_errors`` as written (None when absent); the report counts
-    streams.csv's ``error`` column when it is missing."""
 
     @property
     def path(self) -> Path:
@@ -218,16 +215,6 @@ def _name(data: RunData) -> str:
     return str(mode) if mode else data.path.name
 
 
-def _top_errors(data: RunData) -> Any:
-    """summary.json's ``top_errors`` (a convenience file: a damaged one is ignored)."""
-    path = Layout(data.path).summary_json
-    try:
-        summary = json.loads(path.read_text()) if path.exists() else None
-    except (OSError, ValueError):
-        return None
-    return summary.get("top_errors") if isinstance(summary, dict) else None
-
-
 def _load_one(directory: Path, label: str) -> LoadedRun:
     data = load_run(directory)
     return LoadedRun(
@@ -237,7 +224,6 @@ def _load_one(directory: Path, label: str) -> LoadedRun:
         start_epoch=_start(data),
         duration_s=run_duration_s(data),
         server=load_server_evidence(data.path),
-        top_errors=_top_errors(data),
     )
 
 

@@ -142,15 +142,20 @@ class OutcomeCount:
 
 @dataclass(frozen=True)
 class ErrorText:
-    """One error text and how many streams ended with it."""
+    """One error group (streamslo.stream.error_groups): its most frequent exact text and how
+    many streams ended in it."""
 
     error: str
     count: int
+    cause: str = ""
+    """The group's cause (empty where the results predate causes)."""
+    texts: int = 1
+    """Distinct exact texts in the group (those that differ only in their numbers)."""
 
 
 @dataclass(frozen=True)
 class FailureGroup:
-    """The most frequent error texts of one run's failure outcome."""
+    """The largest error groups of one run's failure outcome."""
 
     label: str
     """The run's label (``before``, ``after``, ``run``)."""
@@ -163,7 +168,7 @@ class FailureGroup:
     other: int
     """Streams of the outcome whose text is not among ``errors``."""
     source: str
-    """``summary.json`` (the run's own ``top_errors``) or ``streams.csv`` (counted here)."""
+    """Where they were counted: ``streams.csv``."""
 
 
 @dataclass(frozen=True)

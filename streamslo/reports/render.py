@@ -216,9 +216,17 @@ def _subtitle(report: Report) -> str:
 def _failures_html(report: Report, rows: list[list[str]]) -> str:
     src = sorted({g.source for g in report.failures})
     return (
-        html_table(rows) + '<p class="note">The most frequent error texts of each outcome '
-        f"(counted from {html.escape(' and '.join(src))}).</p>"
+        html_table(rows)
+        + f'<p class="note">{html.escape(FAILURES_NOTE)} (counted from '
+        + (f"{html.escape(' and '.join(src))}).</p>")
     )
+
+
+#: How the failures table groups, said under it.
+FAILURES_NOTE = (
+    "Failed streams grouped by outcome, cause and error text with its numbers masked; each "
+    "group shown as its most frequent exact text with the group's count"
+)
 
 
 def _kv_table(rows: Sequence[Sequence[str]]) -> str:

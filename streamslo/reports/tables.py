@@ -12,6 +12,7 @@ from typing import Any
 
 from streamslo.reports.glossary import OUTCOME_MEANINGS, metric_label, metric_unit, protocol_text
 from streamslo.reports.model import Difference, FailureGroup, OutcomeCount, Report, RunInfo
+from streamslo.stream.error_groups import with_similar
 
 __all__ = ["ci_text", "fmt", "headline", "judged", "report_rows", "run_title", "value_text"]
 
@@ -203,14 +204,20 @@ def report_rows(report: Report) -> dict[str, list[list[str]]]:
         [label, *[_run_field(r, key) for r in report.runs]] for key, label in _RUN_FIELDS
     ]
     t["failures"] = (
-        [["run", "outcome", "streams", "error text"]]
+        [["run", "outcome", "cause", "streams", "error text (the group's most frequent)"]]
         + [
-            [run_title(g), g.outcome, fmt(e.count, 0), e.error]
+            [
+                run_title(g),
+                g.outcome,
+                e.cause or "—",
+                fmt(e.count, 0),
+                with_similar(e.error, e.texts),
+            ]
             for g in report.failures
             for e in g.errors
         ]
         + [
-            [run_title(g), g.outcome, fmt(g.other, 0), "(other texts)"]
+            [run_title(g), g.outcome, "", fmt(g.other, 0), "(other groups)"]
             for g in report.failures
             if g.other
         ]

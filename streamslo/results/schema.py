@@ -10,7 +10,27 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-__all__ = ["Dropped", "LatencySummary", "RunJson", "ScenarioFigures", "SummaryJson"]
+__all__ = [
+    "Dropped",
+    "LatencySummary",
+    "RunJson",
+    "ScenarioFigures",
+    "SummaryJson",
+    "TopError",
+]
+
+
+class TopError(TypedDict):
+    """One error group of ``summary.json``'s ``top_errors`` (streamslo.stream.error_groups)."""
+
+    error: str
+    """The group's most frequent exact text."""
+    count: int
+    """Streams in the group."""
+    cause: str | None
+    """The group's cause (None where the results predate causes)."""
+    texts: int
+    """Distinct exact texts in the group."""
 
 
 class Dropped(TypedDict):
@@ -167,7 +187,7 @@ class SummaryJson(TypedDict, total=False):
     sessions: dict[str, Any]
     session_goodput_per_s: float | None
     server_freed: dict[str, Any]
-    top_errors: dict[str, list[dict[str, Any]]]
+    top_errors: dict[str, list[TopError]]
     truth: dict[str, Any]
     """What the run could check (run.json's ``truth``), and the ok streams whose ordinary stop
     it could not check (``unchecked_stops``)."""

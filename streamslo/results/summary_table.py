@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, cast
 
 from streamslo.results.schema import LatencySummary, RunJson, SummaryJson
+from streamslo.stream.error_groups import with_similar
 from streamslo.stream.outcome import OUTCOMES
 
 __all__ = ["CheckLine", "format_summary", "integrity_warnings", "run_warnings", "truth_lines"]
@@ -241,10 +242,15 @@ def format_summary(summary: SummaryJson, checks: Sequence[CheckLine], run: RunJs
     lines.extend(_replay_lines(summary))
     top = summary.get("top_errors") or {}
     if top:
-        lines.append("top errors")
+        # The one grouping rule (streamslo.stream.error_groups): outcome, cause, the text with
+        # its numbers masked; each group its most frequent text and the group's count.
+        lines.append("top errors (grouped by outcome, cause and text with numbers masked)")
         for outcome, items in top.items():
             for item in items[:3]:
-                lines.append(f"  {outcome:<18}{item['count']:>8,}  {_clip(str(item['error']))}")
+                cause = item.get("cause")
+                head = f"{outcome} ({cause})" if cause else outcome
+                text = with_similar(str(item["error"]), int(item.get("texts") or 1))
+                lines.append(f"  {head:<36}{item['count']:>8,}  {_clip(text)}")
     if summary.get("reasoning_tokens") or summary.get("tool_tokens"):
         lines.append(
             f"tokens    reasoning {summary.get('reasoning_tokens', 0)}   tool calls {summary.get('tool_tokens', 0)}"

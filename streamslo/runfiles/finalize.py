@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -44,6 +45,7 @@ __all__ = [
     "finalize_killed",
     "finalize_plain_locust",
     "iso_utc",
+    "judge_generators",
     "judge_validity",
     "last_record_epoch",
     "relay_totals",
@@ -74,11 +76,24 @@ def judge_validity(directory: Path) -> dict[str, object]:
     Returns:
         ``{"valid", "invalid_reason", "generator": {...}}``.
     """
-    procs = _json_files(Layout(directory).procs_dir)
+    return judge_generators(_json_files(Layout(directory).procs_dir))
+
+
+def _number(v: object) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def judge_generators(procs: Sequence[Mapping[str, object]]) -> dict[str, object]:
+    """Judge the load generator from each process's figures (``procs/*.json``, or the live
+    monitors' figures: the web UI judges the run so far by the same rule).
+
+    Returns:
+        ``{"valid", "invalid_reason", "peak_cpu_percent", "generator": {...}}``.
+    """
     reasons = []
     for p in procs:
-        busy = float(p.get("cpu_busy_fraction") or 0.0)
-        lag = p.get("lag_p99_ms")
+        busy = _number(p.get("cpu_busy_fraction")) or 0.0
+        lag = _number(p.get("lag_p99_ms"))
         # A worker's figures came to the master: name the worker (Locust's id holds its host).
         name = (
             f"worker {p['worker']} (process {p.get('tag')})"
@@ -87,13 +102,11 @@ def judge_validity(directory: Path) -> dict[str, object]:
         )
         if busy > BUSY_FRACTION_LIMIT:
             reasons.append(f"{name} was above 90% of a core for {busy:.0%} of the run (limit 10%)")
-        if isinstance(lag, (int, float)) and lag > LAG_P99_LIMIT_MS:
+        if lag is not None and lag > LAG_P99_LIMIT_MS:
             reasons.append(f"{name} greenlet lag p99 {lag:.1f} ms (limit 20 ms)")
-    peaks = [
-        p["peak_cpu_percent"] for p in procs if isinstance(p.get("peak_cpu_percent"), (int, float))
-    ]
-    lags = [p["lag_p99_ms"] for p in procs if isinstance(p.get("lag_p99_ms"), (int, float))]
-    busy_fracs = [float(p.get("cpu_busy_fraction") or 0.0) for p in procs]
+    peaks = [v for v in (_number(p.get("peak_cpu_percent")) for p in procs) if v is not None]
+    lags = [v for v in (_number(p.get("lag_p99_ms")) for p in procs) if v is not None]
+    busy_fracs = [_number(p.get("cpu_busy_fraction")) or 0.0 for p in procs]
     return {
         "valid": not reasons,
         "invalid_reason": "; ".join(reasons) or None,
@@ -103,7 +116,7 @@ def judge_validity(directory: Path) -> dict[str, object]:
             "peak_cpu_percent": max(peaks) if peaks else None,
             "cpu_busy_fraction": max(busy_fracs) if busy_fracs else None,
             "lag_p99_ms": max(lags) if lags else None,
-            "per_process": procs,
+            "per_process": list(procs),
         },
     }
 

@@ -13,6 +13,7 @@ from streamslo.loadgen.listeners import (
     WriteRow,
     csv_safe_record,
 )
+from streamslo.stream.cause import Cause
 from streamslo.stream.outcome import Outcome
 from streamslo.stream.timing import StreamRecord
 
@@ -86,9 +87,12 @@ def test_locust_stats_per_gap_off_and_failures():
         "token max_gap",
     ]
     bad = _rec("truncated")
-    bad.error = "x" * 100
+    bad.error = "x" * 100 + " after 12 tokens"
+    bad.cause = Cause.CUT
     exc = _stats("per-stream", bad)[-1]["exception"]
-    assert isinstance(exc, StreamFailure) and str(exc) == "truncated: " + "x" * 80
+    assert isinstance(exc, StreamFailure)
+    assert str(exc) == "truncated (cut): " + "x" * 100 + " after N tokens"  # the group
+    assert exc.text == bad.error  # the exact text travels with it (shown per group)
 
 
 def test_rows_are_made_safe_for_a_spreadsheet_before_they_leave():
@@ -125,16 +129,37 @@ def test_a_worker_sends_its_stats_then_its_final_batch_only_at_the_end():
 
 
 def test_one_way_of_failing_is_one_row_of_locusts_failures():
-    """Locust groups failures by their message: counts become N (the exact text stays in
-    streams.csv), statuses and close codes stay."""
+    """Locust groups failures by their message, the group of the one rule: outcome, cause, the
+    text with counts and durations as N (the exact text stays in streams.csv), statuses and
+    close codes kept."""
     from streamslo.loadgen.listeners import failure_text
 
-    a = failure_text("silent_truncation", "34 token positions arrived of 64 the server counted")
-    b = failure_text("silent_truncation", "12 token positions arrived of 64 the server counted")
-    assert a == b == "silent_truncation: N token positions arrived of N the server counted"
-    assert failure_text("http_5xx", "HTTP 503: overloaded") == "http_5xx: HTTP 503: overloaded"
-    assert failure_text("truncated", "ws close 1011 before [DONE]").endswith("1011 before [DONE]")
-    assert failure_text("stalled", "") == "stalled"
+    a = failure_text(
+        "silent_truncation",
+        "positions_missing",
+        "34 token positions arrived of 64 the server counted",
+    )
+    b = failure_text(
+        "silent_truncation",
+        "positions_missing",
+        "12 token positions arrived of 64 the server counted",
+    )
+    assert a == b
+    assert (
+        a
+        == "silent_truncation (positions_missing): N token positions arrived of N the server counted"
+    )
+    assert failure_text("http_5xx", "http_status", "HTTP 503: overloaded") == (
+        "http_5xx (http_status): HTTP 503: overloaded"
+    )
+    assert failure_text("truncated", "cut", "ws close 1011 before [DONE]").endswith(
+        "ws close 1011 before [DONE]"
+    )
+    assert failure_text("stalled", "", "") == "stalled: (no error text recorded)"
+    # the cause splits what the words alone would not
+    assert failure_text("malformed", "bad_message", "x") != failure_text(
+        "malformed", "broken_framing", "x"
+    )
 
 
 def test_the_owners_listeners_are_replaced_and_an_outside_listener_stays():
