@@ -5,24 +5,42 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
 
+from streamslo.options import declare
+from streamslo.options.values import Text, flag_option
 from streamslo.results.layout import Layout, read_json
 from streamslo.results.schema import RunJson
 from streamslo.runfiles.finalize import finalize_killed
 
-__all__ = ["add_arguments", "main"]
+__all__ = ["FinalizeOptions", "add_arguments", "main"]
+
+
+@dataclass(frozen=True)
+class FinalizeOptions:
+    """``streamslo finalize``'s options (docs/results.md)."""
+
+    run_dir: str = field(
+        metadata=flag_option(
+            Text(optional=False, name="DIR"),
+            "the results directory of a run that was killed",
+            positional=True,
+        )
+    )
+    slo: str | None = field(
+        default=None,
+        metadata=flag_option(
+            Text(name="FILE"),
+            "SLO file to check (default: the one the run used, else the incidents' SLO)",
+        ),
+    )
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """``streamslo finalize DIR [--slo FILE]``."""
-    p.add_argument("run_dir", metavar="DIR", help="the results directory of a run that was killed")
-    p.add_argument(
-        "--slo",
-        metavar="FILE",
-        help="SLO file to check (default: the one the run used, else the incidents' SLO)",
-    )
+    """``streamslo finalize DIR [--slo FILE]`` (:class:`FinalizeOptions`)."""
+    declare.add_arguments(p, FinalizeOptions)
 
 
 def main(args: argparse.Namespace) -> int:

@@ -17,75 +17,101 @@ file that does not parse).
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from streamslo.errors import EXIT_OK
+from streamslo.options import declare
+from streamslo.options.values import Integer, PathValue, Text, TextList, flag_option
 
-__all__ = ["add_arguments", "main"]
+__all__ = ["HistoryOptions", "add_arguments", "main"]
 
 
-def _store_option(p: argparse.ArgumentParser, default: object) -> None:
-    p.add_argument(
-        "--store",
-        type=Path,
-        default=default,
-        metavar="PATH",
-        help="the history store (default: $STREAMSLO_HISTORY, else .streamslo/history.sqlite)",
+@dataclass(frozen=True)
+class HistoryOptions:
+    """``streamslo history``'s options and ``history add``'s (docs/history.md)."""
+
+    dirs: tuple[str, ...] = field(
+        default=(),
+        metadata=flag_option(
+            TextList(name="DIR"), "history add: results directories", positional=True
+        ),
     )
-
-
-def _series_options(p: argparse.ArgumentParser, default: object, verb: str) -> None:
-    p.add_argument(
-        "--scenario", default=default, metavar="NAME", help=f"the series' scenario name ({verb})"
+    store: Path | None = field(
+        default=None,
+        metadata=flag_option(
+            PathValue(name="PATH"),
+            "the history store (default: $STREAMSLO_HISTORY, else .streamslo/history.sqlite)",
+        ),
     )
-    p.add_argument("--target", default=default, metavar="NAME", help=f"the series' target ({verb})")
+    scenario: str | None = field(
+        default=None,
+        metadata=flag_option(
+            Text(name="NAME"), "the series' scenario name (default: the newest run's series)"
+        ),
+    )
+    target: str | None = field(
+        default=None,
+        metadata=flag_option(Text(name="NAME"), "the series' target (default: the newest run's)"),
+    )
+    slo: Path | None = field(
+        default=None,
+        metadata=flag_option(
+            PathValue(name="FILE"),
+            "an SLO file whose [regression] table sets the baseline, margins and metrics",
+        ),
+    )
+    metric: tuple[str, ...] = field(
+        default=(),
+        metadata=flag_option(
+            TextList(name="M"),
+            "a metric to show and judge (repeatable; default: the [regression] metrics), "
+            "e.g. itl_ms.p99, ttft_ms.p50, truncation_rate, tokens_per_s",
+        ),
+    )
+    last: int | None = field(
+        default=None, metadata=flag_option(Integer(), "runs in the trend (default 30)")
+    )
+    baseline: int | None = field(
+        default=None,
+        metadata=flag_option(Integer(), "judge against the last K runs that passed (default 7)"),
+    )
+    out: Path | None = field(
+        default=None,
+        metadata=flag_option(
+            PathValue(name="FILE"),
+            "history.html (and .md, .json beside it), a folder for them, or a .md or .json "
+            "file alone (default: ./history.html)",
+        ),
+    )
+    seed: int = field(default=0, metadata=flag_option(Integer(), "bootstrap seed"))
+
+
+#: ``history add``'s options (the store and the series given before ``add`` stand).
+ADD_OPTIONS = ("dirs", "store", "scenario", "target")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """``history``'s options, and ``history add``'s."""
-    _store_option(p, None)
-    _series_options(p, None, "default: the newest run's series")
-    p.add_argument(
-        "--slo",
-        type=Path,
-        default=None,
-        metavar="FILE",
-        help="an SLO file whose [regression] table sets the baseline, margins and metrics",
-    )
-    p.add_argument(
-        "--metric",
-        action="append",
-        default=None,
-        metavar="M",
-        help="a metric to show and judge (repeatable; default: the [regression] metrics), "
-        "e.g. itl_ms.p99, ttft_ms.p50, truncation_rate, tokens_per_s",
-    )
-    p.add_argument("--last", type=int, default=None, metavar="N", help="runs in the trend (30)")
-    p.add_argument(
-        "--baseline",
-        type=int,
-        default=None,
-        metavar="K",
-        help="judge against the last K runs that passed (7)",
-    )
-    p.add_argument(
-        "--out",
-        type=Path,
-        default=None,
-        metavar="FILE",
-        help="history.html (and .md, .json beside it), a folder for them, or a .md or .json file "
-        "alone (default: ./history.html)",
-    )
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    """``history``'s options, and ``history add``'s (:class:`HistoryOptions`)."""
+    declare.add_arguments(p, HistoryOptions, exclude=("dirs",))
     sub = p.add_subparsers(dest="history_action", metavar="add", parser_class=type(p))
     add = sub.add_parser(
         "add",
         help="add finished results directories to the store",
         description="add finished results directories to the history store",
     )
-    add.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="results directories")
-    _store_option(add, argparse.SUPPRESS)
-    _series_options(add, argparse.SUPPRESS, "default: from run.json")
+    declare.add_arguments(
+        add,
+        HistoryOptions,
+        only=ADD_OPTIONS,
+        required=("dirs",),
+        suppress=True,
+        help={
+            "dirs": "results directories",
+            "scenario": "the series' scenario name (default: from run.json)",
+            "target": "the series' target (default: from run.json)",
+        },
+    )
 
 
 def _add(args: argparse.Namespace) -> int:

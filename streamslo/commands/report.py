@@ -19,46 +19,57 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from streamslo.errors import EXIT_OK, BadInputError
+from streamslo.options import declare
+from streamslo.options.values import Integer, Switch, Text, TextList, flag_option
 
-__all__ = ["add_arguments", "default_out", "main", "report_paths"]
+__all__ = ["ReportOptions", "add_arguments", "default_out", "main", "report_paths"]
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """``streamslo report``'s options (docs/report.md)."""
+
+    dirs: tuple[str, ...] = field(
+        metadata=flag_option(
+            TextList(name="DIR"),
+            "[BEFORE_DIR] AFTER_DIR: one results directory reports it, two compare them",
+            positional=True,
+        )
+    )
+    out: str | None = field(
+        default=None,
+        metadata=flag_option(
+            Text(name="PATH"),
+            "a folder for report.html, report.md and report.json, or the .html file itself "
+            "(default: report-<RUN>/ or report-<BEFORE>-vs-<AFTER>/ in the current folder)",
+        ),
+    )
+    force: bool = field(
+        default=False,
+        metadata=flag_option(Switch(), "overwrite a report that is already there"),
+    )
+    slo: str | None = field(
+        default=None,
+        metadata=flag_option(
+            Text(name="FILE"), "SLO thresholds (TOML); default: the incidents' SLO"
+        ),
+    )
+    seed: int = field(default=0, metadata=flag_option(Integer(), "bootstrap seed"))
+    resamples: int = field(
+        default=1000,
+        metadata=flag_option(
+            Integer(1), "bootstrap resamples of whole streams (fewer for huge runs)"
+        ),
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``streamslo report``'s arguments to ``parser``."""
-    parser.add_argument(
-        "dirs",
-        nargs="+",
-        metavar="DIR",
-        help="[BEFORE_DIR] AFTER_DIR: one results directory reports it, two compare them",
-    )
-    parser.add_argument(
-        "--out",
-        default=None,
-        metavar="PATH",
-        help="a folder for report.html, report.md and report.json, or the .html file itself "
-        "(default: report-<RUN>/ or report-<BEFORE>-vs-<AFTER>/ in the current folder)",
-    )
-    parser.add_argument(
-        "--force",
-        action="store_true",
-        help="overwrite a report that is already there",
-    )
-    parser.add_argument(
-        "--slo",
-        default=None,
-        metavar="FILE",
-        help="SLO thresholds (TOML); default: the incidents' SLO",
-    )
-    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
-    parser.add_argument(
-        "--resamples",
-        type=int,
-        default=1000,
-        help="bootstrap resamples of whole streams (default 1000; fewer for huge runs)",
-    )
+    """Add ``streamslo report``'s options (:class:`ReportOptions`) to ``parser``."""
+    declare.add_arguments(parser, ReportOptions)
 
 
 def _slug(path: str) -> str:

@@ -130,7 +130,7 @@ def add_arguments(
         if not opt.positional:
             kw["dest"] = opt.name
             kw["default"] = own.get(opt.name, opt.default) if defaults else own.get(opt.name)
-        elif opt.default is not None:
+        elif not opt.required:
             kw["default"] = opt.default
         if isinstance(opt.type, Switch):
             kw.update(action="store_const", const=not opt.inverted)
@@ -153,7 +153,7 @@ def add_arguments(
         else:
             kw.update(type=_convert(opt), metavar=opt.type.metavar)
         if opt.positional:
-            if opt.default is not None and "nargs" not in kw:
+            if not opt.required and "nargs" not in kw:
                 kw["nargs"] = "?"
             target.add_argument(opt.name, **kw)
             continue

@@ -124,7 +124,11 @@ class Text(ValueType):
 class PathValue(ValueType):
     """A file system path; empty means "not given"."""
 
-    _metavar: ClassVar[str] = "DIR"
+    name: str = "DIR"
+
+    @property
+    def metavar(self) -> str:
+        return self.name
 
     def parse(self, raw: object) -> Path | None:
         text = self.text(str(raw) if isinstance(raw, Path) else raw)

@@ -28,40 +28,62 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EXIT_FOR_PYTEST", "add_verify_arguments", "pytest_args", "verify"]
+from streamslo.options import declare
+from streamslo.options.values import Switch, Text, flag_option
+
+__all__ = ["EXIT_FOR_PYTEST", "VerifyOptions", "add_verify_arguments", "pytest_args", "verify"]
 
 #: pytest's exit code -> streamslo's.
 EXIT_FOR_PYTEST = {0: 0, 1: 99, 2: 130, 3: 1, 4: 2, 5: 1}
 
 
+@dataclass(frozen=True)
+class VerifyOptions:
+    """``streamslo verify``'s options (docs/cli.md)."""
+
+    run_dir: str | None = field(
+        default=None,
+        metadata=flag_option(Text(name="DIR"), "the results directory of a run", positional=True),
+    )
+    slo: str | None = field(
+        default=None,
+        metadata=flag_option(
+            Text(name="FILE"), "SLO file (TOML, k6 thresholds); default: the incidents' SLO"
+        ),
+    )
+    allow_invalid: bool = field(
+        default=False,
+        metadata=flag_option(
+            Switch(), "check a run whose load generator was saturated (run.json valid: false)"
+        ),
+    )
+    allow_incomplete: bool = field(
+        default=False,
+        metadata=flag_option(
+            Switch(), "check a run that was not finalized (run.json complete: false)"
+        ),
+    )
+    junit_xml: str | None = field(
+        default=None,
+        metadata=flag_option(Text(name="FILE"), "also write a JUnit XML report (for CI)"),
+    )
+    quiet: bool = field(
+        default=False,
+        metadata=flag_option(
+            Switch(),
+            "print only the failed verdicts and the last line (-v: pytest's own output too)",
+            short="-q",
+        ),
+    )
+
+
 def add_verify_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``verify``'s arguments to its sub-parser."""
-    parser.add_argument("run_dir", nargs="?", metavar="DIR", help="the results directory of a run")
-    parser.add_argument(
-        "--slo", metavar="FILE", help="SLO file (TOML, k6 thresholds); default: the incidents' SLO"
-    )
-    parser.add_argument(
-        "--allow-invalid",
-        action="store_true",
-        help="check a run whose load generator was saturated (run.json valid: false)",
-    )
-    parser.add_argument(
-        "--allow-incomplete",
-        action="store_true",
-        help="check a run that was not finalized (run.json complete: false)",
-    )
-    parser.add_argument(
-        "--junit-xml", metavar="FILE", help="also write a JUnit XML report (for CI)"
-    )
-    parser.add_argument(
-        "-q",
-        "--quiet",
-        action="store_true",
-        help="print only the failed verdicts and the last line (-v: pytest's own output too)",
-    )
+    """Add ``verify``'s options (:class:`VerifyOptions`) to its parser."""
+    declare.add_arguments(parser, VerifyOptions)
 
 
 def pytest_args(

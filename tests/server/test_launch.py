@@ -1,39 +1,45 @@
-"""``streamslo serve``'s options come from one table (streamslo.server.launch.SERVE_OPTIONS)."""
+"""``streamslo serve``'s options come from one declaration (streamslo.commands.serve.ServeOptions):
+every setting of the server has its flag, the defaults are the server's, and the values reach
+the server's settings and Gunicorn's command line."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
 
+import pytest
+
+from streamslo.commands.serve import ServeOptions, add_arguments
+from streamslo.errors import BadInputError
+from streamslo.options import declare
 from streamslo.server.config import ServerConfig
-from streamslo.server.launch import (
-    SERVE_OPTIONS,
-    add_serve_arguments,
-    config_from_args,
-    gunicorn_command,
-)
+from streamslo.server.launch import Launch, gunicorn_command
 
 
-def _parse(*argv: str) -> argparse.Namespace:
+def _parse(*argv: str) -> ServeOptions:
     parser = argparse.ArgumentParser()
-    add_serve_arguments(parser)
-    return parser.parse_args(list(argv))
+    add_arguments(parser)
+    return declare.values(parser.parse_args(list(argv)), ServeOptions)
 
 
 def test_every_setting_has_one_option():
     settable = {f.name for f in dataclasses.fields(ServerConfig)} - {"state_file", "extra"}
-    fields = [o.field for o in SERVE_OPTIONS if o.field is not None]
-    assert sorted(fields) == sorted(settable)
-    flags = [o.flag for o in SERVE_OPTIONS]
+    options = {f.name for f in dataclasses.fields(ServeOptions)}
+    assert settable <= options
+    launcher = {f.name for f in dataclasses.fields(Launch)}
+    assert options - settable == launcher
+    flags = [o.flag for o in declare.rows(ServeOptions)]
     assert len(set(flags)) == len(flags)
 
 
 def test_the_defaults_are_the_configs():
-    assert config_from_args(_parse()) == ServerConfig()
+    o = _parse()
+    assert o.config() == ServerConfig()
+    assert o.launch() == Launch()
 
 
 def test_options_reach_the_config_and_gunicorn():
-    args = _parse(
+    o = _parse(
         "--mode",
         "naive",
         "--fault",
@@ -46,19 +52,43 @@ def test_options_reach_the_config_and_gunicorn():
         "7",
         "--write-timeout",
         "2.5",
+        "--graceful-timeout",
+        "1m",
         "--sndbuf",
         "4096",
         "--port",
         "8123",
     )
-    cfg = config_from_args(args, "state.json")
+    cfg = o.config("state.json")
     assert "leak-cancelled" in cfg.faults and "per-token-sync" in cfg.faults
     assert cfg.write_timeout_s == 2.5 and cfg.sndbuf_bytes == 4096
+    assert cfg.graceful_timeout_s == 60.0
     assert cfg.server == "gunicorn" and cfg.state_file == "state.json"
-    cmd = gunicorn_command(args)
+    cmd = gunicorn_command(cfg, o.launch())
     assert cmd[cmd.index("--workers") + 1] == "3" and cmd[cmd.index("--timeout") + 1] == "7"
+    assert cmd[cmd.index("--graceful-timeout") + 1] == "60"
     assert cmd[cmd.index("--bind") + 1] == "127.0.0.1:8123"
     assert cmd[-1] == "streamslo.server.app:create_app()"
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["--workers", "0"], "--workers"),
+        (["--fault", "no-such-fault"], "--fault"),
+        (["--write-timeout", "-1"], "--write-timeout"),
+    ],
+)
+def test_a_bad_value_is_a_usage_error_naming_its_flag(argv, words, capsys):
+    with pytest.raises(SystemExit) as exc:
+        _parse(*argv)
+    assert exc.value.code == 2
+    assert words in capsys.readouterr().err
+
+
+def test_settings_out_of_range_together_name_their_flags():
+    with pytest.raises(BadInputError, match="--default-max-tokens"):
+        _parse("--default-max-tokens", "500", "--max-tokens-limit", "100").config()
 
 
 _EARLY_STOP = """
