@@ -474,8 +474,14 @@ def summarize(data: RunData) -> SummaryJson:
     """The ``summary.json`` of a run (docs/results.md)."""
     s = data.streams
     counts = {o: int((s["outcome"] == o).sum()) for o in OUTCOMES}
+    counted = int(counted_mask(s).sum())
     out: SummaryJson = {
+        # requests = counted + cancelled; the rates' and requests_per_s's denominators are
+        # counted (truncation_rate's, began): docs/results.md, "Counts and denominators".
         "requests": len(s),
+        "counted": counted,
+        "cancelled": len(s) - counted,
+        "began": int(counter_value(data, "streams_began")),
         "outcomes": counts,
         "truncation_rate": _ratio(*rate_value(data, "truncation_rate")),
         "http_5xx_rate": _ratio(*rate_value(data, "http_5xx_rate")),

@@ -147,6 +147,14 @@ class SummaryJson(TypedDict, total=False):
     """``DIR/summary.json``: the headline figures of a finalized run."""
 
     requests: int
+    """Rows of streams.csv: ``counted`` + ``cancelled``."""
+    counted: int
+    """Requests the load test did not stop itself: the denominator of ``http_5xx_rate``,
+    ``error_rate`` and ``requests_per_s``."""
+    cancelled: int
+    """Requests the load test stopped itself (``cancelled`` and ``client_cancelled``)."""
+    began: int
+    """Counted requests whose stream began: ``truncation_rate``'s denominator."""
     outcomes: dict[str, int]
     server_hints: list[str]
     """One rule that explains most failures, and the flag the server needs (server_hints.py)."""

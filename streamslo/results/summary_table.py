@@ -7,7 +7,7 @@ from typing import Any, Protocol, cast
 
 from streamslo.results.schema import LatencySummary, RunJson, SummaryJson
 from streamslo.stream.error_groups import with_similar
-from streamslo.stream.outcome import OUTCOMES
+from streamslo.stream.outcome import EXCLUDED_OUTCOMES, OUTCOMES
 
 __all__ = ["CheckLine", "format_summary", "integrity_warnings", "run_warnings", "truth_lines"]
 
@@ -174,7 +174,7 @@ def _replay_lines(summary: SummaryJson) -> list[str]:
 
 def _connect_error_rate(counts: Mapping[str, int]) -> float | None:
     """``connect_error`` over all requests not cancelled (docs/metrics.md), from the counts."""
-    counted = sum(v for k, v in counts.items() if k != "cancelled")
+    counted = sum(v for k, v in counts.items() if k not in EXCLUDED_OUTCOMES)
     return counts.get("connect_error", 0) / counted if counted else None
 
 
@@ -204,13 +204,27 @@ def truth_lines(truth: Mapping[str, object] | None) -> list[str]:
     return out
 
 
+def _requests_line(summary: SummaryJson) -> str:
+    """``requests 119 (109 counted, 10 cancelled by the run)   requests/s 1.9 (counted) ...``:
+    the rates and requests/s are over the counted requests, never over cancelled ones."""
+    n = summary["requests"]
+    cancelled = summary.get("cancelled")
+    split = (
+        f" ({n - cancelled:,} counted, {cancelled:,} cancelled by the run, in no rate)"
+        if cancelled
+        else ""
+    )
+    return (
+        f"requests {n:,}{split}   requests/s {_ms(summary.get('requests_per_s'))}"
+        f"{' (counted)' if cancelled else ''}   tokens/s {_ms(summary.get('tokens_per_s'))}"
+    )
+
+
 def format_summary(summary: SummaryJson, checks: Sequence[CheckLine], run: RunJson) -> str:
     """A table of outcomes, rates, latencies and threshold verdicts."""
     lines = [f"!! {line}" for line in run_warnings(run)]
     lines += [f"hint: {line}" for line in summary.get("server_hints") or ()]
-    lines.append(
-        f"requests {summary['requests']}   requests/s {_ms(summary.get('requests_per_s'))}   tokens/s {_ms(summary.get('tokens_per_s'))}"
-    )
+    lines.append(_requests_line(summary))
     counts = summary["outcomes"]
     lines.append(
         "outcomes  " + "  ".join(f"{o}={counts.get(o, 0)}" for o in OUTCOMES if counts.get(o, 0))
