@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from streamslo.cli import COMMANDS
+from streamslo.commands.option_tables import TABLES
 from streamslo.options.units import parse_duration, unit_form
 
 
@@ -174,3 +175,66 @@ def test_every_command_shell_lives_in_commands() -> None:
     root = Path(__file__).resolve().parents[1] / "streamslo"
     stray = sorted(str(p.relative_to(root)) for p in root.rglob("command.py"))
     assert stray == [], stray
+
+
+#: The only places that call argparse's add_argument themselves, and why.
+_OWN_ADD_ARGUMENT = {
+    "options/declare.py": "the one declaration style: every command's options go through it",
+    "options/run_options.py": "registers run's declared options on Locust's own parser",
+    "loadgen/options.py": "a parser shim that drops the keywords Locust's parser adds",
+    "cli.py": "the root parser's --version and --verbose (no command's)",
+    "server/trainer.py": "an internal child process of the bundled server, not a command",
+}
+
+
+def test_no_command_adds_an_argument_by_hand() -> None:
+    """Every command declares its options in one dataclass (streamslo.options.declare): the
+    parser, the typed values and the docs tables come from it. A hand-written add_argument
+    elsewhere is a second declaration style."""
+    import ast
+
+    root = Path(__file__).resolve().parents[1] / "streamslo"
+    found = set()
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("add_argument", "add_mutually_exclusive_group")
+            ):
+                found.add(path.relative_to(root).as_posix())
+    assert found - set(_OWN_ADD_ARGUMENT) == set()
+
+
+@pytest.mark.parametrize("command", sorted(TABLES))
+def test_each_command_parses_into_its_declaration(command: str) -> None:
+    """The parser a command builds reads back into its options dataclass: every declared
+    option is an argument, with the declared default."""
+    import dataclasses
+
+    from streamslo.cli import _subparser, build_parser
+    from streamslo.options import declare
+
+    _, cls, _ = TABLES[command]
+    parser = _subparser(build_parser(command), command)
+    assert parser is not None
+    dests = {a.dest for a in parser._actions}
+    for o in declare.rows(cls):
+        if command == "history" and o.name == "dirs":
+            continue  # history add's
+        assert o.name in dests, (command, o.name)
+    required = [
+        o for o in declare.rows(cls) if o.required and not (command == "history" and o.positional)
+    ]
+    argv = []
+    for o in required:
+        value = "http://127.0.0.1:1" if o.name in ("url", "upstream") else "x"
+        argv += ([] if o.positional else [o.flag]) + [value]
+    if command in ("compare", "sweep", "soak"):
+        return  # run's options beside them: run's own tests read those
+    args = parser.parse_args(argv)
+    got = declare.values(args, cls)
+    for f in dataclasses.fields(cls):
+        if f.name not in {o.name for o in required}:
+            expected = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+            assert getattr(got, f.name) == expected, (command, f.name)

@@ -88,3 +88,15 @@ def test_the_results_page_lists_every_streams_csv_column() -> None:
     from streamslo.results.columns import docs_table
 
     assert docs_table() in (DOCS / "results.md").read_text(encoding="utf-8")
+
+
+def test_each_commands_options_table_is_its_declaration():
+    """Each command's reference page carries the table made from its one declaration
+    (python -m streamslo.commands.option_tables rewrites them)."""
+    from streamslo.commands.option_tables import TABLES, table
+
+    for command, (page, _, _) in TABLES.items():
+        text = (DOCS.parent / page).read_text(encoding="utf-8")
+        assert table(command) in text, (
+            f"{page}: the {command} options table is stale: python -m streamslo.commands.option_tables"
+        )

@@ -25,18 +25,20 @@ import argparse
 import datetime as dt
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from streamslo.errors import EXIT_OK, EXIT_THRESHOLD, BadInputError
+from streamslo.options import declare
 from streamslo.options.run_options import add_cli_arguments
-from streamslo.options.units import positive_int_arg
+from streamslo.options.values import Integer, Switch, Text, flag_option
 from streamslo.server.bundled import split_cpus, start_bundled
 
 __all__ = [
     "DEFAULTS",
     "RUN_OPTIONS",
     "CompareDefaults",
+    "CompareOptions",
     "add_arguments",
     "level_counts",
     "main",
@@ -69,6 +71,49 @@ RUN_TIME_MARGIN_S = 5.0
 RUN_OPTIONS = ("out", "users", "duration", "max_tokens", "protocol", "slow_readers", "drain")
 
 
+@dataclass(frozen=True)
+class CompareOptions:
+    """``compare``'s own options, beside the run options it shares (docs/cli.md)."""
+
+    levels: int = field(
+        default=DEFAULTS.levels,
+        metadata=flag_option(
+            Integer(1),
+            "concurrency levels each run ramps through, halving down from --users (1: constant load)",
+        ),
+    )
+    before_cmd: str | None = field(
+        default=None,
+        metadata=flag_option(
+            Text(name="OPTIONS"),
+            f"streamslo serve options for the before server (default: {DEFAULTS.naive_server!r})",
+        ),
+    )
+    after_cmd: str | None = field(
+        default=None,
+        metadata=flag_option(
+            Text(name="OPTIONS"),
+            f"streamslo serve options for the after server (default: {DEFAULTS.fixed_server!r})",
+        ),
+    )
+    before_url: str | None = field(
+        default=None,
+        metadata=flag_option(
+            Text(name="URL"), "compare a running server instead of starting the bundled one"
+        ),
+    )
+    after_url: str | None = field(
+        default=None,
+        metadata=flag_option(
+            Text(name="URL"), "compare a running server instead of starting the bundled one"
+        ),
+    )
+    allow_invalid: bool = field(
+        default=False,
+        metadata=flag_option(Switch(), "a saturated generator does not fail the after run"),
+    )
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The run options ``compare`` shares with ``streamslo run`` (from the option table, with
     the embedded defaults), the SLO, and the two servers."""
@@ -92,31 +137,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
             "slo_source": "SLO TOML file (default: the incidents' SLO)",
         },
     )
-    p.add_argument(
-        "--levels",
-        type=positive_int_arg,
-        default=d.levels,
-        help=f"concurrency levels each run ramps through, halving down from --users (default {d.levels}; 1: constant load)",
-    )
-    p.add_argument(
-        "--before-cmd",
-        help=f"streamslo serve options for the before server (default: {d.naive_server!r})",
-    )
-    p.add_argument(
-        "--after-cmd",
-        help=f"streamslo serve options for the after server (default: {d.fixed_server!r})",
-    )
-    p.add_argument(
-        "--before-url", help="compare a running server instead of starting the bundled one"
-    )
-    p.add_argument(
-        "--after-url", help="compare a running server instead of starting the bundled one"
-    )
-    p.add_argument(
-        "--allow-invalid",
-        action="store_true",
-        help="a saturated generator does not fail the after run",
-    )
+    declare.add_arguments(p, CompareOptions)
 
 
 def level_counts(top: int, levels: int) -> tuple[int, ...]:

@@ -14,12 +14,27 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from streamslo.options import declare
 from streamslo.options.run_options import add_cli_arguments
+from streamslo.options.values import Text, flag_option
 
-__all__ = ["add_arguments", "main"]
+__all__ = ["SoakOptions", "add_arguments", "main"]
+
+
+@dataclass(frozen=True)
+class SoakOptions:
+    """``soak``'s own option, beside ``run``'s (docs/soak.md)."""
+
+    serve: str = field(
+        default="--mode fixed --server gunicorn --workers 1",
+        metadata=flag_option(
+            Text(optional=False, name="OPTIONS"),
+            "streamslo serve options when the bundled server is started",
+        ),
+    )
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -34,11 +49,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
             "slo_source": "an SLO file instead of the scenario's thresholds",
         },
     )
-    p.add_argument(
-        "--serve",
-        default="--mode fixed --server gunicorn --workers 1",
-        help="streamslo serve options when the bundled server is started",
-    )
+    declare.add_arguments(p, SoakOptions)
 
 
 def main(args: argparse.Namespace) -> int:

@@ -20,15 +20,16 @@ import argparse
 import contextlib
 import datetime as dt
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from streamslo.errors import EXIT_OK, EXIT_THRESHOLD, BadInputError, StreamSLOError
+from streamslo.options import declare
 from streamslo.options.run_options import add_cli_arguments
-from streamslo.options.units import positive_int_arg
+from streamslo.options.values import Integer, Parsed, Switch, flag_option
 
-__all__ = ["add_arguments", "even_rates", "main", "parse_rates"]
+__all__ = ["SweepOptions", "add_arguments", "even_rates", "main", "parse_rates"]
 
 
 def parse_rates(text: str) -> tuple[float, ...]:
@@ -56,6 +57,34 @@ def even_rates(low: float, high: float, steps: int) -> tuple[float, ...]:
     )
 
 
+@dataclass(frozen=True)
+class SweepOptions:
+    """``sweep``'s own options, beside the run options (docs/cli.md)."""
+
+    rates: tuple[float, ...] | None = field(
+        default=None,
+        metadata=flag_option(
+            Parsed(parse_rates, "RATES", "request rates, comma-separated (req/s)"),
+            "request rates to run, e.g. 1,2,4,8 (req/s)",
+            exclusive="how",
+        ),
+    )
+    find_max: bool = field(
+        default=False,
+        metadata=flag_option(
+            Switch(),
+            "find the rates: a synchronous run, a saturating run, then rates between (the default)",
+            exclusive="how",
+        ),
+    )
+    steps: int = field(
+        default=5,
+        metadata=flag_option(
+            Integer(1), "--find-max: rates between the synchronous and the saturating rate"
+        ),
+    )
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The run options (``docs/cli.md``), and the sweep's own."""
     add_cli_arguments(
@@ -67,19 +96,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         },
         exclude=("request_rate", "stages", "shape"),
     )  # the sweep sets the load itself
-    how = p.add_mutually_exclusive_group()
-    how.add_argument("--rates", type=parse_rates, help="request rates to run, e.g. 1,2,4,8 (req/s)")
-    how.add_argument(
-        "--find-max",
-        action="store_true",
-        help="find the rates: a synchronous run, a saturating run, then rates between (the default)",
-    )
-    p.add_argument(
-        "--steps",
-        type=positive_int_arg,
-        default=5,
-        help="--find-max: rates between the synchronous and the saturating rate (default 5)",
-    )
+    declare.add_arguments(p, SweepOptions)
 
 
 def _run(base: Any, out: Path, label: str, **changes: Any) -> tuple[int, Any]:
