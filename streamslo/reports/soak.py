@@ -2,7 +2,7 @@
 burn-down, the alerts, and the drift verdicts (``docs/soak.md``).
 
 :func:`soak_sections` reads each run's ``windows.csv``, ``run.json`` (``budget``, ``alerts``)
-and ``summary.json`` (``drift``; computed here for a directory finalized before it existed);
+and judges drift by :func:`streamslo.figures.drift.analyse` (as finalize does for ``summary.json``);
 :func:`soak_charts` draws them; :func:`soak_html` / :func:`soak_markdown` render the tables.
 A run without windows gets no section. Nothing here prints.
 """
@@ -17,10 +17,10 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from streamslo.figures.drift import analyse, collect_series, theil_sen
+from streamslo.figures.drift import MIN_POINTS, MIN_SPAN_S, analyse, collect_series, theil_sen
 from streamslo.reports.charts import COLORS, Chart, png_base64
 from streamslo.reports.load import LoadedRun
-from streamslo.results.layout import Layout, read_json
+from streamslo.results.layout import Layout
 from streamslo.results.markup import html_table, markdown_table
 from streamslo.runfiles.windows_csv import read_windows
 from streamslo.slo.budget import Budget, burn_down
@@ -28,6 +28,7 @@ from streamslo.slo.budget import Budget, burn_down
 __all__ = [
     "MIN_WINDOWS",
     "SoakSection",
+    "drift_notes",
     "soak_charts",
     "soak_html",
     "soak_json",
@@ -73,10 +74,9 @@ def _section(run: LoadedRun) -> SoakSection | None:
         rows = []
     if not rows:
         return None
-    summary = read_json(layout.summary_json) if layout.summary_json.exists() else {}
-    drift = summary.get("drift")
-    if not isinstance(drift, dict):
-        drift = analyse(run.path, rows)
+    # Judged here, by today's rule, rather than read from summary.json: a directory finalized
+    # by an older version keeps verdicts (a "flat" on a 40 s run) that rule would not give.
+    drift = analyse(run.path, rows)
     budget = run.run.get("budget") if isinstance(run.run.get("budget"), dict) else None
     spent = None
     if budget is not None:
@@ -337,15 +337,26 @@ def _tables(sec: SoakSection) -> list[tuple[str, list[list[str]]]]:
         out.append(
             (
                 "Drift and leaks",
-                [["series", "verdict", "slope / h", "95 % CI / h", "growth", "points"]]
+                [
+                    [
+                        "series",
+                        "verdict",
+                        "slope / h",
+                        "95 % CI / h",
+                        "later half: slope / h",
+                        "later half: 95 % CI / h",
+                        "growth",
+                        "points",
+                    ]
+                ]
                 + [
                     [
                         name,
-                        d["verdict"],
+                        str(d["verdict"]),
                         _f(d.get("slope_per_h"), 3),
-                        "—"
-                        if d.get("ci_low_per_h") is None
-                        else f"[{_f(d['ci_low_per_h'], 3)}, {_f(d['ci_high_per_h'], 3)}]",
+                        _ci(d.get("ci_low_per_h"), d.get("ci_high_per_h")),
+                        _f(d.get("late_slope_per_h"), 3),
+                        _ci(d.get("late_ci_low_per_h"), d.get("late_ci_high_per_h")),
                         "—" if d.get("growth_pct") is None else f"{d['growth_pct']:.1f} %",
                         str(d.get("points")),
                     ]
@@ -356,10 +367,30 @@ def _tables(sec: SoakSection) -> list[tuple[str, list[list[str]]]]:
     return out
 
 
-def _too_short(sec: SoakSection) -> str:
-    """One line for the series too short to judge ("" when none)."""
-    names = [name for name in sec.drift if not _judged(sec, name)]
-    return f"Drift not judged for {', '.join(names)}: too few points in this run." if names else ""
+def _ci(lo: Any, hi: Any) -> str:
+    return "—" if lo is None or hi is None else f"[{_f(lo, 3)}, {_f(hi, 3)}]"
+
+
+def drift_notes(sec: SoakSection) -> list[str]:
+    """What the drift verdicts rest on, in words: the series too short to judge (with what a
+    verdict needs), and each inconclusive one with the growth its interval still allows. A
+    leak is ``leak`` when its whole series and its later half both grow beyond 5 %; ``flat``
+    only when the later half's interval rules out more than 5 % growth."""
+    out = []
+    short = [name for name in sec.drift if not _judged(sec, name)]
+    if short:
+        had = ", ".join(
+            f"{n} ({_f(sec.drift[n].get('span_s'), 0)} s, {sec.drift[n].get('points')} points)"
+            for n in short
+        )
+        out.append(
+            f"Drift not judged for {had}: too short to judge; a verdict needs at least "
+            f"{MIN_SPAN_S:.0f} s and {MIN_POINTS} points."
+        )
+    for name, d in sec.drift.items():
+        if d.get("verdict") == "inconclusive" and d.get("note"):
+            out.append(f"{name} is inconclusive: {d['note']}.")
+    return out
 
 
 def soak_html(sections: Sequence[SoakSection]) -> str:
@@ -375,8 +406,7 @@ def soak_html(sections: Sequence[SoakSection]) -> str:
             )
         for title, rows in _tables(sec):
             parts.append(f"<h4>{html.escape(title)}</h4>{html_table(rows)}")
-        if _too_short(sec):
-            parts.append(f'<p class="note">{html.escape(_too_short(sec))}</p>')
+        parts += [f'<p class="note">{html.escape(n)}</p>' for n in drift_notes(sec)]
     return "\n".join(parts)
 
 
@@ -392,8 +422,7 @@ def soak_markdown(sections: Sequence[SoakSection]) -> str:
                 markdown_table(rows),
                 "",
             ]
-        if _too_short(sec):
-            out += [f"_{_too_short(sec)}_", ""]
+        out += [x for n in drift_notes(sec) for x in (f"_{n}_", "")]
     return "\n".join(out)
 
 

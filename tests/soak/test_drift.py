@@ -66,3 +66,43 @@ def test_a_long_series_is_thinned_and_still_fits():
     trend = judge("x", "MiB", t, y)
     assert trend.points == 90_000 and trend.verdict == "leak"
     assert trend.slope_per_h == pytest.approx(3.6, rel=1e-3)
+
+
+def test_a_run_too_short_to_judge_says_so_with_the_minimum():
+    """A 40 s run's open files (scraped every 2 s) warm up from 5 to 16: no verdict, no slope,
+    and the note says what a verdict needs."""
+    from streamslo.figures.drift import MIN_POINTS, MIN_SPAN_S
+
+    t = np.arange(0.0, 40.0, 2.0)
+    trend = judge("server_open_files", "files", t, np.minimum(5 + t / 2, 16))
+    assert trend.verdict == "too short" and trend.slope_per_h is None
+    assert trend.note == (
+        f"too short to judge: 38 s and 18 points; a verdict needs at least {MIN_SPAN_S:.0f} s "
+        f"and {MIN_POINTS} points"
+    )
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_flat_is_never_said_beside_an_interval_that_allows_growth(seed):
+    """Noisy series of a few minutes: whatever the draw, a ``flat`` verdict comes with a later
+    half whose interval allows at most 5 % growth over that half; wider ones are
+    ``inconclusive``, with the growth they allow."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(0.0, 70.0 + 60.0 * (seed % 4), 2.0)
+    y = 50.0 + rng.normal(0, 1.0 + 4 * (seed % 3), t.size)
+    trend = judge("server_rss_mb", "MiB", t, y)
+    assert trend.verdict in ("flat", "inconclusive", "leak", "shrinking")
+    half_span_h = (t[-1] - t[int(t.size * 0.1)]) / 2 / 3600.0
+    allowed = trend.late_ci_high_per_h * half_span_h / trend.start
+    if trend.verdict == "flat":
+        assert allowed <= 0.05 * 1.1, trend  # (the thinning makes the half's span inexact)
+    if trend.verdict == "inconclusive":
+        assert trend.note and "allows growth of" in trend.note
+
+
+def test_a_wide_interval_is_inconclusive_not_flat():
+    rng = np.random.default_rng(7)
+    t = np.arange(0.0, 90.0, 2.0)
+    trend = judge("server_rss_mb", "MiB", t, 100.0 + rng.normal(0, 15, t.size))
+    assert trend.verdict == "inconclusive"
+    assert trend.late_ci_high_per_h > 0 > trend.late_ci_low_per_h
