@@ -5,12 +5,15 @@ run: the streams that started while a stage held N users; ``streamslo compare`` 
 way). Every figure of a point comes from :mod:`streamslo.figures.metrics` over that level's streams, so
 it matches what ``verify`` and ``summary.json`` would say of the same streams.
 
-The knee (:func:`find_knee`) is the last level before the service turns: the first level
-where the SLO fails, TTFT p99 or ITL p99 more than doubles over the lowest level's (and grows
-by more than :data:`LATENCY_FLOOR_MS`), the
-truncation rate rises by more than one point over it, or (rates) the asked rate was not
-kept up (fewer sent than :func:`keep_up_floor` allows: the open-loop generator fell behind,
-e.g. ``--max-concurrency`` reached). Nothing here prints.
+The knee (:func:`find_knee`) is the last level before the service turns, found by the first of
+these rules a level breaks, in this order: the SLO fails (``slo``); (rates) the asked rate was
+not kept up (``keep_up``: fewer sent than :func:`keep_up_floor` allows, the open-loop generator
+fell behind, e.g. ``--max-concurrency`` reached); TTFT p99 or ITL p99 more than doubles over the
+lowest level's and grows by more than :data:`LATENCY_FLOOR_MS` (``ttft_p99``, ``itl_p99``); the
+truncation rate rises by more than one point over it (``truncation``). Only the first rule is
+the SLO: a latency knee is a change of slope, and a level past it may still meet the SLO, so
+the knee is always named by its rule (:data:`RULES`) and the SLO's verdict per level is said
+apart (:func:`slo_levels`). Nothing here prints.
 """
 
 from __future__ import annotations
@@ -39,14 +42,17 @@ if TYPE_CHECKING:
 
 __all__ = [
     "KEEP_UP",
+    "RULES",
     "Knee",
     "LoadPoint",
+    "SloLevels",
     "find_knee",
     "first_user_s",
     "keep_up_floor",
     "level_points",
     "load_point",
     "sent_rate",
+    "slo_levels",
     "stage_levels",
 ]
 
@@ -271,9 +277,25 @@ def level_points(
 
 
 # ----------------------------------------------------------------------------- the knee
+#: Each knee rule, in words (a chart's legend, the levels' lines).
+RULES = {
+    "slo": "the SLO failed",
+    "keep_up": "the asked rate was not kept up",
+    "ttft_p99": (
+        f"TTFT p99 over {LATENCY_FACTOR:g}x the lowest level's and {LATENCY_FLOOR_MS:g} ms above it"
+    ),
+    "itl_p99": (
+        f"ITL p99 over {LATENCY_FACTOR:g}x the lowest level's and {LATENCY_FLOOR_MS:g} ms above it"
+    ),
+    "truncation": (
+        f"truncation rate more than {TRUNCATION_RISE * 100:g} point above the lowest level's"
+    ),
+}
+
+
 @dataclass(frozen=True)
 class Knee:
-    """Where a series turns."""
+    """Where a series turns, and by which rule."""
 
     x: float | None
     """The last level before the turn (None: it had turned at the lowest level already)."""
@@ -281,10 +303,18 @@ class Knee:
     broke_at: str | None
     """The first level past the knee (None: the series never turned)."""
     reason: str
-    """Why that level is past it (or that the series held to the top)."""
+    """Why that level is past it, with its figures (or that no level turned)."""
+    rule: str | None = None
+    """The rule that found it (a key of :data:`RULES`); None when no level turned."""
 
     def as_dict(self) -> dict[str, object]:
-        return {"x": self.x, "label": self.label, "broke_at": self.broke_at, "reason": self.reason}
+        return {
+            "x": self.x,
+            "label": self.label,
+            "broke_at": self.broke_at,
+            "reason": self.reason,
+            "rule": self.rule,
+        }
 
 
 def _worse(p: float | None, base: float | None) -> bool:
@@ -297,20 +327,27 @@ def _worse(p: float | None, base: float | None) -> bool:
     )
 
 
-def _turned(p: LoadPoint, base: LoadPoint) -> str | None:
+def _turned(p: LoadPoint, base: LoadPoint) -> tuple[str, str] | None:
+    """(rule, reason with the level's figures) of the first rule ``p`` breaks, or None."""
     if p.passed is False:
-        return "the SLO failed (" + ", ".join(p.failed) + ")"
+        return "slo", "the SLO failed (" + ", ".join(p.failed) + ")"
     if p.asked and p.achieved_rate is not None and p.achieved_rate < keep_up_floor(p.x, p.requests):
-        return f"only {p.achieved_rate:.2f} of {p.x:g} req/s asked were sent"
+        return "keep_up", f"only {p.achieved_rate:.2f} of {p.x:g} req/s asked were sent"
     if _worse(p.ttft_ms.p99, base.ttft_ms.p99):
-        return f"TTFT p99 {p.ttft_ms.p99:.0f} ms, over {LATENCY_FACTOR:g}x the lowest level's"
+        return "ttft_p99", (
+            f"TTFT p99 {p.ttft_ms.p99:.0f} ms, over {LATENCY_FACTOR:g}x the lowest level's "
+            f"{base.ttft_ms.p99:.0f} ms"
+        )
     if _worse(p.itl_ms.p99, base.itl_ms.p99):
-        return f"ITL p99 {p.itl_ms.p99:.0f} ms, over {LATENCY_FACTOR:g}x the lowest level's"
+        return "itl_p99", (
+            f"ITL p99 {p.itl_ms.p99:.0f} ms, over {LATENCY_FACTOR:g}x the lowest level's "
+            f"{base.itl_ms.p99:.0f} ms"
+        )
     if (
         p.truncation_rate is not None
         and p.truncation_rate > (base.truncation_rate or 0.0) + TRUNCATION_RISE
     ):
-        return f"truncation rate {p.truncation_rate:.1%}"
+        return "truncation", f"truncation rate {p.truncation_rate:.1%}"
     return None
 
 
@@ -333,13 +370,60 @@ def find_knee(points: Sequence[LoadPoint]) -> Knee:
             None,
             base.label,
             "the lowest level already failed the SLO (" + ", ".join(base.failed) + ")",
+            "slo",
         )
     for prev, p in itertools.pairwise(pts):
-        why = _turned(p, base)
-        if why is not None:
-            return Knee(prev.x, prev.label, p.label, why)
+        turned = _turned(p, base)
+        if turned is not None:
+            return Knee(prev.x, prev.label, p.label, turned[1], turned[0])
     top = pts[-1]
-    return Knee(top.x, top.label, None, "held to the highest level")
+    return Knee(top.x, top.label, None, "no level turned, up to the highest")
+
+
+@dataclass(frozen=True)
+class SloLevels:
+    """The SLO's verdict at each level of a series, in words a person can check."""
+
+    met: tuple[str, ...]
+    """The levels where every threshold held."""
+    failed: tuple[tuple[str, tuple[str, ...]], ...]
+    """The levels where one failed, each with the thresholds that did."""
+
+    @property
+    def checked(self) -> bool:
+        return bool(self.met or self.failed)
+
+    def sentence(self) -> str:
+        """``the SLO was met at 1, 2 and 5 users and failed at 10 users (itl_ms p(99)<200)``."""
+        if not self.checked:
+            return "the SLO was not checked per level"
+        if not self.failed:
+            return f"the SLO was met at every level ({_words(self.met)})"
+        fails = "; ".join(f"{lab} ({', '.join(why)})" for lab, why in self.failed)
+        if not self.met:
+            return f"the SLO failed at every level: {fails}"
+        return f"the SLO was met at {_words(self.met)} and failed at {fails}"
+
+
+def _words(labels: Sequence[str]) -> str:
+    """``1, 2 and 5 users`` from ``1 users``-style labels sharing a unit."""
+    units = {lab.split(" ", 1)[-1] for lab in labels}
+    if len(units) == 1 and all(" " in lab for lab in labels):
+        nums = [lab.split(" ", 1)[0] for lab in labels]
+        unit = units.pop()
+        return (nums[0] if len(nums) == 1 else ", ".join(nums[:-1]) + " and " + nums[-1]) + (
+            f" {unit}"
+        )
+    return labels[0] if len(labels) == 1 else ", ".join(labels[:-1]) + " and " + labels[-1]
+
+
+def slo_levels(points: Sequence[LoadPoint]) -> SloLevels:
+    """Where the SLO held and where it failed, level by level (sorted by ``x``)."""
+    pts = sorted((p for p in points if p.requests > 0), key=lambda p: p.x)
+    return SloLevels(
+        tuple(p.label for p in pts if p.passed is True),
+        tuple((p.label, p.failed) for p in pts if p.passed is False),
+    )
 
 
 def finite(values: Sequence[float | None]) -> np.ndarray:

@@ -23,7 +23,15 @@ from streamslo.reports.knee import Knee, LoadPoint, finite
 if TYPE_CHECKING:
     from streamslo.slo.thresholds import SLO
 
-__all__ = ["SERIES_COLORS", "knee_chart", "knee_figure", "level_ticks", "log_ticks", "slo_bounds"]
+__all__ = [
+    "SERIES_COLORS",
+    "knee_chart",
+    "knee_figure",
+    "knee_label",
+    "level_ticks",
+    "log_ticks",
+    "slo_bounds",
+]
 
 #: Line colour by series name (others cycle through the rest).
 SERIES_COLORS = {
@@ -116,8 +124,10 @@ def knee_chart(
     if fig is None:
         return None
     caption = (
-        "Each point: the streams of one load level. Dashed: the SLO's bound; dotted: the knee "
-        "(the last level before the service turned)."
+        "Each point: the streams of one load level. Dashed: the SLO's bound. Dotted: each "
+        "series' knee, the last level before one of the knee rules turned, the rule named in "
+        "the legend; a latency knee is a change of slope, not the SLO (whether each level met "
+        "the SLO is in the table)."
     )
     return Chart(key, title, caption, png_base64(fig), wide=True)
 
@@ -205,7 +215,9 @@ def knee_figure(
         ax.grid(True, which="major", alpha=0.3)
         for i, (name, knee) in enumerate((knees or {}).items()):
             if knee.x is not None and knee.broke_at is not None:
-                ax.axvline(knee.x, color=_color(name, i), ls=":", lw=1.2)
+                ax.axvline(
+                    knee.x, color=_color(name, i), ls=":", lw=1.2, label=knee_label(name, knee)
+                )
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
     # One legend for every panel, below them: inside a panel it hid the points it names.
@@ -223,6 +235,21 @@ def knee_figure(
         frameon=False,
     )
     return fig
+
+
+#: A knee rule in a legend's few words.
+_RULE_SHORT = {
+    "slo": "SLO failed",
+    "keep_up": "rate not kept up",
+    "ttft_p99": "TTFT p99 over 2x",
+    "itl_p99": "ITL p99 over 2x",
+    "truncation": "truncation +1 point",
+}
+
+
+def knee_label(name: str, knee: Knee) -> str:
+    """A knee's legend entry: the series, the rule that found it, the level."""
+    return f"{name} knee: {_RULE_SHORT.get(knee.rule or '', knee.rule)} after {knee.label}"
 
 
 def slo_bounds(slo: SLO | None) -> dict[str, float]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from streamslo.reports.charts import Chart
-from streamslo.reports.knee import Knee, LoadPoint, find_knee, level_points
+from streamslo.reports.knee import RULES, Knee, LoadPoint, find_knee, level_points, slo_levels
 from streamslo.reports.knee_charts import knee_chart, slo_bounds
 from streamslo.reports.load import LoadedRun
 from streamslo.reports.render import fmt, html_table, md_table
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SETTLE_S",
     "LevelSeries",
+    "knee_line",
     "level_chart",
     "level_series",
     "levels_html",
@@ -119,21 +120,36 @@ def _rows(series: Sequence[LevelSeries]) -> list[list[str]]:
     return rows
 
 
-def _knee_line(s: LevelSeries) -> str:
-    if s.knee.broke_at is None:
-        return f"{s.name}: {s.knee.reason} ({s.knee.label})."
-    held = f"held up to {s.knee.label}" if s.knee.label else "did not hold at the lowest level"
-    return f"{s.name}: {held}; at {s.knee.broke_at}, {s.knee.reason}."
+def knee_line(s: LevelSeries) -> str:
+    """One run's line: the SLO's verdict level by level, then the knee named by its rule (a
+    latency knee is not the SLO: a level past it may still meet the SLO)."""
+    slo = slo_levels(s.points).sentence()
+    k = s.knee
+    if k.rule is None:
+        knee = (
+            f"no knee up to {k.label}: no level broke a knee rule ("
+            + "; ".join(RULES[r] for r in ("ttft_p99", "itl_p99", "truncation"))
+            + ")"
+        )
+    elif k.label is None:
+        knee = f"knee at the lowest level, {k.broke_at}, by the rule '{RULES[k.rule]}'"
+    elif k.rule == "slo":
+        knee = f"knee after {k.label} by the rule '{RULES['slo']}': at {k.broke_at}"
+    else:
+        knee = f"knee after {k.label} by the rule '{RULES[k.rule]}': at {k.broke_at}, {k.reason}"
+    return f"{s.name}: {slo}; {knee}."
 
 
 def levels_html(series: Sequence[LevelSeries]) -> str:
     """The section's HTML body (the chart goes with the report's charts)."""
-    knees = "".join(f"<li>{html.escape(_knee_line(s))}</li>" for s in series)
+    knees = "".join(f"<li>{html.escape(knee_line(s))}</li>" for s in series)
     return (
         f"<ul>{knees}</ul>"
         + html_table(_rows(series))
         + '<p class="note">Each level: the streams that started while it held (after the '
-        "ramp to it).</p>"
+        "ramp to it). The SLO column is the SLO's verdict at that level; the knee is a change "
+        "of slope found by the rule it names, not the SLO (a level past a latency knee may "
+        "still meet the SLO).</p>"
     )
 
 
@@ -145,7 +161,7 @@ def levels_markdown(series: Sequence[LevelSeries]) -> str:
         [
             "### Load levels",
             "",
-            *[f"- {_knee_line(s)}" for s in series],
+            *[f"- {knee_line(s)}" for s in series],
             "",
             md_table(_rows(series)),
             "",

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from streamslo.reports.charts import Chart
-from streamslo.reports.knee import Knee, LoadPoint, find_knee
+from streamslo.reports.knee import RULES, Knee, LoadPoint, find_knee
 from streamslo.reports.render import CSS, figures_html, fmt, html_table, json_safe, md_table
 
 __all__ = [
@@ -136,10 +136,13 @@ def _headline(doc: Mapping[str, Any]) -> str:
         if best is not None
         else "No rate met the SLO."
     )
+    rule = RULES.get(str(knee.get("rule") or ""))
     if knee.get("broke_at"):
-        head += f" Knee: {knee.get('label') or 'below the lowest rate'}; at {knee['broke_at']} {knee['reason']}."
+        after = f"after {knee['label']}" if knee.get("label") else "at the lowest rate"
+        by = f" by the rule '{rule}'" if rule else ""
+        head += f" Knee {after}{by}: at {knee['broke_at']}, {knee['reason']}."
     elif knee.get("label"):
-        head += f" The service {knee['reason']} ({knee['label']})."
+        head += f" No knee up to {knee['label']}: no rate broke a knee rule."
     return head
 
 
