@@ -15,14 +15,18 @@ from __future__ import annotations
 
 import base64
 import io
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from matplotlib import rcParams
+from matplotlib.axis import Axis, XAxis
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+from matplotlib.font_manager import FontProperties
+from matplotlib.ticker import FuncFormatter, Locator, NullFormatter
 
 from streamslo.figures.metrics import trend_samples
 from streamslo.reports.load import LoadedRun
@@ -30,7 +34,15 @@ from streamslo.reports.model import Report
 from streamslo.reports.server_series import panel_series
 from streamslo.reports.timeline import activity_timeline, cdf_points, lateness_timeline
 
-__all__ = ["COLORS", "Chart", "make_charts", "png_base64"]
+__all__ = [
+    "COLORS",
+    "Chart",
+    "FitLogLocator",
+    "make_charts",
+    "plain_log",
+    "png_base64",
+    "tick_text",
+]
 
 #: Line colour per run label.
 COLORS = {"before": "#c0392b", "after": "#1f77b4", "run": "#1f77b4"}
@@ -56,13 +68,98 @@ def png_base64(fig: Figure) -> str:
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def _plain_log(axis: object, decades: float = 0.0) -> None:
-    """Log axis labelled 10, 20, 50, 100 instead of 10^1 (other minor ticks unlabelled); over
-    more than three ``decades`` only the powers of ten, so the labels do not overlap."""
-    subs = (1.0,) if decades > 3 else (1.0, 2.0, 5.0)
-    axis.set_major_locator(LogLocator(base=10, subs=subs))  # type: ignore[attr-defined]
-    axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))  # type: ignore[attr-defined]
-    axis.set_minor_formatter(NullFormatter())  # type: ignore[attr-defined]
+#: Tick sets a log axis may take, densest first: 1-2-5, 1-3, every decade, every second or
+#: third decade.
+_LOG_STEPS: tuple[tuple[tuple[float, ...], int], ...] = (
+    ((1.0, 2.0, 5.0), 1),
+    ((1.0, 3.0), 1),
+    ((1.0,), 1),
+    ((1.0,), 2),
+    ((1.0,), 3),
+)
+#: Space kept between two tick labels, in pixels.
+_LABEL_GAP_PX = 6.0
+
+
+def tick_text(v: float) -> str:
+    """A log tick's label: ``0.5``, ``20``, ``5000`` (never ``5e+03`` or ``10^3``)."""
+    return f"{v:g}" if 1e-4 <= abs(v) < 1e6 else f"{v:.0e}"
+
+
+class FitLogLocator(Locator):
+    """Log-axis ticks whose labels cannot run together: the densest of 1-2-5, 1-3, decades,
+    every second or third decade whose labels, at the axis's size when it is drawn, keep
+    :data:`_LABEL_GAP_PX` apart (a label's size estimated from its characters and the tick
+    font). ``500 1000 2000`` on a narrow axis therefore becomes ``100 1000``."""
+
+    def __call__(self) -> Sequence[float]:
+        lo, hi = self.axis.get_view_interval()  # type: ignore[union-attr]
+        return self.tick_values(lo, hi)
+
+    def tick_values(self, vmin: float, vmax: float) -> Sequence[float]:
+        lo, hi = sorted((vmin, vmax))
+        if hi <= 0:
+            return []
+        lo = max(lo, hi * 1e-12)
+        length, size, horizontal = self._geometry()
+        for subs, every in _LOG_STEPS:
+            ticks = _log_ticks(lo, hi, subs, every)
+            if len(ticks) >= 2 and _fits(ticks, lo, hi, length, size, horizontal):
+                return ticks
+        # A tiny axis: the decades, each kept only if its label clears the last one kept.
+        kept: list[float] = []
+        for t in _log_ticks(lo, hi, (1.0,), 1):
+            if not kept or _fits([kept[-1], t], lo, hi, length, size, horizontal):
+                kept.append(t)
+        return kept
+
+    def _geometry(self) -> tuple[float, float, bool]:
+        """The axis's length in pixels, its tick font's size in pixels, and whether it runs
+        horizontally."""
+        axis = self.axis
+        if not isinstance(axis, Axis) or axis.axes is None:
+            return 1000.0, 10.0, True
+        ax = axis.axes
+        box = ax.get_window_extent()
+        horizontal = isinstance(axis, XAxis)
+        # From the tick label font's setting: asking the axis for its ticks would ask this
+        # locator again.
+        size = rcParams["xtick.labelsize" if horizontal else "ytick.labelsize"]
+        points = FontProperties(size=size).get_size_in_points()
+        px = float(points) * ax.figure.dpi / 72.0
+        return (box.width if horizontal else box.height), px, horizontal
+
+
+def _log_ticks(lo: float, hi: float, subs: tuple[float, ...], every: int) -> list[float]:
+    first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    return [
+        m * 10.0**k
+        for k in range(first, last + 1)
+        if k % every == 0
+        for m in subs
+        if lo <= m * 10.0**k <= hi * (1 + 1e-9)
+    ]
+
+
+def _fits(
+    ticks: Sequence[float], lo: float, hi: float, length: float, size: float, horizontal: bool
+) -> bool:
+    """Whether the ticks' labels keep their distance on an axis ``length`` pixels long."""
+    span = math.log10(hi / lo) if hi > lo else 1.0
+    pos = [(math.log10(t / lo) / span) * length for t in ticks]
+    extent = [(len(tick_text(t)) * 0.62 * size) if horizontal else (1.2 * size) for t in ticks]
+    return all(
+        pos[i + 1] - pos[i] >= (extent[i] + extent[i + 1]) / 2 + _LABEL_GAP_PX
+        for i in range(len(ticks) - 1)
+    )
+
+
+def plain_log(axis: Axis) -> None:
+    """A log axis labelled 10, 20, 50, 100 instead of 10^1, with as many labels as fit
+    (:class:`FitLogLocator`); minor ticks unlabelled."""
+    axis.set_major_locator(FitLogLocator())
+    axis.set_major_formatter(FuncFormatter(lambda v, _pos: tick_text(v)))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def _name(run: LoadedRun) -> str:
@@ -104,7 +201,7 @@ def _cdf(runs: Sequence[LoadedRun], report: Report, metric: str, title: str) -> 
         if bound:
             a.axvline(bound, color="#555", ls="--", lw=1, label=f"SLO bound {bound:g} ms")
         a.set_xscale("log")
-        _plain_log(a.xaxis, float(np.log10(max(hi, bound or 0.0) / lo)))
+        plain_log(a.xaxis)
         a.set_xlabel(f"{metric} (ms, log scale)")
         a.grid(True, which="both", alpha=0.3)
     ax.axhline(0.99, color="#999", ls=":", lw=1)
@@ -114,6 +211,7 @@ def _cdf(runs: Sequence[LoadedRun], report: Report, metric: str, title: str) -> 
     ax.set_title(title)
     tail.axhline(0.01, color="#999", ls=":", lw=1)
     tail.set_yscale("log")
+    plain_log(tail.yaxis)
     tail.set_ylabel("fraction of samples > x")
     tail.set_title("Tail (log scale)")
     caption = "Dotted lines: p99. Left: the whole distribution; right: its tail."
@@ -143,7 +241,7 @@ def _lateness(runs: Sequence[LoadedRun], report: Report) -> Chart | None:
     if bound:
         ax.axhline(bound, color="#555", ls="--", lw=1, label=f"ITL bound {bound:g} ms")
     ax.set_yscale("log")
-    _plain_log(ax.yaxis)
+    plain_log(ax.yaxis)
     ax.set_xlabel("seconds since the run's start")
     ax.set_ylabel("worst gap in the second (ms)")
     ax.grid(True, which="both", alpha=0.3)

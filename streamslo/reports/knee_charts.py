@@ -1,8 +1,8 @@
 """Charts of latency and failures against load (a rate sweep, or a staged run's concurrency
 levels), one line per series, the knee and the SLO bounds marked.
 
-Log-scale axes get ticks that cannot collide: 1-2-5 labels over a decade and a half at most,
-1-3 over three decades, decades only beyond; the load axis is ticked at the levels themselves,
+Log-scale axes get ticks that cannot collide: as many 1-2-5, 1-3 or decade labels as fit at the
+axis's size (:class:`streamslo.reports.charts.FitLogLocator`); the load axis is ticked at the levels themselves,
 thinned so that neighbouring labels keep their distance. Built as
 :mod:`streamslo.reports.charts` builds its charts (Agg, no pyplot).
 """
@@ -14,10 +14,11 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from matplotlib.axis import Axis
 from matplotlib.figure import Figure
-from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter, NullLocator
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
-from streamslo.reports.charts import Chart, png_base64
+from streamslo.reports.charts import Chart, plain_log, png_base64
 from streamslo.reports.knee import Knee, LoadPoint, finite
 
 if TYPE_CHECKING:
@@ -45,16 +46,10 @@ SERIES_COLORS = {
 _CYCLE = ("#2e7d32", "#8e44ad", "#e67e22", "#16a085")
 
 
-def log_ticks(axis: object, lo: float, hi: float) -> None:
-    """Label a log axis from ``lo`` to ``hi`` without crowding: 1-2-5 over at most 1.5
-    decades, 1-3 over at most 3, whole decades beyond."""
-    decades = math.log10(max(hi, lo * 1.0001) / lo) if lo > 0 else 6.0
-    subs: tuple[float, ...] = (
-        (1.0, 2.0, 5.0) if decades <= 1.5 else (1.0, 3.0) if decades <= 3 else (1.0,)
-    )
-    axis.set_major_locator(LogLocator(base=10, subs=subs))  # type: ignore[attr-defined]
-    axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))  # type: ignore[attr-defined]
-    axis.set_minor_formatter(NullFormatter())  # type: ignore[attr-defined]
+def log_ticks(axis: Axis, lo: float, hi: float) -> None:
+    """Label a log axis from ``lo`` to ``hi`` without crowding: as many 1-2-5, 1-3 or decade
+    labels as fit at the axis's size (:class:`streamslo.reports.charts.FitLogLocator`)."""
+    plain_log(axis)
 
 
 def level_ticks(levels: Sequence[float], log: bool, min_gap: float) -> list[float]:
