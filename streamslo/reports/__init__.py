@@ -4,17 +4,30 @@ Layout::
 
     load.py       results directories -> labelled runs, tidy frames, comparability warnings
     compare.py    pure before/after maths -> the report model (model.py)
+    model.py      the report model: frozen dataclasses every output is rendered from
     bootstrap.py  confidence intervals that resample whole streams
     verdicts.py   SLO checks through streamslo.slo.thresholds
-    failures.py   the most frequent error texts per failure outcome
+    failures.py   the largest error groups per failure outcome (the one grouping rule)
     glossary.py   metric names, units, directions and meanings; outcome meanings
     timeline.py   per-second series for the charts
     server_series.py  the target's own series (vLLM, TGI, SGLang, process) over the run
-    charts.py     matplotlib (Agg) charts as base64 PNG
+    charts.py     matplotlib (Agg) charts as base64 PNG; log axes whose labels fit
     tables.py     the tables as rows of text (units, names, judged change, headline)
     render.py     HTML / Markdown / JSON / terminal text
-    build.py      build_report(): all of the above, files written (``streamslo report``'s
-                  shell is streamslo/commands/report.py)
+    section.py    the protocol of an optional section (key, title, charts, html, markdown,
+                  to_json) and what it is built from
+    sections.py   the optional sections, in the page's order:
+      scenarios.py     per-scenario figures ([scenarios.*])
+      levels.py        figures per held concurrency level and the knee (``--stages``),
+                       with knee.py (load points, the knee and its rules) and
+                       knee_charts.py (the charts against load)
+      turns.py         TTFT by turn (``--turns``)
+      soak.py          windows, error budget, alerts and drift (long runs)
+      session_view.py  the sessions' swim lane and steps by depth (``--sessions``)
+      replay.py        trace arrivals, client hang-ups, the prefix cache
+    build.py      build_report(): the model, the sections, the files written
+                  (``streamslo report``'s shell is streamslo/commands/report.py)
+    sweep_report.py  ``streamslo sweep``'s document and pages (knee.py's points and knee)
 
 Importing this package is light (``streamslo --help`` imports it); pandas and matplotlib load
 on first use of :func:`build_report`.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,6 +20,8 @@ from streamslo.errors import BadInputError
 from streamslo.reports.model import BootstrapSettings, Report, VerdictRow
 
 if TYPE_CHECKING:
+    from streamslo.reports.load import LoadedRun
+    from streamslo.reports.section import Section
     from streamslo.slo.thresholds import SLO
 
 __all__ = ["DEFAULT_CONFIDENCE", "DEFAULT_RESAMPLES", "ReportResult", "build_report"]
@@ -86,6 +89,9 @@ def build_report(
 ) -> ReportResult:
     """Report one run (``before_dir=None``) or compare two, and write the three files.
 
+    Phases: the model (:func:`_model`), every optional section
+    (:data:`streamslo.reports.sections.SECTIONS`), the files (:func:`_write_report`).
+
     Args:
         before_dir: the before (naive) results directory, or None for a single-run report.
         after_dir: the after (fixed) results directory.
@@ -96,8 +102,7 @@ def build_report(
         seed: bootstrap seed (same inputs and seed give the same report numbers).
         resamples: bootstrap resamples (bounded further for very large runs).
         confidence: confidence level of the intervals, e.g. 0.95.
-        stages: the ``--stages`` the runs ramped through (``compare`` ramps each server): adds
-            the "Load levels" section, each run's figures per concurrency level and its knee.
+        stages: the ``--stages`` the runs ramped through (``compare``): adds "Load levels".
 
     Returns:
         The paths written, the verdict rows, and a text summary table.
@@ -107,100 +112,18 @@ def build_report(
         SLOFileError: the SLO file does not parse (names the file and line).
         BadInputError: a file of the report cannot be written (names it and why).
     """
-    from streamslo.reports.charts import make_charts
-    from streamslo.reports.compare import build_model
-    from streamslo.reports.levels import (
-        level_chart,
-        level_series,
-        levels_html,
-        levels_json,
-        levels_markdown,
-    )
     from streamslo.reports.load import load_report_runs
-    from streamslo.reports.render import render_html, render_json, render_markdown, summary_table
-    from streamslo.reports.replay import replay_html, replay_json, replay_markdown, replay_tables
-    from streamslo.reports.scenarios import (
-        scenario_html,
-        scenario_json,
-        scenario_markdown,
-        scenario_tables,
-    )
-    from streamslo.reports.session_view import (
-        session_views,
-        sessions_html,
-        sessions_json,
-        sessions_markdown,
-    )
-    from streamslo.reports.soak import (
-        soak_charts,
-        soak_html,
-        soak_json,
-        soak_markdown,
-        soak_sections,
-    )
-    from streamslo.reports.turns import turns_html, turns_json, turns_markdown
-    from streamslo.reports.verdicts import evaluate_runs, resolve_slo
+    from streamslo.reports.render import summary_table
+    from streamslo.reports.section import SectionInput
+    from streamslo.reports.sections import build_sections
+    from streamslo.reports.verdicts import resolve_slo
 
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be in (0, 1), not {confidence!r}")
-    if resamples < 1:
-        raise ValueError(f"resamples must be positive, not {resamples!r}")
+    settings = _settings(resamples, confidence, seed)
     slo_obj, slo_source = resolve_slo(slo)
     runs = load_report_runs(None if before_dir is None else Path(before_dir), Path(after_dir))
-    verdicts = evaluate_runs(slo_obj, [r.data for r in runs])
-    settings = BootstrapSettings("stream", resamples, confidence, seed)
-    report = build_model(runs, verdicts, slo_source, settings)
-    charts = make_charts(runs, report)
-    levels = level_series(runs, stages, slo_obj)  # concurrency levels and knees (compare ramps)
-    level_fig = level_chart(levels, slo_obj)
-    charts = (level_fig, *charts) if level_fig is not None else charts
-    turns = turns_json(runs)  # multi-turn runs: TTFT by turn
-    soak = soak_sections(runs)  # windows, budget, alerts, drift: long runs (docs/soak.md)
-    charts += soak_charts(runs, soak)
-    scenarios = scenario_tables(runs)  # per-scenario figures ([scenarios.*], docs/scenarios.md)
-    extra_html = [("Scenarios", scenario_html(scenarios))] if scenarios else []
-    extra_html += [("Load levels", levels_html(levels))] if levels else []
-    extra_html += [("TTFT by turn", turns_html(turns))] if turns else []
-    extra_html += [("Long run: windows, error budget, drift", soak_html(soak))] if soak else []
-    extra_md = "\n".join(
-        part
-        for part in (
-            scenario_markdown(scenarios),
-            levels_markdown(levels),
-            turns_markdown(turns),
-            soak_markdown(soak),
-        )
-        if part
-    )
-    sessions = session_views(runs)  # agentic sessions: the swim lane, by depth (docs/report.md)
-    if sessions:
-        extra_html += [("Agentic sessions", sessions_html(sessions))]
-        extra_md = "\n".join(part for part in (extra_md, sessions_markdown(sessions)) if part)
-    replay = replay_tables(runs)  # trace arrivals, hang-ups, prefix cache (docs/workloads.md)
-    if replay:
-        extra_html += [("Replay: arrivals, hang-ups, prefix cache", replay_html(replay))]
-        extra_md = "\n".join(part for part in (extra_md, replay_markdown(replay)) if part)
-
-    html_path = Path(out_html)
-    _mkdir(html_path.parent)
-    md_path = html_path.with_suffix(".md")
-    json_path = html_path.with_suffix(".json")
-    _write(html_path, render_html(report, charts, extra_html))
-    _write(md_path, render_markdown(report, extra_md))
-    _write(
-        json_path,
-        render_json(
-            report,
-            {
-                "soak": soak_json(soak),
-                "scenarios": scenario_json(runs),
-                "levels": levels_json(levels),
-                "turns": turns,
-                "replay": replay_json(runs),
-                "sessions": sessions_json(sessions),
-            },
-        ),
-    )
+    report = _model(runs, slo_obj, slo_source, settings)
+    sections = build_sections(SectionInput(runs, slo_obj, stages))
+    html_path, md_path, json_path = _write_report(Path(out_html), runs, report, sections)
     return ReportResult(
         html=html_path,
         markdown=md_path,
@@ -211,3 +134,38 @@ def build_report(
         valid=all(r.valid for r in report.runs),
         summary=summary_table(report),
     )
+
+
+def _settings(resamples: int, confidence: float, seed: int) -> BootstrapSettings:
+    """The bootstrap's settings, checked (ValueError: out of range)."""
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), not {confidence!r}")
+    if resamples < 1:
+        raise ValueError(f"resamples must be positive, not {resamples!r}")
+    return BootstrapSettings("stream", resamples, confidence, seed)
+
+
+def _model(
+    runs: tuple[LoadedRun, ...], slo: SLO, slo_source: str, settings: BootstrapSettings
+) -> Report:
+    """The report model: every threshold checked on every run, and the pure comparison."""
+    from streamslo.reports.compare import build_model
+    from streamslo.reports.verdicts import evaluate_runs
+
+    verdicts = evaluate_runs(slo, [r.data for r in runs])
+    return build_model(runs, verdicts, slo_source, settings)
+
+
+def _write_report(
+    html_path: Path, runs: tuple[LoadedRun, ...], report: Report, sections: Sequence[Section]
+) -> tuple[Path, Path, Path]:
+    """Draw the report's charts and write ``report.html``, ``.md`` and ``.json`` (whole)."""
+    from streamslo.reports.charts import make_charts
+    from streamslo.reports.render import render_html, render_json, render_markdown
+
+    _mkdir(html_path.parent)
+    md_path, json_path = html_path.with_suffix(".md"), html_path.with_suffix(".json")
+    _write(html_path, render_html(report, make_charts(runs, report), sections))
+    _write(md_path, render_markdown(report, sections))
+    _write(json_path, render_json(report, sections))
+    return html_path, md_path, json_path

@@ -52,6 +52,7 @@ from streamslo.reports.model import (
     RunInfo,
     ScalarComparison,
     ServerSummary,
+    SessionSummary,
     TruthBanner,
     VerdictRow,
 )
@@ -73,6 +74,7 @@ __all__ = [
     "run_info",
     "run_phrase",
     "server_summary",
+    "session_summary_of",
     "truth_sentence",
 ]
 
@@ -504,4 +506,31 @@ def build_model(
                 [*measured, *REPORT_RATES, *shown, *(v.metric for v in verdicts)]
             )
         ),
+        session_summary=tuple(
+            ss
+            for i, s in zip(infos, summaries, strict=True)
+            if (ss := session_summary_of(i, s)) is not None
+        ),
+    )
+
+
+def session_summary_of(info: RunInfo, summary: SummaryJson) -> SessionSummary | None:
+    """A run's sessions judged whole, from its summary (None for a run without sessions)."""
+    ss = summary.get("sessions")
+    if not ss:
+        return None
+    e2e = ss.get("e2e_ms") or {}
+    return SessionSummary(
+        label=info.label,
+        name=info.name,
+        sessions=int(ss["sessions"]),
+        whole=int(ss["whole"]),
+        success_rate=ss.get("success_rate"),
+        e2e_p50_ms=e2e.get("p50"),
+        e2e_p99_ms=e2e.get("p99"),
+        e2e_max_ms=e2e.get("max"),
+        steps_mean=ss.get("steps_mean"),
+        steps_not_sent=int(ss.get("steps_not_sent") or 0),
+        max_depth=ss.get("max_depth"),
+        tool_share=ss.get("tool_share"),
     )

@@ -47,6 +47,7 @@ __all__ = [
     "LoadPoint",
     "SloLevels",
     "find_knee",
+    "finite",
     "first_user_s",
     "keep_up_floor",
     "level_points",

@@ -3,7 +3,8 @@
 (:func:`streamslo.reports.knee.level_points`), the knee of each run, a table and the knee chart
 (truncation rate, ITL p99 and TTFT p99 against concurrency, one line per run).
 
-Nothing here prints; :func:`level_sections` computes, the ``levels_*`` functions render.
+Nothing here prints; :func:`level_series` computes, the ``levels_*`` functions render, and
+:class:`LevelsSection` is the section (:mod:`streamslo.reports.section`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from streamslo.reports.charts import Chart
 from streamslo.reports.knee import RULES, Knee, LoadPoint, find_knee, level_points, slo_levels
@@ -20,11 +21,13 @@ from streamslo.reports.load import LoadedRun
 from streamslo.reports.render import fmt, html_table, md_table
 
 if TYPE_CHECKING:
+    from streamslo.reports.section import SectionInput
     from streamslo.slo.thresholds import SLO
 
 __all__ = [
     "SETTLE_S",
     "LevelSeries",
+    "LevelsSection",
     "knee_line",
     "level_chart",
     "level_series",
@@ -175,3 +178,32 @@ def levels_json(series: Sequence[LevelSeries]) -> list[dict[str, object]]:
         {"name": s.name, "knee": s.knee.as_dict(), "levels": [p.as_dict() for p in s.points]}
         for s in series
     ]
+
+
+@dataclass(frozen=True)
+class LevelsSection:
+    """Each run's figures per held concurrency level and its knee (a report section; runs
+    ramped through ``--stages``)."""
+
+    key: ClassVar[str] = "levels"
+    title: ClassVar[str] = "Load levels"
+    charts_first: ClassVar[bool] = True
+    series: tuple[LevelSeries, ...]
+    slo: SLO | None
+
+    @classmethod
+    def build(cls, inp: SectionInput) -> LevelsSection:
+        return cls(level_series(inp.runs, inp.stages, inp.slo), inp.slo)
+
+    def charts(self) -> tuple[Chart, ...]:
+        chart = level_chart(self.series, self.slo)
+        return () if chart is None else (chart,)
+
+    def html(self) -> str:
+        return levels_html(self.series) if self.series else ""
+
+    def markdown(self) -> str:
+        return levels_markdown(self.series)
+
+    def to_json(self) -> object:
+        return levels_json(self.series)

@@ -15,7 +15,8 @@ single-run report the ``before`` side of every comparison is None.
     ├── throughput: ScalarComparison ...
     ├── latency: LatencyComparison   TTFT, ITL, TPOT, E2E: LatencyStats, Difference per percentile
     ├── outcomes: OutcomeCount ...   by cause, overall and by protocol
-    ├── failures: FailureGroup ...   the most frequent error texts per run and failure outcome
+    ├── failures: FailureGroup ...   the largest error groups per run and failure outcome
+    ├── session_summary: SessionSummary ...  agentic runs: sessions, whole, e2e (near the top)
     ├── server: ServerSummary ...    server-side evidence per run, when present
     ├── bootstrap: BootstrapSettings
     └── glossary: GlossaryEntry ...  every metric shown: id, name, unit, meaning
@@ -43,6 +44,7 @@ __all__ = [
     "ScalarComparison",
     "ServerSample",
     "ServerSummary",
+    "SessionSummary",
     "TruthBanner",
     "VerdictRow",
 ]
@@ -172,6 +174,32 @@ class FailureGroup:
 
 
 @dataclass(frozen=True)
+class SessionSummary:
+    """One run's agentic sessions judged whole (``summary.json``'s ``sessions``)."""
+
+    label: str
+    name: str
+    sessions: int
+    """Sessions that ended, whole or broken (one the run stopped between its steps is in
+    neither)."""
+    whole: int
+    """Sessions every step of which ended ``ok``."""
+    success_rate: float | None
+    """``whole`` / ``sessions`` (``session_success_rate``)."""
+    e2e_p50_ms: float | None
+    e2e_p99_ms: float | None
+    e2e_max_ms: float | None
+    """``session_e2e_ms``: a session's first step's start to its last step's end."""
+    steps_mean: float | None
+    """Steps sent per session."""
+    steps_not_sent: int
+    """Later steps of broken sessions that were never sent (``--on-broken-step abort``)."""
+    max_depth: int | None
+    tool_share: float | None
+    """Tool (or think) time's share of the sessions' time."""
+
+
+@dataclass(frozen=True)
 class GlossaryEntry:
     """One metric the report shows, explained (from the metric registry)."""
 
@@ -295,6 +323,8 @@ class Report:
     it could not (shown as a banner, after the validity banners)."""
     glossary: tuple[GlossaryEntry, ...] = ()
     """Every metric the report shows."""
+    session_summary: tuple[SessionSummary, ...] = ()
+    """One per run that ran agentic sessions (shown near the top)."""
 
     @property
     def after(self) -> RunInfo:

@@ -15,13 +15,17 @@ from __future__ import annotations
 import html
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from streamslo.reports.charts import Chart
 from streamslo.reports.glossary import protocol_text
 from streamslo.reports.model import Report, RunInfo, ServerSummary
 from streamslo.reports.tables import ci_text, fmt, headline, judged, report_rows, run_title
 from streamslo.results import markup
+
+if TYPE_CHECKING:
+    from streamslo.reports.section import Section
 
 __all__ = [
     "CSS",
@@ -256,15 +260,33 @@ def _section(title: str, body: str) -> list[str]:
     return [f"<h2>{html.escape(title)}</h2>", body] if body else []
 
 
+def _sessions_html(report: Report) -> str:
+    rows = report_rows(report)["sessions"]
+    if len(rows) < 2:
+        return ""
+    return html_table(rows) + (
+        '<p class="note">A session is whole when every one of its steps ended ok; the end-to-end '
+        "time runs from its first step's start to its last step's end. The swim lane and the "
+        "steps by depth are in the Agentic sessions section below.</p>"
+    )
+
+
 def render_html(
-    report: Report, charts: Sequence[Chart], extra_sections: Sequence[tuple[str, str]] = ()
+    report: Report, charts: Sequence[Chart] = (), sections: Sequence[Section] = ()
 ) -> str:
-    """The whole report as one self-contained HTML page; ``extra_sections`` (title, HTML)
-    come after the charts (the long-run section, :mod:`streamslo.reports.soak`).
+    """The whole report as one self-contained HTML page: the report's own ``charts`` (after
+    the charts of the ``sections`` that lead), then the ``sections`` that have something to
+    show (:mod:`streamslo.reports.section`), each under its title.
 
     A section without data is left out (no failures: no failures section; no server
     evidence: no server section).
     """
+    charts = [
+        *(c for sec in sections if sec.charts_first for c in sec.charts()),
+        *charts,
+        *(c for sec in sections if not sec.charts_first for c in sec.charts()),
+    ]
+    extra_sections = [(sec.title, body) for sec in sections if (body := sec.html())]
     t = report_rows(report)
     two = report.before is not None
     title = _title(report)
@@ -288,12 +310,13 @@ def render_html(
         else '<p class="note">No SLO thresholds were checked.</p>'
     )
     server = _server_html(report) if any(s.present for s in report.server) else ""
-    sections = [
+    parts = [
         f"<h1>{html.escape(title)}</h1>",
         f'<div class="sub">{_subtitle(report)}</div>',
         _banners(report),
         "<h2>SLO verdicts</h2>",
         verdicts,
+        *_section("Agentic sessions: the sessions judged whole", _sessions_html(report)),
         *_section(
             "Failures: the most frequent error texts",
             _failures_html(report, t["failures"]) if report.failures else "",
@@ -338,7 +361,7 @@ def render_html(
         ),
         f'<p class="note">{method}</p>',
     ]
-    body = "\n".join(sections)
+    body = "\n".join(parts)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{html.escape(title)}</title><style>{CSS}</style></head>"
@@ -360,10 +383,11 @@ def html_table(
 md_table = markup.markdown_table
 
 
-def render_markdown(report: Report, extra: str = "") -> str:
-    """A Markdown summary for a CI comment: banners, verdicts, rates, headline latency, then
-    ``extra`` (the long-run section)."""
+def render_markdown(report: Report, sections: Sequence[Section] = ()) -> str:
+    """A Markdown summary for a CI comment: banners, verdicts, the sessions, rates, headline
+    latency, then the ``sections`` that have something to show."""
     t = report_rows(report)
+    extra = "\n".join(part for sec in sections if (part := sec.markdown()))
     out = ["## streamslo report", ""]
     out += [f"> :warning: **{m}**" for m in report.invalid]
     out += [f"> {'' if t.sees_all else ':warning: '}{t.text}" for t in report.truth]
@@ -377,6 +401,11 @@ def render_markdown(report: Report, extra: str = "") -> str:
         "",
         md_table(t["verdicts"]),
         "",
+        *(
+            ["### Agentic sessions", "", md_table(t["sessions"]), ""]
+            if report.session_summary
+            else []
+        ),
         "### Failure rates",
         "",
         md_table(t["rates"]),
@@ -423,9 +452,12 @@ def text_table(rows: Sequence[Sequence[str]]) -> str:
 
 
 def summary_table(report: Report) -> str:
-    """Plain-text summary for the terminal: banners, the verdicts and headline latency."""
+    """Plain-text summary for the terminal: banners, the verdicts, the sessions judged whole
+    (agentic runs) and headline latency."""
     out = [f"!! {m}" for m in report.invalid] + [f"!  {m}" for m in report.warnings]
     out += [text_table(report_rows(report)["verdicts"]), ""]
+    if report.session_summary:
+        out += [text_table(report_rows(report)["sessions"]), ""]
     if report.before is not None:
         rows = [["latency (ms)", "before", "after", "change", "95 % CI", "judged"]]
         for lc in report.latency:
@@ -462,12 +494,11 @@ def json_safe(obj: object) -> object:
     return obj
 
 
-def render_json(report: Report, extra: Mapping[str, object] | None = None) -> str:
-    """``report.json``: the report model as strict JSON (NaN becomes null), plus ``extra``
-    top-level keys (``soak``)."""
+def render_json(report: Report, sections: Sequence[Section] = ()) -> str:
+    """``report.json``: the report model as strict JSON (NaN becomes null), plus each
+    section's value under its key (``soak``, ``levels``...)."""
+    extra = {sec.key: sec.to_json() for sec in sections}
     return (
-        json.dumps(
-            json_safe({**report.to_dict(), **(extra or {})}), indent=2, allow_nan=False, default=str
-        )
+        json.dumps(json_safe({**report.to_dict(), **extra}), indent=2, allow_nan=False, default=str)
         + "\n"
     )

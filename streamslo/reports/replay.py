@@ -14,8 +14,9 @@ import hashlib
 import html
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -24,7 +25,18 @@ from streamslo.reports.load import LoadedRun
 from streamslo.results.markup import html_table, markdown_table
 from streamslo.workload.trace import iter_trace
 
-__all__ = ["arrival_table", "replay_html", "replay_json", "replay_markdown", "replay_tables"]
+if TYPE_CHECKING:
+    from streamslo.reports.charts import Chart
+    from streamslo.reports.section import SectionInput
+
+__all__ = [
+    "ReplaySection",
+    "arrival_table",
+    "replay_html",
+    "replay_json",
+    "replay_markdown",
+    "replay_tables",
+]
 
 Table = tuple[str, list[list[str]]]
 
@@ -184,3 +196,30 @@ def replay_markdown(tables: Sequence[Table]) -> str:
 def replay_json(runs: Sequence[LoadedRun]) -> dict[str, object]:
     """``report.json``'s ``replay``: each run's replay figures, by run label."""
     return {run.label: fig for run in runs if (fig := replay_figures(run.data))}
+
+
+@dataclass(frozen=True)
+class ReplaySection:
+    """Trace arrivals, client hang-ups and the prefix cache (a report section)."""
+
+    key: ClassVar[str] = "replay"
+    title: ClassVar[str] = "Replay: arrivals, hang-ups, prefix cache"
+    charts_first: ClassVar[bool] = False
+    runs: tuple[LoadedRun, ...]
+    tables: list[Table]
+
+    @classmethod
+    def build(cls, inp: SectionInput) -> ReplaySection:
+        return cls(inp.runs, replay_tables(inp.runs))
+
+    def charts(self) -> tuple[Chart, ...]:
+        return ()
+
+    def html(self) -> str:
+        return replay_html(self.tables)
+
+    def markdown(self) -> str:
+        return replay_markdown(self.tables)
+
+    def to_json(self) -> object:
+        return replay_json(self.runs)

@@ -5,13 +5,24 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from streamslo.figures.metrics import scenario_figures
 from streamslo.reports.load import LoadedRun
 from streamslo.results.markup import html_table, markdown_table
 
-__all__ = ["scenario_html", "scenario_json", "scenario_markdown", "scenario_tables"]
+if TYPE_CHECKING:
+    from streamslo.reports.charts import Chart
+    from streamslo.reports.section import SectionInput
+
+__all__ = [
+    "ScenariosSection",
+    "scenario_html",
+    "scenario_json",
+    "scenario_markdown",
+    "scenario_tables",
+]
 
 _HEAD = (
     "scenario",
@@ -84,3 +95,30 @@ def scenario_markdown(tables: Sequence[tuple[str, list[list[str]]]]) -> str:
 def scenario_json(runs: Sequence[LoadedRun]) -> dict[str, object]:
     """``report.json``'s ``scenarios``: each run's per-scenario figures, by run label."""
     return {run.label: figures for run in runs if (figures := scenario_figures(run.data))}
+
+
+@dataclass(frozen=True)
+class ScenariosSection:
+    """Per-scenario figures of each run with ``[scenarios.*]`` (a report section)."""
+
+    key: ClassVar[str] = "scenarios"
+    title: ClassVar[str] = "Scenarios"
+    charts_first: ClassVar[bool] = False
+    runs: tuple[LoadedRun, ...]
+    tables: list[tuple[str, list[list[str]]]]
+
+    @classmethod
+    def build(cls, inp: SectionInput) -> ScenariosSection:
+        return cls(inp.runs, scenario_tables(inp.runs))
+
+    def charts(self) -> tuple[Chart, ...]:
+        return ()
+
+    def html(self) -> str:
+        return scenario_html(self.tables)
+
+    def markdown(self) -> str:
+        return scenario_markdown(self.tables)
+
+    def to_json(self) -> object:
+        return scenario_json(self.runs)

@@ -11,9 +11,10 @@ The lane shows the broken sessions first, then the slowest whole ones (at most
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -23,9 +24,15 @@ from streamslo.reports.load import LoadedRun
 from streamslo.reports.render import fmt
 from streamslo.results.markup import html_table, markdown_table
 
+if TYPE_CHECKING:
+    from streamslo.reports.charts import Chart
+    from streamslo.reports.section import SectionInput
+
 __all__ = [
     "LANE_SESSIONS",
     "SessionView",
+    "SessionsSection",
+    "session_names",
     "session_views",
     "sessions_html",
     "sessions_json",
@@ -45,8 +52,8 @@ class SessionView:
     depth_rows: list[list[str]]
     """Header first: depth, steps, ok, TTFT p50 / p99, prompt tokens, cache hit rate."""
     lane: list[dict[str, Any]]
-    """The drawn sessions: ``{"session", "whole", "steps": [{"step", "depth", "start_ms",
-    "end_ms", "wait_ms", "ok"}]}``."""
+    """The drawn sessions: ``{"session", "name", "whole", "steps": [{"step", "depth",
+    "start_ms", "end_ms", "wait_ms", "ok"}]}`` (``name``: :func:`session_names`)."""
 
 
 def _ceiling(s: pd.DataFrame) -> pd.Series:
@@ -98,10 +105,35 @@ def _depth_rows(s: pd.DataFrame) -> list[list[str]]:
     return rows
 
 
+#: A synthetic session's id (``--sessions synthetic``): the process's tag, then ``s<n>``.
+_SYNTHETIC = re.compile(r"^(\d+)-[0-9a-f]{6}-(s\d+)$")
+
+
+def session_names(ids: Sequence[str]) -> dict[str, str]:
+    """Each session's readable name: a session file's or trace's own id as it is; a synthetic
+    session's ``s23``, with ``of process 671`` only where two processes each had an ``s23``."""
+    short = {i: m.group(2) for i in ids if (m := _SYNTHETIC.match(i))}
+    taken: dict[str, int] = {}
+    for name in short.values():
+        taken[name] = taken.get(name, 0) + 1
+    out = {}
+    for i in ids:
+        name = short.get(i)
+        if name is None:
+            out[i] = i
+        elif taken[name] > 1:
+            m = _SYNTHETIC.match(i)
+            out[i] = f"{name} of process {m.group(1) if m else '?'}"
+        else:
+            out[i] = name
+    return out
+
+
 def _lane(s: pd.DataFrame) -> list[dict[str, Any]]:
     table = session_table(s)
     if table.empty:
         return []
+    names = session_names([str(x) for x in table["session_id"]])
     picked = pd.concat(
         [
             table[~table["whole"]].sort_values("e2e_ms", ascending=False),
@@ -116,6 +148,7 @@ def _lane(s: pd.DataFrame) -> list[dict[str, Any]]:
         out.append(
             {
                 "session": str(row.session_id),
+                "name": names[str(row.session_id)],
                 "whole": bool(row.whole),
                 "steps": [
                     {
@@ -160,7 +193,7 @@ def _svg(lane: list[dict[str, Any]]) -> str:
         mark = "" if x["whole"] else " (broken)"
         parts.append(
             f'<text x="2" y="{y + 12}" font-weight="bold" font-size="11">'
-            f"{html.escape(x['session'][:24])}{mark}</text>"
+            f"{html.escape(str(x.get('name', x['session']))[:24])}{mark}</text>"
         )
         y += _ROW_H
         for st in x["steps"]:
@@ -212,3 +245,30 @@ def sessions_markdown(views: Sequence[SessionView]) -> str:
 
 def sessions_json(views: Sequence[SessionView]) -> list[dict[str, object]]:
     return [{"run": v.label, "by_depth": v.depth_rows, "lane": v.lane} for v in views]
+
+
+@dataclass(frozen=True)
+class SessionsSection:
+    """The swim lane and the table by step depth of each run with sessions (a report section;
+    the session summary itself is near the top of the report, in its model)."""
+
+    key: ClassVar[str] = "sessions"
+    title: ClassVar[str] = "Agentic sessions"
+    charts_first: ClassVar[bool] = False
+    views: tuple[SessionView, ...]
+
+    @classmethod
+    def build(cls, inp: SectionInput) -> SessionsSection:
+        return cls(tuple(session_views(inp.runs)))
+
+    def charts(self) -> tuple[Chart, ...]:
+        return ()
+
+    def html(self) -> str:
+        return sessions_html(self.views)
+
+    def markdown(self) -> str:
+        return sessions_markdown(self.views)
+
+    def to_json(self) -> object:
+        return sessions_json(self.views)

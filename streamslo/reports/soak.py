@@ -13,7 +13,7 @@ import html
 import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from matplotlib.figure import Figure
 
@@ -25,8 +25,12 @@ from streamslo.results.markup import html_table, markdown_table
 from streamslo.runfiles.windows_csv import read_windows
 from streamslo.slo.budget import Budget, burn_down
 
+if TYPE_CHECKING:
+    from streamslo.reports.section import SectionInput
+
 __all__ = [
     "MIN_WINDOWS",
+    "LongRunSection",
     "SoakSection",
     "drift_notes",
     "soak_charts",
@@ -430,3 +434,31 @@ def soak_json(sections: Sequence[SoakSection]) -> list[dict[str, object]]:
     """``report.json``'s ``soak``."""
     out: list[dict[str, Any]] = json.loads(json.dumps([s.as_dict() for s in sections], default=str))
     return out
+
+
+@dataclass(frozen=True)
+class LongRunSection:
+    """Windows, error budget, alerts and drift of the runs long enough for them (a report
+    section)."""
+
+    key: ClassVar[str] = "soak"
+    title: ClassVar[str] = "Long run: windows, error budget, drift"
+    charts_first: ClassVar[bool] = False
+    runs: tuple[LoadedRun, ...]
+    sections: tuple[SoakSection, ...]
+
+    @classmethod
+    def build(cls, inp: SectionInput) -> LongRunSection:
+        return cls(inp.runs, soak_sections(inp.runs))
+
+    def charts(self) -> tuple[Chart, ...]:
+        return soak_charts(self.runs, self.sections)
+
+    def html(self) -> str:
+        return soak_html(self.sections)
+
+    def markdown(self) -> str:
+        return soak_markdown(self.sections)
+
+    def to_json(self) -> object:
+        return soak_json(self.sections)

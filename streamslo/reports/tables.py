@@ -11,10 +11,26 @@ import math
 from typing import Any
 
 from streamslo.reports.glossary import OUTCOME_MEANINGS, metric_label, metric_unit, protocol_text
-from streamslo.reports.model import Difference, FailureGroup, OutcomeCount, Report, RunInfo
+from streamslo.reports.model import (
+    Difference,
+    FailureGroup,
+    OutcomeCount,
+    Report,
+    RunInfo,
+    SessionSummary,
+)
 from streamslo.stream.error_groups import with_similar
 
-__all__ = ["ci_text", "fmt", "headline", "judged", "report_rows", "run_title", "value_text"]
+__all__ = [
+    "ci_text",
+    "fmt",
+    "headline",
+    "judged",
+    "report_rows",
+    "run_title",
+    "session_rows",
+    "value_text",
+]
 
 
 def fmt(v: object, digits: int = 1, signed: bool = False, pct: bool = False) -> str:
@@ -222,10 +238,47 @@ def report_rows(report: Report) -> dict[str, list[list[str]]]:
             if g.other
         ]
     )
+    t["sessions"] = session_rows(report)
     t["glossary"] = [["id", "name", "unit", "meaning"]] + [
         [g.metric, g.name, g.unit, g.meaning] for g in report.glossary
     ]
     return t
+
+
+def session_rows(report: Report) -> list[list[str]]:
+    """The agentic sessions' summary, a row per run (only the header without sessions)."""
+    rows = [
+        [
+            "run",
+            "sessions",
+            "whole",
+            "session success rate",
+            "session e2e p50 (ms)",
+            "p99 (ms)",
+            "max (ms)",
+            "steps a session",
+            "steps not sent",
+            "deepest step",
+            "tool time",
+        ]
+    ]
+    for s in report.session_summary:
+        rows.append(
+            [
+                run_title(s),
+                fmt(s.sessions, 0),
+                fmt(s.whole, 0),
+                fmt(s.success_rate, 2, pct=True),
+                fmt(s.e2e_p50_ms),
+                fmt(s.e2e_p99_ms),
+                fmt(s.e2e_max_ms),
+                fmt(s.steps_mean),
+                fmt(s.steps_not_sent, 0),
+                fmt(s.max_depth, 0),
+                fmt(s.tool_share, 1, pct=True),
+            ]
+        )
+    return rows
 
 
 def _outcome_rows(report: Report) -> list[OutcomeCount]:
@@ -243,7 +296,7 @@ def _proto(protocol: str) -> str:
     return "all" if protocol == "all" else protocol_text(protocol)
 
 
-def run_title(r: RunInfo | FailureGroup) -> str:
+def run_title(r: RunInfo | FailureGroup | SessionSummary) -> str:
     return r.label if r.name == r.label else f"{r.label} ({r.name})"
 
 

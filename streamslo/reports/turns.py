@@ -8,7 +8,8 @@ p99 (numpy ``linear``, as everywhere in the report). Nothing here prints.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TypedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar, TypedDict
 
 import numpy as np
 
@@ -17,7 +18,11 @@ from streamslo.reports.load import LoadedRun
 from streamslo.reports.render import fmt, html_table, md_table
 from streamslo.results.schema import LatencySummary
 
-__all__ = ["TurnRow", "turn_rows", "turns_html", "turns_json", "turns_markdown"]
+if TYPE_CHECKING:
+    from streamslo.reports.charts import Chart
+    from streamslo.reports.section import SectionInput
+
+__all__ = ["TurnRow", "TurnsSection", "turn_rows", "turns_html", "turns_json", "turns_markdown"]
 
 
 class TurnRow(TypedDict):
@@ -80,3 +85,29 @@ def turns_html(table: Sequence[TurnRow]) -> str:
 def turns_markdown(table: Sequence[TurnRow]) -> str:
     """The table as a Markdown section ("" when empty)."""
     return "" if not table else "\n".join(["### TTFT by turn", "", md_table(turn_rows(table)), ""])
+
+
+@dataclass(frozen=True)
+class TurnsSection:
+    """TTFT by turn, for multi-turn runs (a report section)."""
+
+    key: ClassVar[str] = "turns"
+    title: ClassVar[str] = "TTFT by turn"
+    charts_first: ClassVar[bool] = False
+    table: list[TurnRow]
+
+    @classmethod
+    def build(cls, inp: SectionInput) -> TurnsSection:
+        return cls(turns_json(inp.runs))
+
+    def charts(self) -> tuple[Chart, ...]:
+        return ()
+
+    def html(self) -> str:
+        return turns_html(self.table) if self.table else ""
+
+    def markdown(self) -> str:
+        return turns_markdown(self.table)
+
+    def to_json(self) -> object:
+        return self.table

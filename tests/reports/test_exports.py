@@ -22,6 +22,20 @@ MODULES = [
     "streamslo.reports.build",
     "streamslo.commands.report",
     "streamslo.reports.server_series",
+    "streamslo.reports.failures",
+    "streamslo.reports.glossary",
+    "streamslo.reports.tables",
+    "streamslo.reports.section",
+    "streamslo.reports.sections",
+    "streamslo.reports.scenarios",
+    "streamslo.reports.levels",
+    "streamslo.reports.knee",
+    "streamslo.reports.knee_charts",
+    "streamslo.reports.turns",
+    "streamslo.reports.soak",
+    "streamslo.reports.session_view",
+    "streamslo.reports.replay",
+    "streamslo.reports.sweep_report",
 ]
 
 

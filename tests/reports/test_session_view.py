@@ -80,3 +80,36 @@ def test_the_report_draws_broken_sessions_first(tmp_path):
     # The ceiling: what its first parent had seen (300 prompt + 10 reply tokens of 600).
     assert by_depth["3"][7] == "51.7%" and by_depth["1"][7] == "—"
     assert "Sessions by step depth" in res.markdown.read_text()
+
+
+def test_the_sessions_summary_is_near_the_top_of_every_output(tmp_path):
+    """Sessions, whole, success rate and session e2e right after the verdicts: on the page, in
+    the Markdown and in the terminal summary, the same numbers as summary.json's."""
+    d = write_run(tmp_path / "run", ROWS, run={"valid": True, "start_epoch": 1_700_000_000.0})
+    res = build_report(None, d, tmp_path / "rep" / "index.html")
+    ss = session_summary(load_run(d).streams)
+    assert ss is not None
+    (model,) = json.loads(res.json.read_text())["session_summary"]
+    assert (model["sessions"], model["whole"]) == (ss["sessions"], ss["whole"]) == (2, 1)
+    assert model["success_rate"] == ss["success_rate"] == 0.5
+    assert model["e2e_p99_ms"] == pytest.approx(ss["e2e_ms"]["p99"])
+    page = res.html.read_text()
+    head = "<h2>Agentic sessions: the sessions judged whole</h2>"
+    assert page.index("<h2>SLO verdicts</h2>") < page.index(head) < page.index("Failure rates")
+    row = f"{ss['e2e_ms']['p50']:,.1f}"
+    for text in (page, res.markdown.read_text(), res.summary):
+        assert "50.00 %" in text and row in text, text[:2000]
+    md = res.markdown.read_text()
+    assert md.index("### Agentic sessions") < md.index("### Failure rates")
+
+
+def test_synthetic_sessions_get_readable_names():
+    from streamslo.reports.session_view import session_names
+
+    names = session_names(["671-8e2546-s23", "671-8e2546-s24", "702-0a1b2c-s24", "agent-run-7"])
+    assert names == {
+        "671-8e2546-s23": "s23",
+        "671-8e2546-s24": "s24 of process 671",
+        "702-0a1b2c-s24": "s24 of process 702",
+        "agent-run-7": "agent-run-7",  # a file's or trace's own id stays
+    }
