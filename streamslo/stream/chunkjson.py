@@ -49,6 +49,7 @@ __all__ = [
     "loads_chunk",
     "loads_chunk_bytes",
     "loads_token_chunk",
+    "plain_answer",
     "token_position",
 ]
 
@@ -158,14 +159,16 @@ _Flat = dict[str, _Scalar | dict[str, _Scalar]]  # a usage or timings object
 
 class TokenDelta(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     """A chat delta, as far as a token chunk's reading needs it (the other keys servers send
-    beside a content token, scalars or null)."""
+    beside a content token, scalars or null). Reasoning and tool calls are null or absent: a
+    delta that carries them beside its content is no plain answer token (:func:`plain_answer`),
+    so its type says so, at no cost per chunk, and the dict decode reads it."""
 
     content: _Scalar = None
     role: _Scalar = None
     refusal: _Scalar = None
-    reasoning_content: _Scalar = None
-    reasoning: _Scalar = None
-    tool_calls: list[None] | None = None  # (tool calls: the dict decode reads them)
+    reasoning_content: None = None
+    reasoning: None = None
+    tool_calls: list[None] | None = None  # (a list of nulls carries no tool call)
     function_call: None = None
 
 
@@ -309,6 +312,34 @@ def token_position(choice: dict[str, Any]) -> int:
         # text was held back); OpenAI and llama.cpp a bare {} after the last token.
         return EMPTY_FINISH if empty else BARE_FINISH
     return TOKEN if empty else NOT_A_TOKEN  # {} / only nulls mid-stream: a keep-alive
+
+
+def plain_answer(choice: dict[str, Any]) -> str | None:
+    """The answer text of a choice that is plainly one answer token, recognised in one pass
+    (most chunks of a chat stream), or None where the general rule must read the choice.
+
+    Plainly an answer token: no ``text`` field, and a chat delta whose ``content`` is a
+    non-empty string beside no other text (no reasoning, no tool call). The general rule says
+    the same of such a choice: :func:`token_position` TOKEN, :func:`has_text` ANSWER, and its
+    text of every kind is the content (``tests/stream/test_answer_rule.py`` holds them equal, and
+    the typed token chunk's copy in :meth:`OpenAIChunks.read_bytes
+    <streamslo.stream.chunks.OpenAIChunks.read_bytes>` to this).
+    """
+    if "text" in choice:
+        return None
+    delta = choice.get("delta")
+    if type(delta) is not dict:
+        return None
+    content = delta.get("content")
+    if (
+        type(content) is str
+        and content
+        and not delta.get("reasoning_content")
+        and not delta.get("reasoning")
+        and not delta.get("tool_calls")
+    ):
+        return content
+    return None
 
 
 def inband_error(obj: dict[str, Any], event: str = "message") -> tuple[str, int | None] | None:

@@ -32,6 +32,7 @@ from streamslo.stream.chunkjson import (
     loads_chunk,
     loads_chunk_bytes,
     loads_token_chunk,
+    plain_answer,
     token_position,
 )
 from streamslo.stream.counts import EndRules, Ledger
@@ -259,9 +260,11 @@ class OpenAIChunks:
             return
         if self._misses < 2:
             # A token chunk typed (TokenChunk: no dicts, keys read as attributes) and read in one
-            # pass, as _chunk's common chunk; anything else is decoded again as a dict, and two
-            # misses in a row (a server whose every chunk carries a count) leave this stream on
-            # the dict decode alone.
+            # pass, as _chunk's common chunk: the typed copy of chunkjson.plain_answer (reasoning
+            # or a tool call beside the content does not decode typed: TokenDelta), held equal
+            # to the general rule by tests/stream/test_answer_rule.py. Anything else is decoded
+            # again as a dict, and two misses in a row (a server whose every chunk carries a
+            # count) leave this stream on the dict decode alone.
             k = loads_token_chunk(raw)
             if k is not None:
                 choices = k.choices
@@ -301,22 +304,20 @@ class OpenAIChunks:
             and "error" not in chunk
             and "timings" not in chunk
         ):
-            # The common chunk, read in one pass: one choice whose chat delta has answer text
-            # and nothing else that counts (no stop reason, server count or error): ANSWER
-            # tokens, one or as many as its token ids list, as the general reading below
-            # makes them.
+            # The common chunk, read in one pass: one choice that is plainly an answer token
+            # (chunkjson.plain_answer) and nothing else that counts (no stop reason, server
+            # count or error): ANSWER tokens, one or as many as its token ids list, as the
+            # general reading below makes them.
             choices = chunk.get("choices")
             if type(choices) is list and len(choices) == 1:
                 choice = choices[0]
                 if (
                     type(choice) is dict
                     and choice.get("finish_reason") is None
-                    and "text" not in choice
                     and chunk.get("object") != "error"
                 ):
-                    delta = choice.get("delta")
-                    content = delta.get("content") if type(delta) is dict else None
-                    if type(content) is str and content:
+                    content = plain_answer(choice)
+                    if content is not None:
                         _answer_token(m, t, content, choice.get("token_ids"))
                         return
         if "error" in chunk or event != "message" or chunk.get("object") == "error":
@@ -360,11 +361,10 @@ class OpenAIChunks:
                 rec.finish_reason = fr
                 finish_here = True
             if position != TOKEN:
-                delta = choice.get("delta")
-                content = delta.get("content") if type(delta) is dict else None
-                if type(content) is str and content and "text" not in choice:
-                    # The common chunk, read in one pass: a chat delta with answer text is a
-                    # token position of kind ANSWER (what token_position and has_text say).
+                content = plain_answer(choice)
+                if content is not None:
+                    # Plainly an answer token: what token_position, has_text and _choice_text
+                    # say of it, in one pass.
                     position = TOKEN
                     kind = ANSWER
                     text = content

@@ -16,11 +16,13 @@ control frames, close codes, the size of a message across its fragments); around
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 
 from websockets.client import ClientProtocol
 from websockets.frames import Frame, Opcode
 from websockets.protocol import State
+from websockets.version import version as websockets_version
 
 from streamslo.stream.caps import MAX_CONTROL_FRAMES
 from streamslo.stream.cause import Cause
@@ -36,7 +38,16 @@ from streamslo.stream.http1 import ResponseHead
 from streamslo.stream.outcome import Outcome
 from streamslo.stream.tracker import StreamTracker
 
-__all__ = ["WS_CLOSE_4XX", "WS_CLOSE_5XX", "WSHandshake", "WSReader", "ws_closed", "ws_message"]
+__all__ = [
+    "WHOLE_FRAMES_TESTED",
+    "WS_CLOSE_4XX",
+    "WS_CLOSE_5XX",
+    "WSHandshake",
+    "WSReader",
+    "whole_frames_tested",
+    "ws_closed",
+    "ws_message",
+]
 
 #: WebSocket close codes that count as the client's fault before the stream began.
 WS_CLOSE_4XX = frozenset({1008, 1009, 1013})
@@ -134,7 +145,31 @@ class WSHandshake(HTTPExchange):
 _TEXT, _BINARY, _CONT = Opcode.TEXT, Opcode.BINARY, Opcode.CONT
 _CLOSE, _PING, _PONG = Opcode.CLOSE, Opcode.PING, Opcode.PONG
 _CLOSED = ExchangeState.CLOSED
-_WHOLE_FRAMES = True  # a read that is one whole text frame skips the protocol object (tests: off)
+_OPEN = State.OPEN
+
+WHOLE_FRAMES_TESTED = ((16, 0), (18, 0))
+"""The websockets versions (from, up to but not including) that :class:`WSReader`'s
+whole-frames path is tested against (``tests/stream/test_ws_whole_frames.py`` and the other WS
+tests of ``tests/stream``, run on 16.0 and 17.4). The path reads attributes of the protocol
+object that websockets does not document: per read ``current_size`` (a fragmented message under
+way), ``reader.buffer`` (a partial frame held) and ``parser_exc``; per request ``extensions``,
+``max_message_size`` and ``max_fragment_size``. 14.x and 15.x name two of them otherwise
+(``cur_size``, ``max_size``): on any version outside this range the path is off and every read
+goes through the object's documented ``receive_data`` and ``events_received``, which decide the
+same (only slower). A new websockets release: run those tests with it, then widen the range."""
+
+
+def whole_frames_tested(version: str) -> bool:
+    """Whether a websockets ``version`` (``"17.4"``) is in :data:`WHOLE_FRAMES_TESTED`."""
+    m = re.match(r"(\d+)\.(\d+)", version)
+    if m is None:
+        return False
+    lo, hi = WHOLE_FRAMES_TESTED
+    return lo <= (int(m[1]), int(m[2])) < hi
+
+
+# A read that is one whole text frame skips the protocol object (tests turn it off).
+_WHOLE_FRAMES = whole_frames_tested(websockets_version)
 
 
 class WSReader(Reading):
@@ -171,6 +206,17 @@ class WSReader(Reading):
         self._read_bytes: Callable[[StreamTracker, float, bytes], None] | None = getattr(
             tracker.dialect, "read_bytes", None
         )
+        # The whole-frames path (see receive) for this request: a tested websockets, and no
+        # extension negotiated (transport/ws.py offers none); the protocol's size limit for one
+        # frame, as its parser computes it outside a fragmented message. Read once: neither
+        # changes after the handshake.
+        self._whole = _WHOLE_FRAMES and not proto.extensions
+        self._limit: int | None = None
+        if self._whole:
+            limit = proto.max_message_size
+            if proto.max_fragment_size is not None:
+                limit = min(limit or proto.max_fragment_size, proto.max_fragment_size)
+            self._limit = limit
 
     def receive(self, t: float, data: bytes) -> None:
         """Bytes just read at ``t`` (``b""``: EOF)."""
@@ -178,15 +224,14 @@ class WSReader(Reading):
             return
         proto = self.proto
         if (
-            _WHOLE_FRAMES
+            self._whole
             and len(data) > 2
             and data[0] == 0x81
             and not self._fragments
             and proto.current_size is None
             and not proto.reader.buffer
             and proto.parser_exc is None
-            and proto.state is State.OPEN
-            and not proto.extensions
+            and proto.state is _OPEN
             and self.tracker.rec.outcome is None
         ):
             # The hot path: the read starts with whole unmasked text frames (FIN, no RSV bits)
@@ -194,6 +239,8 @@ class WSReader(Reading):
             # no extension): each message goes to the tracker as its parser would hand it on,
             # without a trip through it (which would change nothing in its state); what
             # follows them (another kind of frame, a partial one) goes through it as before.
+            # Held equal to the protocol object's reading by tests/stream/test_ws_whole_frames.py;
+            # the attributes it reads: WHOLE_FRAMES_TESTED.
             data = self._whole_frames(t, data)
             if not data:
                 return
@@ -206,12 +253,9 @@ class WSReader(Reading):
     def _whole_frames(self, t: float, data: bytes) -> bytes:
         """Read the whole text frames at the start of ``data`` (see :meth:`receive`); return
         the bytes after them (``b""``: all read, or the stream ended after them)."""
-        proto = self.proto
         tracker = self.tracker
         rec = tracker.rec
-        limit = proto.max_message_size
-        if proto.max_fragment_size is not None:
-            limit = min(limit or proto.max_fragment_size, proto.max_fragment_size)
+        limit = self._limit
         read_bytes = self._read_bytes
         n = len(data)
         pos = 0
