@@ -75,8 +75,11 @@ def test_the_tab_checks_the_runs_slo_not_a_default(faulty_server, tmp_path):
         rows["truncation_rate"]["slo"] == "rate<0.5" and rows["truncation_rate"]["status"] == "PASS"
     )
     assert rows["itl_ms p(99)"]["slo"] == "p(99)<1" and rows["itl_ms p(99)"]["status"] == "FAIL"
-    # The failing threshold first (the file's second), then the others in the file's order.
-    assert list(rows)[:4] == [
+    # The run's validity first; then the failing threshold (the file's second), then the
+    # others in the file's order.
+    assert next(iter(rows)) == "run validity (load generator)"
+    assert rows["run validity (load generator)"]["status"] in ("PASS", "FAIL")
+    assert list(rows)[1:5] == [
         "itl_ms p(99)",
         "truncation_rate",
         "ttft_ms{protocol:sse} p(95)",
