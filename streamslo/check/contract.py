@@ -35,7 +35,7 @@ from streamslo.stream.cause import Cause
 from streamslo.stream.chunkjson import error_message, inband_error, loads_chunk
 from streamslo.stream.dialects import API_PATHS, EVENT_APIS, Dialect, tracker_for
 from streamslo.stream.outcome import Outcome, status_began
-from streamslo.stream.timing import StreamRecord
+from streamslo.stream.timing import StreamRecord, Wire
 from streamslo.stream.tracker import StreamTracker
 from streamslo.stream.truth import ForcedLength, Forcing, Truth, parse_forcing
 from streamslo.transport.common import ClientLimits, Target
@@ -215,7 +215,7 @@ class _Checker:
             return tracker_for(req.dialect, rec, req.expectations())
         return StreamTracker(rec, req.expectations())
 
-    def stream(self, protocol: str = "sse", **kw: Any) -> tuple[StreamRecord, StreamTracker]:
+    def stream(self, protocol: Wire = Wire.SSE, **kw: Any) -> tuple[StreamRecord, StreamTracker]:
         return one_stream(self.target, protocol, self.request(**kw), limits=_LIMITS)
 
     # ------------------------------------------------------------------ checks
@@ -269,7 +269,7 @@ class _Checker:
             req = self.request()
             rec = contract.extra.get("record")
             if isinstance(rec, StreamRecord):
-                d = diagnose("sse", rec, self.target, req)
+                d = diagnose(Wire.SSE, rec, self.target, req)
                 if d is not None and d.fatal and rec.status in (None, 401, 403):
                     url = (
                         f"{self.target.scheme}://{self.target.host_header}"
@@ -382,7 +382,7 @@ class _Checker:
             )
 
     def websocket(self) -> None:
-        rec, _ = self.stream("ws")
+        rec, _ = self.stream(Wire.WS)
         if rec.outcome == Outcome.OK:
             self.add(f"WebSocket {WS_PATH}", "pass", _describe(rec))
         elif self.api in EVENT_APIS:  # e.g. the bundled /v1/ws, which speaks OpenAI chunks
@@ -637,7 +637,7 @@ class _Checker:
                 req = self.request(max_tokens=2)
                 rec = StreamRecord(
                     stream_id="check-ka",
-                    protocol="sse",
+                    protocol=Wire.SSE,
                     user_class="check",
                     started_at=time.time(),
                     t0=time.perf_counter(),

@@ -51,7 +51,7 @@ from streamslo.stream.cause import Cause
 from streamslo.stream.counts import EndRules
 from streamslo.stream.dialects import Dialect
 from streamslo.stream.outcome import Outcome, status_began
-from streamslo.stream.timing import StreamRecord
+from streamslo.stream.timing import StreamRecord, Wire
 from streamslo.stream.truth import ForcedLength, Forcing, Truth, forcing_text
 from streamslo.transport.common import ClientLimits, Target
 from streamslo.workload.engines import Engine, adapt_request, engine_of
@@ -165,7 +165,7 @@ class _Prober:
         expect = replace(req.expectations(), max_tokens=None, forced_length=False)
         rec, tracker = one_stream(
             self.target,
-            "sse",
+            Wire.SSE,
             req,
             prompt=STOP_PROMPT,
             limits=self.limits,

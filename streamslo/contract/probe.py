@@ -17,7 +17,7 @@ from streamslo.errors import ProtocolError
 from streamslo.stream.chunkjson import loads_chunk
 from streamslo.stream.dialects import EVENT_APIS, tracker_for
 from streamslo.stream.envelope import WSEnvelope
-from streamslo.stream.timing import StreamExpectations, StreamRecord
+from streamslo.stream.timing import StreamExpectations, StreamRecord, Wire
 from streamslo.stream.tracker import StreamTracker
 from streamslo.transport.common import ClientLimits, Target
 from streamslo.transport.fetch import fetch
@@ -77,7 +77,7 @@ def models_and_owner(
 
 def one_stream(
     target: Target,
-    protocol: str,
+    protocol: Wire,
     request: RequestOptions,
     *,
     prompt: str = "Say hello.",

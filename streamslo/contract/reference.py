@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 
 from streamslo.contract.probe import one_stream
 from streamslo.stream.outcome import Outcome
+from streamslo.stream.timing import Wire
 from streamslo.transport.common import ClientLimits, Target
 from streamslo.workload.references import References, prompt_key
 from streamslo.workload.requests import RequestOptions
@@ -62,7 +63,13 @@ def record_references(
     missing: list[str] = []
     for i, prompt in enumerate(prompts, 1):
         rec, tracker = one_stream(
-            target, "sse", req, prompt=prompt, limits=limits, collect_text=True, label="reference"
+            target,
+            Wire.SSE,
+            req,
+            prompt=prompt,
+            limits=limits,
+            collect_text=True,
+            label="reference",
         )
         if rec.outcome == Outcome.OK and rec.finish_reason is not None:
             replies[prompt_key(prompt)] = "".join(tracker.text or ())

@@ -16,6 +16,7 @@ from locust.exception import StopUser
 from streamslo.loadgen.backoff import PACER, UserBackoff
 from streamslo.loadgen.recorder import get_recorder
 from streamslo.loadgen.streams import Connection, run_conversation, run_one_stream
+from streamslo.stream.timing import Wire
 
 if TYPE_CHECKING:
     from locust.env import Environment
@@ -30,7 +31,7 @@ class StreamUser(User):
     """Holds one stream at a time against an OpenAI-compatible streaming server."""
 
     abstract = True
-    protocol: ClassVar[str] = "sse"
+    protocol: ClassVar[Wire] = Wire.SSE
     """``sse`` or ``ws``."""
     slow: ClassVar[bool] = False
     """Read slowly, so the server feels back-pressure."""

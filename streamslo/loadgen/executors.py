@@ -36,7 +36,7 @@ from streamslo.loadgen.backoff import PACER, UserBackoff
 from streamslo.loadgen.base import run_conversation
 from streamslo.loadgen.recorder import RunRecorder, get_recorder
 from streamslo.loadgen.streams import Connection
-from streamslo.stream.timing import StreamRecord
+from streamslo.stream.timing import StreamRecord, Wire
 from streamslo.transport.sync import ClientLimits
 from streamslo.workload.requests import Workload
 from streamslo.workload.scenarios import Scenario, arrival_offsets, from_wire, process_share
@@ -62,7 +62,11 @@ _VU_TICK = 0.1
 #: Locust's ``LOCUST_STATE_STOPPING`` (not exported by its typed API): the run is stopping.
 _STOPPING = "stopping"
 
-_RUN_MIX = {"sse": (("sse", 1.0),), "ws": (("ws", 1.0),), "mixed": (("sse", 0.5), ("ws", 0.5))}
+_RUN_MIX: dict[str, tuple[tuple[Wire, float], ...]] = {
+    "sse": ((Wire.SSE, 1.0),),
+    "ws": ((Wire.WS, 1.0),),
+    "mixed": ((Wire.SSE, 0.5), (Wire.WS, 0.5)),
+}
 
 
 def is_stopping(user: User) -> bool:
@@ -70,7 +74,7 @@ def is_stopping(user: User) -> bool:
     return bool(getattr(user, "_state", None) == _STOPPING)
 
 
-def run_mix(protocol: str) -> tuple[tuple[str, float], ...]:
+def run_mix(protocol: str) -> tuple[tuple[Wire, float], ...]:
     """The run's ``--protocol`` as a mix: ``mixed`` is half SSE, half WebSocket."""
     return _RUN_MIX[protocol]
 
@@ -106,7 +110,11 @@ class _Context:
         self.rng = random.Random(
             opts.seed * 1_000_003 + zlib.crc32(sc.name.encode()) + 7919 * index
         )
-        self.mix = sc.protocol if sc.protocol is not None else run_mix(opts.protocol)
+        self.mix = (
+            tuple((Wire(p), share) for p, share in sc.protocol)
+            if sc.protocol is not None
+            else run_mix(opts.protocol)
+        )
         self.slow_share = sc.slow_readers if sc.slow_readers is not None else opts.slow_readers
         self.workload: Workload | None = None
         if sc.prompt_tokens is not None or sc.output_tokens is not None:
@@ -118,7 +126,7 @@ class _Context:
                 )
             )
 
-    def pick(self) -> tuple[str, bool]:
+    def pick(self) -> tuple[Wire, bool]:
         """The next iteration's protocol and whether it reads slowly (the scenario's shares)."""
         x, acc, protocol = self.rng.random(), 0.0, self.mix[-1][0]
         for p, share in self.mix:
@@ -134,7 +142,7 @@ class _Context:
 
     def iterate(
         self,
-        protocol: str,
+        protocol: Wire,
         slow: bool,
         scheduled_at: float | None = None,
         conn: Connection | None = None,
@@ -169,9 +177,9 @@ class _Context:
         group.kill(block=True)
 
 
-def _user_class(protocol: str, slow: bool) -> str:
+def _user_class(protocol: Wire, slow: bool) -> str:
     return ("Slow" if slow else "") + (
-        "SSEStreamUser" if protocol == "sse" else "WebSocketStreamUser"
+        "SSEStreamUser" if protocol == Wire.SSE else "WebSocketStreamUser"
     )
 
 
@@ -183,7 +191,7 @@ def _run_vus(ctx: _Context) -> None:
 
     def vu(i: int) -> None:
         # A VU keeps its connections (one per protocol and reading speed) between iterations.
-        conns: dict[tuple[str, bool], Connection] = {}
+        conns: dict[tuple[Wire, bool], Connection] = {}
         backoff = UserBackoff(PACER, gevent.sleep)  # a dead server: no spinning (backoff.py)
         try:
             while i < target[0] and not ctx.stopping():
@@ -232,7 +240,7 @@ def _run_arrivals(ctx: _Context) -> None:
     group = Group()
     busy = [0]
 
-    def one(protocol: str, slow: bool, scheduled_at: float) -> None:
+    def one(protocol: Wire, slow: bool, scheduled_at: float) -> None:
         try:
             ctx.iterate(protocol, slow, scheduled_at)
         finally:
@@ -276,7 +284,7 @@ def _run_trace(ctx: _Context) -> None:
         dropped_as=sc.name,
     )
 
-    def one(protocol: str, slow: bool, turn: Any, scheduled_at: float) -> None:
+    def one(protocol: Wire, slow: bool, turn: Any, scheduled_at: float) -> None:
         try:
             run_one_stream(
                 ctx.recorder.source,

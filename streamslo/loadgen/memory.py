@@ -91,7 +91,7 @@ class MemoryTransport:
 
     def open(
         self,
-        protocol: str,
+        protocol: Wire,
         limits: ClientLimits,
         keep_alive: bool,
         headers: Mapping[str, str] | None = None,

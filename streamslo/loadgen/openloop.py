@@ -22,6 +22,7 @@ from locust import task
 
 from streamslo.loadgen.base import StreamUser, run_conversation
 from streamslo.loadgen.executors import count_dropped, is_stopping, process_index
+from streamslo.stream.timing import Wire
 
 __all__ = ["DEFAULT_SCENARIO", "OpenLoopStreamUser", "arrival_gaps"]
 
@@ -70,7 +71,7 @@ class OpenLoopStreamUser(StreamUser):
                 gevent.sleep(delay)
             if is_stopping(self) or rec.source.load_over:
                 break
-            protocol = "ws" if rng.random() < ws_share else "sse"
+            protocol = Wire.WS if rng.random() < ws_share else Wire.SSE
             if cap and busy[0] >= cap:
                 # At the cap the arrival is dropped and counted; the schedule keeps its times
                 # (waiting for a slot, then sending what queued up, would be a burst).
@@ -83,7 +84,7 @@ class OpenLoopStreamUser(StreamUser):
         group.join(timeout=drain)
         group.kill(block=True)
 
-    def _one(self, protocol: str, scheduled_at: float) -> None:
+    def _one(self, protocol: Wire, scheduled_at: float) -> None:
         run_conversation(
             self.recorder.source, protocol, type(self).__name__, self.limits, None, scheduled_at
         )

@@ -26,6 +26,7 @@ from locust import task
 from streamslo.loadgen.base import StreamUser, run_one_stream
 from streamslo.loadgen.executors import count_dropped, is_stopping, process_index, scenarios_done
 from streamslo.loadgen.trace_schedule import TRACE_SCENARIO, TracePlan, due_requests
+from streamslo.stream.timing import Wire
 from streamslo.workload.requests import Turn
 
 __all__ = ["TRACE_SCENARIO", "TracePlan", "TraceReplayUser", "due_requests"]
@@ -60,7 +61,7 @@ class TraceReplayUser(StreamUser):
         ws_share = {"sse": 0.0, "ws": 1.0, "mixed": 0.5}[opts.protocol]
         group = Group()
 
-        def one(protocol: str, turn: Turn, scheduled_at: float) -> None:
+        def one(protocol: Wire, turn: Turn, scheduled_at: float) -> None:
             try:
                 run_one_stream(
                     recorder.source,

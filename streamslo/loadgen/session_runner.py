@@ -26,7 +26,7 @@ import gevent
 import gevent.event
 
 from streamslo.loadgen.streams import Connection, StreamSource, run_one_stream
-from streamslo.stream.timing import StreamRecord
+from streamslo.stream.timing import StreamRecord, Wire
 from streamslo.transport.common import ClientLimits
 from streamslo.workload.prefix import TracePrompts
 from streamslo.workload.requests import Turn
@@ -56,7 +56,7 @@ class StepText:
 class SessionPlan:
     """How a session's steps are sent (the run's options for sessions)."""
 
-    protocol: str
+    protocol: Wire
     limits: ClientLimits
     text: Callable[[Session, Step], str]
     """A step's new input's text."""

@@ -70,7 +70,7 @@ class Transport(Protocol):
 
     def open(
         self,
-        protocol: str,
+        protocol: Wire,
         limits: ClientLimits,
         keep_alive: bool,
         headers: Mapping[str, str] | None = None,
@@ -116,7 +116,7 @@ class SocketTransport:
 
     def open(
         self,
-        protocol: str,
+        protocol: Wire,
         limits: ClientLimits,
         keep_alive: bool,
         headers: Mapping[str, str] | None = None,
@@ -263,7 +263,7 @@ class StreamSource:
         return self.resolver.request
 
     def new_record(
-        self, protocol: str, user_class: str, scheduled_at: float | None = None
+        self, protocol: Wire, user_class: str, scheduled_at: float | None = None
     ) -> StreamRecord:
         """A fresh record whose clock starts now."""
         self.in_flight += 1
@@ -280,7 +280,7 @@ class StreamSource:
 
     def tracker(
         self,
-        protocol: str,
+        protocol: Wire,
         rec: StreamRecord,
         expect: StreamExpectations,
         limits: ClientLimits,
@@ -323,7 +323,7 @@ class StreamSource:
 # ------------------------------------------------------------------------------ streams
 def run_one_stream(
     source: StreamSource,
-    protocol: str,
+    protocol: Wire,
     user_class: str,
     limits: ClientLimits,
     conn: Connection | None = None,
@@ -390,7 +390,7 @@ def run_one_stream(
 
 def run_conversation(
     source: StreamSource,
-    protocol: str,
+    protocol: Wire,
     user_class: str,
     limits: ClientLimits,
     conn: Connection | None = None,

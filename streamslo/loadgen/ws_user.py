@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from streamslo.loadgen.base import StreamUser
+from streamslo.stream.timing import Wire
 
 __all__ = ["SlowWebSocketStreamUser", "WebSocketStreamUser"]
 
@@ -10,11 +11,11 @@ __all__ = ["SlowWebSocketStreamUser", "WebSocketStreamUser"]
 class WebSocketStreamUser(StreamUser):
     """Streams over ``/v1/ws``, reusing its connection between requests."""
 
-    protocol = "ws"
+    protocol = Wire.WS
 
 
 class SlowWebSocketStreamUser(StreamUser):
     """A WebSocket reader that reads slowly (small reads with pauses)."""
 
-    protocol = "ws"
+    protocol = Wire.WS
     slow = True

@@ -35,7 +35,7 @@ from streamslo.run.preflight import (
     preflight,
 )
 from streamslo.stream.envelope import WSEnvelope
-from streamslo.stream.timing import StreamRecord
+from streamslo.stream.timing import StreamRecord, Wire
 from streamslo.stream.truth import Forcing, Truth
 from streamslo.transport.common import ClientLimits
 from streamslo.workload.requests import RequestOptions, Workload
@@ -58,7 +58,7 @@ class Prepared:
     references: Recorded | None = None
 
 
-def protocols_used(cfg: RunConfig) -> list[str]:
+def protocols_used(cfg: RunConfig) -> list[Wire]:
     """The protocols the run's users speak (its scenarios' mixes included), in a fixed order."""
     used = {"sse", "ws"} if cfg.protocol == "mixed" else {cfg.protocol}
     if cfg.scenarios:
@@ -70,7 +70,7 @@ def protocols_used(cfg: RunConfig) -> list[str]:
                 if "mixed" in mix
                 else {p for p, w in mix.items() if w and p in ("sse", "ws")}
             )
-    return [p for p in ("sse", "ws") if p in used] or ["sse"]
+    return [w for w in Wire if w in used] or [Wire.SSE]
 
 
 def _say(cfg: RunConfig, text: str) -> None:
@@ -118,7 +118,12 @@ def _learn(cfg: RunConfig) -> Contract:
     if not contract.learned and isinstance(rec, StreamRecord):
         try:
             judge(
-                target, "sse", rec, request, models, auth_fatal=not (cfg.master and not cfg.headers)
+                target,
+                Wire.SSE,
+                rec,
+                request,
+                models,
+                auth_fatal=not (cfg.master and not cfg.headers),
             )
         except PreflightFailed as exc:
             raise _masked(cfg, exc) from None

@@ -27,7 +27,7 @@ from streamslo.errors import BadInputError, ProtocolError
 from streamslo.stream.cause import Cause
 from streamslo.stream.dialects import API_PATHS, Dialect
 from streamslo.stream.envelope import WSEnvelope
-from streamslo.stream.timing import StreamRecord
+from streamslo.stream.timing import StreamRecord, Wire
 from streamslo.transport.common import ClientLimits, Target, connect
 from streamslo.transport.fetch import fetch
 from streamslo.workload.engines import adapt_request
@@ -82,7 +82,7 @@ class Diagnosis:
 class PreflightResult:
     """One preflight request."""
 
-    protocol: str
+    protocol: Wire
     url: str
     record: StreamRecord
     seconds: float
@@ -102,7 +102,9 @@ class PreflightResult:
 
 
 class PreflightFailed(BadInputError):
-    """The preflight found the target wrong (exit code 2); the message holds cause and fix."""
+    """The preflight found the target wrong (exit code 2); the message holds cause and fix.
+    ``protocol`` names the wire that showed it (``sse``, ``ws``), or ``url`` for the URL
+    itself."""
 
     def __init__(self, protocol: str, url: str, diagnosis: Diagnosis, note: str = "") -> None:
         self.protocol = protocol
@@ -189,7 +191,7 @@ _API_PATHS_TEXT = ", ".join(f"{api}: {path}" for api, path in API_PATHS.items())
 
 
 def diagnose(
-    protocol: str,
+    protocol: Wire,
     rec: StreamRecord,
     target: Target,
     request: RequestOptions,
@@ -241,7 +243,7 @@ def _no_connection(target: Target, rec: StreamRecord) -> Diagnosis:
 
 
 def _refused(
-    protocol: str,
+    protocol: Wire,
     rec: StreamRecord,
     request: RequestOptions,
     models: Sequence[str],
@@ -282,7 +284,7 @@ def _refused(
     )
 
 
-def _wrong_path(protocol: str, error: str, request: RequestOptions) -> Diagnosis:
+def _wrong_path(protocol: Wire, error: str, request: RequestOptions) -> Diagnosis:
     """A 404: no WebSocket endpoint, a dialect the server does not serve there, a wrong prefix."""
     if protocol == "ws":
         return Diagnosis(
@@ -345,7 +347,7 @@ def _broken_head(target: Target, error: str) -> Diagnosis:
 
 def _tries(
     target: Target,
-    protocol: str,
+    protocol: Wire,
     request: RequestOptions,
     models: Sequence[str],
     envelope: WSEnvelope | None,
@@ -380,7 +382,7 @@ def _tries(
 
 def judge(
     target: Target,
-    protocol: str,
+    protocol: Wire,
     rec: StreamRecord,
     request: RequestOptions,
     models: Sequence[str] = (),
@@ -424,7 +426,7 @@ def judge(
 
 def preflight(
     host: str,
-    protocols: Sequence[str],
+    protocols: Sequence[Wire],
     request: RequestOptions,
     *,
     headers: dict[str, str] | None = None,

@@ -211,15 +211,16 @@ def parse_budget(table: object, source: str = "<budget>", text: str | None = Non
             budget_line(text, "objective"),
             f"[budget] objective must be a rate metric ({', '.join(rates)}), got {objective!r}",
         )
+    key = "target"  # the key being read: a bad value names its line
     try:
         target = _number(table.get("target"), "target")
         if not 0.0 < target < 1.0:
             raise ValueError(f"target must be between 0 and 1 (e.g. 0.999), got {target!r}")
+        key = "time_scale"
         scale = _number(table.get("time_scale", 1), "time_scale")
         if scale <= 0:
             raise ValueError(f"time_scale must be above 0, got {scale!r}")
     except ValueError as exc:
-        key = "time_scale" if "time_scale" in str(exc) else "target"
         raise SLOFileError(source, budget_line(text, key), f"[budget] {exc}") from None
     raw = table.get("alerts")
     if raw is None:

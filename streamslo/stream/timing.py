@@ -59,7 +59,7 @@ class StreamRecord:
     """Everything measured about one request. Filled in by the tracker as bytes arrive."""
 
     stream_id: str
-    protocol: str
+    protocol: Wire
     """``sse`` or ``ws`` (:class:`Wire`)."""
     user_class: str
     started_at: float

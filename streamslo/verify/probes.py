@@ -20,7 +20,7 @@ from typing import Any
 from streamslo.results.columns import stream_row
 from streamslo.run.preflight import models_and_owner, one_stream
 from streamslo.stream.dialects import API_PATHS
-from streamslo.stream.timing import StreamExpectations, StreamRecord
+from streamslo.stream.timing import StreamExpectations, StreamRecord, Wire
 from streamslo.stream.truth import ForcedLength
 from streamslo.transport.common import ClientLimits, Target
 from streamslo.workload.requests import ENDPOINT_PATHS, RequestOptions, build_body
@@ -87,7 +87,7 @@ def request_body(req: ProbeRequest, model: str) -> dict[str, object]:
     return body
 
 
-def _probe(base_url: str, req: ProbeRequest, protocol: str) -> StreamRecord:
+def _probe(base_url: str, req: ProbeRequest, protocol: Wire) -> StreamRecord:
     """One probe, on this thread: the run's own transport and Sans-I/O exchange."""
     limits = ClientLimits(
         stall_timeout=req.stall_timeout_s,
@@ -119,7 +119,7 @@ async def probe_sse(base_url: str, req: ProbeRequest | None = None) -> StreamRec
     Returns:
         The finished :class:`StreamRecord` (``outcome`` always set).
     """
-    return await asyncio.to_thread(_probe, base_url, req or ProbeRequest(), "sse")
+    return await asyncio.to_thread(_probe, base_url, req or ProbeRequest(), Wire.SSE)
 
 
 async def probe_ws(base_url: str, req: ProbeRequest | None = None) -> StreamRecord:
@@ -132,11 +132,11 @@ async def probe_ws(base_url: str, req: ProbeRequest | None = None) -> StreamReco
     Returns:
         The finished :class:`StreamRecord`.
     """
-    return await asyncio.to_thread(_probe, base_url, req or ProbeRequest(), "ws")
+    return await asyncio.to_thread(_probe, base_url, req or ProbeRequest(), Wire.WS)
 
 
 async def health_check(
-    base_url: str, *, protocol: str = "sse", max_tokens: int = 8, timeout_s: float = 30.0
+    base_url: str, *, protocol: Wire = Wire.SSE, max_tokens: int = 8, timeout_s: float = 30.0
 ) -> StreamRecord:
     """The third incident's health check: one short streaming request that must end ``ok``.
 
