@@ -149,15 +149,20 @@ def explain_empty(data: RunData) -> str:
     )
 
 
-def explain_invalid(data: RunData) -> str:
-    """The failure text of a run whose load generator was saturated."""
+def explain_invalid(data: RunData, allowed: bool = False) -> str:
+    """The text of a run whose load generator was saturated: the failure, or (``allowed``:
+    checked anyway) the warning."""
     reason = data.run.get("invalid_reason") or data.run.get("reason") or "no reason recorded"
     peak = data.run.get("generator_peak_cpu")
     extra = f"; generator peak CPU {peak}" if peak is not None else ""
-    return (
-        f"the run in {data.path} is invalid (run.json valid: false): {reason}{extra}. Its "
-        "latencies measure the load generator, not the server; rerun with fewer users or more "
-        "processes, or pass --allow-invalid to check it anyway"
+    head = (
+        f"the run in {data.path} is INVALID (run.json valid: false): {reason}{extra}. Its "
+        "latencies measure the load generator, not the server"
+    )
+    if allowed:
+        return head + "; its thresholds were checked anyway (--allow-invalid)"
+    return head + (
+        "; rerun with fewer users or more processes, or pass --allow-invalid to check it anyway"
     )
 
 

@@ -143,6 +143,9 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     if s.allow_incomplete:
         parts.append("unfinalized runs allowed")
     data = state.data
+    if data is not None and not data.valid:
+        reason = data.run.get("invalid_reason") or "no reason recorded"
+        parts.append(f"the run is INVALID (run.json valid: false): {reason}")
     if data is not None and not data.complete:
         parts.append("the run is NOT finalized (run.json complete: false)")
     if data is not None and data.skipped_rows:

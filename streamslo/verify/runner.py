@@ -184,6 +184,11 @@ class _Collector:
 def _data_notes(data: Any) -> list[str]:
     """What the reader of the verdicts must know about the directory itself."""
     notes = []
+    if not data.valid:  # first: no figure below measures the server
+        reason = data.run.get("invalid_reason") or "no reason recorded"
+        notes.append(
+            f"INVALID RUN: {reason}: its latencies measure the load generator, not the server"
+        )
     if not data.complete:
         notes.append(
             f"{data.path} is NOT finalized (run.json complete: false); "

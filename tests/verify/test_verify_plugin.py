@@ -189,7 +189,7 @@ def test_empty_and_invalid_runs(pytester: pytest.Pytester, tmp_path: Path) -> No
         "--pyargs", "streamslo.verify.checks.test_run", f"--streamslo-run-dir={invalid}"
     )
     result.assert_outcomes(passed=3, failed=1)
-    result.stdout.fnmatch_lines(["*is invalid (run.json valid: false): generator lag p99 41 ms*"])
+    result.stdout.fnmatch_lines(["*is INVALID (run.json valid: false): generator lag p99 41 ms*"])
     result = pytester.runpytest(
         "--pyargs",
         "streamslo.verify.checks.test_run",

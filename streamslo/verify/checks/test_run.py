@@ -47,11 +47,12 @@ def test_run_is_not_empty(streamslo_results: RunData) -> None:
 
 def test_run_is_valid(streamslo_results: RunData, pytestconfig: pytest.Config) -> None:
     """The load generator was not saturated (run.json ``valid``), unless --streamslo-allow-invalid."""
+    allowed = get_state(pytestconfig).settings.allow_invalid
     _required(
         streamslo_results.valid,
-        get_state(pytestconfig).settings.allow_invalid,
+        allowed,
         "invalid run allowed (--streamslo-allow-invalid)",
-        explain_invalid(streamslo_results),
+        explain_invalid(streamslo_results, allowed=allowed),
     )
 
 
