@@ -2,7 +2,10 @@
 
 One line: elapsed and ETA, streams so far and in flight, connection errors so far (when there
 are any: a server that stopped answering), the last closed window's truncation
-rate, 5xx rate and ITL p99, and the alerts fired. On a terminal it is a live line redrawn in
+rate, 5xx rate and ITL p99, and the alerts fired. Past the planned load (warm-up plus
+duration) no ETA is shown: the run drains, its streams (and agentic sessions) in flight
+finishing within ``--drain``, and the line says so (``43s, load ended at 30s, draining 13s of
+at most 30s``) instead of a time left of zero. On a terminal it is a live line redrawn in
 place (``rich``); elsewhere (CI logs) a plain line every ``--progress-interval`` seconds, and
 one at the end. :func:`progress_line` builds the text from a :class:`ProgressState`; nothing
 here reads files.
@@ -33,6 +36,8 @@ class ProgressState:
     last_alert: str | None = None
     connect_errors: int | None = None
     """Requests of the run so far that got no connection (shown when there are any)."""
+    drain_s: float | None = None
+    """``--drain``: the most the run goes on past ``planned_s`` (None: not known)."""
 
 
 def fmt_duration(seconds: float) -> str:
@@ -49,17 +54,33 @@ def _pct(v: float | None) -> str:
     return "—" if v is None else f"{v * 100:.2f}%"
 
 
+def _clock(st: ProgressState) -> str:
+    """``12m00s/1h00m00s ETA 48m00s`` while the load runs; then how long it has drained."""
+    if st.elapsed_s <= st.planned_s:
+        eta = st.planned_s - st.elapsed_s
+        then = f" + drain (at most {fmt_duration(st.drain_s)})" if st.drain_s else ""
+        return (
+            f"{fmt_duration(st.elapsed_s)}/{fmt_duration(st.planned_s)} ETA {fmt_duration(eta)}"
+            f"{then}"
+        )
+    over = st.elapsed_s - st.planned_s
+    most = f" of at most {fmt_duration(st.drain_s)}" if st.drain_s is not None else ""
+    return (
+        f"{fmt_duration(st.elapsed_s)}, load ended at {fmt_duration(st.planned_s)}, draining "
+        f"{fmt_duration(over)}{most} (streams in flight finish)"
+    )
+
+
 def progress_line(st: ProgressState) -> str:
     """The line, e.g. ``12m00s/1h00m00s ETA 48m00s | streams 4,210 (48 open) | last window:
     trunc 0.00% 5xx 0.00% ITL p99 51.2 ms | alerts 0``."""
-    eta = max(0.0, st.planned_s - st.elapsed_s)
     streams = "—" if st.streams is None else f"{st.streams:,}"
     open_ = "" if st.active is None else f" ({st.active:.0f} open)"
     itl = "—" if st.itl_p99_ms is None else f"{st.itl_p99_ms:.1f} ms"
     alerts = f"alerts {st.alerts}" + (f" (last: {st.last_alert})" if st.last_alert else "")
     refused = f" | connect errors {st.connect_errors:,}" if st.connect_errors else ""
     return (
-        f"{fmt_duration(st.elapsed_s)}/{fmt_duration(st.planned_s)} ETA {fmt_duration(eta)} | "
+        f"{_clock(st)} | "
         f"streams {streams}{open_}{refused} | last window: trunc {_pct(st.truncation_rate)} "
         f"5xx {_pct(st.http_5xx_rate)} ITL p99 {itl} | {alerts}"
     )

@@ -221,3 +221,58 @@ def test_a_long_chain_is_no_problem():
     steps = [Step("0")] + [Step(str(i), (str(i - 1),)) for i in range(1, 5000)]
     s = Session("long", tuple(steps))
     assert s.depth("4999") == 5000 and s.ancestors("3")[-1] == "2"
+
+
+def test_a_session_the_drain_ran_out_on_is_neither_whole_nor_broken():
+    """At the end of --duration no session starts; those in flight go on within --drain, and
+    Locust kills a user still running when the drain runs out. Its session's streaming step is
+    then ``cancelled``, its later steps are never sent, and it counts in no session figure."""
+    import pandas as pd
+
+    from streamslo.figures.session_figures import session_table
+
+    slow = replier()
+
+    def answer(body: bytes):
+        reads = slow(body)
+        if "<2>" in json.loads(body)["messages"][-1]["content"]:
+            return [(t + 1.0 if i else t, b) for i, (t, b) in enumerate(reads)]  # slow tokens
+        return reads
+
+    chain = Session(
+        "c", (Step("1"), Step("2", ("1",), wait_s=0.02), Step("3", ("2",), wait_s=0.02))
+    )
+    opts = LoadOptions.from_args(["--model", "m", "--max-tokens", "3"])
+    ended: list[StreamRecord] = []
+    src = StreamSource(
+        opts,
+        FixedTarget(Target.from_url("http://127.0.0.1:9"), opts.request),
+        ended.append,
+        MemoryTransport(answer, sleep=gevent.sleep),
+    )
+    plan = SessionPlan("sse", opts.limits, text_of)
+    g = gevent.spawn(run_session, src, chain, plan)
+    gevent.sleep(0.5)  # step 1 ended, step 2 is streaming
+    g.kill(block=True)  # the drain ran out: Locust kills the user
+    gevent.sleep(0.05)
+    # (the recorder records a stream stopped mid-read as cancelled: FinishedStreams.add)
+    for r in ended:
+        r.outcome = r.outcome or "cancelled"
+    assert [(r.step_id, r.outcome) for r in ended] == [("1", "ok"), ("2", "cancelled")]
+    frame = pd.DataFrame(
+        [
+            {
+                "session_id": r.session_id,
+                "step_id": r.step_id,
+                "session_steps": r.session_steps,
+                "outcome": str(r.outcome),
+                "started_at": r.started_at,
+                "e2e_ms": (r.e2e_s or 0) * 1000,
+                "wait_ms": None,
+                "depth": r.depth,
+                "usage_prompt_tokens": None,
+            }
+            for r in ended
+        ]
+    )
+    assert session_table(frame).empty  # neither whole nor broken: in no session figure

@@ -34,6 +34,19 @@ def test_the_line_says_elapsed_eta_streams_rates_and_alerts():
     assert "streams 44,200 (0 open) | connect errors 44,108 | last window" in dead
 
 
+def test_past_the_planned_load_the_line_says_the_run_drains_not_eta_zero():
+    """A sessions run asked for 30 s finishes its sessions in flight within --drain: at 43 s
+    the line says how long it has drained, never ``43s/30s ETA 0s``."""
+    st = ProgressState(43, 30, streams=412, active=12, drain_s=30)
+    line = progress_line(st)
+    assert line.startswith("43s, load ended at 30s, draining 13s of at most 30s")
+    assert "ETA" not in line and "(12 open)" in line
+    unknown = progress_line(ProgressState(43, 30))  # --drain not handed over: no bound said
+    assert unknown.startswith("43s, load ended at 30s, draining 13s (streams in flight")
+    before = progress_line(ProgressState(10, 30, drain_s=30))
+    assert before.startswith("10s/30s ETA 20s + drain (at most 30s) |")
+
+
 def test_plain_lines_come_every_interval_and_once_at_the_end():
     out = io.StringIO()
     p = Progress("plain", 30.0, stream=out)
