@@ -54,16 +54,27 @@ class StreamResult:
         return None
 
 
-def sse(url: str, path: str, body: dict[str, Any], timeout: float = 30) -> StreamResult:
-    """POST and read the SSE body to its end; a transport error is recorded, not raised."""
+def sse(
+    base: str | httpx.Client, path: str, body: dict[str, Any], timeout: float = 30
+) -> StreamResult:
+    """POST and read the SSE body to its end; a transport error is recorded, not raised.
+    ``base`` is a server's URL, or a client of the app in this process
+    (:func:`tests.server.inprocess.app_client`)."""
     try:
-        return _sse(url, path, body, timeout)
+        if isinstance(base, str):
+            with httpx.Client() as client:
+                return read_sse(client, base + path, body, timeout)
+        return read_sse(base, path, body, timeout)
     except httpx.HTTPError as exc:
         return StreamResult(0, error=type(exc).__name__)
 
 
-def _sse(url: str, path: str, body: dict[str, Any], timeout: float) -> StreamResult:
-    with httpx.stream("POST", url + path, json=body, timeout=timeout) as r:
+def read_sse(
+    client: httpx.Client, url: str, body: dict[str, Any], timeout: float = 30
+) -> StreamResult:
+    """POST with ``client`` and read the SSE body to its end: every line a ``data:`` line or
+    blank, nothing after ``[DONE]``."""
+    with client.stream("POST", url, json=body, timeout=timeout) as r:
         res = StreamResult(r.status_code)
         if r.status_code != 200:
             r.read()
@@ -108,6 +119,18 @@ def ws_requests(
             if not res.done:
                 break
     return results
+
+
+def ws_refusal(ws_url: str, frame: str | bytes) -> tuple[dict[str, Any] | None, int | None]:
+    """Send one message; (the last JSON message read, the close code) once the server closes."""
+    with connect(ws_url, max_size=None) as ws:
+        ws.send(frame)
+        err = None
+        try:
+            while True:
+                err = json.loads(ws.recv(timeout=10))
+        except ConnectionClosed as exc:
+            return err, exc.rcvd.code if exc.rcvd else None
 
 
 @dataclass

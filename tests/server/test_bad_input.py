@@ -1,19 +1,17 @@
 """Every bad input is a 4xx with the documented error JSON (WS: error frame + close 1008/1009),
-never a 5xx and never a dead server."""
+never a 5xx and never a dead server: asked of the app in this process (tests/server/inprocess.py).
+A body still being sent when its 413 comes and the WebSocket message limit (the protocol
+layer's) need a real socket: test_hardening.py, test_limits.py."""
 
 from __future__ import annotations
 
 import json
-import socket
-import time
 from typing import Any
 
-import httpx
 import pytest
-from websockets.exceptions import ConnectionClosed
-from websockets.sync.client import connect
+from starlette.testclient import TestClient
 
-from tests.server.conftest import Server
+from tests.server.inprocess import ws_refusal
 
 JSON = {"content-type": "application/json"}
 OK_CHAT = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
@@ -90,7 +88,7 @@ CASES: list[tuple[str, str, str, dict[str, str], bytes, int]] = [
     ("name", "method", "path", "headers", "body", "status"), CASES, ids=[c[0] for c in CASES]
 )
 def test_bad_http_input_is_4xx_json(
-    fixed_server: Server,
+    fixed_app: TestClient,
     name: str,
     method: str,
     path: str,
@@ -98,7 +96,7 @@ def test_bad_http_input_is_4xx_json(
     body: bytes,
     status: int,
 ) -> None:
-    r = httpx.request(method, fixed_server.url + path, headers=headers, content=body, timeout=30)
+    r = fixed_app.request(method, path, headers=headers, content=body)
     assert r.status_code == status, r.text
     err = r.json()["error"]
     assert err["code"] == status and err["message"] and err["type"]
@@ -127,50 +125,13 @@ PARAMS = {
 }
 
 
-def test_chunked_oversized_body_is_413(fixed_server: Server) -> None:
+def test_chunked_oversized_body_is_413(fixed_app: TestClient) -> None:
     def gen() -> Any:
         for _ in range(40):
             yield b"x" * 65536
 
-    r = httpx.post(fixed_server.url + "/v1/stream", headers=JSON, content=gen(), timeout=30)
+    r = fixed_app.post("/v1/stream", headers=JSON, content=gen())
     assert r.status_code == 413 and r.json()["error"]["code"] == 413
-
-
-def test_413_reaches_a_client_still_sending_its_body(fixed_server: Server) -> None:
-    """The server answers an oversized body before reading it; a client still writing the rest
-    when that answer comes finishes writing and reads the 413, not a reset (the server lingers:
-    half-close, then reads and drops the rest). Before, the server closed at once and the
-    client's next write got a reset, so a client slower than the server (a loaded machine)
-    never read the 413."""
-    body, first = 4 << 20, 512 << 10  # four times the limit; more than the server reads ahead
-    with socket.create_connection(("127.0.0.1", fixed_server.port), timeout=10) as sock:
-        sock.sendall(
-            b"POST /v1/stream HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
-            b"content-length: %d\r\n\r\n" % body + b"x" * first
-        )
-        sock.recv(1, socket.MSG_PEEK)  # the answer has come: the client is slower than the server
-        time.sleep(0.2)  # and slower still: the server has closed (or half-closed) by now
-        sent = first
-        while sent < body:  # a reset here is the bug: HTTP clients send the body, then read
-            sent += sock.send(b"x" * min(65536, body - sent))
-        data = b""
-        while chunk := sock.recv(65536):
-            data += chunk
-    head, _, payload = data.partition(b"\r\n\r\n")
-    assert head.startswith(b"HTTP/1.1 413 "), data[:300]
-    assert b"connection: close" in head.lower() and json.loads(payload)["error"]["code"] == 413
-
-
-def _ws_refusal(server: Server, frame: str | bytes) -> tuple[dict[str, Any] | None, int | None]:
-    with connect(server.ws_url, max_size=None) as ws:
-        ws.send(frame)
-        err = None
-        try:
-            while True:
-                msg = ws.recv(timeout=10)
-                err = json.loads(msg)
-        except ConnectionClosed as exc:
-            return err, exc.rcvd.code if exc.rcvd else None
 
 
 @pytest.mark.parametrize(
@@ -185,21 +146,15 @@ def _ws_refusal(server: Server, frame: str | bytes) -> tuple[dict[str, Any] | No
     ],
 )
 def test_bad_ws_frames_get_error_frame_and_close(
-    fixed_server: Server, frame: str | bytes, code: int
+    fixed_app: TestClient, frame: str | bytes, code: int
 ) -> None:
-    err, got = _ws_refusal(fixed_server, frame)
+    err, got = ws_refusal(fixed_app, frame)
     assert got == code
     assert err is not None and err["error"]["code"] == 400
 
 
-def test_oversized_ws_frame_is_1009(fixed_server: Server) -> None:
-    _, got = _ws_refusal(fixed_server, json.dumps({"prompt": "a" * (2 << 20)}))
-    assert got == 1009
-
-
-def test_server_alive_after_bad_input(fixed_server: Server) -> None:
-    r = httpx.post(fixed_server.url + "/v1/chat/completions", json=OK_CHAT, timeout=30)
+def test_server_alive_after_bad_input(fixed_app: TestClient) -> None:
+    r = fixed_app.post("/v1/chat/completions", json=OK_CHAT)
     assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] <= 2
-    assert fixed_server.proc.poll() is None
-    metrics = httpx.get(fixed_server.url + "/metrics").text
+    metrics = fixed_app.get("/metrics").text
     assert "streamslo_http_5xx_total{" not in metrics

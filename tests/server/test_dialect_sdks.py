@@ -1,7 +1,8 @@
 """The bundled server's /v1/responses and /v1/messages read by the dialects' own official
 clients: the OpenAI and Anthropic Python SDKs (independent of streamslo) stream, accumulate and
 type every event; and every raw event validates against the SDKs' event models (their required
-fields, their discriminated unions). Skipped where the SDKs are not installed."""
+fields, their discriminated unions). The app in this process (tests/server/inprocess.py), each
+SDK given its client as its ``http_client``. Skipped where the SDKs are not installed."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
+from starlette.testclient import TestClient
 
-from tests.server.servers import Server, model_server
+from tests.server.inprocess import app_client
 
 
 # The SDKs are imported by the tests that use them, not at collection (about a second of
@@ -38,14 +39,16 @@ TOOL = 3
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with model_server(tmp_path_factory.mktemp("sdks"), 2, reasoning=REASONING, tool=TOOL) as s:
-        yield s
+def server() -> Iterator[TestClient]:
+    with app_client(token_interval_ms=2, reasoning_tokens=REASONING, tool_call_tokens=TOOL) as tc:
+        yield tc
 
 
-def raw_events(url: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> list[Any]:
+def raw_events(
+    tc: TestClient, path: str, body: dict[str, Any], headers: dict[str, str] | None = None
+) -> list[Any]:
     out = []
-    with httpx.stream("POST", url, json=body, headers=headers, timeout=30) as r:
+    with tc.stream("POST", path, json=body, headers=headers) as r:
         assert r.status_code == 200
         for line in r.iter_lines():
             if line.startswith("data:"):
@@ -53,8 +56,10 @@ def raw_events(url: str, body: dict[str, Any], headers: dict[str, str] | None = 
     return out
 
 
-def test_openai_sdk_streams_a_response(server: Server, openai: Any) -> None:
-    client = openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0)
+def test_openai_sdk_streams_a_response(server: TestClient, openai: Any) -> None:
+    client = openai.OpenAI(
+        base_url=f"{server.base_url}/v1", api_key="unused", max_retries=0, http_client=server
+    )
     # The SDK's stream helper accumulates every event into its snapshot of the response (by
     # output_index and content_index: it raises on an event it cannot place). Its
     # get_final_response() takes response.completed only, so the forced length's
@@ -78,7 +83,7 @@ def test_openai_sdk_streams_a_response(server: Server, openai: Any) -> None:
 
 
 def test_every_responses_event_validates_against_the_sdk_models(
-    server: Server, openai: Any, pydantic: Any
+    server: TestClient, openai: Any, pydantic: Any
 ) -> None:
     from openai.types.responses import ResponseStreamEvent
 
@@ -90,14 +95,16 @@ def test_every_responses_event_validates_against_the_sdk_models(
         "max_output_tokens": N,
         "ignore_eos": True,
     }
-    events = raw_events(server.url + "/v1/responses", body)
+    events = raw_events(server, "/v1/responses", body)
     for event in events:
         adapter.validate_python(event)  # raises on a missing required field or a wrong type
     assert [e["sequence_number"] for e in events] == list(range(len(events)))
 
 
-def test_anthropic_sdk_streams_a_message(server: Server, anthropic: Any) -> None:
-    client = anthropic.Anthropic(base_url=server.url, api_key="unused", max_retries=0)
+def test_anthropic_sdk_streams_a_message(server: TestClient, anthropic: Any) -> None:
+    client = anthropic.Anthropic(
+        base_url=str(server.base_url), api_key="unused", max_retries=0, http_client=server
+    )
     with client.messages.stream(
         model="m",
         max_tokens=N,
@@ -116,7 +123,7 @@ def test_anthropic_sdk_streams_a_message(server: Server, anthropic: Any) -> None
 
 
 def test_every_messages_event_validates_against_the_sdk_models(
-    server: Server, anthropic: Any, pydantic: Any
+    server: TestClient, anthropic: Any, pydantic: Any
 ) -> None:
     from anthropic.types import RawMessageStreamEvent
 
@@ -128,9 +135,7 @@ def test_every_messages_event_validates_against_the_sdk_models(
         "max_tokens": N,
         "ignore_eos": True,
     }
-    events = raw_events(
-        server.url + "/v1/messages", body, headers={"anthropic-version": "2023-06-01"}
-    )
+    events = raw_events(server, "/v1/messages", body, headers={"anthropic-version": "2023-06-01"})
     kinds = [e["type"] for e in events]
     for event in events:
         if event["type"] != "ping":  # ping is not in the union (the SDK skips it)
@@ -138,9 +143,11 @@ def test_every_messages_event_validates_against_the_sdk_models(
     assert kinds.count("message_stop") == 1
 
 
-def test_the_anthropic_sdk_reads_an_error(server: Server, anthropic: Any) -> None:
+def test_the_anthropic_sdk_reads_an_error(server: TestClient, anthropic: Any) -> None:
     """A refused request: the SDK raises its typed error from Anthropic's error body."""
-    client = anthropic.Anthropic(base_url=server.url, api_key="unused", max_retries=0)
+    client = anthropic.Anthropic(
+        base_url=str(server.base_url), api_key="unused", max_retries=0, http_client=server
+    )
     with pytest.raises(anthropic.BadRequestError) as info:
         client.messages.create(model="m", max_tokens=0, messages=[{"role": "user", "content": "x"}])
     assert info.value.status_code == 400

@@ -1,22 +1,24 @@
 """The bundled server's /v1/responses and /v1/messages against the dialects' documented event
-shapes (read here by a plain line parser, independent of streamslo's core), and the same
-streams judged by streamslo's dialect trackers: ok, token counts equal to usage, reasoning
-deltas first (``--reasoning-tokens``)."""
+shapes (read here by a plain line parser, independent of streamslo's core; the app in this
+process, tests/server/inprocess.py), and the same streams judged by streamslo's dialect
+trackers through its own transport on a real socket: ok, token counts equal to usage,
+reasoning deltas first (``--reasoning-tokens``), the times of the first answer and tool tokens."""
 
 from __future__ import annotations
 
 import json
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
+from starlette.testclient import TestClient
 
 from streamslo.stream.dialects import tracker_for
 from streamslo.stream.timing import StreamRecord
 from streamslo.transport.sync import ClientLimits, Target, stream_sse
 from streamslo.workload.requests import RequestOptions, build_body
+from tests.server.inprocess import app_client
 from tests.server.servers import Server, model_server, start_server
 
 N = 10
@@ -24,17 +26,25 @@ REASONING = 3
 
 
 @pytest.fixture(scope="module")
+def reasoning_app() -> Iterator[TestClient]:
+    """A model whose first :data:`REASONING` tokens are reasoning, in this process."""
+    with app_client(token_interval_ms=5, reasoning_tokens=REASONING) as tc:
+        yield tc
+
+
+@pytest.fixture(scope="module")
 def reasoning_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """The same model on a real socket, for streamslo's own transport."""
     with model_server(tmp_path_factory.mktemp("reasoning"), 5, reasoning=REASONING) as s:
         yield s
 
 
 def events(
-    url: str, path: str, body: dict[str, object], headers: dict[str, str] | None = None
+    tc: httpx.Client, path: str, body: dict[str, object], headers: dict[str, str] | None = None
 ) -> tuple[int, list[tuple[str, dict[str, object]]]]:
     """(status, [(event name, data object)]) read with a plain line parser."""
     out: list[tuple[str, dict[str, object]]] = []
-    with httpx.stream("POST", url + path, json=body, headers=headers, timeout=30) as r:
+    with tc.stream("POST", path, json=body, headers=headers, timeout=30) as r:
         if r.status_code != 200:
             r.read()
             return r.status_code, [("", r.json())]
@@ -68,8 +78,8 @@ MESSAGES = {
 }
 
 
-def test_responses_events_follow_the_documented_shape(reasoning_server: Server) -> None:
-    status, evs = events(reasoning_server.url, "/v1/responses", RESPONSES)
+def test_responses_events_follow_the_documented_shape(reasoning_app: TestClient) -> None:
+    status, evs = events(reasoning_app, "/v1/responses", RESPONSES)
     assert status == 200
     names = [n for n, _ in evs]
     assert all(n == d["type"] for n, d in evs)
@@ -91,16 +101,16 @@ def test_responses_events_follow_the_documented_shape(reasoning_server: Server) 
     assert final["output"][-1]["content"][0]["text"] == text
 
 
-def test_responses_without_ignore_eos_completes_or_runs_out(reasoning_server: Server) -> None:
+def test_responses_without_ignore_eos_completes_or_runs_out(reasoning_app: TestClient) -> None:
     status, evs = events(
-        reasoning_server.url, "/v1/responses", {**RESPONSES, "ignore_eos": False, "input": "hi"}
+        reasoning_app, "/v1/responses", {**RESPONSES, "ignore_eos": False, "input": "hi"}
     )
     assert status == 200 and evs[-1][0] in ("response.completed", "response.incomplete")
 
 
-def test_messages_events_follow_the_documented_shape(reasoning_server: Server) -> None:
+def test_messages_events_follow_the_documented_shape(reasoning_app: TestClient) -> None:
     status, evs = events(
-        reasoning_server.url, "/v1/messages", MESSAGES, headers={"anthropic-version": "2023-06-01"}
+        reasoning_app, "/v1/messages", MESSAGES, headers={"anthropic-version": "2023-06-01"}
     )
     assert status == 200
     names = [n for n, _ in evs]
@@ -118,9 +128,9 @@ def test_messages_events_follow_the_documented_shape(reasoning_server: Server) -
     assert delta["usage"] == {"output_tokens": N}
 
 
-def test_messages_requires_max_tokens_with_anthropic_errors(reasoning_server: Server) -> None:
+def test_messages_requires_max_tokens_with_anthropic_errors(reasoning_app: TestClient) -> None:
     body = {k: v for k, v in MESSAGES.items() if k != "max_tokens"}
-    status, evs = events(reasoning_server.url, "/v1/messages", body)
+    status, evs = events(reasoning_app, "/v1/messages", body)
     assert status == 400
     err = evs[0][1]
     assert err["type"] == "error" and err["error"]["type"] == "invalid_request_error"  # type: ignore[index]
@@ -152,23 +162,32 @@ def test_streamslo_reads_each_dialect(reasoning_server: Server, api: str) -> Non
     assert len(rec.gap_s) == N - 1
 
 
-def test_api_key_in_x_api_key(tmp_path: Path) -> None:
-    s = start_server(
-        ["--mode", "fixed", "--api-key-env", "DIALECT_KEY"], tmp_path, env={"DIALECT_KEY": "sekrit"}
-    )
-    try:
-        assert events(s.url, "/v1/messages", MESSAGES)[0] == 401
-        status, evs = events(s.url, "/v1/messages", MESSAGES, headers={"x-api-key": "sekrit"})
-        assert status == 200 and evs[-1][0] == "message_stop"
-    finally:
-        s.stop()
+@pytest.fixture(scope="module")
+def keyed_app() -> Iterator[TestClient]:
+    with app_client(api_key_env="DIALECT_KEY", env={"DIALECT_KEY": "sekrit"}) as tc:
+        yield tc
+
+
+def test_api_key_in_x_api_key(keyed_app: TestClient) -> None:
+    assert events(keyed_app, "/v1/messages", MESSAGES)[0] == 401
+    status, evs = events(keyed_app, "/v1/messages", MESSAGES, headers={"x-api-key": "sekrit"})
+    assert status == 200 and evs[-1][0] == "message_stop"
 
 
 TOOL = 3
 
 
 @pytest.fixture(scope="module")
+def tool_app() -> Iterator[TestClient]:
+    """A model whose first 2 tokens are reasoning and last :data:`TOOL` a tool call's
+    arguments, in this process."""
+    with app_client(token_interval_ms=5, reasoning_tokens=2, tool_call_tokens=TOOL) as tc:
+        yield tc
+
+
+@pytest.fixture(scope="module")
 def tool_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """The same model on a real socket, for streamslo's own transport."""
     with model_server(tmp_path_factory.mktemp("tools"), 5, reasoning=2, tool=TOOL) as s:
         yield s
 
@@ -193,14 +212,14 @@ def test_tool_calling_mode(tool_server: Server, api: str) -> None:
     assert rec.ttftc_s is not None and rec.ttfo_s is not None and rec.ttftc_s >= rec.ttfo_s
 
 
-def test_tool_events_follow_the_documented_shape(tool_server: Server) -> None:
-    _, evs = events(tool_server.url, "/v1/responses", {**RESPONSES, "ignore_eos": True})
+def test_tool_events_follow_the_documented_shape(tool_app: TestClient) -> None:
+    _, evs = events(tool_app, "/v1/responses", {**RESPONSES, "ignore_eos": True})
     names = [n for n, _ in evs]
     assert names.count("response.function_call_arguments.delta") == TOOL
     added = [d["item"] for n, d in evs if n == "response.output_item.added"]
     assert [i["type"] for i in added] == ["reasoning", "message", "function_call"]  # type: ignore[index]
     assert "response.function_call_arguments.done" in names
-    _, evs = events(tool_server.url, "/v1/messages", MESSAGES)
+    _, evs = events(tool_app, "/v1/messages", MESSAGES)
     starts = [d["content_block"]["type"] for n, d in evs if n == "content_block_start"]  # type: ignore[index]
     assert starts == ["thinking", "text", "tool_use"]
     parts = [
@@ -234,8 +253,8 @@ RESPONSE_FIELDS = {
 }
 
 
-def test_every_response_object_has_the_required_fields(tool_server: Server) -> None:
-    _, evs = events(tool_server.url, "/v1/responses", RESPONSES)
+def test_every_response_object_has_the_required_fields(tool_app: TestClient) -> None:
+    _, evs = events(tool_app, "/v1/responses", RESPONSES)
     responses = [d["response"] for n, d in evs if "response" in d]
     assert [n for n, d in evs if "response" in d] == [
         "response.created",
@@ -266,14 +285,14 @@ def test_every_response_object_has_the_required_fields(tool_server: Server) -> N
             assert "content_index" in d
 
 
-def test_tool_arguments_are_json_in_every_dialect(tool_server: Server) -> None:
+def test_tool_arguments_are_json_in_every_dialect(tool_app: TestClient) -> None:
     """The argument deltas build a JSON object (OpenAI's ``arguments``; Anthropic's
     ``partial_json`` whose whole is the tool_use ``input``), as the official SDKs parse them."""
-    _, evs = events(tool_server.url, "/v1/responses", RESPONSES)
+    _, evs = events(tool_app, "/v1/responses", RESPONSES)
     args = "".join(str(d["delta"]) for n, d in evs if n == "response.function_call_arguments.delta")
     done = [d for n, d in evs if n == "response.function_call_arguments.done"]
     assert isinstance(json.loads(args), dict) and done[0]["arguments"] == args
-    _, evs = events(tool_server.url, "/v1/messages", MESSAGES)
+    _, evs = events(tool_app, "/v1/messages", MESSAGES)
     parts = "".join(
         str(d["delta"]["partial_json"])  # type: ignore[index]
         for n, d in evs
@@ -287,7 +306,7 @@ def test_tool_arguments_are_json_in_every_dialect(tool_server: Server) -> None:
         "max_tokens": N,
         "ignore_eos": True,
     }
-    with httpx.stream("POST", tool_server.url + "/v1/chat/completions", json=body, timeout=30) as r:
+    with tool_app.stream("POST", "/v1/chat/completions", json=body) as r:
         chat = "".join(
             call["function"].get("arguments", "")
             for line in r.iter_lines()
@@ -298,8 +317,8 @@ def test_tool_arguments_are_json_in_every_dialect(tool_server: Server) -> None:
     assert isinstance(json.loads(chat), dict)
 
 
-def test_messages_blocks_and_usage_follow_the_documented_shape(reasoning_server: Server) -> None:
-    _, evs = events(reasoning_server.url, "/v1/messages", MESSAGES)
+def test_messages_blocks_and_usage_follow_the_documented_shape(reasoning_app: TestClient) -> None:
+    _, evs = events(reasoning_app, "/v1/messages", MESSAGES)
     start = evs[0][1]["message"]
     assert isinstance(start, dict)
     assert {
@@ -334,29 +353,26 @@ def test_messages_blocks_and_usage_follow_the_documented_shape(reasoning_server:
     ],
 )
 def test_messages_http_errors_have_the_anthropic_shape(
-    tmp_path: Path, method: str, path: str, headers: dict[str, str], status: int, etype: str
+    keyed_app: TestClient,
+    method: str,
+    path: str,
+    headers: dict[str, str],
+    status: int,
+    etype: str,
 ) -> None:
     """Every error on /v1/messages, the access guard's and the router's included:
     ``{"type": "error", "error": {"type", "message"}, "request_id"}`` and a ``request-id``
     header (Anthropic's errors page)."""
-    s = start_server(
-        ["--mode", "fixed", "--api-key-env", "DIALECT_KEY"], tmp_path, env={"DIALECT_KEY": "sekrit"}
-    )
-    try:
-        r = httpx.request(method, s.url + path, json=MESSAGES, headers=headers, timeout=10)
-        assert r.status_code == status
-        body = r.json()
-        assert body["type"] == "error" and body["error"]["type"] == etype
-        assert (
-            body["request_id"].startswith("req_") and r.headers["request-id"] == body["request_id"]
-        )
-        if status == 401:
-            assert "x-api-key" in body["error"]["message"]
-        # The OpenAI paths keep OpenAI's shape.
-        r = httpx.post(s.url + "/v1/responses", json=RESPONSES, timeout=10)
-        assert r.status_code == 401 and set(r.json()) == {"error"}
-    finally:
-        s.stop()
+    r = keyed_app.request(method, path, json=MESSAGES, headers=headers)
+    assert r.status_code == status
+    body = r.json()
+    assert body["type"] == "error" and body["error"]["type"] == etype
+    assert body["request_id"].startswith("req_") and r.headers["request-id"] == body["request_id"]
+    if status == 401:
+        assert "x-api-key" in body["error"]["message"]
+    # The OpenAI paths keep OpenAI's shape.
+    r = keyed_app.post("/v1/responses", json=RESPONSES)
+    assert r.status_code == 401 and set(r.json()) == {"error"}
 
 
 @pytest.fixture(scope="module")

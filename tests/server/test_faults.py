@@ -10,7 +10,7 @@ import httpx
 import psutil
 
 from tests.server.conftest import Server
-from tests.server.streams import sse
+from tests.server.streams import sse, ws_refusal
 
 BODY = {
     "prompt": "Explain quantum entanglement",
@@ -138,8 +138,6 @@ def test_silent_cancel_ends_early_with_stop(serve) -> None:
 
 
 def test_admission_control_429_and_ws_1013(serve) -> None:
-    from tests.server.test_bad_input import _ws_refusal
-
     s = serve("--max-streams", "2", "--token-interval-ms", "50")
     with cf.ThreadPoolExecutor(2) as pool:
         futs = [pool.submit(sse, s.url, "/v1/stream", {**BODY, "max_tokens": 60}) for _ in range(2)]
@@ -152,7 +150,7 @@ def test_admission_control_429_and_ws_1013(serve) -> None:
         r = httpx.post(s.url + "/v1/stream", json=BODY, timeout=30)
         assert r.status_code == 429 and r.headers["retry-after"]
         assert r.json()["error"]["code"] == 429
-        err, code = _ws_refusal(s, '{"prompt": "x"}')
+        err, code = ws_refusal(s.ws_url, '{"prompt": "x"}')
         assert code == 1013 and err is not None and err["error"]["code"] == 429
         assert httpx.get(s.url + "/readyz").status_code == 503
         assert all(f.result().done for f in futs)

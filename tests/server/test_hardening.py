@@ -1,6 +1,6 @@
-"""Known ways a client could hurt the bundled server, each pinned by a test: an unbounded
-WebSocket read-ahead, client disconnects logged as server errors, a failing prefill that took
-the whole batch down."""
+"""Known ways a client could hurt the bundled server, each pinned by a test on a real socket:
+an unbounded WebSocket read-ahead, a 413 a client still sending its body never read, client
+disconnects logged as server errors, a failing prefill that took the whole batch down."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from websockets.streams import StreamReader
 from websockets.sync.client import connect
 
 from tests.server.conftest import Server
+from tests.server.streams import ws_refusal
 
 if TYPE_CHECKING:
     from streamslo.server.engine import BatchEngine, StreamItem, TokenStream
@@ -64,6 +65,38 @@ def test_ws_read_ahead_is_bounded(fixed_server: Server) -> None:
     assert err["code"] == 400 and "queued" in err["message"]
     assert elapsed < 5, elapsed
     assert growth_mb < 8, growth_mb
+
+
+def test_413_reaches_a_client_still_sending_its_body(fixed_server: Server) -> None:
+    """The server answers an oversized body before reading it; a client still writing the rest
+    when that answer comes finishes writing and reads the 413, not a reset (the server lingers:
+    half-close, then reads and drops the rest). Before, the server closed at once and the
+    client's next write got a reset, so a client slower than the server (a loaded machine)
+    never read the 413."""
+    body, first = 4 << 20, 512 << 10  # four times the limit; more than the server reads ahead
+    with socket.create_connection(("127.0.0.1", fixed_server.port), timeout=10) as sock:
+        sock.sendall(
+            b"POST /v1/stream HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+            b"content-length: %d\r\n\r\n" % body + b"x" * first
+        )
+        sock.recv(1, socket.MSG_PEEK)  # the answer has come: the client is slower than the server
+        time.sleep(0.2)  # and slower still: the server has closed (or half-closed) by now
+        sent = first
+        while sent < body:  # a reset here is the bug: HTTP clients send the body, then read
+            sent += sock.send(b"x" * min(65536, body - sent))
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    head, _, payload = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 413 "), data[:300]
+    assert b"connection: close" in head.lower() and json.loads(payload)["error"]["code"] == 413
+
+
+def test_an_oversized_ws_message_is_1009(fixed_server: Server) -> None:
+    """The WebSocket message limit is the protocol layer's (Uvicorn's ``ws_max_size``): a
+    socket's test. At the default limit here; test_limits.py reads its error frame."""
+    _, got = ws_refusal(fixed_server.ws_url, json.dumps({"prompt": "a" * (2 << 20)}))
+    assert got == 1009
 
 
 def test_client_disconnects_are_not_server_errors(serve) -> None:
