@@ -25,6 +25,7 @@ from websockets.exceptions import ConnectionClosed, InvalidMessage, InvalidStatu
 from websockets.sync.client import connect as ws_connect
 
 from tests.faulty import fixtures as _fixtures
+from tests.faulty.constants import SIZE_CAPPED, SIZE_CAPPED_TIMEOUTS_S
 from tests.faulty.process import FaultyServer
 from tests.faulty.scenarios import HOSTILE, MIXES
 from tests.faulty.server import (
@@ -286,6 +287,14 @@ class Judge:
         return "ok"
 
 
+def _timeouts(scenario: str) -> tuple[float, float]:
+    """(stall timeout, the request's deadline on the monotonic clock) for ``scenario``: those
+    :data:`EXPECTED` assumes, or ample ones where a size cap decides (SIZE_CAPPED)."""
+    capped = scenario in SIZE_CAPPED
+    stall, request = SIZE_CAPPED_TIMEOUTS_S if capped else (STALL_TIMEOUT_S, REQUEST_TIMEOUT_S)
+    return stall, time.monotonic() + request
+
+
 def judge_sse(port: int, scenario: str, n: int = N) -> str:
     """One SSE request with stall/request timeouts, judged by docs/outcomes.md."""
     payload = json.dumps(_body(scenario, n)).encode()
@@ -293,21 +302,21 @@ def judge_sse(port: int, scenario: str, n: int = N) -> str:
         "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
         f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n"
     ).encode() + payload
-    deadline = time.monotonic() + REQUEST_TIMEOUT_S
+    stall_timeout, deadline = _timeouts(scenario)
     judge = Judge(n)
     parser = SseParser()
     raw = b""
     head: bytes | None = None
     chunked = True
     progress = time.monotonic()  # the stall clock: the request, the head, then each token
-    with socket.create_connection(("127.0.0.1", port), timeout=STALL_TIMEOUT_S) as sock:
+    with socket.create_connection(("127.0.0.1", port), timeout=stall_timeout) as sock:
         sock.sendall(request)
         eof = False
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
                 return "timeout"
-            stall_left = progress + STALL_TIMEOUT_S - time.monotonic()
+            stall_left = progress + stall_timeout - time.monotonic()
             if stall_left <= 0:
                 return "stalled"
             sock.settimeout(min(stall_left, left))
@@ -360,13 +369,13 @@ def judge_sse(port: int, scenario: str, n: int = N) -> str:
 
 def judge_ws(server: FaultyServer, scenario: str, n: int = N) -> str:
     """One WebSocket request with stall/request timeouts, judged by docs/outcomes.md."""
-    deadline = time.monotonic() + REQUEST_TIMEOUT_S
+    stall_timeout, deadline = _timeouts(scenario)
     by_path = scenario in WS_HANDSHAKE_SCENARIOS
     url = server.ws_url_for(scenario) if by_path else server.ws_url
     judge = Judge(n)
     judge.ws = True  # type: ignore[attr-defined]
     try:
-        ws = ws_connect(url, open_timeout=STALL_TIMEOUT_S, close_timeout=1, max_size=MAX_LINE)
+        ws = ws_connect(url, open_timeout=stall_timeout, close_timeout=1, max_size=MAX_LINE)
     except InvalidStatus as exc:
         return "http_4xx" if exc.response.status_code < 500 else "http_5xx"
     except TimeoutError:
@@ -380,7 +389,7 @@ def judge_ws(server: FaultyServer, scenario: str, n: int = N) -> str:
             left = deadline - time.monotonic()
             if left <= 0:
                 return "timeout"
-            stall_left = progress + STALL_TIMEOUT_S - time.monotonic()
+            stall_left = progress + stall_timeout - time.monotonic()
             if stall_left <= 0:
                 return "stalled"
             try:
@@ -428,6 +437,10 @@ def test_catalogue_is_complete_and_consistent() -> None:
     assert ENDLESS_S >= 2 * REQUEST_TIMEOUT_S
     assert SHORT_PAUSE_S <= STALL_TIMEOUT_S / 2
     assert TIMED_TTFT_S + 32 * TIMED_ITL_S < REQUEST_TIMEOUT_S / 2
+    # Where a size cap decides, no timer does: their clients' ample timeouts change nothing.
+    assert set(SCENARIOS) >= SIZE_CAPPED
+    for (name, _), outcome in EXPECTED.items():
+        assert name not in SIZE_CAPPED or outcome not in ("stalled", "timeout"), name
 
 
 def test_fixture_and_models(faulty_server: FaultyServer) -> None:

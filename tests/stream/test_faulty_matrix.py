@@ -13,11 +13,17 @@ from streamslo.stream.timing import StreamRecord
 from streamslo.stream.tracker import StreamTracker
 from streamslo.transport.sync import ClientLimits, Target, WSConnection, stream_sse
 from streamslo.workload.requests import RequestOptions, build_body
+from tests.faulty.constants import SIZE_CAPPED, SIZE_CAPPED_TIMEOUTS_S
 from tests.faulty.scenarios import HOSTILE
 from tests.faulty.server import EXPECTED, REQUEST_TIMEOUT_S, STALL_TIMEOUT_S
 
 MAX_TOKENS = 8
 LIMITS = ClientLimits(stall_timeout=STALL_TIMEOUT_S, request_timeout=REQUEST_TIMEOUT_S)
+#: For the scenarios a size cap decides (floods at full speed): timers a starved reader never
+#: meets before its cap (tests/faulty/constants.py, SIZE_CAPPED).
+CAPPED_LIMITS = ClientLimits(
+    stall_timeout=SIZE_CAPPED_TIMEOUTS_S[0], request_timeout=SIZE_CAPPED_TIMEOUTS_S[1]
+)
 CASES = sorted(EXPECTED)
 #: Streams in flight at once against the faulty server (see ``matrix``).
 CONCURRENT = 8
@@ -29,14 +35,15 @@ def run_case(base_url: str, scenario: str, protocol: str, done_marker: bool = Tr
     rec = StreamRecord(f"{scenario}-{protocol}", protocol, "test", time.time(), time.perf_counter())
     tracker = StreamTracker(rec, opts.expectations())
     body = build_body(opts, "hello")
+    limits = CAPPED_LIMITS if scenario in SIZE_CAPPED else LIMITS
     if protocol == "ws":
-        conn = WSConnection(target, "/v1/ws", LIMITS)
+        conn = WSConnection(target, "/v1/ws", limits)
         try:
             conn.request(body, tracker)
         finally:
             conn.close()
     else:
-        stream_sse(target, opts.path, body, tracker, LIMITS)
+        stream_sse(target, opts.path, body, tracker, limits)
     return rec
 
 
@@ -87,17 +94,18 @@ def test_ok_stream_counts(matrix):
     assert not rec.open_gap
 
 
-def test_timed_stream_latencies(faulty_server):
-    """Run alone (not in the concurrent matrix) so the server's clock is the only delay."""
-    from tests.faulty.server import TIMED_ITL_S, TIMED_TTFT_S
+def test_timed_stream_records(faulty_server):
+    """The timed stream's record on both transports: a first token no earlier than the server
+    sends it, one gap per later token, and the docs/timing.md invariant. (Its times against the
+    server's clock, within 40 ms, hold on a quiet machine only: tests/bench/test_faulty_timing.py,
+    ``tox -e bench``.)"""
+    from tests.faulty.server import TIMED_TTFT_S
 
     for proto in ("sse", "ws"):
         rec = run_case(faulty_server.base_url, "timed", proto)
         assert rec.outcome == "ok"
-        assert rec.ttft_s == pytest.approx(TIMED_TTFT_S, abs=0.15)
-        assert len(rec.gap_s) == MAX_TOKENS - 1
-        for g in rec.gap_s:
-            assert g == pytest.approx(TIMED_ITL_S, abs=0.04)
+        assert rec.ttft_s is not None and rec.ttft_s >= TIMED_TTFT_S * 0.9
+        assert len(rec.gap_s) == MAX_TOKENS - 1 and all(g >= 0 for g in rec.gap_s)
         # docs/timing.md invariant: the gaps add up to the time from the first to the last token.
         assert sum(rec.gap_s) == pytest.approx(rec.gap_t[-1] - (rec.t0 + rec.ttft_s), abs=1e-9)
 
