@@ -272,7 +272,13 @@ def level_points(
         gaps = g[g["stream_id"].isin(sub["stream_id"])]
         part = RunData(path=data.path, run=data.run, streams=sub, gaps=gaps)
         points.append(
-            load_point(part, users, f"{users} users", duration_s=hi - lo - settle_s, slo=slo)
+            load_point(
+                part,
+                users,
+                f"{users} user{'s' if users != 1 else ''}",
+                duration_s=hi - lo - settle_s,
+                slo=slo,
+            )
         )
     return points
 
@@ -400,21 +406,25 @@ class SloLevels:
             return "the SLO was not checked per level"
         if not self.failed:
             return f"the SLO was met at every level ({_words(self.met)})"
-        fails = "; ".join(f"{lab} ({', '.join(why)})" for lab, why in self.failed)
+        # Levels that failed the same thresholds together: "2 and 4 users (itl_ms p(99)<200)".
+        groups: dict[tuple[str, ...], list[str]] = {}
+        for lab, why in self.failed:
+            groups.setdefault(why, []).append(lab)
+        fails = "; ".join(f"{_words(labs)} ({', '.join(why)})" for why, labs in groups.items())
         if not self.met:
             return f"the SLO failed at every level: {fails}"
         return f"the SLO was met at {_words(self.met)} and failed at {fails}"
 
 
 def _words(labels: Sequence[str]) -> str:
-    """``1, 2 and 5 users`` from ``1 users``-style labels sharing a unit."""
-    units = {lab.split(" ", 1)[-1] for lab in labels}
-    if len(units) == 1 and all(" " in lab for lab in labels):
-        nums = [lab.split(" ", 1)[0] for lab in labels]
-        unit = units.pop()
-        return (nums[0] if len(nums) == 1 else ", ".join(nums[:-1]) + " and " + nums[-1]) + (
-            f" {unit}"
-        )
+    """``1, 2 and 5 users`` from labels that share a unit (``1 user``, ``2 users``, ``5
+    users``; ``2 req/s``...), else the labels themselves, joined."""
+    parts = [lab.split(" ", 1) for lab in labels]
+    units = {p[1].rstrip("s") for p in parts if len(p) == 2}
+    if len(labels) > 1 and len(units) == 1 and all(len(p) == 2 for p in parts):
+        nums = [p[0] for p in parts]
+        unit = parts[-1][1] if parts[-1][1].endswith("s") else units.pop() + "s"
+        return ", ".join(nums[:-1]) + " and " + nums[-1] + f" {unit}"
     return labels[0] if len(labels) == 1 else ", ".join(labels[:-1]) + " and " + labels[-1]
 
 

@@ -62,12 +62,15 @@ def _ceiling(s: pd.DataFrame) -> pd.Series:
     at most 1; NaN for a root, or where the server gave no usage."""
     if "parent_ids" not in s.columns:
         return pd.Series(np.nan, index=s.index)
-    seen = s["usage_prompt_tokens"] + s["usage_completion_tokens"]
+    # As floats: a server that gives no usage leaves pandas' NA, which object division turns
+    # into a ZeroDivisionError instead of a missing share.
+    prompt = pd.to_numeric(s["usage_prompt_tokens"], errors="coerce").astype(float)
+    seen = prompt + pd.to_numeric(s["usage_completion_tokens"], errors="coerce").astype(float)
     key = s["session_id"].astype(str) + "\0" + s["step_id"].astype(str)
     seen_by = dict(zip(key, seen, strict=True))
     first = s["parent_ids"].fillna("").astype(str).str.split(";").str[0]
-    parent_seen = (s["session_id"].astype(str) + "\0" + first).map(seen_by)
-    share = (parent_seen / s["usage_prompt_tokens"]).clip(upper=1.0)
+    parent_seen = (s["session_id"].astype(str) + "\0" + first).map(seen_by).astype(float)
+    share = (parent_seen / prompt.where(prompt > 0)).clip(upper=1.0)
     return share.where(first != "")
 
 
