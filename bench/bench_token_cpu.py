@@ -20,13 +20,33 @@ Two measures, both for the current tree and for a baseline revision (``--baselin
 ``choices`` with ``logprobs``/``stop_reason``/``token_ids``) instead of the emitter's; ``--shape
 tgi`` TGI's chat chunk as axum writes it (``data:`` with no space after the colon).
 
+Every child runs with ``PYTHONHASHSEED=0``: with a random seed a dict's probes, and so the
+instruction count, move by 1-2 % from run to run; with a fixed one the count repeats to the
+instruction.
+
+Two more modes, on the current tree:
+
+- ``--shortcuts``: instructions per token with each shortcut of the read path turned off
+  (:data:`SHORTCUTS`; the general rule then reads what it took): what each one pays, the
+  figure its comment in ``streamslo/stream`` cites (``bench/results/token_cpu_shortcuts.json``,
+  bench/RESULTS.md "What each shortcut of the read path pays");
+- ``--check REFERENCE``: instructions per token against the committed figures
+  (``bench/results/token_cpu_reference.json``), failing (exit 1) past the reference's tolerance
+  (+5 %); ``--record REFERENCE`` writes them. Instruction counts depend on the interpreter's
+  build and the libraries' versions: where this machine's differ from the reference's, the
+  reference's commit is measured here beside the current tree and the current tree is held to
+  it instead (``tests/bench/test_token_cpu_guard.py``, ``tox -e bench``, the nightly job).
+
 Run::
 
     python bench/bench_token_cpu.py [--baseline 05b9810] [--streams 200] [--repeats 7]
         [--protocols sse,ws] [--shapes emitter,vllm] [--json bench/results/token_cpu.json]
+    python bench/bench_token_cpu.py --shortcuts
+    python bench/bench_token_cpu.py --check bench/results/token_cpu_reference.json
 
-``python bench/bench_token_cpu.py --child sse emitter 200`` runs one measurement in this
-process and prints ``µs/token`` (what the parent runs, with or without the baseline on the path).
+``python bench/bench_token_cpu.py --child sse emitter 200 [--off lane,...]`` runs one
+measurement in this process and prints ``µs/token`` (what the parent runs, with or without the
+baseline on the path).
 """
 
 from __future__ import annotations
@@ -34,6 +54,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import re
 import shutil
 import statistics
@@ -42,7 +63,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
@@ -141,6 +162,52 @@ def _ws_proto() -> Any:
     return proto
 
 
+#: The shortcuts of the read path, each with what it takes from the general rule; ``--off NAME``
+#: turns it off in a child (the general rule then reads what it took).
+SHORTCUTS = {
+    "lane": "a read that is one whole chunk holding one data event skips the chunked reader "
+    "and the SSE decoder (stream/lane.py, SSEExchange.receive)",
+    "one-event": "a body read that is one whole one-line data event skips the SSE decoder's "
+    "lines (SSEDecoder.one_event)",
+    "typed-chunk": "a token chunk decoded into a TokenChunk and read in one pass "
+    "(OpenAIChunks.read_bytes)",
+    "plain-answer": "a dict chunk whose one choice is plainly an answer token read in one pass "
+    "(chunkjson.plain_answer in OpenAIChunks._chunk)",
+    "msgspec": "chunk JSON decoded by msgspec first, json's full parse only for what it refuses "
+    "(chunkjson; off: STREAMSLO_CHUNK_JSON=stdlib)",
+    "whole-frames": "a read of whole text frames skips websockets' protocol object "
+    "(WSReader._whole_frames)",
+}
+
+
+def turn_off(names: list[str]) -> None:
+    """Turn the named shortcuts off in this process (before any stream is read)."""
+    unknown = set(names) - set(SHORTCUTS)
+    if unknown:
+        raise SystemExit(f"unknown shortcut(s) {sorted(unknown)}: {sorted(SHORTCUTS)}")
+    if "msgspec" in names:  # read when chunkjson is imported: before it is
+        os.environ["STREAMSLO_CHUNK_JSON"] = "stdlib"
+    from streamslo.stream import chunks, exchange, ws
+    from streamslo.stream.sse import SSEDecoder
+
+    def none(*_: object) -> None:
+        return None
+
+    # (The names the tests turn off the same way: tests/stream/test_lane.py, test_answer_rule.py,
+    # test_ws_whole_frames.py, test_chunkjson_fast.py.)
+    switches: dict[str, tuple[object, str, object]] = {
+        "lane": (exchange, "chunk_event", none),
+        "one-event": (SSEDecoder, "one_event", none),
+        "typed-chunk": (chunks, "loads_token_chunk", none),
+        "plain-answer": (chunks, "plain_answer", none),
+        "whole-frames": (ws, "_WHOLE_FRAMES", False),
+    }
+    for name in names:
+        if name in switches:
+            owner, attr, value = switches[name]
+            setattr(owner, attr, value)
+
+
 def run_streams(proto: str, shape: str, streams: int) -> float:
     """Drive ``streams`` whole streams through the Sans-I/O path; seconds spent in the reads."""
     from streamslo.stream.exchange import SSEExchange
@@ -153,7 +220,7 @@ def run_streams(proto: str, shape: str, streams: int) -> float:
     spent = 0.0
     ws_proto = _ws_proto() if proto == "ws" else None
     for i in range(streams):
-        rec = StreamRecord(f"s{i}", proto, "bench", 0.0, 0.0)
+        rec = StreamRecord(f"s{i}", cast(Any, proto), "bench", 0.0, 0.0)  # (old trees: a str)
         tracker = StreamTracker(rec, expect)
         if ws_proto is not None:
             from streamslo.stream.ws import WSReader
@@ -183,6 +250,8 @@ def run_streams(proto: str, shape: str, streams: int) -> float:
 
 def _child(argv: list[str]) -> int:
     proto, shape, streams = argv[0], argv[1], int(argv[2])
+    if argv[3:4] == ["--off"]:
+        turn_off([n for n in argv[4].split(",") if n])
     run_streams(proto, shape, 5)  # warm
     spent = run_streams(proto, shape, streams)
     print(f"{spent / (streams * TOKENS) * 1e6:.3f}")
@@ -201,18 +270,25 @@ def _export(rev: str) -> Path:
 
 def _env(path: Path | None) -> dict[str, str]:
     env = dict(os.environ)
+    env["PYTHONHASHSEED"] = "0"  # (instruction counts that repeat: see the module's text)
+    env.pop("STREAMSLO_CHUNK_JSON", None)  # (the msgspec shortcut: --off msgspec)
     if path is not None:
         env["PYTHONPATH"] = str(path) + os.pathsep + env.get("PYTHONPATH", "")
     return env
 
 
-def _us(path: Path | None, proto: str, shape: str, streams: int) -> float:
+def _child_cmd(proto: str, shape: str, streams: int, off: list[str]) -> list[str]:
     cmd = [sys.executable, __file__, "--child", proto, shape, str(streams)]
+    return [*cmd, "--off", ",".join(off)] if off else cmd
+
+
+def _us(path: Path | None, proto: str, shape: str, streams: int) -> float:
+    cmd = _child_cmd(proto, shape, streams, [])
     out = subprocess.run(cmd, env=_env(path), check=True, capture_output=True, text=True).stdout
     return float(out.split()[-1])
 
 
-def _ir(path: Path | None, proto: str, shape: str, streams: int) -> int:
+def _ir(path: Path | None, proto: str, shape: str, streams: int, off: list[str]) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "cg.out"
         cmd = [
@@ -220,12 +296,7 @@ def _ir(path: Path | None, proto: str, shape: str, streams: int) -> int:
             "--tool=cachegrind",
             "--cache-sim=no",
             f"--cachegrind-out-file={out}",
-            sys.executable,
-            __file__,
-            "--child",
-            proto,
-            shape,
-            str(streams),
+            *_child_cmd(proto, shape, streams, off),
         ]
         res = subprocess.run(cmd, env=_env(path), check=True, capture_output=True, text=True)
     m = re.search(r"I\s+refs:\s+([\d,]+)", res.stderr)
@@ -234,11 +305,188 @@ def _ir(path: Path | None, proto: str, shape: str, streams: int) -> int:
     return int(m.group(1).replace(",", ""))
 
 
-def ir_per_token(path: Path | None, proto: str, shape: str, streams: int) -> float:
-    """Instructions per token: the difference of a run with 2N and one with N streams."""
-    return (_ir(path, proto, shape, 2 * streams) - _ir(path, proto, shape, streams)) / (
+def ir_per_token(
+    path: Path | None, proto: str, shape: str, streams: int, off: list[str] | None = None
+) -> float:
+    """Instructions per token: the difference of a run with 2N and one with N streams (the
+    shortcuts named in ``off`` turned off)."""
+    off = off or []
+    return (_ir(path, proto, shape, 2 * streams, off) - _ir(path, proto, shape, streams, off)) / (
         streams * TOKENS
     )
+
+
+def _current_tree() -> Path:
+    """A copy of the working tree's ``streamslo/`` (editing it while this runs changes nothing)."""
+    cur = Path(tempfile.mkdtemp(prefix="streamslo-cur-"))
+    shutil.copytree(REPO / "streamslo", cur / "streamslo")
+    return cur
+
+
+# ---------------------------------------------------------------- what each shortcut pays
+#: (shortcut, what is turned off without it, what is turned off with it): each shortcut's
+#: saving is measured where it works. The one-event read and the dict reading work only where
+#: the shortcut before them (the lane; the typed chunk) did not take the read, so they are
+#: measured with that one off; msgspec likewise on the dict decode, the typed chunk off.
+SAVINGS = [
+    ("lane", ["lane"], []),
+    ("one-event", ["lane", "one-event"], ["lane"]),
+    ("typed-chunk", ["typed-chunk"], []),
+    ("plain-answer", ["typed-chunk", "plain-answer"], ["typed-chunk"]),
+    ("msgspec", ["typed-chunk", "msgspec"], ["typed-chunk"]),
+    ("whole-frames", ["whole-frames"], []),
+]
+_SSE_ONLY = {"lane", "one-event"}
+_WS_ONLY = {"whole-frames"}
+
+
+def measure_shortcuts(protocols: list[str], shapes: list[str], streams: int) -> dict[str, Any]:
+    """Instructions per token of the current tree with each shortcut off, and each saving."""
+    cur = _current_tree()
+    cache: dict[tuple[str, str, tuple[str, ...]], float] = {}
+
+    def ir(proto: str, shape: str, off: list[str]) -> float:
+        key = (proto, shape, tuple(sorted(off)))
+        if key not in cache:
+            cache[key] = ir_per_token(cur, proto, shape, streams, off)
+            print(f"{proto} {shape} off={off}: {cache[key]:,.0f}", file=sys.stderr, flush=True)
+        return cache[key]
+
+    rows: list[dict[str, Any]] = []
+    try:
+        for name, without, with_ in SAVINGS:
+            for proto in protocols:
+                if (proto == "ws" and name in _SSE_ONLY) or (proto == "sse" and name in _WS_ONLY):
+                    continue
+                for shape in shapes:
+                    off, on = ir(proto, shape, without), ir(proto, shape, with_)
+                    rows.append(
+                        {
+                            "shortcut": name,
+                            "protocol": proto,
+                            "shape": shape,
+                            "measured_with_off": with_,
+                            "instructions_without": off,
+                            "instructions_with": on,
+                            "saved": off - on,
+                            "saved_share": (off - on) / off,
+                        }
+                    )
+    finally:
+        shutil.rmtree(cur, ignore_errors=True)
+    lines = [
+        "| shortcut | protocol | chunk | also off | instructions/token without | with | saved |",
+        "| --- | --- | --- | --- | ---: | ---: | ---: |",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['shortcut']} | {r['protocol']} | {r['shape']} | "
+            f"{', '.join(r['measured_with_off']) or '-'} | {r['instructions_without']:,.0f} | "
+            f"{r['instructions_with']:,.0f} | {r['saved']:,.0f} ({r['saved_share']:.0%}) |"
+        )
+    return {"rows": rows, "table": "\n".join(lines), "shortcuts": SHORTCUTS}
+
+
+# ---------------------------------------------------------------- the committed figure
+#: The cases the guard holds: each transport, the emitter's chunk and vLLM's.
+GUARDED = ["sse/emitter", "sse/vllm", "ws/emitter", "ws/vllm"]
+
+
+def environment() -> dict[str, str]:
+    """What an instruction count depends on besides the code: the interpreter's build, the C
+    library, the decoders' versions."""
+    from importlib.metadata import version
+
+    return {
+        "python": sys.version,
+        "implementation": platform.python_implementation(),
+        "machine": platform.machine(),
+        "libc": " ".join(platform.libc_ver()),
+        "msgspec": version("msgspec"),
+        "websockets": version("websockets"),
+    }
+
+
+def _head() -> str:
+    return subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "HEAD"], check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def record_reference(out: Path, streams: int, tolerance: float) -> dict[str, Any]:
+    """Measure the current tree's guarded figures and write them as the reference (its commit:
+    HEAD, which should hold the same ``streamslo/`` as the working tree)."""
+    cur = _current_tree()
+    try:
+        figures = {}
+        for key in GUARDED:
+            proto, shape = key.split("/")
+            figures[key] = round(ir_per_token(cur, proto, shape, streams), 1)
+    finally:
+        shutil.rmtree(cur, ignore_errors=True)
+    ref = {
+        "what": "instructions per token of the Sans-I/O read path (bench/bench_token_cpu.py), "
+        "the figures tests/bench/test_token_cpu_guard.py holds the code to",
+        "command": f"python bench/bench_token_cpu.py --record {out.relative_to(REPO)}"
+        if out.is_relative_to(REPO)
+        else f"python bench/bench_token_cpu.py --record {out}",
+        "commit": _head(),
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "tolerance": tolerance,
+        "ir_streams": streams,
+        "environment": environment(),
+        "figures": figures,
+    }
+    out.write_text(json.dumps(ref, indent=1) + "\n")
+    return ref
+
+
+def check_reference(path: Path) -> tuple[bool, list[str]]:
+    """The current tree's guarded figures against the reference at ``path``: (all within its
+    tolerance, one line per case). Where this machine's environment is not the reference's, the
+    reference's commit is measured here beside the current tree and is the figure to hold."""
+    ref = json.loads(path.read_text())
+    tolerance = float(ref["tolerance"])
+    streams = int(ref["ir_streams"])
+    here = environment()
+    same = here == ref["environment"]
+    lines = []
+    if not same:
+        differ = sorted(k for k in here if here[k] != ref["environment"].get(k))
+        lines.append(
+            f"this machine's {', '.join(differ)} differ from the reference's: the reference's "
+            f"commit {ref['commit'][:12]} is measured here beside the current tree"
+        )
+    cur = _current_tree()
+    base: Path | None = None
+    ok = True
+    try:
+        if not same:
+            try:
+                base = _export(ref["commit"])
+            except subprocess.CalledProcessError as exc:
+                return False, [
+                    *lines,
+                    f"cannot export {ref['commit']} ({exc.stderr.decode(errors='replace')[:200]}"
+                    "): a clone with the history is needed (actions/checkout fetch-depth: 0)",
+                ]
+        for key, figure in ref["figures"].items():
+            proto, shape = key.split("/")
+            now = ir_per_token(cur, proto, shape, streams)
+            held = figure if base is None else ir_per_token(base, proto, shape, streams)
+            source = "committed" if base is None else f"{ref['commit'][:12]} measured here"
+            ratio = now / held
+            passed = ratio <= 1 + tolerance
+            ok = ok and passed
+            lines.append(
+                f"{key}: {now:,.0f} instructions/token, {source} {held:,.0f}: "
+                f"{ratio - 1:+.1%} (fails past +{tolerance:.0%}) {'ok' if passed else 'FAILED'}"
+            )
+    finally:
+        for tmp in (base, cur):
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
+    return ok, lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -253,11 +501,35 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shapes", default="emitter,vllm")
     p.add_argument("--ir-streams", type=int, default=20, help="N for the valgrind difference")
     p.add_argument("--no-valgrind", action="store_true")
-    p.add_argument("--json", default=str(BENCH / "results" / "token_cpu.json"))
+    p.add_argument("--json", default=None, help="where the results go (default by the mode)")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--shortcuts", action="store_true", help="instructions per token, each shortcut off"
+    )
+    mode.add_argument("--check", metavar="REFERENCE", help="hold the figures to REFERENCE's")
+    mode.add_argument("--record", metavar="REFERENCE", help="write the reference figures")
+    p.add_argument("--tolerance", type=float, default=0.05, help="--record: the margin kept")
     args = p.parse_args(argv)
+    if args.check:
+        ok, lines = check_reference(Path(args.check))
+        print("\n".join(lines))
+        return 0 if ok else 1
+    if args.record:
+        ref = record_reference(Path(args.record).resolve(), args.ir_streams, args.tolerance)
+        print(json.dumps(ref["figures"], indent=1))
+        return 0
+    if args.shortcuts:
+        data = measure_shortcuts(args.protocols.split(","), args.shapes.split(","), args.ir_streams)
+        data["command"] = "python bench/bench_token_cpu.py " + " ".join(argv)
+        data["when"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        data["environment"] = environment()
+        print(data["table"])
+        out = Path(args.json or BENCH / "results" / "token_cpu_shortcuts.json")
+        out.write_text(json.dumps(data, indent=1) + "\n")
+        print(f"wrote {out}", file=sys.stderr)
+        return 0
     # The working tree as it is now (a copy: editing it while this runs changes nothing here).
-    cur = Path(tempfile.mkdtemp(prefix="streamslo-cur-"))
-    shutil.copytree(REPO / "streamslo", cur / "streamslo")
+    cur = _current_tree()
     variants: list[tuple[str, Path | None]] = [("current", cur)]
     base = None
     if args.baseline:
@@ -312,7 +584,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     table = "\n".join(lines)
     print(table)
-    out = Path(args.json)
+    out = Path(args.json or BENCH / "results" / "token_cpu.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     load = os.getloadavg()
     out.write_text(

@@ -262,9 +262,11 @@ class OpenAIChunks:
             # A token chunk typed (TokenChunk: no dicts, keys read as attributes) and read in one
             # pass, as _chunk's common chunk: the typed copy of chunkjson.plain_answer (reasoning
             # or a tool call beside the content does not decode typed: TokenDelta), held equal
-            # to the general rule by tests/stream/test_answer_rule.py. Anything else is decoded
-            # again as a dict, and two misses in a row (a server whose every chunk carries a
-            # count) leave this stream on the dict decode alone.
+            # to the general rule by tests/stream/test_answer_rule.py. It pays 8,800 instructions
+            # a token on the emitter's chunk, 11,700 on vLLM's (28-31 % of the read, SSE and
+            # WebSocket alike; bench/RESULTS.md, "What each shortcut of the read path pays").
+            # Anything else is decoded again as a dict, and two misses in a row (a server whose
+            # every chunk carries a count) leave this stream on the dict decode alone.
             k = loads_token_chunk(raw)
             if k is not None:
                 choices = k.choices
@@ -307,7 +309,9 @@ class OpenAIChunks:
             # The common chunk, read in one pass: one choice that is plainly an answer token
             # (chunkjson.plain_answer) and nothing else that counts (no stop reason, server
             # count or error): ANSWER tokens, one or as many as its token ids list, as the
-            # general reading below makes them.
+            # general reading below makes them (tests/stream/test_answer_rule.py). It pays
+            # 15,300-15,800 instructions a token where the typed decode misses (29-34 %;
+            # bench/RESULTS.md, "What each shortcut of the read path pays").
             choices = chunk.get("choices")
             if type(choices) is list and len(choices) == 1:
                 choice = choices[0]

@@ -483,11 +483,15 @@ class SSEExchange(HTTPExchange):
         if self._lane:
             # The hottest path: the read is one whole chunk holding one one-line data event,
             # for a dialect that reads an event from its bytes (OpenAI's chunks); the chunked
-            # reader and the SSE decoder are between chunks and events, and stay there.
+            # reader and the SSE decoder are between chunks and events, and stay there. It pays
+            # 13,000 instructions a token (33-37 % of the read; bench/RESULTS.md, "What each
+            # shortcut of the read path pays"); tests/stream/test_lane.py holds it equal.
             value = chunk_event(data)
             tracker = self.tracker
             if value is not None and tracker.state is _STREAMING:
-                # The chunk data's size (lane.chunk_data_size, inline: the hottest path).
+                # The chunk data's size: lane.chunk_data_size's rule inline, since the call
+                # costs 340 instructions a token (1.5 %; bench/RESULTS.md, same section);
+                # tests/stream/test_lane.py holds the copy equal to it at every size.
                 tracker.rec.bytes += len(data) - (6 if data[2] == 13 else 7)
                 self._read_value(tracker, t, value)
                 if tracker.state is not _STREAMING:

@@ -27,9 +27,11 @@ from hypothesis import strategies as st
 
 from streamslo.stream import exchange as exchange_module
 from streamslo.stream._framing import ChunkedReader
+from streamslo.stream.exchange import SSEExchange
 from streamslo.stream.lane import chunk_data_size, chunk_event
 from streamslo.stream.sse import SSEDecoder
-from streamslo.stream.timing import StreamExpectations
+from streamslo.stream.timing import StreamExpectations, StreamRecord
+from streamslo.stream.tracker import StreamTracker
 from tests.stream.drive import Burst, drive_sse
 from tests.stream.test_chunkjson_fast import chat_chunk
 
@@ -291,3 +293,41 @@ def test_a_token_stream_goes_down_the_lane(monkeypatch: pytest.MonkeyPatch, fiel
     # The first event's read opens it (the comment before it counts toward the event); the
     # finish chunk is read by the lane too; [DONE] comes with the body's end: the general path.
     assert len(taken) == 5
+
+
+@SETTINGS
+@given(
+    st.integers(16, 4095),
+    st.sampled_from((b"data: ", b"data:")),
+    st.sampled_from((b"%x", b"%X")),
+)
+def test_the_exchange_counts_a_lane_read_as_chunk_data_size(
+    size: int, field: bytes, line: bytes
+) -> None:
+    """``SSEExchange.receive`` counts a lane read's bytes with an inline copy of
+    :func:`chunk_data_size` (a call there costs some 340 instructions a token, 1.5 %:
+    bench/RESULTS.md, "What each shortcut of the read path pays"); the copy counts what the
+    function and the chunked reader count, at every size the lane takes, in both forms."""
+    pad = size - len(field) - 2 - len(TOKEN)
+    # A token padded to the size, or, below a token's size, a value that is not JSON (the
+    # stream then ends malformed, after the read is counted).
+    value = (
+        TOKEN.replace(b'"tok"', b'"' + b"t" * (3 + pad) + b'"')
+        if pad >= 0
+        else b"x" * (size - len(field) - 2)
+    )
+    data = line % size + b"\r\n" + field + value + b"\n\n\r\n"
+    assert chunk_event(data) == value
+    record = StreamRecord("p", "sse", "T", 0.0, 0.0)
+    ex = SSEExchange(StreamTracker(record, StreamExpectations(max_tokens=6)), 1.0, 30.0)
+    ex.receive(0.1, HEAD + b"7\r\n: pad\n\n\r\n")
+    ex.receive(0.2, _one(b"data: " + TOKEN + b"\n\n"))
+    assert ex._lane  # the lane is open: the next read is the lane's
+    before = record.bytes
+    ex.receive(0.3, data)
+    if pad >= 0:
+        assert (record.tokens, ex._lane) == (2, True)
+    else:
+        assert record.outcome == "malformed"
+    chunks = ChunkedReader()
+    assert record.bytes - before == chunk_data_size(data) == len(chunks.feed(data)) == size
