@@ -54,13 +54,19 @@ def test_a_run_prints_its_top_errors_then_where_its_results_are(
     summary = json.loads((out / "summary.json").read_text())
     n = summary["outcomes"]["truncated"]
     assert n > 0
-    assert summary["top_errors"] == {
-        "truncated": [{"error": "connection closed mid-body", "count": n}]
+    (group,) = summary["top_errors"]["truncated"]
+    assert group == {
+        "error": "connection closed mid-body",
+        "count": n,
+        "cause": group["cause"],
+        "texts": 1,
     }
+    assert group["cause"] in ("cut", "no_terminal")
     lines = r.stdout.splitlines()
-    assert "top errors" in lines
+    assert "top errors (grouped by outcome, cause and text with numbers masked)" in lines
     assert any(
-        line.split() == ["truncated", f"{n:,}", "connection", "closed", "mid-body"]
+        line.split()
+        == ["truncated", f"({group['cause']})", f"{n:,}", "connection", "closed", "mid-body"]
         for line in lines
     )
     assert f"results: {out}" in lines
