@@ -172,15 +172,16 @@ def validity_row(v: Validity) -> dict[str, str]:
     return {"name": "run validity (load generator)", "value": value, "slo": _RULE, "status": status}
 
 
-def live_rows(environment: Environment) -> list[dict[str, str]]:
-    """Rows for the web UI's Stream SLOs tab: the run's validity first, then the thresholds
-    (failing ones first), the last window and the outcome counts."""
+def live_rows(environment: Environment, validity: Validity | None = None) -> list[dict[str, str]]:
+    """Rows for the web UI's Stream SLOs tab: the run's validity first (``validity``, else
+    judged now), then the thresholds (failing ones first), the last window and the outcome
+    counts."""
     import time
 
     book = live_book(environment)
     totals = book.totals if book is not None else {}
     rec = get_recorder(environment)
-    rows = [validity_row(live_validity(environment))]
+    rows = [validity_row(validity or live_validity(environment))]
     rows += slo_rows(active_slo(environment), totals, max(0.0, time.time() - rec.run_start))
     last = book.last_row if book is not None else None
     if last is not None:
@@ -224,7 +225,7 @@ def live_payload(environment: Environment) -> dict[str, object]:
     v = live_validity(environment)
     return {
         "validity": {"valid": v.valid, "reason": v.reason, "line": invalid_line(v)},
-        "rows": live_rows(environment),
+        "rows": live_rows(environment, v),
         "last_window": book.last_row.values if book is not None and book.last_row else None,
         "totals": totals_to_wire(book.totals) if book is not None else [],
     }
