@@ -47,7 +47,7 @@ from streamslo.results.batch import GapColumns, RecordBatch  # noqa: E402
 from streamslo.results.columns import STREAM_COLUMNS, stream_row  # noqa: E402
 from streamslo.results.writer import ResultsWriter  # noqa: E402
 from streamslo.stream.outcome import Outcome  # noqa: E402
-from streamslo.stream.timing import StreamRecord  # noqa: E402
+from streamslo.stream.timing import StreamRecord, Wire  # noqa: E402
 
 RUN_START = 1_700_000_000.0
 
@@ -59,7 +59,7 @@ def make_record(i: int, tokens: int, now: float | None = None) -> StreamRecord:
     t0 = 1000.0 + i
     rec = StreamRecord(
         stream_id=f"4242-a1b2c3-{i}",
-        protocol="sse",
+        protocol=Wire.SSE,
         user_class="SSEStreamUser",
         started_at=end - e2e,
         t0=t0,

@@ -153,7 +153,9 @@ def _new_watch(cfg: RunConfig, slo: SLO, out: Path) -> RunWatch:
                 f"--prometheus-port {cfg.prometheus_port}: cannot listen ({exc.strerror})"
             ) from None
     progress = Progress(mode, cfg.progress_interval)
-    return RunWatch(out, slo, cfg.budget, cfg.warmup + cfg.duration, progress, exporter)
+    return RunWatch(
+        out, slo, cfg.budget, cfg.warmup + cfg.duration, progress, exporter, drain_s=cfg.drain
+    )
 
 
 def _watch(

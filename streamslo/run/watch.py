@@ -50,6 +50,7 @@ class RunWatch:
         planned_s: warm-up plus duration (for the ETA).
         progress: where progress goes (None: nowhere).
         exporter: the Prometheus endpoint, or None.
+        drain_s: ``--drain``, the most the run goes on past ``planned_s`` (None: not known).
     """
 
     def __init__(
@@ -60,8 +61,10 @@ class RunWatch:
         planned_s: float,
         progress: Progress | None = None,
         exporter: GeneratorExporter | None = None,
+        drain_s: float | None = None,
     ) -> None:
         self.layout = Layout(out)
+        self.drain_s = drain_s
         self.slo = slo
         self.tracker = BurnTracker(budget) if budget is not None else None
         self.planned_s = planned_s
@@ -132,6 +135,7 @@ class RunWatch:
             alerts=len(alerts),
             last_alert=alerts[-1].name if alerts else None,
             connect_errors=refused,
+            drain_s=self.drain_s,
         )
 
     def _show(self, elapsed_s: float) -> None:

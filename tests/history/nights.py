@@ -25,7 +25,7 @@ from streamslo.results.writer import ResultsWriter
 from streamslo.runfiles.finalize import finalize
 from streamslo.runfiles.windows_csv import append_rows
 from streamslo.stream.outcome import Outcome
-from streamslo.stream.timing import StreamRecord
+from streamslo.stream.timing import StreamRecord, Wire
 
 #: The gap distribution: lognormal, median 20 ms, sigma 0.35 (p90 31.3 ms, p99 45.1 ms).
 GAP_MEDIAN_S = 0.020
@@ -76,7 +76,7 @@ def records(night: Night) -> list[StreamRecord]:
         t0 = 1000.0 + i  # perf_counter of the request's start
         rec = StreamRecord(
             stream_id=f"n{night.seed}-{i}",
-            protocol="sse",
+            protocol=Wire.SSE,
             user_class="SSEStreamUser",
             started_at=started,
             t0=t0,

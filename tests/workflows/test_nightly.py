@@ -66,9 +66,7 @@ def test_the_workflow_runs_the_real_server_tests_against_vllm() -> None:
     assert "[testenv:vllm]" in tox and "vllm_setup.py install" in tox
 
 
-@pytest.mark.parametrize(
-    "env", ["llamacpp", "transformers", "llamacpp-python", "litellm", "mlx"]
-)
+@pytest.mark.parametrize("env", ["llamacpp", "transformers", "llamacpp-python", "litellm", "mlx"])
 def test_the_workflow_runs_each_real_server_in_the_loop(env: str) -> None:
     """Every real server with a tox environment runs nightly, through that environment."""
     text = WORKFLOW.read_text()
