@@ -111,3 +111,19 @@ def test_the_monitor_keeps_no_list_of_samples():
     assert f["cpu_busy_fraction"] == 0.1 and f["peak_cpu_percent"] == 95.0
     assert d["buckets"] < 1000 and d["worst"] == 3  # bounded, whatever the run's length
     assert f["rss_end_mb"] > f["rss_start_mb"]
+
+
+def test_a_runs_watch_hands_its_drain_to_the_line(tmp_path):
+    """``streamslo run`` builds the watch from its configuration: past the planned load the
+    line names --drain's bound (the watch is handed the run's --drain)."""
+    from streamslo.cli import build_parser
+    from streamslo.run.child import _new_watch
+    from streamslo.run.config import config_from_args
+    from streamslo.slo.thresholds import DEFAULT_SLO
+
+    args = build_parser("run").parse_args(
+        ["run", "--host", "http://127.0.0.1:1", "--out", str(tmp_path), "--drain", "25s"]
+    )
+    cfg = config_from_args(args)
+    watch = _new_watch(cfg, DEFAULT_SLO, tmp_path)
+    assert watch.state(43.0).drain_s == 25.0
