@@ -41,6 +41,27 @@ def _stats(base: str) -> dict:  # type: ignore[type-arg]
         return json.loads(r.read())  # type: ignore[no-any-return]
 
 
+def _settled(base: str, deadline: float) -> dict:  # type: ignore[type-arg]
+    """Locust's statistics once the run stopped and its total holds still for 2 s. A finished
+    stream reaches Locust's statistics from a queue a few streams a millisecond
+    (loadgen/recorder.py); on a starved machine the last of them were still queued when the
+    state read "stopped", and a header read then missed them (86 % against 83 % in the
+    results, issue 36)."""
+    seen: tuple[int, int] | None = None
+    since = time.monotonic()
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            stats = _stats(base)
+            total = stats["stats"][-1]
+            now = (total["num_requests"], total["num_failures"])
+            if stats.get("state") != "stopped" or now != seen:
+                seen, since = now, time.monotonic()
+            elif time.monotonic() - since >= 2.0:
+                return stats
+        time.sleep(0.25)
+    pytest.fail(f"the run never stopped with its figures still (last: {seen})")
+
+
 def _locust_rows(path: Path) -> dict[str, dict[str, str]]:
     with path.open(newline="") as f:
         return {f"{r['Type']} {r['Name']}".strip(): r for r in csv.DictReader(f)}
@@ -93,50 +114,46 @@ def test_the_header_reads_the_streams_failure_ratio_and_rate(tmp_path: Path) -> 
     ]
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + RUN_S + 60
-        state = ""
-        while time.monotonic() < deadline:
-            with contextlib.suppress(OSError):
-                state = _stats(base).get("state", "")
-            if state == "stopped":
-                break
-            time.sleep(0.5)
-        else:
-            pytest.fail(f"the run never stopped (state {state!r})")
-        # What a person sees once the run stopped (the figures hold still from then on).
+        stats = _settled(base, time.monotonic() + RUN_S + 90)
+        # What a person sees once the run stopped and every stream is counted.
         png = screenshot(base + "/", tmp_path / "header.png")
         header = header_of(page_dom(base + "/"))
         slo_tab = page_dom(base + "/?tab=streamslo-slo")
     finally:
         stop_process(proc, timeout=30)  # SIGTERM: the results are finalized
         server.stop()
+    shown = stats["stats"][-1]  # Locust's total (Aggregated), as the page read it
 
     summary = json.loads((out / "summary.json").read_text())
     s = pd.read_csv(out / "streams.csv")
     counted = s[~s["outcome"].isin(["cancelled", "client_cancelled"])]
     failed = counted[counted["outcome"] != "ok"]
-    assert len(counted) > 100, summary
-    # A good share failed, or the test would not tell streams from timings.
+    # Enough streams for a ratio (about 250 on a quiet machine; 26 on one with four busy loops
+    # beside the run, which still tell one stream from another by more than the rounding).
+    assert len(counted) >= 20, summary
+    # A good share failed, or the test would not tell streams from timings (counted with
+    # them, the ratio read a quarter of this: even every stream failed would read 25 %).
     true_pct = summary["error_rate"] * 100
-    assert 20 <= true_pct <= 98, summary["outcomes"]
+    assert true_pct >= 20, summary["outcomes"]
     assert true_pct == pytest.approx(len(failed) / len(counted) * 100)
 
+    # Locust counted every stream once, and only the streams.
+    assert (shown["num_requests"], shown["num_failures"]) == (len(counted), len(failed)), shown
     # The header: Locust rounds the failure ratio to a whole percent.
     assert header.status.lower() == "stopped"
-    assert abs(header.failures_pct - true_pct) <= 1, (header, true_pct)
+    assert abs(header.failures_pct - true_pct) <= 1, (header, true_pct, shown)
     # Its RPS is Locust's current rate: the streams that ended in the 10 whole seconds that
-    # end 2 s before the last one. The run's own rows give the same window...
+    # end 2 s before the last one. The run's own rows give about the same window, and the
+    # whole run's rate in summary.json is near it (the load is steady): not the four times it
+    # read when it counted the timings. The margins are a loaded machine's: Locust stamps a
+    # stream when it counts it, the rows when it ended, and a starved process counts in bursts
+    # (44 % apart under four busy loops; 1 stream a second on a quiet machine).
     ends = counted["started_at"] + counted["e2e_ms"] / 1000.0
     last = int(ends.max())
-    window = counted[(ends >= last - 12) & (ends < last - 2)]
-    assert abs(header.rps - len(window) / 10) <= 1, (header, len(window))
-    # ... and the whole run's rate in summary.json is near it (the load is steady; a loaded
-    # machine may slow some seconds more than others): not the four times it read before.
-    assert abs(header.rps - summary["requests_per_s"]) <= 0.25 * summary["requests_per_s"], (
-        header,
-        summary["requests_per_s"],
-        summary["duration_s"],
-    )
+    window = len(counted[(ends >= last - 12) & (ends < last - 2)]) / 10
+    assert abs(header.rps - window) <= max(1.0, 0.6 * window), (header, window)
+    rate = summary["requests_per_s"]
+    assert 0.5 * rate <= header.rps <= 2 * rate, (header, rate, summary["duration_s"])
 
     # Locust's own CSV (--csv) counts the same: one request per stream, the timings beside.
     rows = _locust_rows(tmp_path / "locust_stats.csv")
