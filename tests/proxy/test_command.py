@@ -180,10 +180,14 @@ def test_streamslo_run_through_the_proxy_mixes_good_and_cut_streams(faulty_serve
                 "mixed",
                 "--max-tokens",
                 "8",
+                # Timers no stream here should meet (each ends ok or reset within a second):
+                # on a loaded machine a starved stream met the 2 s stall timeout (stalled), and
+                # one still running at a 3 s drain would end cancelled. The drain ends as soon
+                # as the streams in flight do.
                 "--drain",
-                "3",
+                "20",
                 "--stall-timeout",
-                "2",
+                "20",
                 # every connection through the proxy is counted: neither the preflight nor a
                 # /v1/models lookup (the faulty server lists more than 4,500 bytes of models) may be
                 "--no-preflight",
