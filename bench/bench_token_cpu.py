@@ -198,7 +198,7 @@ def turn_off(names: list[str]) -> None:
     switches: dict[str, tuple[object, str, object]] = {
         "lane": (exchange, "chunk_event", none),
         "one-event": (SSEDecoder, "one_event", none),
-        "typed-chunk": (chunks, "loads_token_chunk", none),
+        "typed-chunk": (chunks, "_typed_decode", None),
         "plain-answer": (chunks, "plain_answer", none),
         "whole-frames": (ws, "_WHOLE_FRAMES", False),
     }

@@ -39,6 +39,7 @@ __all__ = [
     "NOT_A_TOKEN",
     "REASONING",
     "TOKEN",
+    "TOKEN_CHUNK_DECODE",
     "TOOL",
     "ChunkJSONError",
     "TokenChoice",
@@ -211,6 +212,10 @@ class TokenChunk(msgspec.Struct, forbid_unknown_fields=True, gc=False):
 
 
 _TYPED: Callable[[bytes], TokenChunk] = msgspec.json.Decoder(TokenChunk).decode
+TOKEN_CHUNK_DECODE: Callable[[bytes], TokenChunk] | None = None if _FAST is None else _TYPED
+"""msgspec's decode into :class:`TokenChunk`, raising on anything it does not hold (what
+:func:`loads_token_chunk` calls), for a caller that calls it inline; None where the fast path
+is off (``STREAMSLO_CHUNK_JSON=stdlib``, read at import)."""
 
 
 def loads_token_chunk(raw: bytes) -> TokenChunk | None:

@@ -16,6 +16,7 @@ This module holds the contract (:class:`DialectReader`) and the OpenAI chunk dia
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import msgspec
@@ -26,12 +27,13 @@ from streamslo.stream.chunkjson import (
     BARE_FINISH,
     NOT_A_TOKEN,
     TOKEN,
+    TOKEN_CHUNK_DECODE,
+    TokenChunk,
     error_message,
     has_text,
     inband_error,
     loads_chunk,
     loads_chunk_bytes,
-    loads_token_chunk,
     plain_answer,
     token_position,
 )
@@ -43,6 +45,10 @@ __all__ = ["CHAT_RULES", "DialectReader", "Machine", "OpenAIChunks", "record_usa
 
 _DONE = "[DONE]"
 _UNSET = msgspec.UNSET
+# The typed token chunk's decode, called inline (chunkjson.loads_token_chunk without its call:
+# 250 instructions a token, 1 %); None: the typed reading off (STREAMSLO_CHUNK_JSON=stdlib; the
+# tests and bench_token_cpu --off typed-chunk set it so).
+_typed_decode: Callable[[bytes], TokenChunk] | None = TOKEN_CHUNK_DECODE
 
 #: The OpenAI chunk dialects' stop reasons (docs/outcomes.md, "Stop reasons").
 CHAT_RULES = EndRules(
@@ -252,13 +258,14 @@ class OpenAIChunks:
     def read_bytes(self, m: Machine, t: float, raw: bytes) -> None:
         """One SSE ``message`` event's data as the bytes read (the SSE decoder's
         :meth:`~streamslo.stream.sse.SSEDecoder.one_event`): decoded from the bytes where it
-        can be (:func:`~streamslo.stream.chunkjson.loads_token_chunk`, then
+        can be (:func:`~streamslo.stream.chunkjson.loads_token_chunk`'s decode, then
         :func:`~streamslo.stream.chunkjson.loads_chunk_bytes`), else read as :meth:`read` reads
         its text. Same meaning, less work."""
         if raw == b"[DONE]":
             m.end(t)
             return
-        if self._misses < 2:
+        typed = _typed_decode
+        if typed is not None and self._misses < 2:
             # A token chunk typed (TokenChunk: no dicts, keys read as attributes) and read in one
             # pass, as _chunk's common chunk: the typed copy of chunkjson.plain_answer (reasoning
             # or a tool call beside the content does not decode typed: TokenDelta), held equal
@@ -267,7 +274,10 @@ class OpenAIChunks:
             # WebSocket alike; bench/RESULTS.md, "What each shortcut of the read path pays").
             # Anything else is decoded again as a dict, and two misses in a row (a server whose
             # every chunk carries a count) leave this stream on the dict decode alone.
-            k = loads_token_chunk(raw)
+            try:
+                k: TokenChunk | None = typed(raw)
+            except Exception:  # refused, or not this shape: the dict decode decides
+                k = None
             if k is not None:
                 choices = k.choices
                 if (

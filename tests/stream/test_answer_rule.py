@@ -132,7 +132,7 @@ def general_rule_only() -> Iterator[None]:
     """Both shortcuts off: every chunk read by token_position, has_text and _choice_text."""
     with pytest.MonkeyPatch.context() as m:
         m.setattr(chunks, "plain_answer", lambda choice: None)
-        m.setattr(chunks, "loads_token_chunk", lambda raw: None)
+        m.setattr(chunks, "_typed_decode", None)
         yield
 
 
@@ -251,7 +251,7 @@ def test_the_common_chunks_take_both_shortcuts(raw: bytes) -> None:
 
     with pytest.MonkeyPatch.context() as m:
         m.setattr(chunks, "_answer_token", counting)
-        m.setattr(chunks, "loads_token_chunk", lambda raw: None)  # the dict form alone
+        m.setattr(chunks, "_typed_decode", None)  # the dict form alone
         rec = ended("sse", values, expect)
     assert rec["outcome"] == "ok", rec["error"]
     assert taken == [c.delta.content] * 3

@@ -29,6 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streamslo.stream import chunkjson
+from streamslo.stream import chunks as chunks_module
 from streamslo.stream.chunkjson import ChunkJSONError, loads_chunk
 from streamslo.stream.dialects import tracker_for
 from streamslo.stream.timing import StreamExpectations, StreamRecord
@@ -43,13 +44,16 @@ STREAM_SETTINGS = settings(SETTINGS, max_examples=80)
 
 @contextmanager
 def full_parse_only() -> Iterator[None]:
-    """The reference: ``json`` alone (the fast path off)."""
-    saved = chunkjson._FAST
+    """The reference: ``json`` alone (the fast path off, and with it the typed token chunk, as
+    ``STREAMSLO_CHUNK_JSON=stdlib`` turns both off at import)."""
+    saved, saved_typed = chunkjson._FAST, chunks_module._typed_decode
     chunkjson._FAST = None
+    chunks_module._typed_decode = None
     try:
         yield
     finally:
         chunkjson._FAST = saved
+        chunks_module._typed_decode = saved_typed
 
 
 def same(a: Any, b: Any) -> bool:
@@ -539,3 +543,4 @@ def test_token_chunks_beside_odd_keys_end_the_same(chunk: str) -> None:
 def test_the_fast_path_is_on() -> None:
     """The bench's old path is the environment's choice; the default is the fast path."""
     assert chunkjson._FAST is not None
+    assert chunks_module._typed_decode is chunkjson.TOKEN_CHUNK_DECODE is not None
