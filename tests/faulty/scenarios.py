@@ -6,6 +6,12 @@ from __future__ import annotations
 import importlib
 
 from tests.faulty.catalogue import SCENARIOS
+from tests.faulty.constants import (
+    REQUEST_TIMEOUT_S,
+    STALL_TIMEOUT_S,
+    TIMER_BOUNDED,
+    UNTIMED_TIMEOUTS_S,
+)
 
 # The families register themselves on import, in this order (``ok`` first: it is the first
 # model of ``/v1/models``).
@@ -21,7 +27,16 @@ for _family in (
 
 from tests.faulty.scenarios_hostile import HOSTILE  # noqa: E402
 
-__all__ = ["EXPECTED", "HOSTILE", "MIXES", "SCENARIOS", "UNSETTLED", "WS_HANDSHAKE_SCENARIOS"]
+__all__ = [
+    "EXPECTED",
+    "HOSTILE",
+    "MIXES",
+    "SCENARIOS",
+    "TIMED",
+    "UNSETTLED",
+    "WS_HANDSHAKE_SCENARIOS",
+    "client_timeouts",
+]
 
 #: Path-selected mixes: ``/s/<mix>/...`` gives each request (each WebSocket connection) the
 #: next scenario of the mix in turn.
@@ -65,3 +80,20 @@ UNSETTLED: dict[tuple[str, str], str] = {
     ),
     ("reset_immediately", "ws (by model)"): "As close_immediately by model.",
 }
+
+#: Scenarios a client's timers decide (``stalled``, ``timeout`` on either transport) or bound
+#: (:data:`~tests.faulty.constants.TIMER_BOUNDED`): their clients run with the stall timeout
+#: and deadline :data:`EXPECTED` assumes.
+TIMED = frozenset(
+    {name for (name, _), outcome in EXPECTED.items() if outcome in ("stalled", "timeout")}
+    | TIMER_BOUNDED
+)
+
+
+def client_timeouts(scenario: str) -> tuple[float, float]:
+    """(stall timeout, request deadline), seconds, for a client of ``scenario``: those
+    :data:`EXPECTED` assumes where a timer decides (:data:`TIMED`), ample ones elsewhere
+    (:data:`~tests.faulty.constants.UNTIMED_TIMEOUTS_S`; :data:`EXPECTED` holds with either)."""
+    if scenario in TIMED:
+        return STALL_TIMEOUT_S, REQUEST_TIMEOUT_S
+    return UNTIMED_TIMEOUTS_S

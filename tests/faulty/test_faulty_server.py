@@ -25,9 +25,9 @@ from websockets.exceptions import ConnectionClosed, InvalidMessage, InvalidStatu
 from websockets.sync.client import connect as ws_connect
 
 from tests.faulty import fixtures as _fixtures
-from tests.faulty.constants import SIZE_CAPPED, SIZE_CAPPED_TIMEOUTS_S
+from tests.faulty.constants import TIMER_BOUNDED
 from tests.faulty.process import FaultyServer
-from tests.faulty.scenarios import HOSTILE, MIXES
+from tests.faulty.scenarios import HOSTILE, MIXES, TIMED, client_timeouts
 from tests.faulty.server import (
     ENDLESS_S,
     EXPECTED,
@@ -288,10 +288,8 @@ class Judge:
 
 
 def _timeouts(scenario: str) -> tuple[float, float]:
-    """(stall timeout, the request's deadline on the monotonic clock) for ``scenario``: those
-    :data:`EXPECTED` assumes, or ample ones where a size cap decides (SIZE_CAPPED)."""
-    capped = scenario in SIZE_CAPPED
-    stall, request = SIZE_CAPPED_TIMEOUTS_S if capped else (STALL_TIMEOUT_S, REQUEST_TIMEOUT_S)
+    """(stall timeout, the request's deadline on the monotonic clock) for ``scenario``."""
+    stall, request = client_timeouts(scenario)
     return stall, time.monotonic() + request
 
 
@@ -437,10 +435,12 @@ def test_catalogue_is_complete_and_consistent() -> None:
     assert ENDLESS_S >= 2 * REQUEST_TIMEOUT_S
     assert SHORT_PAUSE_S <= STALL_TIMEOUT_S / 2
     assert TIMED_TTFT_S + 32 * TIMED_ITL_S < REQUEST_TIMEOUT_S / 2
-    # Where a size cap decides, no timer does: their clients' ample timeouts change nothing.
-    assert set(SCENARIOS) >= SIZE_CAPPED
+    # Every scenario a timer decides runs with the timeouts above; the others' clients get
+    # ample ones (no timer decides them: their outcome is read from what the server sends).
+    assert set(SCENARIOS) >= TIMER_BOUNDED and TIMED >= TIMER_BOUNDED
     for (name, _), outcome in EXPECTED.items():
-        assert name not in SIZE_CAPPED or outcome not in ("stalled", "timeout"), name
+        if outcome in ("stalled", "timeout"):
+            assert name in TIMED and client_timeouts(name) == (STALL_TIMEOUT_S, REQUEST_TIMEOUT_S)
 
 
 def test_fixture_and_models(faulty_server: FaultyServer) -> None:

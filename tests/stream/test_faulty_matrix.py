@@ -13,29 +13,37 @@ from streamslo.stream.timing import StreamRecord
 from streamslo.stream.tracker import StreamTracker
 from streamslo.transport.sync import ClientLimits, Target, WSConnection, stream_sse
 from streamslo.workload.requests import RequestOptions, build_body
-from tests.faulty.constants import SIZE_CAPPED, SIZE_CAPPED_TIMEOUTS_S
-from tests.faulty.scenarios import HOSTILE
+from tests.faulty.scenarios import HOSTILE, client_timeouts
 from tests.faulty.server import EXPECTED, REQUEST_TIMEOUT_S, STALL_TIMEOUT_S
 
 MAX_TOKENS = 8
 LIMITS = ClientLimits(stall_timeout=STALL_TIMEOUT_S, request_timeout=REQUEST_TIMEOUT_S)
-#: For the scenarios a size cap decides (floods at full speed): timers a starved reader never
-#: meets before its cap (tests/faulty/constants.py, SIZE_CAPPED).
-CAPPED_LIMITS = ClientLimits(
-    stall_timeout=SIZE_CAPPED_TIMEOUTS_S[0], request_timeout=SIZE_CAPPED_TIMEOUTS_S[1]
-)
+
+
+def limits_for(scenario: str) -> ClientLimits:
+    """:data:`LIMITS` where a timer decides the scenario's outcome; elsewhere timers a starved
+    reader never meets (tests/faulty/scenarios.py, ``client_timeouts``)."""
+    stall, request = client_timeouts(scenario)
+    return ClientLimits(stall_timeout=stall, request_timeout=request)
+
+
 CASES = sorted(EXPECTED)
 #: Streams in flight at once against the faulty server (see ``matrix``).
 CONCURRENT = 8
 
 
-def run_case(base_url: str, scenario: str, protocol: str, done_marker: bool = True) -> StreamRecord:
+def run_case(
+    base_url: str,
+    scenario: str,
+    protocol: str,
+    done_marker: bool = True,
+    limits: ClientLimits = LIMITS,
+) -> StreamRecord:
     target = Target.from_url(f"{base_url}/s/{scenario}")
     opts = RequestOptions(model=scenario, max_tokens=MAX_TOKENS, done_marker=done_marker)
     rec = StreamRecord(f"{scenario}-{protocol}", protocol, "test", time.time(), time.perf_counter())
     tracker = StreamTracker(rec, opts.expectations())
     body = build_body(opts, "hello")
-    limits = CAPPED_LIMITS if scenario in SIZE_CAPPED else LIMITS
     if protocol == "ws":
         conn = WSConnection(target, "/v1/ws", limits)
         try:
@@ -56,7 +64,12 @@ def matrix(faulty_server) -> dict[tuple[str, str], StreamRecord]:
     out: dict[tuple[str, str], StreamRecord] = {}
     for batch in ([c for c in CASES if c[0] not in HOSTILE], [c for c in CASES if c[0] in HOSTILE]):
         with ThreadPoolExecutor(max_workers=min(len(batch), CONCURRENT)) as pool:
-            futures = {case: pool.submit(run_case, faulty_server.base_url, *case) for case in batch}
+            futures = {
+                case: pool.submit(
+                    run_case, faulty_server.base_url, *case, limits=limits_for(case[0])
+                )
+                for case in batch
+            }
             out.update({case: f.result(timeout=300) for case, f in futures.items()})
     return out
 

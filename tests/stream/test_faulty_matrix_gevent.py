@@ -39,16 +39,22 @@ import os
 from streamslo.transport.common import _wait_first
 from streamslo.transport.reactor import REACTOR
 from tests.faulty.scenarios import HOSTILE
-from tests.stream.test_faulty_matrix import CASES, CONCURRENT, LIMITS, run_case
+from tests.stream.test_faulty_matrix import CASES, CONCURRENT, LIMITS, limits_for, run_case
 
 probe = socket.socket()
 assert type(probe).__module__.startswith("gevent"), "not gevent's sockets"
 assert _wait_first(probe, LIMITS) is not None, "the gevent read path is not in use"
 probe.close()
 out = {}
+
+
+def one(case):
+    return case, run_case(sys.argv[1], *case, limits=limits_for(case[0]))
+
+
 for batch in ([c for c in CASES if c[0] not in HOSTILE], [c for c in CASES if c[0] in HOSTILE]):
     pool = Pool(CONCURRENT)
-    for case, rec in pool.imap_unordered(lambda c: (c, run_case(sys.argv[1], *c)), batch):
+    for case, rec in pool.imap_unordered(one, batch):
         out["|".join(case)] = [rec.outcome, rec.error, rec.tokens]
 shared = os.environ.get("STREAMSLO_READ") != "per-stream"
 assert (REACTOR.reads > 0) == shared, f"{REACTOR.reads} reads by the shared reader"
