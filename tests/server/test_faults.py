@@ -1,4 +1,6 @@
-"""Each fault shows its signature; the fixed mode does not."""
+"""Each fault shows its signature; the fixed mode does not. Stalls, backlogs and processes on
+real servers; what the app answers (a silent cancel's stream, admission's refusals) in this
+process."""
 
 from __future__ import annotations
 
@@ -10,7 +12,8 @@ import httpx
 import psutil
 
 from tests.server.conftest import Server
-from tests.server.streams import sse, ws_refusal
+from tests.server.inprocess import app_client, ws_refusal
+from tests.server.streams import sse
 
 BODY = {
     "prompt": "Explain quantum entanglement",
@@ -128,31 +131,35 @@ def test_training_contention_runs_a_trainer_process(serve) -> None:
     trainer.wait(timeout=10)  # gone with its server
 
 
-def test_silent_cancel_ends_early_with_stop(serve) -> None:
-    s = serve("--fault", "silent-cancel", "--cancel-after", "0.5")
-    body = {**BODY, "max_tokens": 100, "stream_options": {"include_usage": True}}
-    res = sse(s.url, "/v1/stream", body)
+def test_silent_cancel_ends_early_with_stop() -> None:
+    """What the fault's stream says (the app in this process: its content, not its timing)."""
+    with app_client(faults=("silent-cancel",), cancel_after_s=0.5) as tc:
+        body = {**BODY, "max_tokens": 100, "stream_options": {"include_usage": True}}
+        res = sse(tc, "/v1/stream", body)
     assert res.done and res.error is None  # looks complete...
     assert res.finish_reason == "stop" and res.content_chunks < 100  # ...but is cut
     assert res.usage is not None and res.usage["completion_tokens"] == res.content_chunks
 
 
-def test_admission_control_429_and_ws_1013(serve) -> None:
-    s = serve("--max-streams", "2", "--token-interval-ms", "50")
-    with cf.ThreadPoolExecutor(2) as pool:
-        futs = [pool.submit(sse, s.url, "/v1/stream", {**BODY, "max_tokens": 60}) for _ in range(2)]
+def test_admission_control_429_and_ws_1013() -> None:
+    """Admission is the app's: asked of it in this process, two streams held by two threads."""
+    with (
+        app_client(max_streams=2, token_interval_ms=50) as tc,
+        cf.ThreadPoolExecutor(2) as pool,
+    ):
+        futs = [pool.submit(sse, tc, "/v1/stream", {**BODY, "max_tokens": 60}) for _ in range(2)]
         # Both streams admitted (the server says it is full), however slow the machine: each
         # then runs 3 s (60 tokens, 50 ms apart), the window for the refusals below.
         deadline = time.monotonic() + 60
-        while httpx.get(s.url + "/readyz", timeout=30).status_code != 503:
+        while tc.get("/readyz").status_code != 503:
             assert time.monotonic() < deadline and not any(f.done() for f in futs)
             time.sleep(0.05)
-        r = httpx.post(s.url + "/v1/stream", json=BODY, timeout=30)
+        r = tc.post("/v1/stream", json=BODY)
         assert r.status_code == 429 and r.headers["retry-after"]
         assert r.json()["error"]["code"] == 429
-        err, code = ws_refusal(s.ws_url, '{"prompt": "x"}')
+        err, code = ws_refusal(tc, '{"prompt": "x"}')
         assert code == 1013 and err is not None and err["error"]["code"] == 429
-        assert httpx.get(s.url + "/readyz").status_code == 503
+        assert tc.get("/readyz").status_code == 503
         assert all(f.result().done for f in futs)
 
 
