@@ -14,8 +14,8 @@ escaped lone surrogate). Whatever msgspec refuses goes to the full parse, which 
 every chunk reads as ``json`` reads it and every error is ``json``'s
 (``tests/stream/test_chunkjson_fast.py`` checks the two agree on generated chunks).
 ``STREAMSLO_CHUNK_JSON=stdlib`` (read at import) turns the fast path off: the bench's old path.
-What it pays, where a chunk is decoded as a dict: 15,800 instructions a token on the emitter's
-chunk, 21,300 on vLLM's (34-36 % of the read; ``python bench/bench_token_cpu.py --shortcuts``,
+What it pays, where a chunk is decoded as a dict: 15,400 instructions a token on the emitter's
+chunk, 20,900 on vLLM's (33-36 % of the read; ``python bench/bench_token_cpu.py --shortcuts``,
 bench/RESULTS.md, "What each shortcut of the read path pays").
 """
 

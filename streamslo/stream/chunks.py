@@ -269,8 +269,8 @@ class OpenAIChunks:
             # A token chunk typed (TokenChunk: no dicts, keys read as attributes) and read in one
             # pass, as _chunk's common chunk: the typed copy of chunkjson.plain_answer (reasoning
             # or a tool call beside the content does not decode typed: TokenDelta), held equal
-            # to the general rule by tests/stream/test_answer_rule.py. It pays 8,800 instructions
-            # a token on the emitter's chunk, 11,700 on vLLM's (28-31 % of the read, SSE and
+            # to the general rule by tests/stream/test_answer_rule.py. It pays 9,000 instructions
+            # a token on the emitter's chunk, 11,800 on vLLM's (29-32 % of the read, SSE and
             # WebSocket alike; bench/RESULTS.md, "What each shortcut of the read path pays").
             # Anything else is decoded again as a dict, and two misses in a row (a server whose
             # every chunk carries a count) leave this stream on the dict decode alone.

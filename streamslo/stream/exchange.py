@@ -484,7 +484,7 @@ class SSEExchange(HTTPExchange):
             # The hottest path: the read is one whole chunk holding one one-line data event,
             # for a dialect that reads an event from its bytes (OpenAI's chunks); the chunked
             # reader and the SSE decoder are between chunks and events, and stay there. It pays
-            # 13,000 instructions a token (33-37 % of the read; bench/RESULTS.md, "What each
+            # 13,000 instructions a token (34-37 % of the read; bench/RESULTS.md, "What each
             # shortcut of the read path pays"); tests/stream/test_lane.py holds it equal.
             value = chunk_event(data)
             tracker = self.tracker

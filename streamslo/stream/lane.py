@@ -16,8 +16,8 @@ with nothing pending, the SSE decoder between events: :meth:`ChunkedReader.betwe
 :meth:`~streamslo.stream.sse.SSEDecoder.lane_ready`); a read the lane takes leaves both where
 they were.
 
-What it pays: 13,000 instructions a token, a third of the read (35,500 -> 22,500 on the bench's
-emitter chunk, 39,100 -> 26,000 on vLLM's: ``python bench/bench_token_cpu.py --shortcuts``,
+What it pays: 13,000 instructions a token, a third of the read (35,200 -> 22,200 on the bench's
+emitter chunk, 38,700 -> 25,700 on vLLM's: ``python bench/bench_token_cpu.py --shortcuts``,
 bench/RESULTS.md, "What each shortcut of the read path pays"). ``tests/stream/test_lane.py``
 holds it equal to the chunked reader and the SSE decoder, and the exchange's inline copy of
 :func:`chunk_data_size` equal to it.

@@ -240,8 +240,8 @@ class SSEDecoder:
         undecoded bytes, dispatched; None (nothing consumed) for anything else, which
         :meth:`feed` then decodes by the general rules. The value and the accounting are
         what :meth:`feed` gives the same bytes (``tests/stream/test_lane.py``). Where the lane
-        does not take a read it pays 26,700 instructions a token on the emitter's chunk,
-        30,500 on vLLM's (43-44 %; it is also the door to the dialect's reading from bytes:
+        does not take a read it pays 26,900 instructions a token on the emitter's chunk,
+        30,900 on vLLM's (43-44 %; it is also the door to the dialect's reading from bytes:
         bench/RESULTS.md, "What each shortcut of the read path pays")."""
         # (Slices and `int in bytes`, a memchr: CPython 3.11's bytes.find and endswith parse
         # their arguments as a tuple, which costs more than the search.)

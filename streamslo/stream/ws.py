@@ -239,7 +239,7 @@ class WSReader(Reading):
             # no extension): each message goes to the tracker as its parser would hand it on,
             # without a trip through it (which would change nothing in its state); what
             # follows them (another kind of frame, a partial one) goes through it as before.
-            # It pays 36,000-39,000 instructions a token (60-62 % of the read; bench/RESULTS.md,
+            # It pays 36,200-39,200 instructions a token (61-62 % of the read; bench/RESULTS.md,
             # "What each shortcut of the read path pays"); held equal to the protocol object's
             # reading by tests/stream/test_ws_whole_frames.py; what it reads of that object, and
             # the versions tested: WHOLE_FRAMES_TESTED.
