@@ -57,7 +57,9 @@ def test_sigterm_finishes_streams_in_flight_and_refuses_new_ones(serve, kind: st
         assert again.chunks[-1]["error"]["code"] == 503
     assert s.proc.wait(timeout=30) == 0
     drained_s = time.monotonic() - t_term
-    assert drained_s < 10, drained_s  # it left when the last stream ended, not at the timeout
+    # It left when the last stream ended (2 s of tokens; 12 s under a CPU hog), not at the
+    # graceful timeout (30 s).
+    assert drained_s < 25, drained_s
     assert "died mid-service" not in s.output()
 
 

@@ -34,7 +34,10 @@ def test_ws_read_ahead_is_bounded(fixed_server: Server) -> None:
     """Frames sent while a stream runs wait in a small bounded queue; past it the connection is
     refused (error frame, close 1008) instead of the worker buffering whatever arrives."""
     proc = psutil.Process(fixed_server.proc.pid)
-    frame = json.dumps({"prompt": "y" * (256 << 10)})
+    # Messages just under the 1 MiB message limit, 48 MiB of them if all were sent: a worker
+    # buffering what arrives grows by about that; the bounded queue keeps it to a few MiB
+    # (9.4 MiB under a CPU hog, where the refusal comes later).
+    frame = json.dumps({"prompt": "y" * (1000 << 10)})
     received: list[str] = []
     with connect(fixed_server.ws_url, max_size=None) as ws:
         ws.send(json.dumps(LONG))
@@ -43,7 +46,7 @@ def test_ws_read_ahead_is_bounded(fixed_server: Server) -> None:
 
         def flood() -> None:
             try:
-                for _ in range(64):  # 16 MiB of queued requests
+                for _ in range(48):
                     ws.send(frame)
             except (ConnectionClosed, OSError):
                 pass  # refused part-way: the point of the test
@@ -63,8 +66,8 @@ def test_ws_read_ahead_is_bounded(fixed_server: Server) -> None:
     assert "[DONE]" not in received  # refused at once, not after the 10 s stream
     err = json.loads(received[-1])["error"]
     assert err["code"] == 400 and "queued" in err["message"]
-    assert elapsed < 5, elapsed
-    assert growth_mb < 8, growth_mb
+    assert elapsed < 8, elapsed
+    assert growth_mb < 16, growth_mb
 
 
 def test_413_reaches_a_client_still_sending_its_body(fixed_server: Server) -> None:
