@@ -47,16 +47,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import ClassVar
 
-from served import ServedProcess, serve_until_stopped  # (tests/realserver: script or import)
+import venvs  # (tests/realserver: run as a script or imported)
+from served import ServedProcess, launch, serve_until_stopped
+from venvs import venv_dir
 
 __all__ = [
     "LITELLM",
@@ -123,39 +122,11 @@ MODEL_NAME = "tiny-llama"
 _READY = ".streamslo-litellm-ready"
 
 
-def venv_dir(directory: Path) -> Path:
-    """The venv ``install`` makes in ``directory``."""
-    return directory / "venv"
-
-
-def _python(venv: Path) -> Path:
-    return venv / "bin" / "python"
-
-
-def _run(cmd: list[str], **kw: object) -> None:
-    print("+", " ".join(cmd), flush=True)
-    subprocess.run(cmd, check=True, **kw)  # type: ignore[call-overload]
-
-
-def _site_packages(venv: Path) -> list[Path]:
-    out = subprocess.run(
-        [
-            str(_python(venv)),
-            "-c",
-            "import site, json; print(json.dumps(site.getsitepackages()))",
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return [Path(p) for p in json.loads(out.stdout)]
-
-
 def check_pth(venv: Path) -> list[str]:
     """The ``.pth`` files in ``venv``'s site directories that are not :data:`EXPECTED_PTH`
     (empty: none)."""
     found = []
-    for site in _site_packages(venv):
+    for site in venvs.site_packages(venv):
         if site.is_dir():
             found += [p.name for p in site.glob("*.pth") if p.name not in EXPECTED_PTH]
     return sorted(found)
@@ -163,11 +134,7 @@ def check_pth(venv: Path) -> list[str]:
 
 def is_installed(directory: Path) -> bool:
     """Whether ``DIR/venv`` holds a finished install of this version."""
-    try:
-        data = json.loads((venv_dir(directory) / _READY).read_text())
-    except (OSError, ValueError):
-        return False
-    return bool(data.get("litellm") == LITELLM)
+    return venvs.is_ready(venv_dir(directory), _READY, litellm=LITELLM)
 
 
 def install(directory: Path, force: bool = False) -> float:
@@ -186,10 +153,9 @@ def install(directory: Path, force: bool = False) -> float:
         if stray:
             raise RuntimeError(f"unexpected .pth files in {venv}: {stray}")
         return 0.0
-    t0 = time.monotonic()
-    if not _python(venv).exists():
-        _run([sys.executable, "-m", "venv", str(venv)])
-    _run([str(_python(venv)), "-m", "pip", "install", "-q", f"litellm=={LITELLM}", *PROXY_PINS])
+    started = time.monotonic()
+    venvs.make(venv)
+    venvs.pip_install(venv, f"litellm=={LITELLM}", *PROXY_PINS)
     stray = check_pth(venv)
     if stray:
         raise RuntimeError(
@@ -197,16 +163,15 @@ def install(directory: Path, force: bool = False) -> float:
             "(a .pth file runs at every interpreter start: look before using this venv)"
         )
     freeze = subprocess.run(
-        [str(_python(venv)), "-m", "pip", "freeze"], check=True, capture_output=True, text=True
+        [str(venvs.python(venv)), "-m", "pip", "freeze"],
+        check=True,
+        capture_output=True,
+        text=True,
     )
     (directory / "freeze.txt").write_text(freeze.stdout)
     # Imports as the server will, so a broken venv fails here and not in a test.
-    _run([str(_python(venv)), "-c", "import litellm.proxy.proxy_server"], env=serve_env())
-    seconds = time.monotonic() - t0
-    (venv / _READY).write_text(
-        json.dumps({"litellm": LITELLM, "install_s": round(seconds, 1)}) + "\n"
-    )
-    return seconds
+    venvs.run_python(venv, "-c", "import litellm.proxy.proxy_server", env=serve_env())
+    return venvs.mark_ready(venv, _READY, {"litellm": LITELLM}, started)
 
 
 def write_config(
@@ -243,8 +208,7 @@ def write_config(
 
 def serve_env() -> dict[str, str]:
     """The environment the proxy runs in: offline, no telemetry, no feedback banner."""
-    env = dict(os.environ)
-    env.update(
+    env = venvs.environ(
         {
             "LITELLM_OFFLINE_MODE": "true",
             "LITELLM_LOCAL_MODEL_COST_MAP": "true",
@@ -295,29 +259,16 @@ def start_server(
         str(port),
         *extra,
     ]
-    fh = open(log, "wb")  # noqa: SIM115 - the server writes it until it stops
-    t0 = time.monotonic()
-    proc = subprocess.Popen(
-        cmd, stdout=fh, stderr=subprocess.STDOUT, env=serve_env(), start_new_session=True
-    )
-    fh.close()
-    server = LiteLLMServer(proc, f"http://127.0.0.1:{port}", 0.0, log)
-    request = urllib.request.Request(server.url + "/v1/models", headers=LiteLLMServer.headers)
-    while time.monotonic() - t0 < timeout:
-        if proc.poll() is not None:
-            break
-        try:
-            with urllib.request.urlopen(request, timeout=2) as r:
-                if r.status == 200:
-                    server.startup_s = time.monotonic() - t0
-                    return server
-        except (urllib.error.URLError, OSError):
-            pass
-        time.sleep(0.5)
-    server.stop()
-    tail = log.read_text(errors="replace")[-4000:]
-    raise RuntimeError(
-        f"litellm did not come up in {timeout:.0f} s (exit {proc.returncode}); log tail:\n{tail}"
+    return launch(
+        LiteLLMServer,
+        "litellm",
+        cmd,
+        port,
+        log,
+        timeout,
+        env=serve_env(),
+        poll_s=0.5,
+        headers=LiteLLMServer.headers,
     )
 
 
@@ -340,10 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     directory: Path = args.dir.resolve()
     if args.cmd == "install":
         seconds = install(directory, force=args.force)
-        print(
-            f"LiteLLM {LITELLM} ready in {venv_dir(directory)}"
-            + (f" ({seconds:.0f} s)" if seconds else "")
-        )
+        print(venvs.ready_line(f"LiteLLM {LITELLM}", venv_dir(directory), seconds))
     elif args.cmd == "config":
         print(write_config(directory, args.upstream, args.upstream_model))
     else:

@@ -49,19 +49,15 @@ Only the standard library is imported at the top: every step runs with any Pytho
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import llamacpp_setup  # type: ignore[import-not-found,unused-ignore]
-from served import (
-    ServedProcess,
-    launch,
-    serve_until_stopped,  # (tests/realserver: run as a script or imported)
-)
+import venvs  # (tests/realserver: run as a script or imported)
+from served import ServedProcess, launch, serve_until_stopped
+from venvs import venv_dir
 
 __all__ = [
     "CMAKE_ARGS",
@@ -91,27 +87,9 @@ MAX_MODEL_LEN = llamacpp_setup.MAX_MODEL_LEN
 _READY = ".streamslo-llamacpp-python-ready"
 
 
-def venv_dir(directory: Path) -> Path:
-    """The venv ``install`` makes in ``directory``."""
-    return directory / "venv"
-
-
-def _python(venv: Path) -> Path:
-    return venv / "bin" / "python"
-
-
-def _run(cmd: list[str], **kw: object) -> None:
-    print("+", " ".join(cmd), flush=True)
-    subprocess.run(cmd, check=True, **kw)  # type: ignore[call-overload]
-
-
 def is_installed(directory: Path) -> bool:
     """Whether ``DIR/venv`` holds a finished install of this version."""
-    try:
-        data = json.loads((venv_dir(directory) / _READY).read_text())
-    except (OSError, ValueError):
-        return False
-    return bool(data.get("llama_cpp_python") == LLAMA_CPP_PYTHON)
+    return venvs.is_ready(venv_dir(directory), _READY, llama_cpp_python=LLAMA_CPP_PYTHON)
 
 
 def install(directory: Path, jobs: int | None = None, force: bool = False) -> float:
@@ -125,45 +103,24 @@ def install(directory: Path, jobs: int | None = None, force: bool = False) -> fl
     venv = venv_dir(directory)
     if is_installed(directory) and not force:
         return 0.0
-    t0 = time.monotonic()
+    started = time.monotonic()
     # The sdist from PyPI, downloaded once for this and for the GGUF converter.
     llamacpp_setup.ensure_source(directory)
     sdist = directory / "sdist" / f"llama_cpp_python-{LLAMA_CPP_PYTHON}.tar.gz"
-    if not _python(venv).exists():
-        _run([sys.executable, "-m", "venv", str(venv)])
-    env = dict(os.environ)
-    env.update(
+    venvs.make(venv)
+    env = venvs.environ(
         {
             "CMAKE_ARGS": CMAKE_ARGS,
             "CMAKE_BUILD_PARALLEL_LEVEL": str(jobs or os.cpu_count() or 2),
         }
     )
-    _run(
-        [
-            str(_python(venv)),
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            # (pip's wheel cache keeps the compiled wheel: a venv made again reuses it)
-            f"{sdist}[server]",
-        ],
-        env=env,
-    )
+    # (pip's wheel cache keeps the compiled wheel: a venv made again reuses it)
+    venvs.pip_install(venv, f"{sdist}[server]", env=env)
     # Imports as the server will, so a broken venv fails here and not in a test.
-    _run([str(_python(venv)), "-c", "import llama_cpp, llama_cpp.server.app"])
-    seconds = time.monotonic() - t0
-    (venv / _READY).write_text(
-        json.dumps(
-            {
-                "llama_cpp_python": LLAMA_CPP_PYTHON,
-                "cmake_args": CMAKE_ARGS,
-                "install_s": round(seconds, 1),
-            }
-        )
-        + "\n"
+    venvs.run_python(venv, "-c", "import llama_cpp, llama_cpp.server.app")
+    return venvs.mark_ready(
+        venv, _READY, {"llama_cpp_python": LLAMA_CPP_PYTHON, "cmake_args": CMAKE_ARGS}, started
     )
-    return seconds
 
 
 def gguf_path(directory: Path) -> Path:
@@ -179,14 +136,8 @@ def build_model(directory: Path) -> Path:
         subprocess.CalledProcessError: the conversion failed.
     """
     directory = directory.resolve()
-    _run(
-        [
-            sys.executable,
-            str(Path(llamacpp_setup.__file__).resolve()),
-            "build-model",
-            str(directory),
-        ]
-    )
+    script = str(Path(llamacpp_setup.__file__).resolve())
+    venvs.run([sys.executable, script, "build-model", str(directory)])
     return gguf_path(directory)
 
 
@@ -213,7 +164,7 @@ def start_server(
     """
     directory = directory.resolve()
     cmd = [
-        str(_python(venv_dir(directory))),
+        str(venvs.python(venv_dir(directory))),
         "-m",
         "llama_cpp.server",
         "--model",
@@ -230,13 +181,10 @@ def start_server(
         str(interrupt),
         *extra,
     ]
-    env = dict(os.environ)
-    env["DO_NOT_TRACK"] = "1"
-    server = launch(
+    env = venvs.environ({"DO_NOT_TRACK": "1"})
+    return launch(
         LlamaCppPythonServer, "llama_cpp.server", cmd, port, log, timeout, env=env, poll_s=0.2
     )
-    assert isinstance(server, LlamaCppPythonServer)
-    return server
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -261,10 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     directory: Path = args.dir.resolve()
     if args.cmd == "install":
         seconds = install(directory, jobs=args.jobs, force=args.force)
-        print(
-            f"llama-cpp-python {LLAMA_CPP_PYTHON} ready in {venv_dir(directory)}"
-            + (f" ({seconds:.0f} s)" if seconds else "")
-        )
+        what = f"llama-cpp-python {LLAMA_CPP_PYTHON}"
+        print(venvs.ready_line(what, venv_dir(directory), seconds))
     elif args.cmd == "build-model":
         print(f"model: {build_model(directory)}")
     else:

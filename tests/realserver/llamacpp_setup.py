@@ -79,12 +79,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from served import (
-    ServedProcess,
-    launch,
-    serve_until_stopped,  # (tests/realserver: run as a script or imported)
-    tiny_llama,
-)
+import venvs  # (tests/realserver: run as a script or imported)
+from served import ServedProcess, launch, serve_until_stopped, tiny_llama
 
 __all__ = [
     "LLAMA_CPP_COMMIT",
@@ -170,19 +166,6 @@ _CHAT_TEMPLATE = (
 )
 
 
-def _run(cmd: list[str], log: Path | None = None, **kw: object) -> None:
-    print("+", " ".join(cmd), flush=True)
-    if log is None:
-        subprocess.run(cmd, check=True, **kw)  # type: ignore[call-overload]
-        return
-    with open(log, "ab") as fh:
-        proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, **kw)  # type: ignore[call-overload]
-    if proc.returncode:
-        tail = log.read_text(errors="replace")[-3000:]
-        print(tail, file=sys.stderr)
-        raise subprocess.CalledProcessError(proc.returncode, cmd)
-
-
 @contextlib.contextmanager
 def _locked(directory: Path) -> Iterator[None]:
     """One ``build`` or ``build-model`` at a time in ``directory`` (pytest workers, tox)."""
@@ -207,11 +190,8 @@ def binary(directory: Path) -> Path:
 
 def _ready_version(directory: Path) -> str | None:
     """The llama-cpp-python version a ready marker names (``None``: no marker)."""
-    try:
-        data = json.loads((directory / _READY).read_text())
-    except (OSError, ValueError):
-        return None
-    return str(data.get("llama_cpp_python"))
+    data = venvs.read_marker(directory, _READY)
+    return None if data is None else str(data.get("llama_cpp_python"))
 
 
 def is_built(directory: Path) -> bool:
@@ -232,7 +212,7 @@ def ensure_source(directory: Path) -> Path:
     """
     sdist = directory / "sdist" / f"llama_cpp_python-{LLAMA_CPP_PYTHON}.tar.gz"
     if not sdist.exists():
-        _run(
+        venvs.run(
             [
                 sys.executable,
                 "-m",
@@ -277,11 +257,11 @@ def build(directory: Path, jobs: int | None = None, force: bool = False) -> floa
             (directory / _READY).unlink(missing_ok=True)
             shutil.rmtree(out, ignore_errors=True)
         if not (out / "CMakeCache.txt").exists():
-            _run(
+            venvs.run(
                 ["cmake", "-S", str(src), "-B", str(out), *CMAKE_OPTIONS],
                 log=directory / "cmake.log",
             )
-        _run(
+        venvs.run(
             [
                 "cmake",
                 "--build",
@@ -325,10 +305,6 @@ def gguf_path(directory: Path) -> Path:
     return directory / "model" / f"{MODEL_NAME}.gguf"
 
 
-def _venv_python(venv: Path) -> Path:
-    return venv / "bin" / "python"
-
-
 def convert_python(directory: Path) -> Path:
     """The Python that builds and converts the model: the vLLM venv's when
     ``STREAMSLO_VLLM_VENV`` names one that imports all it needs, else ``DIR/convert-venv``'s
@@ -338,22 +314,21 @@ def convert_python(directory: Path) -> Path:
         subprocess.CalledProcessError: pip failed.
     """
     vllm = os.environ.get("STREAMSLO_VLLM_VENV")
-    if vllm and _venv_python(Path(vllm)).exists():
+    if vllm and venvs.python(Path(vllm)).exists():
         probe = subprocess.run(
-            [str(_venv_python(Path(vllm))), "-c", _CONVERT_IMPORTS], capture_output=True
+            [str(venvs.python(Path(vllm))), "-c", _CONVERT_IMPORTS], capture_output=True
         )
         if probe.returncode == 0:
-            return _venv_python(Path(vllm))
+            return venvs.python(Path(vllm))
     venv = directory / "convert-venv"
-    if not (venv / _VENV_READY).exists():
-        if not _venv_python(venv).exists():
-            _run([sys.executable, "-m", "venv", str(venv)])
+    if not venvs.is_ready(venv, _VENV_READY):
+        venvs.make(venv)
         # One command, torch's CPU build first among the pins: from a local wheel folder
         # (find-links) or PyTorch's CPU index (PIP_EXTRA_INDEX_URL).
-        _run([str(_venv_python(venv)), "-m", "pip", "install", "-q", *CONVERT_PINS])
-        _run([str(_venv_python(venv)), "-c", _CONVERT_IMPORTS])
-        (venv / _VENV_READY).write_text(json.dumps({"pins": CONVERT_PINS}) + "\n")
-    return _venv_python(venv)
+        venvs.pip_install(venv, *CONVERT_PINS)
+        venvs.run_python(venv, "-c", _CONVERT_IMPORTS)
+        venvs.mark_ready(venv, _VENV_READY, {"pins": CONVERT_PINS})
+    return venvs.python(venv)
 
 
 def _corpus() -> Iterator[str]:
@@ -430,18 +405,17 @@ def build_model(directory: Path, vocab: int = 2000, seed: int = 0) -> Path:
     LlamaForCausalLM(config).save_pretrained(hf, safe_serialization=True)
 
     src = source_dir(directory)
-    env = dict(os.environ)
-    env.update(
+    env = venvs.environ(
         {
             "PYTHONPATH": os.pathsep.join(
-                [str(src / "gguf-py"), *filter(None, [env.get("PYTHONPATH")])]
+                [str(src / "gguf-py"), *filter(None, [os.environ.get("PYTHONPATH")])]
             ),
             "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",
         }
     )
     target = gguf_path(directory)
-    _run(
+    venvs.run(
         [
             sys.executable,
             str(src / "convert_hf_to_gguf.py"),
@@ -496,9 +470,7 @@ def start_server(
         "--no-webui",
         *extra,
     ]
-    server = launch(LlamaCppServer, "llama-server", cmd, port, log, timeout, poll_s=0.1)
-    assert isinstance(server, LlamaCppServer)
-    return server
+    return launch(LlamaCppServer, "llama-server", cmd, port, log, timeout, poll_s=0.1)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -527,15 +499,11 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         with _locked(directory):
             ensure_source(directory)  # the converter and gguf-py (a cached build has no source)
-            python = convert_python(directory)
-            if Path(sys.prefix).resolve() == python.parent.parent.resolve():
+            venv = convert_python(directory).parent.parent
+            # The model is built with the conversion venv's torch and transformers.
+            env = venvs.environ({_CHILD: "1"})
+            if not venvs.run_in(venv, __file__, "build-model", str(directory), env=env):
                 print(f"model: {build_model(directory)}")
-            else:
-                # The model is built with the conversion venv's torch and transformers.
-                _run(
-                    [str(python), __file__, "build-model", str(directory)],
-                    env={**os.environ, _CHILD: "1"},
-                )
     else:
         log = directory / "serve.log"
         serve_until_stopped(start_server(directory, args.port, log))

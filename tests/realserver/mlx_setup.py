@@ -74,18 +74,14 @@ Only the standard library is imported at the top: every step runs with any Pytho
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from served import (
-    ServedProcess,
-    launch,
-    serve_until_stopped,  # (tests/realserver: run as a script or imported)
-)
+import venvs  # (tests/realserver: run as a script or imported)
+from served import ServedProcess, launch, serve_until_stopped
+from venvs import venv_dir
 
 __all__ = [
     "MLX",
@@ -114,11 +110,6 @@ TRANSFORMERS_ENV = "STREAMSLO_TRANSFORMERS_DIR"
 _READY = ".streamslo-mlx-ready"
 
 
-def venv_dir(directory: Path) -> Path:
-    """The venv ``install`` makes in ``directory``."""
-    return directory / "venv"
-
-
 def hf_cache_dir(directory: Path) -> Path:
     """The (empty) Hugging Face cache the server scans for ``/v1/models``."""
     return directory / "hf-cache"
@@ -127,15 +118,6 @@ def hf_cache_dir(directory: Path) -> Path:
 def model_id(model: Path) -> str:
     """The model's id in requests and in ``/v1/models``: the model folder's resolved path."""
     return str(model.resolve())
-
-
-def _python(venv: Path) -> Path:
-    return venv / "bin" / "python"
-
-
-def _run(cmd: list[str], **kw: object) -> None:
-    print("+", " ".join(cmd), flush=True)
-    subprocess.run(cmd, check=True, **kw)  # type: ignore[call-overload]
 
 
 def install(directory: Path, force: bool = False) -> float:
@@ -147,30 +129,24 @@ def install(directory: Path, force: bool = False) -> float:
             installed MLX could not compute on the CPU.
     """
     venv = venv_dir(directory.resolve())
-    if (venv / _READY).exists() and not force:
+    if venvs.is_ready(venv, _READY) and not force:
         return 0.0
-    t0 = time.monotonic()
-    if not _python(venv).exists():
-        _run([sys.executable, "-m", "venv", str(venv)])
-    pip = [str(_python(venv)), "-m", "pip", "install", "-q"]
-    _run([*pip, f"mlx-lm=={MLX_LM}", f"mlx[cpu]=={MLX}", f"transformers=={TRANSFORMERS}"])
+    started = time.monotonic()
+    venvs.make(venv)
+    venvs.pip_install(
+        venv, f"mlx-lm=={MLX_LM}", f"mlx[cpu]=={MLX}", f"transformers=={TRANSFORMERS}"
+    )
     # Computes as the server will, so a broken venv (no CPU back end, a Metal-only build) fails
     # here and not in a test.
-    _run(
-        [
-            str(_python(venv)),
-            "-c",
-            "import mlx.core as mx, mlx_lm.server; "
-            "assert mx.default_device() == mx.cpu, mx.default_device(); "
-            "assert (mx.array([1.0, 2.0]) * 2).tolist() == [2.0, 4.0]",
-        ],
+    venvs.run_python(
+        venv,
+        "-c",
+        "import mlx.core as mx, mlx_lm.server; "
+        "assert mx.default_device() == mx.cpu, mx.default_device(); "
+        "assert (mx.array([1.0, 2.0]) * 2).tolist() == [2.0, 4.0]",
         env=serve_env(directory),
     )
-    seconds = time.monotonic() - t0
-    (venv / _READY).write_text(
-        json.dumps({"mlx-lm": MLX_LM, "mlx": MLX, "install_s": round(seconds, 1)}) + "\n"
-    )
-    return seconds
+    return venvs.mark_ready(venv, _READY, {"mlx-lm": MLX_LM, "mlx": MLX}, started)
 
 
 def serve_env(directory: Path) -> dict[str, str]:
@@ -178,8 +154,7 @@ def serve_env(directory: Path) -> dict[str, str]:
     cache in ``DIR/hf-cache`` (created here), no telemetry."""
     cache = hf_cache_dir(directory.resolve())
     cache.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ)
-    env.update(
+    return venvs.environ(
         {
             "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",
@@ -189,7 +164,6 @@ def serve_env(directory: Path) -> dict[str, str]:
             "TOKENIZERS_PARALLELISM": "false",
         }
     )
-    return env
 
 
 class MlxServer(ServedProcess):
@@ -224,9 +198,7 @@ def start_server(
         str(port),
         *extra,
     ]
-    server = launch(MlxServer, "mlx_lm.server", cmd, port, log, timeout, env=serve_env(directory))
-    assert isinstance(server, MlxServer)
-    return server
+    return launch(MlxServer, "mlx_lm.server", cmd, port, log, timeout, env=serve_env(directory))
 
 
 def _default_model() -> Path | None:
@@ -253,10 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     directory: Path = args.dir.resolve()
     if args.cmd == "install":
         seconds = install(directory, force=args.force)
-        print(
-            f"mlx-lm {MLX_LM} (mlx {MLX}, CPU) ready in {venv_dir(directory)}"
-            + (f" ({seconds:.0f} s)" if seconds else "")
-        )
+        what = f"mlx-lm {MLX_LM} (mlx {MLX}, CPU)"
+        print(venvs.ready_line(what, venv_dir(directory), seconds))
     else:
         if args.model is None:
             ap.error(f"serve: give --model or set {TRANSFORMERS_ENV}")

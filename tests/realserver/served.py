@@ -1,7 +1,7 @@
 """A real server process for the real-server tests: started in a process group of its own,
-waited for until ``/v1/models`` answers, and stopped with its whole group. Shared by
-``vllm_setup.py`` and ``llamacpp_setup.py``; only the standard library (they run it with any
-Python, a venv's included)."""
+waited for until ``/v1/models`` answers, and stopped with its whole group. Shared by the
+``*_setup.py`` scripts; only the standard library (they run it with any Python, a venv's
+included)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 __all__ = ["ServedProcess", "launch", "serve_until_stopped", "tiny_llama"]
 
@@ -67,8 +68,11 @@ class ServedProcess:
             os.killpg(self.proc.pid, signal.SIGKILL)
 
 
+_Served = TypeVar("_Served", bound=ServedProcess)
+
+
 def launch(
-    cls: type[ServedProcess],
+    cls: type[_Served],
     name: str,
     cmd: list[str],
     port: int,
@@ -77,9 +81,10 @@ def launch(
     *,
     env: Mapping[str, str] | None = None,
     poll_s: float = 1.0,
-) -> ServedProcess:
+    headers: Mapping[str, str] | None = None,
+) -> _Served:
     """Start ``cmd`` (a server listening on 127.0.0.1:``port``) and wait until ``/v1/models``
-    answers; returns a ``cls``.
+    answers (asked with ``headers``, e.g. a key the server wants); returns a ``cls``.
 
     Raises:
         RuntimeError: the server exited or did not answer within ``timeout`` (its log's tail
@@ -96,11 +101,12 @@ def launch(
     )
     fh.close()
     server = cls(proc, f"http://127.0.0.1:{port}", 0.0, log)
+    request = urllib.request.Request(server.url + "/v1/models", headers=dict(headers or {}))
     while time.monotonic() - t0 < timeout:
         if proc.poll() is not None:
             break
         try:
-            with urllib.request.urlopen(server.url + "/v1/models", timeout=2) as r:
+            with urllib.request.urlopen(request, timeout=2) as r:
                 if r.status == 200:
                     server.startup_s = time.monotonic() - t0
                     return server

@@ -57,19 +57,13 @@ Python, ``build-model`` imports ``tokenizers``, ``transformers`` and ``torch`` f
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from served import (
-    ServedProcess,
-    launch,
-    serve_until_stopped,  # (tests/realserver: run as a script or imported)
-)
+import venvs  # (tests/realserver: run as a script or imported)
+from served import ServedProcess, launch, serve_until_stopped
+from venvs import venv_dir
 
 __all__ = [
     "TORCH",
@@ -97,11 +91,6 @@ _READY = ".streamslo-transformers-ready"
 _BUILT = ".streamslo-model-ready"
 
 
-def venv_dir(directory: Path) -> Path:
-    """The venv ``install`` makes in ``directory``."""
-    return directory / "venv"
-
-
 def model_dir(directory: Path) -> Path:
     """Where ``build-model`` puts the model (Hugging Face layout)."""
     return directory / "model"
@@ -113,15 +102,6 @@ def model_id(directory: Path) -> str:
     return str(model_dir(directory.resolve()))
 
 
-def _python(venv: Path) -> Path:
-    return venv / "bin" / "python"
-
-
-def _run(cmd: list[str], **kw: object) -> None:
-    print("+", " ".join(cmd), flush=True)
-    subprocess.run(cmd, check=True, **kw)  # type: ignore[call-overload]
-
-
 def install(directory: Path, force: bool = False) -> float:
     """Install ``transformers[serving]`` into ``DIR/venv`` (created when missing). Returns the
     seconds it took (0 when the venv was ready already).
@@ -130,34 +110,16 @@ def install(directory: Path, force: bool = False) -> float:
         subprocess.CalledProcessError: a step failed (pip's output is on stderr).
     """
     venv = venv_dir(directory.resolve())
-    if (venv / _READY).exists() and not force:
+    if venvs.is_ready(venv, _READY) and not force:
         return 0.0
-    t0 = time.monotonic()
-    if not _python(venv).exists():
-        _run([sys.executable, "-m", "venv", str(venv)])
-    pip = [str(_python(venv)), "-m", "pip", "install", "-q"]
-    # The CPU wheel by its local version: from a local wheel folder (find-links) or PyTorch's
-    # CPU index (PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu); PyPI's plain
-    # 2.13.0 is the CUDA build.
-    _run([*pip, f"torch=={TORCH}+cpu"])
-    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as fh:
-        fh.write(f"torch=={TORCH}+cpu\n")
-        constraints = fh.name
-    try:
-        _run([*pip, f"transformers[serving]=={TRANSFORMERS}", "-c", constraints])
-    finally:
-        os.unlink(constraints)
+    started = time.monotonic()
+    venvs.make(venv)
+    venvs.install_cpu_torch(venv, TORCH, f"transformers[serving]=={TRANSFORMERS}")
     # Imports as the server will, so a broken venv fails here and not in a test.
-    _run(
-        [str(_python(venv)), "-c", "import torch, transformers, fastapi, uvicorn, openai"],
-        env=serve_env(),
+    venvs.run_python(
+        venv, "-c", "import torch, transformers, fastapi, uvicorn, openai", env=serve_env()
     )
-    seconds = time.monotonic() - t0
-    (venv / _READY).write_text(
-        json.dumps({"transformers": TRANSFORMERS, "torch": TORCH, "install_s": round(seconds, 1)})
-        + "\n"
-    )
-    return seconds
+    return venvs.mark_ready(venv, _READY, {"transformers": TRANSFORMERS, "torch": TORCH}, started)
 
 
 def build_model(directory: Path) -> Path:
@@ -171,8 +133,7 @@ def build_model(directory: Path) -> Path:
 
 def serve_env() -> dict[str, str]:
     """The environment ``transformers serve`` runs in: offline, no telemetry."""
-    env = dict(os.environ)
-    env.update(
+    return venvs.environ(
         {
             "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",
@@ -181,7 +142,6 @@ def serve_env() -> dict[str, str]:
             "TOKENIZERS_PARALLELISM": "false",
         }
     )
-    return env
 
 
 class TransformersServer(ServedProcess):
@@ -216,11 +176,9 @@ def start_server(
         "cpu",
         *extra,
     ]
-    server = launch(
+    return launch(
         TransformersServer, "transformers serve", cmd, port, log, timeout, env=serve_env()
     )
-    assert isinstance(server, TransformersServer)
-    return server
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -238,16 +196,10 @@ def main(argv: list[str] | None = None) -> int:
     directory: Path = args.dir.resolve()
     if args.cmd == "install":
         seconds = install(directory, force=args.force)
-        print(
-            f"transformers {TRANSFORMERS} ready in {venv_dir(directory)}"
-            + (f" ({seconds:.0f} s)" if seconds else "")
-        )
+        print(venvs.ready_line(f"transformers {TRANSFORMERS}", venv_dir(directory), seconds))
     elif args.cmd == "build-model":
-        venv = venv_dir(directory)
-        if Path(sys.prefix).resolve() != venv.resolve():
-            # The model is built with this venv's torch and transformers.
-            _run([str(_python(venv)), __file__, "build-model", str(directory)])
-        else:
+        # The model is built with this venv's torch and transformers.
+        if not venvs.run_in(venv_dir(directory), __file__, "build-model", str(directory)):
             print(f"model in {build_model(directory)}")
     else:
         log = directory / "serve.log"

