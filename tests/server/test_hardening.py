@@ -10,6 +10,7 @@ import json
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -21,7 +22,7 @@ from websockets.frames import Close, Frame, Opcode
 from websockets.streams import StreamReader
 from websockets.sync.client import connect
 
-from tests.server.conftest import Server
+from tests.server.conftest import Server, start_server
 from tests.server.streams import ws_refusal
 
 if TYPE_CHECKING:
@@ -121,10 +122,29 @@ def test_an_oversized_ws_message_is_1009(fixed_server: Server) -> None:
     assert got == 1009
 
 
-def test_client_disconnects_are_not_server_errors(serve) -> None:
+@pytest.fixture(scope="module")
+def watched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A fixed-mode server whose log and counters the tests read for what they did themselves
+    (from an offset, as a difference): one process for them all."""
+    s = start_server(["--mode", "fixed"], tmp_path_factory.mktemp("watched"))
+    yield s
+    s.stop()
+
+
+def _left_mid_stream(server: Server) -> float:
+    """The server's count of SSE streams whose client left (status 499)."""
+    text = httpx.get(server.url + "/metrics", timeout=10).text
+    for line in text.splitlines():
+        if line.startswith('streamslo_requests_total{endpoint="/v1/stream",status="499"}'):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_client_disconnects_are_not_server_errors(watched: Server) -> None:
     """A client that leaves mid-body, mid-stream (SSE and WebSocket) is routine: nothing is
     logged as an ASGI error and no 5xx is counted."""
-    s = serve("--mode", "fixed")
+    s = watched
+    log_at, left_before = len(s.output()), _left_mid_stream(s)
     body = json.dumps(LONG).encode()
     head = (
         b"POST /v1/stream HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
@@ -143,17 +163,16 @@ def test_client_disconnects_are_not_server_errors(serve) -> None:
             ws.recv(timeout=10)
             if abrupt:
                 ws.socket.close()
-    left = 'streamslo_requests_total{endpoint="/v1/stream",status="499"} 1.0'
     deadline = time.monotonic() + 30  # until the server has seen the client leave (a hang)
-    while left not in (metrics := httpx.get(s.url + "/metrics", timeout=10).text):
-        assert time.monotonic() < deadline, metrics
+    while _left_mid_stream(s) < left_before + 1:
+        assert time.monotonic() < deadline, httpx.get(s.url + "/metrics", timeout=10).text
         time.sleep(0.1)
     time.sleep(0.5)  # the WebSocket closes are counted too, if they were errors
     assert httpx.get(s.url + "/healthz", timeout=10).status_code == 200
     metrics = httpx.get(s.url + "/metrics", timeout=10).text
     assert "streamslo_http_5xx_total{" not in metrics
-    assert left in metrics
-    log = s.output()
+    assert _left_mid_stream(s) == left_before + 1  # the one that left mid-stream
+    log = s.output()[log_at:]
     assert not [e for e in SERVER_ERRORS if e in log], log
 
 
@@ -308,10 +327,13 @@ def _frames(sock: socket.socket) -> list[Frame]:
 
 
 @pytest.mark.parametrize("then_close", [False, True])
-def test_a_text_frame_that_is_not_utf8_is_refused_with_1007(serve, then_close: bool) -> None:
+def test_a_text_frame_that_is_not_utf8_is_refused_with_1007(
+    watched: Server, then_close: bool
+) -> None:
     """Found by the WS fuzz: the refusal raised inside the protocol (and asyncio dropped the
     connection with a traceback) when the client's close frame came in the same read."""
-    s = serve("--mode", "fixed")
+    s = watched
+    log_at = len(s.output())
     with _ws_handshake(s.port) as sock:
         data = Frame(Opcode.TEXT, b'{"prompt": "\xff\xfe"}').serialize(mask=True)
         if then_close:
@@ -324,7 +346,7 @@ def test_a_text_frame_that_is_not_utf8_is_refused_with_1007(serve, then_close: b
     else:
         assert json.loads(frames[0].data)["error"]["code"] == 400 and close.code == 1007
     time.sleep(0.3)
-    log = s.output()
+    log = s.output()[log_at:]
     assert not [e for e in (*SERVER_ERRORS, "Fatal error") if e in log], log
 
 
